@@ -1,0 +1,151 @@
+//! `Broker`: the state every handler shares — configuration, the metadata quorum, the
+//! partitions this broker leads, fetch sessions and the producer-id allocator — and its
+//! start-up: read or write `meta.properties`, start the quorum, register the broker,
+//! open and reconcile the logs.
+
+use std::sync::Arc;
+
+use anyhow::Context;
+use brook_raft::{Command, MetadataImage, MetadataQuorum, QuorumConfig};
+use brook_storage::LogManager;
+use tokio::sync::watch;
+use tracing::info;
+
+use crate::config::BrokerConfig;
+use crate::coordinator::producer_id::ProducerIdAllocator;
+use crate::fetch_session::FetchSessions;
+use crate::metadata::meta_properties;
+use crate::partition::ReplicaManager;
+
+pub struct Broker {
+    pub config: BrokerConfig,
+    pub node_id: i32,
+    pub cluster_id: String,
+    pub quorum: MetadataQuorum,
+    pub replicas: ReplicaManager,
+    pub fetch_sessions: FetchSessions,
+    pub producer_ids: ProducerIdAllocator,
+    /// Bumped after every append; long-polling fetches wait on it.
+    appends: watch::Sender<u64>,
+}
+
+impl Broker {
+    /// Opens storage and metadata and registers this broker; the listeners come after.
+    pub async fn start(config: BrokerConfig) -> anyhow::Result<Arc<Broker>> {
+        let first_dir = config
+            .log_dirs
+            .first()
+            .context("log.dirs names no directory")?
+            .clone();
+        let cluster_id = {
+            let dir = first_dir.clone();
+            let node_id = config.node_id;
+            let wanted = config.cluster_id.clone();
+            tokio::task::spawn_blocking(move || meta_properties::load_or_create(&dir, node_id, wanted))
+                .await??
+        };
+        let quorum = MetadataQuorum::start(QuorumConfig {
+            node_id: u64::try_from(config.node_id).context("node.id must not be negative")?,
+            // Not a `<topic>-<partition>` name, so the log manager never mistakes the
+            // quorum's directory for a partition log.
+            data_dir: first_dir.join("__cluster_metadata"),
+            voters: Default::default(),
+            listen: None,
+        })
+        .await
+        .context("starting the metadata quorum")?;
+        let logs = {
+            let dirs = config.log_dirs.clone();
+            let defaults = crate::partition::log_config(&config.topic_defaults);
+            tokio::task::spawn_blocking(move || LogManager::open(&dirs, defaults))
+                .await?
+                .context("opening the partition logs")?
+        };
+        let broker = Arc::new(Broker {
+            node_id: config.node_id,
+            cluster_id,
+            quorum,
+            replicas: ReplicaManager::new(logs),
+            fetch_sessions: FetchSessions::new(),
+            producer_ids: ProducerIdAllocator::new(),
+            appends: watch::channel(0).0,
+            config,
+        });
+        broker.register().await?;
+        broker.reconcile().await;
+        info!(node_id = broker.node_id, cluster_id = %broker.cluster_id, "broker started");
+        Ok(broker)
+    }
+
+    /// The current metadata image.
+    pub fn image(&self) -> Arc<MetadataImage> {
+        self.quorum.image()
+    }
+
+    /// Registers (or re-registers, after a restart or a changed advertised address) this
+    /// broker's endpoint in the metadata.
+    async fn register(&self) -> anyhow::Result<()> {
+        let advertised = self
+            .config
+            .advertised_listeners
+            .first()
+            .context("no advertised listener")?;
+        let host = advertised.host.clone();
+        let port = advertised.port;
+        let current = self.image();
+        if let Some(reg) = current.broker(self.node_id) {
+            if reg.host == host && reg.port == port {
+                return Ok(());
+            }
+        }
+        self.quorum
+            .propose(Command::RegisterBroker {
+                broker_id: self.node_id,
+                host,
+                port,
+                rack: None,
+            })
+            .await
+            .context("registering the broker")?;
+        Ok(())
+    }
+
+    /// The broker config with the dynamic layers (cluster default and this broker's
+    /// overrides) from the metadata image applied.
+    pub fn effective_config(&self) -> BrokerConfig {
+        let image = self.image();
+        let empty = Default::default();
+        self.config.with_dynamic(
+            image.broker_configs(None).unwrap_or(&empty),
+            image.broker_configs(Some(self.node_id)).unwrap_or(&empty),
+        )
+    }
+
+    /// Applies the current metadata to local logs (deleted topics, changed configs).
+    pub async fn reconcile(&self) {
+        self.replicas
+            .reconcile(&self.effective_config(), &self.image(), self.node_id)
+            .await;
+    }
+
+    /// Wakes long-polling fetches after an append.
+    pub fn notify_append(&self) {
+        self.appends.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    pub fn subscribe_appends(&self) -> watch::Receiver<u64> {
+        self.appends.subscribe()
+    }
+
+    /// Follows metadata changes made elsewhere (other brokers, later) and reconciles.
+    pub async fn follow_metadata(self: Arc<Self>, shutdown: tokio_util::sync::CancellationToken) {
+        let mut images = self.quorum.subscribe();
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                changed = images.changed() => if changed.is_err() { return },
+            }
+            self.reconcile().await;
+        }
+    }
+}

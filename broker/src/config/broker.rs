@@ -1,0 +1,273 @@
+//! `BrokerConfig`: the typed broker configuration, built from layered key/value maps.
+//!
+//! Layers, highest first, as in Kafka's `DynamicBrokerConfig`: per-broker dynamic
+//! (`--entity-name <id>`), cluster-default dynamic (`--entity-default`), static (file,
+//! env and `--override`, already merged by [`super::load`]), then the table's default.
+//! Every value in a layer is canonical and valid for its key (see
+//! [`super::value::normalize`]), so typed getters here only fail on cross-key rules.
+//! Limits that Kafka spells `-1` or `Long.MAX_VALUE` are `None` here.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use super::error::ConfigError;
+use super::keys::{broker_key, UpdateMode};
+use super::listener::{
+    parse_listeners, parse_metrics_listener, parse_protocol_map, parse_quorum_voters,
+};
+use super::listener::{Listener, QuorumVoter};
+use super::topic_config::TopicConfig;
+use super::value::{normalize, split_list};
+
+/// Where a broker value came from; see [`super::describe::ConfigSource`] for the wire ids.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct Layers {
+    pub(crate) per_broker: BTreeMap<String, String>,
+    pub(crate) cluster_default: BTreeMap<String, String>,
+    pub(crate) static_props: BTreeMap<String, String>,
+}
+
+/// What this process does (`process.roles`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProcessRole {
+    Broker,
+    Controller,
+}
+
+/// The broker's configuration, typed. Built by [`BrokerConfig::load`] and
+/// [`BrokerConfig::with_dynamic`]; never constructed field by field outside tests.
+#[derive(Clone, Debug)]
+pub struct BrokerConfig {
+    pub node_id: i32,
+    pub process_roles: Vec<ProcessRole>,
+    pub listeners: Vec<Listener>,
+    pub advertised_listeners: Vec<Listener>,
+    /// Listener name → security protocol (`PLAINTEXT`, `SASL_PLAINTEXT`, …).
+    pub listener_security_protocol_map: BTreeMap<String, String>,
+    pub controller_listener_names: Vec<String>,
+    pub controller_quorum_voters: Vec<QuorumVoter>,
+    pub log_dirs: Vec<PathBuf>,
+    pub num_partitions: i32,
+    pub default_replication_factor: i16,
+    pub auto_create_topics_enable: bool,
+    pub delete_topic_enable: bool,
+    pub socket_request_max_bytes: usize,
+    pub message_max_bytes: u32,
+    pub log_retention_check_interval_ms: u64,
+    pub num_network_threads: usize,
+    pub num_io_threads: usize,
+    pub group_initial_rebalance_delay_ms: u64,
+    pub group_min_session_timeout_ms: i32,
+    pub group_max_session_timeout_ms: i32,
+    /// `offsets.retention.minutes` in milliseconds.
+    pub offsets_retention_ms: i64,
+    pub offsets_topic_num_partitions: i32,
+    pub offsets_topic_replication_factor: i16,
+    pub transaction_state_log_num_partitions: i32,
+    pub transaction_state_log_replication_factor: i16,
+    pub transaction_state_log_min_isr: i32,
+    /// The Prometheus endpoint; `None` when `metrics.listener` is empty.
+    pub metrics_listener: Option<SocketAddr>,
+    pub cluster_id: Option<String>,
+    /// What a topic without overrides gets (the `log.*` keys, resolved).
+    pub topic_defaults: TopicConfig,
+    pub(crate) layers: Layers,
+}
+
+impl BrokerConfig {
+    /// The effective text of a broker key: per-broker dynamic > cluster default >
+    /// static > the table's default. `None` for unknown keys and `null` defaults.
+    pub fn effective_value(&self, name: &str) -> Option<&str> {
+        self.layers.effective(name)
+    }
+
+    /// The static layer (file, env, overrides) as loaded, canonical values.
+    pub fn static_config(&self) -> &BTreeMap<String, String> {
+        &self.layers.static_props
+    }
+
+    /// The same broker with new dynamic layers (from the metadata image). Entries that
+    /// are unknown, read-only or invalid are skipped, as Kafka skips them when it
+    /// reloads dynamic configs; they were refused when proposed anyway.
+    pub fn with_dynamic(
+        &self,
+        cluster_default: &BTreeMap<String, String>,
+        per_broker: &BTreeMap<String, String>,
+    ) -> BrokerConfig {
+        let keep = |map: &BTreeMap<String, String>| -> BTreeMap<String, String> {
+            map.iter()
+                .filter_map(|(k, v)| normalize_broker_dynamic(k, v).ok().map(|v| (k.clone(), v)))
+                .collect()
+        };
+        let layers = Layers {
+            per_broker: keep(per_broker),
+            cluster_default: keep(cluster_default),
+            static_props: self.layers.static_props.clone(),
+        };
+        // Only dynamic log/limit keys can differ from a config that built before, and
+        // each is valid alone; should a cross-key rule still fail, keep the old config.
+        BrokerConfig::build(layers).unwrap_or_else(|_| self.clone())
+    }
+
+    /// Builds the typed config from validated layers.
+    pub(crate) fn build(layers: Layers) -> Result<BrokerConfig, ConfigError> {
+        let g = Getter { layers: &layers };
+        let protocol_map = parse_protocol_map(g.text("listener.security.protocol.map"))
+            .map_err(|r| g.invalid("listener.security.protocol.map", r))?;
+        let listeners =
+            parse_listeners(g.text("listeners")).map_err(|r| g.invalid("listeners", r))?;
+        for listener in &listeners {
+            if !protocol_map.contains_key(&listener.name) {
+                let reason = format!(
+                    "No security protocol defined for listener {}",
+                    listener.name
+                );
+                return Err(g.invalid("listeners", reason));
+            }
+        }
+        let controller_listener_names: Vec<String> =
+            split_list(g.text("controller.listener.names"))
+                .iter()
+                .map(|n| n.to_ascii_uppercase())
+                .collect();
+        let advertised_listeners = match g.opt("advertised.listeners") {
+            Some(text) => {
+                parse_listeners(text).map_err(|r| g.invalid("advertised.listeners", r))?
+            }
+            // Kafka advertises every non-controller listener when this is unset.
+            None => listeners
+                .iter()
+                .filter(|l| !controller_listener_names.contains(&l.name))
+                .map(Listener::advertised)
+                .collect(),
+        };
+        let log_dirs: Vec<PathBuf> = split_list(g.opt("log.dirs").unwrap_or(g.text("log.dir")))
+            .into_iter()
+            .filter(|d| !d.is_empty())
+            .map(PathBuf::from)
+            .collect();
+        if log_dirs.is_empty() {
+            return Err(g.invalid(
+                "log.dirs",
+                "At least one log directory must be defined via log.dirs or log.dir.",
+            ));
+        }
+        let process_roles = split_list(g.text("process.roles"))
+            .iter()
+            .map(|r| {
+                if r == "controller" {
+                    ProcessRole::Controller
+                } else {
+                    ProcessRole::Broker
+                }
+            })
+            .collect();
+        let mut config = BrokerConfig {
+            node_id: g.int("node.id")?,
+            process_roles,
+            listeners,
+            advertised_listeners,
+            listener_security_protocol_map: protocol_map,
+            controller_listener_names,
+            controller_quorum_voters: parse_quorum_voters(g.text("controller.quorum.voters"))
+                .map_err(|r| g.invalid("controller.quorum.voters", r))?,
+            log_dirs,
+            num_partitions: g.int("num.partitions")?,
+            default_replication_factor: g.narrow("default.replication.factor")?,
+            auto_create_topics_enable: g.text("auto.create.topics.enable") == "true",
+            delete_topic_enable: g.text("delete.topic.enable") == "true",
+            socket_request_max_bytes: g.narrow("socket.request.max.bytes")?,
+            message_max_bytes: g.narrow("message.max.bytes")?,
+            log_retention_check_interval_ms: g.narrow("log.retention.check.interval.ms")?,
+            num_network_threads: g.narrow("num.network.threads")?,
+            num_io_threads: g.narrow("num.io.threads")?,
+            group_initial_rebalance_delay_ms: g.narrow("group.initial.rebalance.delay.ms")?,
+            group_min_session_timeout_ms: g.int("group.min.session.timeout.ms")?,
+            group_max_session_timeout_ms: g.int("group.max.session.timeout.ms")?,
+            offsets_retention_ms: i64::from(g.int("offsets.retention.minutes")?) * 60_000,
+            offsets_topic_num_partitions: g.int("offsets.topic.num.partitions")?,
+            offsets_topic_replication_factor: g.narrow("offsets.topic.replication.factor")?,
+            transaction_state_log_num_partitions: g.int("transaction.state.log.num.partitions")?,
+            transaction_state_log_replication_factor: g
+                .narrow("transaction.state.log.replication.factor")?,
+            transaction_state_log_min_isr: g.int("transaction.state.log.min.isr")?,
+            metrics_listener: parse_metrics_listener(g.text("metrics.listener"))
+                .map_err(|r| g.invalid("metrics.listener", r))?,
+            cluster_id: g
+                .opt("cluster.id")
+                .filter(|id| !id.is_empty())
+                .map(str::to_owned),
+            topic_defaults: TopicConfig::default(),
+            layers: layers.clone(),
+        };
+        config.topic_defaults = TopicConfig::resolve(&config, &BTreeMap::new())?;
+        Ok(config)
+    }
+}
+
+impl Layers {
+    pub(crate) fn effective(&self, name: &str) -> Option<&str> {
+        [&self.per_broker, &self.cluster_default, &self.static_props]
+            .into_iter()
+            .find_map(|layer| layer.get(name).map(String::as_str))
+            .or_else(|| broker_key(name).and_then(|k| k.default))
+    }
+}
+
+/// Typed reads of effective values; errors name the key and its value.
+struct Getter<'a> {
+    layers: &'a Layers,
+}
+
+impl Getter<'_> {
+    fn opt(&self, name: &str) -> Option<&str> {
+        self.layers.effective(name)
+    }
+
+    /// A key the table gives a default, so it always has a value.
+    fn text(&self, name: &str) -> &str {
+        self.opt(name).unwrap_or("")
+    }
+
+    fn invalid(&self, name: &str, reason: impl Into<String>) -> ConfigError {
+        ConfigError::invalid(name, self.text(name), reason)
+    }
+
+    fn int(&self, name: &str) -> Result<i32, ConfigError> {
+        self.text(name)
+            .parse()
+            .map_err(|_| self.invalid(name, "Not a number of type INT"))
+    }
+
+    /// A number converted to the Rust type the broker uses; negative or too large
+    /// values are refused here rather than wrapped.
+    fn narrow<N: TryFrom<i64>>(&self, name: &str) -> Result<N, ConfigError> {
+        let wide: i64 = self
+            .text(name)
+            .parse()
+            .map_err(|_| self.invalid(name, "Not a number"))?;
+        N::try_from(wide).map_err(|_| self.invalid(name, "Value out of range"))
+    }
+}
+
+/// Checks one dynamic broker update (IncrementalAlterConfigs / AlterConfigs on a
+/// BROKER resource) and returns the canonical value to store. Kafka refuses keys
+/// outside `DynamicBrokerConfig.ALL_DYNAMIC_CONFIGS`; the broker maps `ReadOnly` to
+/// `INVALID_REQUEST` and `InvalidValue`/`UnknownBrokerKey` to `INVALID_CONFIG`.
+pub fn normalize_broker_dynamic(key: &str, value: &str) -> Result<String, ConfigError> {
+    let def = broker_key(key).ok_or_else(|| ConfigError::UnknownBrokerKey {
+        key: key.to_owned(),
+    })?;
+    if def.update_mode == UpdateMode::ReadOnly {
+        return Err(ConfigError::ReadOnly {
+            key: key.to_owned(),
+        });
+    }
+    normalize(def.name, def.config_type, def.validator, value)
+}
+
+/// [`normalize_broker_dynamic`] without the result.
+pub fn validate_broker_dynamic(key: &str, value: &str) -> Result<(), ConfigError> {
+    normalize_broker_dynamic(key, value).map(|_| ())
+}

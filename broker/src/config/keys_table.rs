@@ -1,0 +1,158 @@
+//! THE table of broker keys: name, type, default, validator, importance, update mode, doc.
+//!
+//! Facts come from Apache Kafka 4.4 (`KafkaConfig.configDef`, `ServerLogConfigs`,
+//! `DynamicBrokerConfig.dynamicConfigUpdateModes`). Sorted by name (a test checks it).
+//! Brook deviations, each named in its doc: `log.dir` defaults to `./data`; `node.id`
+//! and `process.roles` have defaults so that a bare `brook` runs as a one-node cluster;
+//! the internal topics default to replication factor 1; `listeners` and
+//! `listener.security.protocol.map` are not dynamically updatable (Brook cannot rebind).
+
+use super::keys::{Importance, KeyDef, UpdateMode};
+use super::listener::{
+    check_listeners, check_metrics_listener, check_protocol_map, check_quorum_voters,
+};
+use super::value::{ConfigType as T, Validator as V};
+use Importance::{High as H, Low as L, Medium as M};
+use UpdateMode::{ClusterWide as CW, ReadOnly as RO};
+
+const LONG_MAX: &str = "9223372036854775807";
+const COMPRESSION: &[&str] = &["uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"];
+const CLEANUP: &[&str] = &["compact", "delete"];
+const TIMESTAMP_TYPES: &[&str] = &["CreateTime", "LogAppendTime"];
+
+#[allow(clippy::too_many_arguments)]
+const fn k(
+    name: &'static str,
+    config_type: T,
+    default: Option<&'static str>,
+    validator: V,
+    importance: Importance,
+    update_mode: UpdateMode,
+    doc: &'static str,
+) -> KeyDef {
+    KeyDef {
+        name,
+        config_type,
+        default,
+        validator,
+        importance,
+        update_mode,
+        doc,
+    }
+}
+
+#[rustfmt::skip]
+pub(super) static BROKER_KEYS: &[KeyDef] = &[
+    k("advertised.listeners", T::List, None, V::Custom(check_listeners), H, RO,
+      "Specifies the listener addresses that the Kafka brokers will advertise to clients and other brokers. If not set, the value for `listeners` is used, without the controller listeners; a host that is empty or 0.0.0.0 is advertised as `localhost` (Brook)."),
+    k("auto.create.topics.enable", T::Boolean, Some("true"), V::None, H, RO,
+      "Enable auto creation of topic on the server."),
+    k("cluster.id", T::String, None, V::None, L, RO,
+      "Brook-specific: the cluster id to format a new data directory with. If not set, a random id is generated on first start; an existing data directory keeps its id."),
+    k("compression.type", T::String, Some("producer"), V::OneOf(COMPRESSION), H, CW,
+      "Specify the final compression type for a given topic. This configuration accepts the standard compression codecs ('gzip', 'snappy', 'lz4', 'zstd'). It additionally accepts 'uncompressed' which is equivalent to no compression; and 'producer' which means retain the original compression codec set by the producer."),
+    k("controller.listener.names", T::List, Some(""), V::None, H, RO,
+      "A comma-separated list of the names of the listeners used by the controller."),
+    k("controller.quorum.voters", T::List, Some(""), V::Custom(check_quorum_voters), H, RO,
+      "Map of id/endpoint information for the set of voters in a comma-separated list of {id}@{host}:{port} entries."),
+    k("default.replication.factor", T::Int, Some("1"), V::None, M, RO,
+      "The default replication factor per topic."),
+    k("delete.topic.enable", T::Boolean, Some("true"), V::None, H, RO,
+      "When set to true, topics can be deleted by the admin client."),
+    k("group.initial.rebalance.delay.ms", T::Int, Some("3000"), V::None, M, RO,
+      "The amount of time the group coordinator will wait for more consumers to join a new group before performing the first rebalance."),
+    k("group.max.session.timeout.ms", T::Int, Some("1800000"), V::None, M, RO,
+      "The maximum allowed session timeout for registered consumers."),
+    k("group.min.session.timeout.ms", T::Int, Some("6000"), V::None, M, RO,
+      "The minimum allowed session timeout for registered consumers."),
+    k("listener.security.protocol.map", T::String, Some("SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT"), V::Custom(check_protocol_map), L, RO,
+      "Map between listener names and security protocols."),
+    k("listeners", T::List, Some("PLAINTEXT://:9092"), V::Custom(check_listeners), H, RO,
+      "Listener List - Comma-separated list of URIs we will listen on and the listener names. Specify hostname as 0.0.0.0 to bind to all interfaces; leave hostname empty to bind to the default interface."),
+    k("log.cleaner.delete.retention.ms", T::Long, Some("86400000"), V::AtLeast(0), M, CW,
+      "The amount of time to retain tombstone message markers for log compacted topics."),
+    k("log.cleaner.max.compaction.lag.ms", T::Long, Some(LONG_MAX), V::AtLeast(1), M, CW,
+      "The maximum time a message will remain ineligible for compaction in the log."),
+    k("log.cleaner.min.cleanable.ratio", T::Double, Some("0.5"), V::DoubleBetween(0.0, 1.0), M, CW,
+      "The minimum ratio of dirty log to total log for a log to eligible for cleaning."),
+    k("log.cleaner.min.compaction.lag.ms", T::Long, Some("0"), V::AtLeast(0), M, CW,
+      "The minimum time a message will remain uncompacted in the log."),
+    k("log.cleanup.policy", T::List, Some("delete"), V::EachOneOf(CLEANUP), M, CW,
+      "The default cleanup policy for segments beyond the retention window. A comma separated list of valid policies."),
+    k("log.dir", T::List, Some("./data"), V::None, H, RO,
+      "The directory in which the log data is kept (supplemental for log.dirs property). Brook's default is ./data."),
+    k("log.dirs", T::List, None, V::None, H, RO,
+      "A comma-separated list of the directories where the log data is stored. If not set, the value in log.dir is used."),
+    k("log.flush.interval.messages", T::Long, Some(LONG_MAX), V::AtLeast(1), H, CW,
+      "The number of messages accumulated on a log partition before messages are flushed to disk."),
+    k("log.flush.interval.ms", T::Long, None, V::None, H, CW,
+      "The maximum time in ms that a message in any topic is kept in memory before flushed to disk. If not set, the value in log.flush.scheduler.interval.ms is used."),
+    k("log.flush.scheduler.interval.ms", T::Long, Some(LONG_MAX), V::None, H, RO,
+      "The frequency in ms that the log flusher checks whether any log needs to be flushed to disk."),
+    k("log.index.interval.bytes", T::Int, Some("4096"), V::AtLeast(0), M, CW,
+      "The interval with which we add an entry to the offset index."),
+    k("log.index.size.max.bytes", T::Int, Some("10485760"), V::AtLeast(4), M, CW,
+      "The maximum size in bytes of the offset index."),
+    k("log.message.timestamp.after.max.ms", T::Long, Some("3600000"), V::AtLeast(0), M, CW,
+      "This configuration sets the allowable timestamp difference between the message timestamp and the broker's timestamp."),
+    k("log.message.timestamp.before.max.ms", T::Long, Some(LONG_MAX), V::AtLeast(0), M, CW,
+      "This configuration sets the allowable timestamp difference between the broker's timestamp and the message timestamp."),
+    k("log.message.timestamp.type", T::String, Some("CreateTime"), V::OneOf(TIMESTAMP_TYPES), M, CW,
+      "Define whether the timestamp in the message is message create time or log append time."),
+    k("log.preallocate", T::Boolean, Some("false"), V::None, M, CW,
+      "Should pre allocate file when create new segment?"),
+    k("log.retention.bytes", T::Long, Some("-1"), V::None, H, CW,
+      "The maximum size of the log before deleting it."),
+    k("log.retention.check.interval.ms", T::Long, Some("300000"), V::AtLeast(1), M, RO,
+      "The frequency in milliseconds that the log cleaner checks whether any log is eligible for deletion."),
+    k("log.retention.hours", T::Int, Some("168"), V::None, H, RO,
+      "The number of hours to keep a log file before deleting it (in hours), tertiary to log.retention.ms property."),
+    k("log.retention.minutes", T::Int, None, V::None, H, RO,
+      "The number of minutes to keep a log file before deleting it (in minutes), secondary to log.retention.ms property. If not set, the value in log.retention.hours is used."),
+    k("log.retention.ms", T::Long, None, V::None, H, CW,
+      "The number of milliseconds to keep a log file before deleting it (in milliseconds), If not set, the value in log.retention.minutes is used. If set to -1, no time limit is applied."),
+    k("log.roll.hours", T::Int, Some("168"), V::AtLeast(1), H, RO,
+      "The maximum time before a new log segment is rolled out (in hours), secondary to log.roll.ms property."),
+    k("log.roll.jitter.hours", T::Int, Some("0"), V::AtLeast(0), H, RO,
+      "The maximum jitter to subtract from logRollTimeMillis (in hours), secondary to log.roll.jitter.ms property."),
+    k("log.roll.jitter.ms", T::Long, None, V::None, H, CW,
+      "The maximum jitter to subtract from logRollTimeMillis (in milliseconds). If not set, the value in log.roll.jitter.hours is used."),
+    k("log.roll.ms", T::Long, None, V::None, H, CW,
+      "The maximum time before a new log segment is rolled out (in milliseconds). If not set, the value in log.roll.hours is used."),
+    k("log.segment.bytes", T::Int, Some("1073741824"), V::AtLeast(1_048_576), H, CW,
+      "The maximum size of a single log file."),
+    k("log.segment.delete.delay.ms", T::Long, Some("60000"), V::AtLeast(0), H, CW,
+      "The amount of time to wait before deleting a file from the filesystem."),
+    k("message.max.bytes", T::Int, Some("1048588"), V::AtLeast(0), H, CW,
+      "The largest record batch size allowed by Kafka (after compression if compression is enabled). This can be set per topic with the topic level max.message.bytes config."),
+    k("metrics.listener", T::String, Some("0.0.0.0:9644"), V::Custom(check_metrics_listener), L, RO,
+      "Brook-specific: host:port of the Prometheus metrics endpoint (/metrics). Empty disables it."),
+    k("min.insync.replicas", T::Int, Some("1"), V::AtLeast(1), H, CW,
+      "Specifies the minimum number of in-sync replicas (including the leader) required for a write to succeed when a producer sets acks to \"all\" (or \"-1\")."),
+    k("node.id", T::Int, Some("1"), V::AtLeast(0), H, RO,
+      "The node ID associated with the roles this process is playing. Kafka requires it; Brook defaults to 1 for a one-node cluster."),
+    k("num.io.threads", T::Int, Some("8"), V::AtLeast(1), H, CW,
+      "The number of threads that the server uses for processing requests, which may include disk I/O. Accepted for compatibility; Brook sizes its runtime itself."),
+    k("num.network.threads", T::Int, Some("3"), V::AtLeast(1), H, CW,
+      "The number of threads that the server uses for receiving requests from the network and sending responses to the network. Accepted for compatibility; Brook sizes its runtime itself."),
+    k("num.partitions", T::Int, Some("1"), V::AtLeast(1), M, RO,
+      "The default number of log partitions per topic."),
+    k("offsets.retention.minutes", T::Int, Some("10080"), V::AtLeast(1), H, RO,
+      "For subscribed consumers, committed offset of a specific partition will be expired and discarded after the group has been empty for this long."),
+    k("offsets.topic.num.partitions", T::Int, Some("50"), V::AtLeast(1), H, RO,
+      "The number of partitions for the offset commit topic (should not change after deployment)."),
+    k("offsets.topic.replication.factor", T::Short, Some("1"), V::AtLeast(1), H, RO,
+      "The replication factor for the offsets topic (set higher to ensure availability). Kafka's default is 3; Brook's is 1."),
+    k("process.roles", T::List, Some("broker,controller"), V::EachOneOf(&["broker", "controller"]), H, RO,
+      "The roles that this process plays: 'broker', 'controller', or 'broker,controller' if it is both. Kafka requires it; Brook defaults to both."),
+    k("socket.request.max.bytes", T::Int, Some("104857600"), V::AtLeast(1), H, RO,
+      "The maximum number of bytes in a socket request."),
+    k("transaction.state.log.min.isr", T::Int, Some("1"), V::AtLeast(1), H, RO,
+      "The minimum number of replicas that must acknowledge a write to transaction topic in order to be considered successful. Kafka's default is 2; Brook's is 1."),
+    k("transaction.state.log.num.partitions", T::Int, Some("50"), V::AtLeast(1), H, RO,
+      "The number of partitions for the transaction topic (should not change after deployment)."),
+    k("transaction.state.log.replication.factor", T::Short, Some("1"), V::AtLeast(1), H, RO,
+      "The replication factor for the transaction topic (set higher to ensure availability). Kafka's default is 3; Brook's is 1."),
+    k("unclean.leader.election.enable", T::Boolean, Some("false"), V::None, H, CW,
+      "Indicates whether to enable replicas not in the ISR set to be elected as leader as a last resort, even though doing so may result in data loss."),
+];

@@ -1,0 +1,36 @@
+//! Broker and topic configuration with Kafka's names, types, defaults, synonyms and
+//! DescribeConfigs semantics, so that an operator's Kafka knowledge carries over.
+//!
+//! Layout: [`keys_table`] is THE table of broker keys ([`keys`] holds its types and the
+//! synonym chains); [`topic`] the topic keys; [`value`] types and validators;
+//! [`properties`] + [`load`] read `server.properties`, `BROOK_*` env and
+//! `--override`; [`broker`] builds the typed [`BrokerConfig`]; [`topic_config`] the typed
+//! [`TopicConfig`]; [`describe`] answers DescribeConfigs. Everything but
+//! [`BrokerConfig::load`]'s file read is pure. Below this module, code sees typed
+//! structs, never key strings.
+
+pub mod broker;
+pub mod describe;
+pub mod error;
+pub mod keys;
+mod keys_table;
+pub mod listener;
+pub mod load;
+pub mod properties;
+pub mod topic;
+pub mod topic_config;
+pub mod value;
+
+#[cfg(test)]
+mod tests;
+
+pub use broker::{normalize_broker_dynamic, validate_broker_dynamic, BrokerConfig, ProcessRole};
+pub use describe::{
+    describe_broker, describe_broker_defaults, describe_topic, ConfigSource, DescribeOptions,
+    DescribedConfig, DescribedSynonym,
+};
+pub use error::ConfigError;
+pub use listener::{Listener, QuorumVoter};
+pub use topic::{normalize_topic_overrides, validate_topic_overrides};
+pub use topic_config::{CleanupPolicy, CompressionType, TimestampType, TopicConfig};
+pub use value::ConfigType;

@@ -1,0 +1,3 @@
+//! Coordinators: producer ids today; groups and transactions come next.
+
+pub mod producer_id;

@@ -1,0 +1,111 @@
+//! `BrokerError` and THE single mapping from internal errors to Kafka error codes.
+//! Handlers put the code in the failing partition's (or resource's) entry; only errors
+//! that make a response impossible close the connection.
+
+use brook_protocol::kafka_protocol::ResponseError;
+use brook_raft::{ApplyError, ProposeError};
+use brook_storage::StorageError;
+
+use crate::config::ConfigError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum BrokerError {
+    #[error("no handler for request {0}")]
+    NoHandler(String),
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+    #[error(transparent)]
+    Propose(#[from] ProposeError),
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error("invalid topic name {name:?}: {reason}")]
+    InvalidTopic { name: String, reason: String },
+    #[error("unknown topic or partition {topic}-{partition}")]
+    UnknownTopicOrPartition { topic: String, partition: i32 },
+    #[error("invalid request: {0}")]
+    InvalidRequest(String),
+    #[error("topic deletion is disabled (delete.topic.enable=false)")]
+    TopicDeletionDisabled,
+    #[error("replication factor {requested} is invalid with {brokers} broker(s)")]
+    InvalidReplicationFactor { requested: i16, brokers: usize },
+}
+
+impl BrokerError {
+    /// The Kafka error code a client gets for this error.
+    pub fn code(&self) -> ResponseError {
+        match self {
+            BrokerError::NoHandler(_) => ResponseError::UnsupportedVersion,
+            BrokerError::Storage(e) => storage_code(e),
+            BrokerError::Propose(ProposeError::Apply(e)) => apply_code(e),
+            BrokerError::Propose(ProposeError::NotLeader { .. }) => ResponseError::NotController,
+            BrokerError::Propose(_) => ResponseError::RequestTimedOut,
+            BrokerError::Config(_) => ResponseError::InvalidConfig,
+            BrokerError::InvalidTopic { .. } => ResponseError::InvalidTopicException,
+            BrokerError::UnknownTopicOrPartition { .. } => ResponseError::UnknownTopicOrPartition,
+            BrokerError::InvalidRequest(_) => ResponseError::InvalidRequest,
+            BrokerError::TopicDeletionDisabled => ResponseError::TopicDeletionDisabled,
+            BrokerError::InvalidReplicationFactor { .. } => ResponseError::InvalidReplicationFactor,
+        }
+    }
+}
+
+fn storage_code(e: &StorageError) -> ResponseError {
+    match e {
+        StorageError::CorruptBatch { .. } | StorageError::EmptyAppend => ResponseError::CorruptMessage,
+        StorageError::RecordTooLarge { .. } => ResponseError::MessageTooLarge,
+        StorageError::RecordBatchTooLarge { .. } => ResponseError::RecordListTooLarge,
+        StorageError::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange,
+        StorageError::OutOfOrderSequence { .. } => ResponseError::OutOfOrderSequenceNumber,
+        StorageError::InvalidProducerEpoch { .. } => ResponseError::InvalidProducerEpoch,
+        StorageError::InvalidTopicName { .. } => ResponseError::InvalidTopicException,
+        StorageError::LogDeleted { .. } => ResponseError::UnknownTopicOrPartition,
+        _ => ResponseError::KafkaStorageError,
+    }
+}
+
+fn apply_code(e: &ApplyError) -> ResponseError {
+    match e {
+        ApplyError::TopicAlreadyExists { .. } | ApplyError::TopicIdAlreadyExists { .. } => {
+            ResponseError::TopicAlreadyExists
+        }
+        ApplyError::UnknownTopic { .. } => ResponseError::UnknownTopicId,
+        ApplyError::UnknownPartition { .. } => ResponseError::UnknownTopicOrPartition,
+        ApplyError::InvalidPartitions { .. } => ResponseError::InvalidPartitions,
+        #[allow(unreachable_patterns)]
+        _ => ResponseError::InvalidRequest,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn storage_errors_map_to_the_codes_the_spec_names() {
+        let too_large = BrokerError::Storage(StorageError::RecordTooLarge { size: 2, max: 1 });
+        assert_eq!(too_large.code(), ResponseError::MessageTooLarge);
+        let out_of_range = BrokerError::Storage(StorageError::OffsetOutOfRange {
+            requested: 9,
+            log_start: 0,
+            log_end: 3,
+        });
+        assert_eq!(out_of_range.code(), ResponseError::OffsetOutOfRange);
+        assert_eq!(
+            BrokerError::Storage(StorageError::EmptyAppend).code(),
+            ResponseError::CorruptMessage
+        );
+    }
+
+    #[test]
+    fn metadata_errors_map_to_topic_codes() {
+        let exists = BrokerError::Propose(ProposeError::Apply(ApplyError::TopicAlreadyExists {
+            name: "t".into(),
+        }));
+        assert_eq!(exists.code(), ResponseError::TopicAlreadyExists);
+        let invalid = BrokerError::InvalidTopic {
+            name: "a b".into(),
+            reason: "bad char".into(),
+        };
+        assert_eq!(invalid.code(), ResponseError::InvalidTopicException);
+    }
+}

@@ -1,0 +1,90 @@
+//! CreateTopics: validate each topic (name, partitions, replication factor, configs),
+//! then propose it to the metadata quorum unless `validate_only`. Defaults: -1
+//! partitions → `num.partitions`, -1 replication factor → `default.replication.factor`.
+
+use std::collections::BTreeMap;
+
+use brook_protocol::kafka_protocol::messages::create_topics_response::{
+    CreatableTopicConfigs, CreatableTopicResult,
+};
+use brook_protocol::kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
+use brook_protocol::kafka_protocol::protocol::StrBytes;
+
+use crate::broker::Broker;
+use crate::config::{describe_topic, DescribeOptions};
+use crate::error::BrokerError;
+use crate::metadata::topics::{self, NewTopic};
+
+pub async fn handle(broker: &Broker, req: CreateTopicsRequest, version: i16) -> CreateTopicsResponse {
+    let mut results = Vec::with_capacity(req.topics.len());
+    for topic in req.topics {
+        let name = topic.name.to_string();
+        let mut configs = BTreeMap::new();
+        for c in &topic.configs {
+            if let Some(value) = &c.value {
+                configs.insert(c.name.to_string(), value.to_string());
+            }
+        }
+        let new_topic = NewTopic {
+            name: name.clone(),
+            partitions: if topic.num_partitions == -1 {
+                broker.config.num_partitions
+            } else {
+                topic.num_partitions
+            },
+            replication_factor: if topic.replication_factor == -1 {
+                broker.config.default_replication_factor
+            } else {
+                topic.replication_factor
+            },
+            configs: configs.clone(),
+        };
+        let (partitions, replication_factor) = (new_topic.partitions, new_topic.replication_factor);
+        let outcome = if !topic.assignments.is_empty() {
+            Err(BrokerError::InvalidRequest(
+                "manual replica assignments are not supported yet".into(),
+            ))
+        } else if req.validate_only {
+            topics::validate(broker, &new_topic).map(|()| None)
+        } else {
+            topics::create(broker, new_topic).await.map(Some)
+        };
+        let mut result = CreatableTopicResult::default().with_name(topic.name.clone());
+        match outcome {
+            Ok(topic_id) => {
+                result = result
+                    .with_topic_id(topic_id.unwrap_or_default())
+                    .with_num_partitions(partitions)
+                    .with_replication_factor(replication_factor);
+                // v5+ echoes the topic's effective configs (KIP-525).
+                if version >= 5 {
+                    result = result.with_configs(Some(effective_configs(broker, &configs)));
+                }
+            }
+            Err(e) => {
+                result = result
+                    .with_error_code(e.code().code())
+                    .with_error_message(Some(StrBytes::from_string(e.to_string())))
+                    .with_num_partitions(-1)
+                    .with_replication_factor(-1);
+            }
+        }
+        results.push(result);
+    }
+    CreateTopicsResponse::default().with_topics(results)
+}
+
+fn effective_configs(broker: &Broker, overrides: &BTreeMap<String, String>) -> Vec<CreatableTopicConfigs> {
+    describe_topic(&broker.config, overrides, DescribeOptions::default())
+        .unwrap_or_default()
+        .into_iter()
+        .map(|c| {
+            CreatableTopicConfigs::default()
+                .with_name(StrBytes::from_string(c.name))
+                .with_value(c.value.map(StrBytes::from_string))
+                .with_read_only(c.read_only)
+                .with_config_source(c.source.id())
+                .with_is_sensitive(c.is_sensitive)
+        })
+        .collect()
+}

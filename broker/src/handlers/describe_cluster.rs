@@ -1,0 +1,29 @@
+//! DescribeCluster: the brokers and the controller, as `kafka-topics` and AdminClient
+//! ask for them.
+
+use brook_protocol::kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
+use brook_protocol::kafka_protocol::messages::{BrokerId, DescribeClusterRequest, DescribeClusterResponse};
+use brook_protocol::kafka_protocol::protocol::StrBytes;
+
+use crate::broker::Broker;
+use crate::handlers::metadata::controller_id;
+
+pub fn handle(broker: &Broker, _req: DescribeClusterRequest, _version: i16) -> DescribeClusterResponse {
+    let image = broker.image();
+    let brokers = image
+        .brokers
+        .values()
+        .map(|b| {
+            DescribeClusterBroker::default()
+                .with_broker_id(BrokerId(b.broker_id))
+                .with_host(StrBytes::from_string(b.host.clone()))
+                .with_port(i32::from(b.port))
+                .with_rack(b.rack.clone().map(StrBytes::from_string))
+        })
+        .collect();
+    DescribeClusterResponse::default()
+        .with_endpoint_type(1)
+        .with_cluster_id(StrBytes::from_string(broker.cluster_id.clone()))
+        .with_controller_id(BrokerId(controller_id(broker)))
+        .with_brokers(brokers)
+}

@@ -1,0 +1,85 @@
+//! DescribeConfigs for topics (resource type 2) and brokers (4; an empty name is the
+//! cluster-wide default), with Kafka's names, values, sources and synonyms.
+
+use brook_protocol::kafka_protocol::messages::describe_configs_response::{
+    DescribeConfigsResourceResult, DescribeConfigsResult, DescribeConfigsSynonym,
+};
+use brook_protocol::kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
+use brook_protocol::kafka_protocol::protocol::StrBytes;
+use brook_protocol::kafka_protocol::ResponseError;
+
+use crate::broker::Broker;
+use crate::config::{describe_broker, describe_broker_defaults, describe_topic, DescribeOptions, DescribedConfig};
+
+pub const TOPIC: i8 = 2;
+pub const BROKER: i8 = 4;
+pub const BROKER_LOGGER: i8 = 8;
+
+pub fn handle(broker: &Broker, req: DescribeConfigsRequest, _version: i16) -> DescribeConfigsResponse {
+    let options = DescribeOptions {
+        include_synonyms: req.include_synonyms,
+        include_documentation: req.include_documentation,
+    };
+    let config = broker.effective_config();
+    let image = broker.image();
+    let results = req
+        .resources
+        .into_iter()
+        .map(|resource| {
+            let name = resource.resource_name.to_string();
+            let described: Result<Vec<DescribedConfig>, (ResponseError, String)> = match resource.resource_type {
+                TOPIC => match image.topic(&name) {
+                    Some(topic) => describe_topic(&config, &topic.configs, options)
+                        .map_err(|e| (ResponseError::InvalidConfig, e.to_string())),
+                    None => Err((ResponseError::UnknownTopicOrPartition, format!("topic {name} does not exist"))),
+                },
+                BROKER if name.is_empty() => Ok(describe_broker_defaults(&config, options)),
+                BROKER if name == broker.node_id.to_string() => Ok(describe_broker(&config, options)),
+                BROKER => Err((ResponseError::InvalidRequest, format!("broker {name} is not this broker"))),
+                BROKER_LOGGER => Ok(Vec::new()),
+                other => Err((ResponseError::InvalidRequest, format!("unsupported resource type {other}"))),
+            };
+            let result = DescribeConfigsResult::default()
+                .with_resource_type(resource.resource_type)
+                .with_resource_name(resource.resource_name);
+            match described {
+                Ok(configs) => {
+                    let wanted = resource.configuration_keys.map(|keys| keys.iter().map(|k| k.to_string()).collect::<Vec<_>>());
+                    result.with_configs(
+                        configs
+                            .into_iter()
+                            .filter(|c| wanted.as_ref().is_none_or(|w| w.contains(&c.name)))
+                            .map(to_wire)
+                            .collect(),
+                    )
+                }
+                Err((code, message)) => result
+                    .with_error_code(code.code())
+                    .with_error_message(Some(StrBytes::from_string(message))),
+            }
+        })
+        .collect();
+    DescribeConfigsResponse::default().with_results(results)
+}
+
+fn to_wire(c: DescribedConfig) -> DescribeConfigsResourceResult {
+    DescribeConfigsResourceResult::default()
+        .with_name(StrBytes::from_string(c.name))
+        .with_value(c.value.map(StrBytes::from_string))
+        .with_read_only(c.read_only)
+        .with_config_source(c.source.id())
+        .with_is_sensitive(c.is_sensitive)
+        .with_config_type(c.config_type.code())
+        .with_documentation(c.documentation.map(StrBytes::from_static_str))
+        .with_synonyms(
+            c.synonyms
+                .into_iter()
+                .map(|s| {
+                    DescribeConfigsSynonym::default()
+                        .with_name(StrBytes::from_string(s.name))
+                        .with_value(s.value.map(StrBytes::from_string))
+                        .with_source(s.source.id())
+                })
+                .collect(),
+        )
+}

@@ -1,0 +1,26 @@
+//! InitProducerId for idempotent producers (no transactional id): a fresh producer id
+//! at epoch 0. Transactions (a transactional id) are not served yet and get
+//! `TRANSACTIONAL_ID_AUTHORIZATION_FAILED`'s neutral cousin, `COORDINATOR_NOT_AVAILABLE`.
+
+use brook_protocol::kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ProducerId};
+use brook_protocol::kafka_protocol::ResponseError;
+
+use crate::broker::Broker;
+
+pub fn handle(broker: &Broker, req: InitProducerIdRequest, _version: i16) -> InitProducerIdResponse {
+    if req.transactional_id.is_some() {
+        return InitProducerIdResponse::default()
+            .with_error_code(ResponseError::CoordinatorNotAvailable.code())
+            .with_producer_id(ProducerId(-1))
+            .with_producer_epoch(-1);
+    }
+    // A producer re-initialising with its id keeps the id and bumps the epoch (KIP-360).
+    if req.producer_id.0 >= 0 && req.producer_epoch >= 0 && req.producer_epoch < i16::MAX {
+        return InitProducerIdResponse::default()
+            .with_producer_id(req.producer_id)
+            .with_producer_epoch(req.producer_epoch + 1);
+    }
+    InitProducerIdResponse::default()
+        .with_producer_id(ProducerId(broker.producer_ids.allocate()))
+        .with_producer_epoch(0)
+}

@@ -1,0 +1,74 @@
+//! ListOffsets: earliest (-2), latest (-1), max timestamp (-3, KIP-734), earliest local
+//! (-4, KIP-1005; equals earliest without tiered storage), or the first offset whose
+//! timestamp is at or after a given time (answered from the time index).
+
+use brook_protocol::kafka_protocol::messages::list_offsets_response::{
+    ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
+};
+use brook_protocol::kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
+use brook_protocol::kafka_protocol::ResponseError;
+
+use crate::broker::Broker;
+use crate::error::BrokerError;
+use crate::partition::timestamp_lookup::{refine, Target};
+
+const LATEST: i64 = -1;
+const EARLIEST: i64 = -2;
+const MAX_TIMESTAMP: i64 = -3;
+const EARLIEST_LOCAL: i64 = -4;
+
+pub async fn handle(broker: &Broker, req: ListOffsetsRequest, _version: i16) -> ListOffsetsResponse {
+    let image = broker.image();
+    let config = broker.effective_config();
+    let mut topics = Vec::with_capacity(req.topics.len());
+    for topic in req.topics {
+        let name = topic.name.to_string();
+        let mut partitions = Vec::with_capacity(topic.partitions.len());
+        for p in topic.partitions {
+            let base = ListOffsetsPartitionResponse::default()
+                .with_partition_index(p.partition_index)
+                .with_timestamp(-1)
+                .with_offset(-1)
+                .with_leader_epoch(-1);
+            let leader_epoch = image.partition(&name, p.partition_index).map_or(-1, |p| p.leader_epoch);
+            let result = match broker.replicas.partition(&config, &image, broker.node_id, &name, p.partition_index).await {
+                Err(e) => Err(e.code()),
+                Ok(log) => match p.timestamp {
+                    LATEST => Ok((log.log_end_offset(), -1)),
+                    EARLIEST | EARLIEST_LOCAL => Ok((log.log_start_offset(), -1)),
+                    MAX_TIMESTAMP => match log.max_timestamp_offset().await {
+                        Ok(Some(found)) => exact(&log, found, Target::MaxTimestamp).await,
+                        Ok(None) => Ok((-1, -1)),
+                        Err(e) => Err(BrokerError::from(e).code()),
+                    },
+                    ts if ts < 0 => Err(ResponseError::InvalidRequest),
+                    ts => match log.offset_for_timestamp(ts).await {
+                        Ok(Some(found)) => exact(&log, found, Target::AtOrAfter(ts)).await,
+                        Ok(None) => Ok((-1, -1)),
+                        Err(e) => Err(BrokerError::from(e).code()),
+                    },
+                },
+            };
+            partitions.push(match result {
+                Ok((offset, timestamp)) => base
+                    .with_offset(offset)
+                    .with_timestamp(timestamp)
+                    .with_leader_epoch(leader_epoch),
+                Err(code) => base.with_error_code(code.code()),
+            });
+        }
+        topics.push(ListOffsetsTopicResponse::default().with_name(topic.name).with_partitions(partitions));
+    }
+    ListOffsetsResponse::default().with_topics(topics)
+}
+
+async fn exact(
+    log: &brook_storage::LogHandle,
+    found: brook_storage::TimestampOffset,
+    target: Target,
+) -> Result<(i64, i64), ResponseError> {
+    refine(log, found, target)
+        .await
+        .map(|r| (r.offset, r.timestamp))
+        .map_err(|e| e.code())
+}

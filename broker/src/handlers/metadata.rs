@@ -1,0 +1,120 @@
+//! Metadata: brokers, cluster id, controller, and topics with their partitions. Asking
+//! for an unknown topic auto-creates it when both the request and
+//! `auto.create.topics.enable` allow (then it reports `LEADER_NOT_AVAILABLE` once, as
+//! Kafka does, unless the topic is already usable).
+
+use brook_protocol::kafka_protocol::messages::metadata_response::{
+    MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+};
+use brook_protocol::kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, TopicName};
+use brook_protocol::kafka_protocol::protocol::StrBytes;
+use brook_protocol::kafka_protocol::ResponseError;
+use brook_raft::{MetadataImage, TopicImage};
+use tracing::warn;
+
+use crate::broker::Broker;
+use crate::metadata::topics;
+
+pub async fn handle(broker: &Broker, req: MetadataRequest, version: i16) -> MetadataResponse {
+    let mut image = broker.image();
+    let topics = match req.topics {
+        None => image.topics.values().map(topic_entry).collect(),
+        Some(requested) => {
+            let mut entries = Vec::with_capacity(requested.len());
+            for t in requested {
+                let name = match (&t.name, t.topic_id.is_nil()) {
+                    (Some(name), _) => name.to_string(),
+                    (None, false) => match image.topic_name(&t.topic_id) {
+                        Some(name) => name.to_string(),
+                        None => {
+                            entries.push(
+                                MetadataResponseTopic::default()
+                                    .with_topic_id(t.topic_id)
+                                    .with_error_code(ResponseError::UnknownTopicId.code()),
+                            );
+                            continue;
+                        }
+                    },
+                    (None, true) => {
+                        entries.push(error_topic("", ResponseError::InvalidRequest));
+                        continue;
+                    }
+                };
+                // Metadata v0-v3 had no flag: auto-creation was implied.
+                let allow_auto = req.allow_auto_topic_creation || version < 4;
+                if image.topic(&name).is_none() && allow_auto {
+                    match topics::auto_create(broker, &name).await {
+                        Ok(_) => image = broker.image(),
+                        Err(e) => {
+                            warn!(topic = %name, error = %e, "auto-creation failed");
+                            entries.push(error_topic(&name, e.code()));
+                            continue;
+                        }
+                    }
+                }
+                match image.topic(&name) {
+                    Some(topic) => entries.push(topic_entry(topic)),
+                    None if topics::validate_name(&name).is_err() => {
+                        entries.push(error_topic(&name, ResponseError::InvalidTopicException))
+                    }
+                    None => entries.push(error_topic(&name, ResponseError::UnknownTopicOrPartition)),
+                }
+            }
+            entries
+        }
+    };
+    MetadataResponse::default()
+        .with_brokers(brokers(&image))
+        .with_cluster_id(Some(StrBytes::from_string(broker.cluster_id.clone())))
+        .with_controller_id(BrokerId(controller_id(broker)))
+        .with_topics(topics)
+}
+
+/// The controller as clients see it: the metadata quorum's leader.
+pub fn controller_id(broker: &Broker) -> i32 {
+    broker
+        .quorum
+        .leader()
+        .and_then(|id| i32::try_from(id).ok())
+        .unwrap_or(broker.node_id)
+}
+
+fn brokers(image: &MetadataImage) -> Vec<MetadataResponseBroker> {
+    image
+        .brokers
+        .values()
+        .map(|b| {
+            MetadataResponseBroker::default()
+                .with_node_id(BrokerId(b.broker_id))
+                .with_host(StrBytes::from_string(b.host.clone()))
+                .with_port(i32::from(b.port))
+                .with_rack(b.rack.clone().map(StrBytes::from_string))
+        })
+        .collect()
+}
+
+fn error_topic(name: &str, error: ResponseError) -> MetadataResponseTopic {
+    MetadataResponseTopic::default()
+        .with_name(Some(TopicName(StrBytes::from_string(name.to_string()))))
+        .with_error_code(error.code())
+}
+
+fn topic_entry(topic: &TopicImage) -> MetadataResponseTopic {
+    let partitions = topic
+        .partitions
+        .values()
+        .map(|p| {
+            MetadataResponsePartition::default()
+                .with_partition_index(p.partition)
+                .with_leader_id(BrokerId(p.leader))
+                .with_leader_epoch(p.leader_epoch)
+                .with_replica_nodes(p.replicas.iter().copied().map(BrokerId).collect())
+                .with_isr_nodes(p.isr.iter().copied().map(BrokerId).collect())
+        })
+        .collect();
+    MetadataResponseTopic::default()
+        .with_name(Some(TopicName(StrBytes::from_string(topic.name.clone()))))
+        .with_topic_id(topic.topic_id)
+        .with_is_internal(topic.name.starts_with("__"))
+        .with_partitions(partitions)
+}

@@ -1,0 +1,87 @@
+//! One file per Kafka API. [`HANDLERS`] is the single list of what Brook serves: it
+//! drives both dispatch and the ApiVersions response, so Brook never advertises an API
+//! or version it does not implement.
+
+use brook_protocol::kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseKind};
+use brook_protocol::versions::codec_range;
+
+use crate::broker::Broker;
+use crate::error::BrokerError;
+
+pub mod alter_configs;
+pub mod api_versions;
+pub mod create_partitions;
+pub mod create_topics;
+pub mod delete_topics;
+pub mod describe_cluster;
+pub mod describe_configs;
+pub mod describe_topic_partitions;
+pub mod fetch;
+pub mod incremental_alter_configs;
+pub mod init_producer_id;
+pub mod list_offsets;
+pub mod metadata;
+pub mod produce;
+
+/// Every API Brook serves; each at every version the codec carries (from the lowest
+/// Apache Kafka 4.0 accepts to the newest `kafka-protocol` encodes).
+pub const HANDLERS: &[ApiKey] = &[
+    ApiKey::Produce,
+    ApiKey::Fetch,
+    ApiKey::ListOffsets,
+    ApiKey::Metadata,
+    ApiKey::ApiVersions,
+    ApiKey::CreateTopics,
+    ApiKey::DeleteTopics,
+    ApiKey::InitProducerId,
+    ApiKey::DescribeConfigs,
+    ApiKey::AlterConfigs,
+    ApiKey::CreatePartitions,
+    ApiKey::IncrementalAlterConfigs,
+    ApiKey::DescribeCluster,
+    ApiKey::DescribeTopicPartitions,
+];
+
+/// Whether Brook serves `api_key` at `version`.
+pub fn serves(api_key: ApiKey, version: i16) -> bool {
+    let range = codec_range(api_key);
+    HANDLERS.contains(&api_key) && version >= range.min && version <= range.max
+}
+
+/// Runs the handler for a decoded request. `Ok(None)` means no response is sent
+/// (Produce with acks=0); `Err` closes the connection.
+pub async fn handle(
+    broker: &Broker,
+    header: &RequestHeader,
+    body: RequestKind,
+) -> Result<Option<ResponseKind>, BrokerError> {
+    let v = header.request_api_version;
+    let response = match body {
+        RequestKind::ApiVersions(req) => ResponseKind::ApiVersions(api_versions::handle(&req, v)),
+        RequestKind::Metadata(req) => ResponseKind::Metadata(metadata::handle(broker, req, v).await),
+        RequestKind::Produce(req) => return Ok(produce::handle(broker, req, v).await.map(ResponseKind::Produce)),
+        RequestKind::Fetch(req) => ResponseKind::Fetch(fetch::handle(broker, req, v).await),
+        RequestKind::ListOffsets(req) => ResponseKind::ListOffsets(list_offsets::handle(broker, req, v).await),
+        RequestKind::CreateTopics(req) => ResponseKind::CreateTopics(create_topics::handle(broker, req, v).await),
+        RequestKind::DeleteTopics(req) => ResponseKind::DeleteTopics(delete_topics::handle(broker, req, v).await),
+        RequestKind::CreatePartitions(req) => {
+            ResponseKind::CreatePartitions(create_partitions::handle(broker, req, v).await)
+        }
+        RequestKind::InitProducerId(req) => ResponseKind::InitProducerId(init_producer_id::handle(broker, req, v)),
+        RequestKind::DescribeConfigs(req) => {
+            ResponseKind::DescribeConfigs(describe_configs::handle(broker, req, v))
+        }
+        RequestKind::AlterConfigs(req) => ResponseKind::AlterConfigs(alter_configs::handle(broker, req, v).await),
+        RequestKind::IncrementalAlterConfigs(req) => {
+            ResponseKind::IncrementalAlterConfigs(incremental_alter_configs::handle(broker, req, v).await)
+        }
+        RequestKind::DescribeCluster(req) => {
+            ResponseKind::DescribeCluster(describe_cluster::handle(broker, req, v))
+        }
+        RequestKind::DescribeTopicPartitions(req) => {
+            ResponseKind::DescribeTopicPartitions(describe_topic_partitions::handle(broker, req, v).await)
+        }
+        other => return Err(BrokerError::NoHandler(format!("{other:?}").chars().take(40).collect())),
+    };
+    Ok(Some(response))
+}

@@ -1,0 +1,110 @@
+//! Produce: each partition's record batches go to its log as bytes — storage validates
+//! the batch headers and CRCs, checks idempotent sequences, stamps offsets and writes;
+//! no record is decoded here. On a single broker the high watermark is the log end, so
+//! acks=1 and acks=all complete when the append does; acks=0 sends no response.
+
+use brook_protocol::kafka_protocol::messages::produce_response::{
+    PartitionProduceResponse, TopicProduceResponse,
+};
+use brook_protocol::kafka_protocol::messages::{ProduceRequest, ProduceResponse, TopicName};
+use brook_protocol::kafka_protocol::ResponseError;
+use bytes::BytesMut;
+use tracing::debug;
+
+use crate::broker::Broker;
+use crate::error::BrokerError;
+use crate::metadata::topics;
+use crate::metrics;
+
+pub async fn handle(broker: &Broker, req: ProduceRequest, _version: i16) -> Option<ProduceResponse> {
+    let acks = req.acks;
+    let mut responses = Vec::with_capacity(req.topic_data.len());
+    for topic in req.topic_data {
+        let name = resolve_name(broker, &topic.name, &topic.topic_id).await;
+        let mut partitions = Vec::with_capacity(topic.partition_data.len());
+        for data in topic.partition_data {
+            let response = PartitionProduceResponse::default()
+                .with_index(data.index)
+                .with_base_offset(-1)
+                .with_log_append_time_ms(-1)
+                .with_log_start_offset(-1);
+            let result = if !matches!(acks, -1..=1) {
+                Err(ResponseError::InvalidRequiredAcks)
+            } else if req.transactional_id.is_some() {
+                // Transactions are not served yet; Kafka answers this for a transactional
+                // produce it cannot authorise against a transaction coordinator.
+                Err(ResponseError::TransactionalIdAuthorizationFailed)
+            } else {
+                match &name {
+                    Some(name) => append(broker, name, data.index, data.records).await,
+                    None => Err(ResponseError::UnknownTopicOrPartition),
+                }
+            };
+            partitions.push(match result {
+                Ok(ok) => response
+                    .with_base_offset(ok.base_offset)
+                    .with_log_append_time_ms(ok.log_append_time.unwrap_or(-1))
+                    .with_log_start_offset(ok.log_start_offset),
+                Err(code) => response.with_error_code(code.code()),
+            });
+        }
+        responses.push(
+            TopicProduceResponse::default()
+                .with_name(topic.name)
+                .with_topic_id(topic.topic_id)
+                .with_partition_responses(partitions),
+        );
+    }
+    (acks != 0).then(|| ProduceResponse::default().with_responses(responses))
+}
+
+/// The topic a produce names (v13+ by id), auto-creating a named topic when allowed.
+async fn resolve_name(broker: &Broker, name: &TopicName, topic_id: &uuid::Uuid) -> Option<String> {
+    if !topic_id.is_nil() {
+        return broker.image().topic_name(topic_id).map(str::to_string);
+    }
+    let name = name.to_string();
+    match topics::auto_create(broker, &name).await {
+        Ok(true) => Some(name),
+        Ok(false) => None,
+        Err(e) => {
+            debug!(topic = %name, error = %e, "auto-creation on produce failed");
+            None
+        }
+    }
+}
+
+async fn append(
+    broker: &Broker,
+    topic: &str,
+    partition: i32,
+    records: Option<bytes::Bytes>,
+) -> Result<brook_storage::AppendInfo, ResponseError> {
+    let Some(records) = records.filter(|r| !r.is_empty()) else {
+        return Err(ResponseError::CorruptMessage);
+    };
+    let image = broker.image();
+    let leader_epoch = image
+        .partition(topic, partition)
+        .map(|p| p.leader_epoch)
+        .unwrap_or(0);
+    let log = broker
+        .replicas
+        .partition(&broker.effective_config(), &image, broker.node_id, topic, partition)
+        .await
+        .map_err(|e| e.code())?;
+    let size = records.len();
+    // One copy: the batch header is stamped in place (base offset, leader epoch).
+    let buf = BytesMut::from(&records[..]);
+    let now_ms = brook_storage::log_manager::now_ms();
+    let info = log
+        .append(buf, leader_epoch, now_ms)
+        .await
+        .map_err(|e| BrokerError::from(e).code())?;
+    if !info.duplicate {
+        metrics::record_produce(topic, size, (info.last_offset - info.base_offset + 1) as u64);
+    }
+    metrics::set_log_end_offset(topic, partition, log.log_end_offset());
+    broker.notify_append();
+    Ok(info)
+}

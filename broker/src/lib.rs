@@ -1,0 +1,14 @@
+//! The Brook broker: every Kafka semantic lives here, on top of the wire codec
+//! (`brook-protocol`), the partition logs (`brook-storage`) and the metadata quorum
+//! (`brook-raft`).
+
+pub mod broker;
+pub mod config;
+pub mod coordinator;
+pub mod error;
+pub mod fetch_session;
+pub mod handlers;
+pub mod metadata;
+pub mod metrics;
+pub mod partition;
+pub mod server;

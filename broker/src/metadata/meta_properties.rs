@@ -1,0 +1,60 @@
+//! `meta.properties` in the first log dir, as Kafka writes it: the cluster id and node
+//! id this data belongs to. A log dir formatted for another node is refused at start.
+
+use std::fs;
+use std::io::Write;
+use std::path::Path;
+
+use anyhow::{bail, Context};
+use uuid::Uuid;
+
+const FILE: &str = "meta.properties";
+
+/// Reads the cluster id, or creates the file with a new one (or `wanted`).
+pub fn load_or_create(dir: &Path, node_id: i32, wanted: Option<String>) -> anyhow::Result<String> {
+    fs::create_dir_all(dir).with_context(|| format!("creating log dir {}", dir.display()))?;
+    let path = dir.join(FILE);
+    if let Ok(text) = fs::read_to_string(&path) {
+        let value = |key: &str| {
+            text.lines()
+                .filter_map(|l| l.split_once('='))
+                .find(|(k, _)| k.trim() == key)
+                .map(|(_, v)| v.trim().to_string())
+        };
+        let cluster_id = value("cluster.id").context("meta.properties lacks cluster.id")?;
+        if let Some(stored) = value("node.id") {
+            if stored != node_id.to_string() {
+                bail!("{} belongs to node.id {stored}, not {node_id}", path.display());
+            }
+        }
+        if let Some(wanted) = wanted {
+            if wanted != cluster_id {
+                bail!("{} belongs to cluster {cluster_id}, not {wanted}", path.display());
+            }
+        }
+        return Ok(cluster_id);
+    }
+    let cluster_id = wanted.unwrap_or_else(|| crate::metadata::topics::uuid_to_kafka_string(Uuid::new_v4()));
+    let tmp = dir.join(format!("{FILE}.tmp"));
+    {
+        let mut file = fs::File::create(&tmp).with_context(|| format!("writing {}", tmp.display()))?;
+        write!(file, "#\nversion=1\ncluster.id={cluster_id}\nnode.id={node_id}\n")?;
+        file.sync_all()?;
+    }
+    fs::rename(&tmp, &path)?;
+    fs::File::open(dir)?.sync_all()?;
+    Ok(cluster_id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keeps_the_cluster_id_across_restarts_and_refuses_another_node() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let first = load_or_create(dir.path(), 1, None).expect("create");
+        assert_eq!(load_or_create(dir.path(), 1, None).expect("reload"), first);
+        assert!(load_or_create(dir.path(), 2, None).is_err());
+    }
+}

@@ -1,0 +1,5 @@
+//! Cluster metadata as the broker uses it: `meta.properties`, topic creation (shared by
+//! CreateTopics and auto-creation), and topic-name validation.
+
+pub mod meta_properties;
+pub mod topics;

@@ -1,0 +1,82 @@
+//! One client connection: read size-prefixed frames, answer each in order.
+//!
+//! Requests on one connection are processed one after another, as Apache Kafka does
+//! (it mutes a channel until its response is sent): pipelined produces of an idempotent
+//! producer are appended in the order they were sent. A frame that is not a Kafka
+//! request closes this connection with one log line; other connections carry on.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::BytesMut;
+use brook_protocol::frame::split_frame;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, warn, Instrument};
+
+use crate::broker::Broker;
+use crate::metrics;
+use crate::server::dispatch::{self, Outcome};
+
+pub async fn run(
+    stream: TcpStream,
+    peer: SocketAddr,
+    broker: Arc<Broker>,
+    shutdown: CancellationToken,
+) {
+    let _gauge = metrics::ConnectionGuard::open();
+    let span = tracing::debug_span!("connection", %peer);
+    async move {
+        if let Err(reason) = serve(stream, &broker, &shutdown).await {
+            warn!(%peer, %reason, "closing connection");
+        } else {
+            debug!(%peer, "connection closed");
+        }
+    }
+    .instrument(span)
+    .await
+}
+
+/// Returns `Err` with the reason when the connection is closed for bad input.
+async fn serve(
+    mut stream: TcpStream,
+    broker: &Broker,
+    shutdown: &CancellationToken,
+) -> Result<(), String> {
+    let _ = stream.set_nodelay(true);
+    let max_frame = broker.config.socket_request_max_bytes;
+    let mut buf = BytesMut::with_capacity(64 * 1024);
+    loop {
+        let frame = match split_frame(&mut buf, max_frame) {
+            Ok(Some(frame)) => frame.freeze(),
+            Ok(None) => {
+                let read = tokio::select! {
+                    _ = shutdown.cancelled() => return Ok(()),
+                    read = stream.read_buf(&mut buf) => read,
+                };
+                match read {
+                    Ok(0) if buf.is_empty() => return Ok(()),
+                    Ok(0) => return Err(format!("peer closed mid-frame ({} bytes buffered)", buf.len())),
+                    Ok(_) => continue,
+                    // A peer resetting the connection is not an error of ours.
+                    Err(e) => {
+                        debug!(error = %e, "read failed");
+                        return Ok(());
+                    }
+                }
+            }
+            Err(e) => return Err(e.to_string()),
+        };
+        match dispatch::handle_frame(broker, frame).await {
+            Outcome::Respond(bytes) => {
+                if let Err(e) = stream.write_all(&bytes).await {
+                    debug!(error = %e, "write failed");
+                    return Ok(());
+                }
+            }
+            Outcome::NoResponse => {}
+            Outcome::Close(reason) => return Err(reason),
+        }
+    }
+}

@@ -1,0 +1,94 @@
+//! Routes one frame: decode, check the version against what Brook serves, run the
+//! handler inside a request span with its timer, encode the response.
+//!
+//! ApiVersions at a version Brook does not know is answered in v0 format with
+//! `UNSUPPORTED_VERSION` and the supported list (KIP-511), so newer clients can
+//! downgrade. Any other request at a version Brook does not serve gets an error response
+//! in its own format where the API has an error field; bytes that are not a Kafka
+//! request close the connection.
+
+use std::time::Instant;
+
+use bytes::Bytes;
+use brook_protocol::error_response::unsupported_response;
+use brook_protocol::kafka_protocol::messages::{ApiKey, RequestHeader, ResponseKind};
+use brook_protocol::{decode_request, encode_response, Decoded, DecodedRequest};
+use tracing::{debug, warn, Instrument};
+
+use crate::broker::Broker;
+use crate::handlers::{self, api_versions};
+use crate::metrics;
+
+/// What the connection does after a frame.
+pub enum Outcome {
+    Respond(Bytes),
+    /// Produce with acks=0: the client expects no response.
+    NoResponse,
+    Close(String),
+}
+
+pub async fn handle_frame(broker: &Broker, frame: Bytes) -> Outcome {
+    let request = match decode_request(frame) {
+        Ok(Decoded::Request(request)) => request,
+        Ok(Decoded::UnsupportedVersion { api_key, header }) => {
+            return unsupported_version(api_key, &header)
+        }
+        Err(e) => return Outcome::Close(e.to_string()),
+    };
+    let DecodedRequest {
+        api_key,
+        header,
+        body,
+    } = request;
+    let version = header.request_api_version;
+    if !handlers::serves(api_key, version) {
+        return match unsupported_response(&body) {
+            Some(response) => encode(api_key, &header, &response),
+            None => Outcome::Close(format!(
+                "{api_key:?} v{version} is not supported and has no error field to say so"
+            )),
+        };
+    }
+    let span = tracing::debug_span!(
+        "request",
+        api = ?api_key,
+        version,
+        correlation_id = header.correlation_id,
+        client_id = header.client_id.as_deref().unwrap_or(""),
+    );
+    let started = Instant::now();
+    let result = handlers::handle(broker, &header, body).instrument(span).await;
+    metrics::record_request(api_key, started.elapsed());
+    match result {
+        Ok(Some(response)) => encode(api_key, &header, &response),
+        Ok(None) => Outcome::NoResponse,
+        Err(e) => {
+            warn!(api = ?api_key, error = %e, "request failed");
+            Outcome::Close(e.to_string())
+        }
+    }
+}
+
+fn unsupported_version(api_key: ApiKey, header: &RequestHeader) -> Outcome {
+    let version = header.request_api_version;
+    if api_key == ApiKey::ApiVersions {
+        let response = api_versions::unsupported_version_response();
+        return encode_at(api_key, 0, header.correlation_id, &response);
+    }
+    debug!(api = ?api_key, version, "version outside the codec's range");
+    Outcome::Close(format!("{api_key:?} v{version} cannot be decoded"))
+}
+
+fn encode(api_key: ApiKey, header: &RequestHeader, response: &ResponseKind) -> Outcome {
+    encode_at(api_key, header.request_api_version, header.correlation_id, response)
+}
+
+fn encode_at(api_key: ApiKey, version: i16, correlation_id: i32, response: &ResponseKind) -> Outcome {
+    match encode_response(api_key, version, correlation_id, response) {
+        Ok(bytes) => {
+            metrics::record_bytes_out(bytes.len());
+            Outcome::Respond(bytes)
+        }
+        Err(e) => Outcome::Close(e.to_string()),
+    }
+}

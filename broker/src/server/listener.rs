@@ -1,0 +1,111 @@
+//! Listeners from `listeners`: bind each, accept connections under a semaphore, hand
+//! each to its own task. A host of `0.0.0.0`, empty or `localhost` binds IPv6 too, so a
+//! client that resolves `localhost` to `::1` (librdkafka may) still connects.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::Arc;
+
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::{debug, info, warn};
+
+use crate::broker::Broker;
+use crate::config::Listener;
+use crate::server::connection;
+
+/// Most connections served at once; one more waits in the kernel's accept queue.
+const MAX_CONNECTIONS: usize = 10_000;
+
+/// Binds every configured listener and serves until `shutdown` fires.
+pub async fn serve(
+    broker: Arc<Broker>,
+    shutdown: CancellationToken,
+    tracker: TaskTracker,
+) -> anyhow::Result<Vec<SocketAddr>> {
+    let permits = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let mut bound = Vec::new();
+    for listener in broker.config.listeners.clone() {
+        for addr in bind_addresses(&listener)? {
+            let socket = match TcpListener::bind(addr).await {
+                Ok(socket) => socket,
+                // The IPv6 twin of a wildcard/localhost listener is best effort: hosts
+                // without IPv6 still serve IPv4.
+                Err(e) if addr.is_ipv6() && !bound.is_empty() => {
+                    debug!(%addr, error = %e, "ipv6 listener not bound");
+                    continue;
+                }
+                Err(e) => return Err(anyhow::anyhow!("cannot bind listener {addr}: {e}")),
+            };
+            let local = socket.local_addr()?;
+            info!(listener = %listener.name, addr = %local, "listening");
+            bound.push(local);
+            tracker.spawn(accept_loop(
+                socket,
+                broker.clone(),
+                permits.clone(),
+                shutdown.clone(),
+                tracker.clone(),
+            ));
+        }
+    }
+    Ok(bound)
+}
+
+fn bind_addresses(listener: &Listener) -> anyhow::Result<Vec<SocketAddr>> {
+    let port = listener.port;
+    let host = listener.host.trim_matches(|c| c == '[' || c == ']');
+    Ok(match host {
+        "" | "0.0.0.0" => vec![
+            SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), port),
+            SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), port),
+        ],
+        "localhost" => vec![
+            SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port),
+            SocketAddr::new(IpAddr::V6(Ipv6Addr::LOCALHOST), port),
+        ],
+        other => {
+            let ip: IpAddr = other
+                .parse()
+                .map_err(|_| anyhow::anyhow!("listener host {other:?} is not an IP address"))?;
+            vec![SocketAddr::new(ip, port)]
+        }
+    })
+}
+
+async fn accept_loop(
+    socket: TcpListener,
+    broker: Arc<Broker>,
+    permits: Arc<Semaphore>,
+    shutdown: CancellationToken,
+    tracker: TaskTracker,
+) {
+    loop {
+        let permit = tokio::select! {
+            _ = shutdown.cancelled() => return,
+            permit = permits.clone().acquire_owned() => match permit {
+                Ok(permit) => permit,
+                Err(_) => return,
+            },
+        };
+        let accepted = tokio::select! {
+            _ = shutdown.cancelled() => return,
+            accepted = socket.accept() => accepted,
+        };
+        match accepted {
+            Ok((stream, peer)) => {
+                let broker = broker.clone();
+                let shutdown = shutdown.clone();
+                tracker.spawn(async move {
+                    connection::run(stream, peer, broker, shutdown).await;
+                    drop(permit);
+                });
+            }
+            Err(e) => {
+                warn!(error = %e, "accept failed");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+        }
+    }
+}

@@ -1,0 +1,97 @@
+"""pytest fixtures shared by every system test: `broker`, `broker_factory`, `topic`.
+
+Target selection (BROOK_TEST_TARGET): "brook" (default) starts a fresh brook process per test
+(free port, fresh temp data dir); "kafka" runs the same tests against one Apache Kafka node
+shared by the session (it takes ~10 s to start), so a test that fails there is a wrong test.
+When a test fails, the tail of every broker log it used is attached to its report.
+"""
+
+import re
+import uuid
+
+import pytest
+
+from harness import paths
+from harness.broker import Broker
+
+_BROKERS_ATTR = "_brook_brokers"
+
+
+def _register(request, broker: Broker) -> None:
+    brokers = getattr(request.node, _BROKERS_ATTR, None)
+    if brokers is None:
+        brokers = []
+        setattr(request.node, _BROKERS_ATTR, brokers)
+    brokers.append(broker)
+
+
+@pytest.fixture(scope="session")
+def _shared_kafka(tmp_path_factory):
+    """The session's Apache Kafka (BROOK_TEST_TARGET=kafka only)."""
+    if paths.target() != "kafka":
+        yield None
+        return
+    kafka = Broker("kafka", tmp_path_factory.mktemp("kafka-shared"))
+    kafka.start()
+    yield kafka
+    kafka.stop()
+
+
+@pytest.fixture
+def broker(request, tmp_path, _shared_kafka):
+    """A running broker: `.bootstrap`, `.host`, `.port`, `.metrics_url`, `.data_dir`,
+    `.restart()`, `.stop()`, `.kill()`, `.start()`."""
+    if _shared_kafka is not None:
+        _shared_kafka.start()  # no-op when running; revives it if a previous test killed it
+        _register(request, _shared_kafka)
+        yield _shared_kafka
+        return
+    b = Broker("brook", tmp_path / "broker")
+    _register(request, b)
+    b.start()
+    yield b
+    b.stop()
+
+
+@pytest.fixture
+def broker_factory(request, tmp_path):
+    """`broker_factory(overrides: dict) -> Broker`: a dedicated broker with non-default config
+    (Kafka property names). On the kafka target this starts a dedicated Apache Kafka too."""
+    started = []
+
+    def make(overrides=None):
+        b = Broker(paths.target(), tmp_path / f"broker-{len(started)}", overrides or {})
+        _register(request, b)
+        started.append(b)
+        b.start()
+        return b
+
+    yield make
+    for b in started:
+        b.stop()
+
+
+_TOPIC_ILLEGAL = re.compile(r"[^a-zA-Z0-9_-]+")
+
+
+@pytest.fixture
+def topic(request):
+    """A topic name unique to this test run: `t-<testname>-<random>`, legal for Kafka
+    ([a-zA-Z0-9._-], at most 249 chars; we avoid '.' since Kafka treats '.' and '_' as colliding)."""
+    name = _TOPIC_ILLEGAL.sub("-", request.node.name).strip("-")
+    return f"t-{name[:200]}-{uuid.uuid4().hex[:10]}"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed and report.when in ("setup", "call"):
+        for b in getattr(item, _BROKERS_ATTR, []):
+            report.sections.append((f"broker log tail {b!r}", b.log_tail()))
+
+
+def pytest_report_header(config):
+    target = paths.target()
+    detail = str(paths.brook_bin()) if target == "brook" else str(paths.KAFKA_LIBS)
+    return f"brook system tests: target={target} ({detail})"

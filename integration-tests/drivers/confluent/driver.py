@@ -1,0 +1,284 @@
+#!/usr/bin/env python3
+"""Driver for confluent-kafka-python (librdkafka), speaking integration-tests/README.md's protocol.
+
+Every command goes through the client's public API: admin commands via AdminClient, produce
+via Producer with delivery callbacks (so offsets are the broker's), consume via Consumer
+assign + seek (librdkafka still requires a group.id, which is never joined or committed).
+No checking here: the pytest scenarios assert on what this prints.
+"""
+
+import sys
+import time
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # integration-tests/, for harness
+
+from confluent_kafka import (  # noqa: E402
+    OFFSET_BEGINNING,
+    OFFSET_END,
+    Consumer,
+    IsolationLevel,
+    KafkaException,
+    Producer,
+    TopicCollection,
+    TopicPartition,
+)
+from confluent_kafka.admin import (  # noqa: E402
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ConfigSource,
+    NewPartitions,
+    NewTopic,
+    OffsetSpec,
+    ResourceType,
+)
+
+from harness import driver_cli as cli  # noqa: E402
+
+TIMEOUT_S = 30.0
+
+
+_ADMIN = []
+
+
+def admin(args):
+    """One AdminClient per process, kept referenced: librdkafka destroys the handle (failing
+    its pending futures with _DESTROY) as soon as the Python object is collected."""
+    if not _ADMIN:
+        _ADMIN.append(AdminClient({"bootstrap.servers": args.bootstrap}))
+    return _ADMIN[0]
+
+
+def _wait(futures: dict) -> None:
+    for fut in futures.values():
+        fut.result(timeout=TIMEOUT_S)
+
+
+def metadata(args):
+    md = admin(args).list_topics(timeout=TIMEOUT_S)
+    cli.emit(
+        {
+            "brokers": [{"id": b.id, "host": b.host, "port": b.port} for b in sorted(md.brokers.values(), key=lambda b: b.id)],
+            "controller_id": md.controller_id,
+            "topics": {name: {"partitions": len(t.partitions)} for name, t in md.topics.items() if not name.startswith("__")},
+        }
+    )
+
+
+def create_topic(args):
+    topic = NewTopic(
+        args.topic,
+        num_partitions=int(args.partitions or 1),
+        replication_factor=args.replication_factor,
+        config=cli.key_values(args.config),
+    )
+    _wait(admin(args).create_topics([topic], operation_timeout=TIMEOUT_S))
+    cli.emit({"ok": True})
+
+
+def delete_topic(args):
+    _wait(admin(args).delete_topics([args.topic], operation_timeout=TIMEOUT_S))
+    cli.emit({"ok": True})
+
+
+def create_partitions(args):
+    _wait(admin(args).create_partitions([NewPartitions(args.topic, args.total)], operation_timeout=TIMEOUT_S))
+    cli.emit({"ok": True})
+
+
+def describe_topic(args):
+    futures = admin(args).describe_topics(TopicCollection([args.topic]), request_timeout=TIMEOUT_S)
+    desc = futures[args.topic].result(timeout=TIMEOUT_S)
+    cli.emit(
+        {
+            "name": desc.name,
+            "topic_id": str(desc.topic_id),
+            "partitions": [
+                {
+                    "partition": p.id,
+                    "leader": p.leader.id if p.leader is not None else -1,
+                    "replicas": [n.id for n in p.replicas],
+                    "isr": [n.id for n in p.isr],
+                }
+                for p in sorted(desc.partitions, key=lambda p: p.id)
+            ],
+        }
+    )
+
+
+def list_topics(args):
+    md = admin(args).list_topics(timeout=TIMEOUT_S)
+    cli.emit({"topics": sorted(name for name in md.topics if not name.startswith("__"))})
+
+
+def _config_resource(args):
+    if args.topic is not None:
+        return ConfigResource(ResourceType.TOPIC, args.topic)
+    if args.broker is not None:
+        return ConfigResource(ResourceType.BROKER, str(args.broker))
+    raise ValueError("need --topic or --broker")
+
+
+def describe_configs(args):
+    resource = _config_resource(args)
+    entries = admin(args).describe_configs([resource], request_timeout=TIMEOUT_S)[resource].result(timeout=TIMEOUT_S)
+    cli.emit(
+        {
+            "configs": {
+                name: {"value": e.value, "source": _source(e), "read_only": e.is_read_only}
+                for name, e in sorted(entries.items())
+            }
+        }
+    )
+
+
+def _source(entry) -> str:
+    source = entry.source
+    return source.name if isinstance(source, ConfigSource) else ConfigSource(source).name
+
+
+def alter_configs(args):
+    resource = _config_resource(args)
+    for key, value in cli.key_values(args.set).items():
+        resource.add_incremental_config(ConfigEntry(key, value, incremental_operation=AlterConfigOpType.SET))
+    for key in args.delete:
+        resource.add_incremental_config(ConfigEntry(key, None, incremental_operation=AlterConfigOpType.DELETE))
+    _wait(admin(args).incremental_alter_configs([resource], request_timeout=TIMEOUT_S))
+    cli.emit({"ok": True})
+
+
+def produce(args):
+    records = cli.read_records(args.input)
+    conf = {
+        "bootstrap.servers": args.bootstrap,
+        "acks": "all" if args.acks in ("all", "-1") else args.acks,
+        "compression.type": args.codec,
+        "enable.idempotence": args.idempotent,
+        "linger.ms": 5,
+    }
+    if args.max_request_size is not None:
+        conf["message.max.bytes"] = args.max_request_size
+    producer = Producer(conf)
+    results = [None] * len(records)
+    errors = []
+
+    def on_delivery(index):
+        def callback(err, msg):
+            if err is not None:
+                errors.append(f"record {index}: {err}")
+                return
+            # acks=0: librdkafka reports no offset (OFFSET_INVALID); the protocol says -1.
+            offset = msg.offset() if msg.offset() >= 0 else -1
+            results[index] = {"partition": msg.partition(), "offset": offset}
+
+        return callback
+
+    for index, record in enumerate(records):
+        kwargs = {"value": cli.encode(record.get("value")), "key": cli.encode(record.get("key")), "on_delivery": on_delivery(index)}
+        if record.get("headers"):
+            kwargs["headers"] = [(h, cli.encode(v)) for h, v in record["headers"]]
+        if record.get("timestamp") is not None:
+            kwargs["timestamp"] = int(record["timestamp"])
+        if record.get("partition") is not None:
+            kwargs["partition"] = int(record["partition"])
+        while True:
+            try:
+                producer.produce(args.topic, **kwargs)
+                break
+            except BufferError:  # local queue full: serve delivery reports, then retry
+                producer.poll(0.1)
+        producer.poll(0)
+    remaining = producer.flush(TIMEOUT_S * 4)
+    if remaining:
+        raise RuntimeError(f"{remaining} records not delivered before the flush timeout")
+    if errors:
+        raise RuntimeError("delivery failed: " + "; ".join(errors[:10]))
+    cli.emit_lines(results)
+
+
+def _partitions_of(args) -> list:
+    md = admin(args).list_topics(topic=args.topic, timeout=TIMEOUT_S)
+    topic = md.topics.get(args.topic)
+    if topic is None or topic.error is not None:
+        raise RuntimeError(f"topic {args.topic}: {None if topic is None else topic.error}")
+    return sorted(topic.partitions)
+
+
+def consume(args):
+    partitions = cli.partition_list(args.partitions) or _partitions_of(args)
+    start = {"earliest": OFFSET_BEGINNING, "latest": OFFSET_END}.get(args.from_)
+    if start is None:
+        start = int(args.from_)
+    conf = {
+        "bootstrap.servers": args.bootstrap,
+        "group.id": f"brook-driver-{uuid.uuid4()}",  # required by librdkafka; never joined
+        "enable.auto.commit": False,
+        "enable.partition.eof": False,
+    }
+    if args.max_bytes is not None:
+        conf["max.partition.fetch.bytes"] = args.max_bytes
+        conf["fetch.max.bytes"] = max(args.max_bytes, 1024 * 1024)
+    consumer = Consumer(conf)
+    consumer.assign([TopicPartition(args.topic, p, start) for p in partitions])
+    wanted = args.count if args.count is not None else sys.maxsize
+    deadline = time.monotonic() + args.timeout_ms / 1000
+    got = 0
+    while got < wanted and time.monotonic() < deadline:
+        msg = consumer.poll(min(0.5, max(0.0, deadline - time.monotonic())))
+        if msg is None:
+            continue
+        if msg.error() is not None:
+            raise KafkaException(msg.error())
+        _ts_type, ts = msg.timestamp()
+        cli.emit(
+            {
+                "partition": msg.partition(),
+                "offset": msg.offset(),
+                "key": cli.decode(msg.key()),
+                "value": cli.decode(msg.value()),
+                "headers": [[h, cli.decode(v)] for h, v in (msg.headers() or [])],
+                "timestamp": ts,
+            }
+        )
+        got += 1
+    consumer.close()
+
+
+def offsets(args):
+    spec = args.spec
+    if spec == "earliest":
+        offset_spec = OffsetSpec.earliest()
+    elif spec == "latest":
+        offset_spec = OffsetSpec.latest()
+    elif spec == "max-timestamp":
+        offset_spec = OffsetSpec.max_timestamp()
+    else:
+        offset_spec = OffsetSpec.for_timestamp(int(spec))
+    request = {TopicPartition(args.topic, p): offset_spec for p in _partitions_of(args)}
+    futures = admin(args).list_offsets(request, isolation_level=IsolationLevel.READ_UNCOMMITTED, request_timeout=TIMEOUT_S)
+    out = {}
+    for tp, fut in futures.items():
+        info = fut.result(timeout=TIMEOUT_S)
+        out[str(tp.partition)] = {"offset": info.offset, "timestamp": info.timestamp}
+    cli.emit(dict(sorted(out.items(), key=lambda kv: int(kv[0]))))
+
+
+if __name__ == "__main__":
+    cli.main(
+        {
+            "metadata": metadata,
+            "create-topic": create_topic,
+            "delete-topic": delete_topic,
+            "create-partitions": create_partitions,
+            "describe-topic": describe_topic,
+            "list-topics": list_topics,
+            "describe-configs": describe_configs,
+            "alter-configs": alter_configs,
+            "produce": produce,
+            "consume": consume,
+            "offsets": offsets,
+        }
+    )

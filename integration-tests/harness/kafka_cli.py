@@ -1,0 +1,44 @@
+"""Run Apache Kafka's own CLI tools (kafka-topics, kafka-console-producer, ...) by main class.
+
+`run(tool_main_class, *args)` is `java -cp "<repo>/.cache/kafka/libs/*" <class> args`, bounded by
+a timeout, returning a CompletedProcess with text stdout/stderr; a non-zero exit raises
+`CliError`. The jars are Apache Kafka's release (kafka-dist/pom.xml), the same ones the
+reference broker runs, so these are exactly the tools operators use.
+"""
+
+import subprocess
+from typing import Any, Optional
+
+from .paths import KAFKA_LIBS, TESTS_DIR
+
+
+class CliError(RuntimeError):
+    """The tool exited non-zero (or timed out)."""
+
+    def __init__(self, argv: list, returncode: int, stdout: str, stderr: str):
+        self.argv, self.returncode, self.stdout, self.stderr = argv, returncode, stdout, stderr
+        super().__init__(f"{' '.join(argv)} exited {returncode}\n--- stderr ---\n{stderr[-4000:]}\n--- stdout ---\n{stdout[-4000:]}")
+
+
+def run(tool_main_class: str, *args: Any, timeout: float = 120, input: Optional[str] = None, check: bool = True):
+    """Run one Kafka tool; `input` is fed to its stdin (e.g. the console producer's lines)."""
+    if not KAFKA_LIBS.is_dir():
+        raise CliError([tool_main_class], -1, "", f"Kafka jars missing in {KAFKA_LIBS}: run integration-tests/install.sh")
+    argv = ["java", "-Xmx512m", "-cp", f"{KAFKA_LIBS}/*", tool_main_class, *(str(a) for a in args)]
+    try:
+        proc = subprocess.run(
+            argv,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            input=input,
+            stdin=None if input is not None else subprocess.DEVNULL,
+            cwd=TESTS_DIR,
+        )
+    except subprocess.TimeoutExpired as e:
+        out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
+        err = e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else (e.stderr or "")
+        raise CliError(argv, -1, out, err + f"\n(timed out after {timeout} s)")
+    if check and proc.returncode != 0:
+        raise CliError(argv, proc.returncode, proc.stdout, proc.stderr)
+    return proc

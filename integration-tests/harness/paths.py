@@ -1,0 +1,26 @@
+"""Where things live: the repository, the integration-tests folder, Kafka's jars, brook's binary.
+
+Every path is absolute and derived from this file's location, so the suite runs from any
+working directory. Environment variables override the defaults (BROOK_BIN, KAFKA_LIBS).
+"""
+
+import os
+from pathlib import Path
+
+TESTS_DIR = Path(__file__).resolve().parent.parent
+REPO_DIR = TESTS_DIR.parent
+KAFKA_LIBS = Path(os.environ.get("KAFKA_LIBS", REPO_DIR / ".cache" / "kafka" / "libs"))
+KAFKA_REF_SCRIPT = TESTS_DIR / "scripts" / "kafka-ref.sh"
+
+
+def brook_bin() -> Path:
+    """The brook binary under test: $BROOK_BIN, else the debug build in the shared target dir."""
+    return Path(os.environ.get("BROOK_BIN", REPO_DIR / "target" / "debug" / "brook"))
+
+
+def target() -> str:
+    """Which broker the suite runs against: "brook" (default) or "kafka" (the reference)."""
+    value = os.environ.get("BROOK_TEST_TARGET", "brook").strip().lower()
+    if value not in ("brook", "kafka"):
+        raise ValueError(f"BROOK_TEST_TARGET must be 'brook' or 'kafka', not {value!r}")
+    return value

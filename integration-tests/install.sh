@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Install every client and tool the system tests use, on a fresh Debian 12 machine (as root).
+# Idempotent: each step checks first and skips what is already there. Fails loudly (non-zero,
+# naming the missing piece) rather than letting a test skip for a missing client.
+#   integration-tests/install.sh            (PYTHON=/path/to/python to choose the interpreter)
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/.." && pwd)
+libs=${KAFKA_LIBS:-$repo/.cache/kafka/libs}
+kafka_version=$(sed -n 's:.*<kafka.version>\(.*\)</kafka.version>.*:\1:p' "$here/kafka-dist/pom.xml")
+python=${PYTHON:-python3}
+
+log() { echo "install.sh: $*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+
+apt_updated=0
+apt_install() {  # apt_install PACKAGE... (apt-get update once, only when something is missing)
+  if [ "$apt_updated" = 0 ]; then
+    log "apt-get update"
+    DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    apt_updated=1
+  fi
+  log "apt-get install $*"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+}
+
+# 1. Debian packages: kcat (librdkafka 2.0.2, the "old client" in the matrix), a JDK and Maven
+#    for Apache Kafka's jars, and Python with pip if the machine has none.
+command -v kcat >/dev/null 2>&1 || apt_install kcat
+command -v java >/dev/null 2>&1 || apt_install default-jdk-headless
+command -v mvn >/dev/null 2>&1 || apt_install maven
+command -v "$python" >/dev/null 2>&1 || apt_install python3
+"$python" -m pip --version >/dev/null 2>&1 || apt_install python3-pip
+
+# 2. Python packages, pinned. Debian's own python3 is "externally managed" (PEP 668); these
+#    machines are disposable test hosts, so install into it anyway.
+log "pip install -r requirements.txt ($("$python" --version 2>&1))"
+PIP_BREAK_SYSTEM_PACKAGES=1 PIP_ROOT_USER_ACTION=ignore PIP_DISABLE_PIP_VERSION_CHECK=1 \
+  "$python" -m pip install -q -r "$here/requirements.txt"
+
+# 3. Apache Kafka's jars (reference broker + CLI tools + Java client) from Maven Central.
+if [ -f "$libs/kafka_2.13-$kafka_version.jar" ] && [ -f "$libs/kafka-tools-$kafka_version.jar" ]; then
+  log "Kafka $kafka_version jars already in $libs"
+else
+  log "fetching Kafka $kafka_version jars into $libs"
+  mkdir -p "$libs"
+  mvn -q -B -f "$here/kafka-dist/pom.xml" dependency:copy-dependencies -DoutputDirectory="$libs"
+fi
+
+# 4. Each other client's own installer (java, franz, kafkajs, ...). BROOK_INSTALL_ONLY_PYTHON=1
+#    skips them (for working on the Python side while others build their drivers).
+for script in "$here"/drivers/*/install.sh; do
+  [ "${BROOK_INSTALL_ONLY_PYTHON:-0}" = 1 ] && { log "skipping $script"; continue; }
+  [ -f "$script" ] || continue
+  log "running $script"
+  bash "$script"
+done
+
+# 5. Verify: everything the Python-side drivers need is really there.
+kcat -V >/dev/null 2>&1 || die "kcat does not run"
+java -version >/dev/null 2>&1 || die "java does not run"
+[ -f "$libs/kafka_2.13-$kafka_version.jar" ] || die "Kafka jars missing in $libs"
+"$python" - <<'PY' || die "a Python client or codec is missing"
+import confluent_kafka, kafka, lz4.frame, pytest, pytest_timeout, snappy, zstandard  # noqa: F401
+from kafka.codec import has_gzip, has_lz4, has_snappy, has_zstd
+missing = [n for n, ok in [("gzip", has_gzip()), ("snappy", has_snappy()), ("lz4", has_lz4()), ("zstd", has_zstd())] if not ok]
+if missing:
+    raise SystemExit(f"kafka-python lacks codecs: {missing}")
+PY
+log "ok: kcat $(kcat -V 2>&1 | sed -n 's/^Version \([^ ]*\).*/\1/p'), confluent-kafka $("$python" -c 'import confluent_kafka as c; print(c.version())'), kafka-python $("$python" -c 'import kafka; print(kafka.__version__)'), Kafka $kafka_version"

@@ -1,0 +1,41 @@
+//! `brook-raft`: the cluster-metadata quorum, Brook's counterpart of Kafka's KRaft
+//! controller quorum (KIP-500 / KIP-595 / KIP-631), built on openraft.
+//!
+//! Brokers propose [`Command`]s (create topic, alter configs, register broker, …) through
+//! [`MetadataQuorum::propose`]; once committed, every voter applies them in log order to an
+//! immutable [`MetadataImage`] published on a `watch` channel ([`MetadataQuorum::subscribe`]).
+//! The raft log lives in RocksDB (`log_store`), the image is snapshotted to a JSON file
+//! (`state_machine`), and voters talk over a small TCP transport (`network`). The on-disk
+//! layout is described in `raft/FORMAT.md`.
+//!
+//! This crate knows no Kafka wire types and no segment logs: broker ids are `i32`, topic ids
+//! `Uuid`, config values strings; the broker maps them to and from the protocol.
+
+mod apply;
+pub mod command;
+mod error;
+pub mod image;
+pub mod log_store;
+pub mod network;
+mod quorum;
+pub mod state_machine;
+
+use std::io::Cursor;
+
+pub use command::{ApplyError, ApplyResult, Command, PartitionAssignment};
+pub use error::{ProposeError, RaftError};
+pub use image::{BrokerRegistration, MetadataImage, PartitionImage, TopicImage};
+pub use openraft::{BasicNode, LogId};
+pub use quorum::{MetadataQuorum, QuorumConfig};
+
+openraft::declare_raft_types!(
+    /// The openraft type configuration of the metadata quorum.
+    pub TypeConfig:
+        D = Command,
+        R = ApplyResult,
+        NodeId = u64,
+        Node = BasicNode,
+        Entry = openraft::Entry<TypeConfig>,
+        SnapshotData = Cursor<Vec<u8>>,
+        AsyncRuntime = openraft::TokioRuntime,
+);

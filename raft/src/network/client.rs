@@ -1,0 +1,170 @@
+//! The client side of peer RPC: one [`PeerClient`] per target voter, created by openraft
+//! through [`NetworkFactory`].
+//!
+//! Each call sends one request frame and waits for one response frame on a lazily opened
+//! `TcpStream`, bounded by openraft's hard TTL for the RPC. Any I/O error or timeout drops the
+//! connection (a half-read response would desynchronise the stream) and is reported as
+//! `Unreachable` (connect failed: openraft backs off) or `Network` (call failed mid-way).
+//! Remote raft errors come back as `RemoteError`, as openraft expects.
+
+// openraft's `RaftNetwork` trait fixes `RPCError` as the error type.
+#![allow(clippy::result_large_err)]
+
+use std::error::Error;
+use std::time::Duration;
+
+use openraft::error::{
+    InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Unreachable,
+};
+use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
+    VoteRequest, VoteResponse,
+};
+use openraft::{AnyError, BasicNode};
+use tokio::net::TcpStream;
+
+use super::{read_frame, write_frame, FrameError, RpcRequest, RpcResponse};
+use crate::TypeConfig;
+
+type NodeId = u64;
+type RpcResult<T, E> = Result<T, RPCError<NodeId, BasicNode, E>>;
+
+/// Creates [`PeerClient`]s; holds no state, so cloning is free.
+#[derive(Debug, Clone, Default)]
+pub struct NetworkFactory;
+
+impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
+    type Network = PeerClient;
+
+    async fn new_client(&mut self, target: NodeId, node: &BasicNode) -> PeerClient {
+        PeerClient {
+            target,
+            addr: node.addr.clone(),
+            conn: None,
+        }
+    }
+}
+
+/// The connection to one peer voter.
+pub struct PeerClient {
+    target: NodeId,
+    addr: String,
+    conn: Option<TcpStream>,
+}
+
+/// Why one call failed, before it is mapped to openraft's error for the RPC type.
+enum CallError {
+    Connect(std::io::Error),
+    Frame(FrameError),
+    Closed,
+    TimedOut(Duration),
+}
+
+impl PeerClient {
+    async fn call(&mut self, request: RpcRequest, ttl: Duration) -> Result<RpcResponse, CallError> {
+        let result = tokio::time::timeout(ttl, self.exchange(request)).await;
+        let result = match result {
+            Ok(r) => r,
+            Err(_) => Err(CallError::TimedOut(ttl)),
+        };
+        if result.is_err() {
+            // The stream may hold part of a frame: never reuse it.
+            self.conn = None;
+        }
+        result
+    }
+
+    async fn exchange(&mut self, request: RpcRequest) -> Result<RpcResponse, CallError> {
+        if self.conn.is_none() {
+            let stream = TcpStream::connect(&self.addr)
+                .await
+                .map_err(CallError::Connect)?;
+            // Raft messages are small and latency-bound; do not wait for Nagle.
+            stream.set_nodelay(true).map_err(CallError::Connect)?;
+            self.conn = Some(stream);
+        }
+        let Some(conn) = self.conn.as_mut() else {
+            return Err(CallError::Closed);
+        };
+        write_frame(conn, &request)
+            .await
+            .map_err(CallError::Frame)?;
+        read_frame(conn)
+            .await
+            .map_err(CallError::Frame)?
+            .ok_or(CallError::Closed)
+    }
+
+    fn map_err<E: Error>(&self, err: CallError) -> RPCError<NodeId, BasicNode, E> {
+        match err {
+            CallError::Connect(e) => {
+                tracing::debug!(target_node = self.target, addr = %self.addr, error = %e, "raft peer unreachable");
+                RPCError::Unreachable(Unreachable::new(&e))
+            }
+            CallError::Frame(e) => RPCError::Network(NetworkError::new(&e)),
+            CallError::Closed => RPCError::Network(NetworkError::new(&AnyError::error(format!(
+                "raft peer {} closed the connection",
+                self.target
+            )))),
+            CallError::TimedOut(ttl) => RPCError::Network(NetworkError::new(&AnyError::error(
+                format!("raft peer {} did not answer within {ttl:?}", self.target),
+            ))),
+        }
+    }
+
+    fn unexpected<E: Error>(&self) -> RPCError<NodeId, BasicNode, E> {
+        RPCError::Network(NetworkError::new(&AnyError::error(format!(
+            "raft peer {} answered with the wrong response type",
+            self.target
+        ))))
+    }
+
+    fn remote<T, E: Error>(&self, result: Result<T, E>) -> RpcResult<T, E> {
+        result.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e)))
+    }
+}
+
+impl RaftNetwork<TypeConfig> for PeerClient {
+    async fn append_entries(
+        &mut self,
+        rpc: AppendEntriesRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> RpcResult<AppendEntriesResponse<NodeId>, RaftError<NodeId>> {
+        match self
+            .call(RpcRequest::AppendEntries(rpc), option.hard_ttl())
+            .await
+        {
+            Ok(RpcResponse::AppendEntries(r)) => self.remote(r),
+            Ok(_) => Err(self.unexpected()),
+            Err(e) => Err(self.map_err(e)),
+        }
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        rpc: InstallSnapshotRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> RpcResult<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>> {
+        match self
+            .call(RpcRequest::InstallSnapshot(rpc), option.hard_ttl())
+            .await
+        {
+            Ok(RpcResponse::InstallSnapshot(r)) => self.remote(r),
+            Ok(_) => Err(self.unexpected()),
+            Err(e) => Err(self.map_err(e)),
+        }
+    }
+
+    async fn vote(
+        &mut self,
+        rpc: VoteRequest<NodeId>,
+        option: RPCOption,
+    ) -> RpcResult<VoteResponse<NodeId>, RaftError<NodeId>> {
+        match self.call(RpcRequest::Vote(rpc), option.hard_ttl()).await {
+            Ok(RpcResponse::Vote(r)) => self.remote(r),
+            Ok(_) => Err(self.unexpected()),
+            Err(e) => Err(self.map_err(e)),
+        }
+    }
+}

@@ -1,0 +1,118 @@
+//! Peer RPC between metadata voters: AppendEntries, Vote and InstallSnapshot over TCP.
+//!
+//! Wire format (see `raft/FORMAT.md`): each message is a frame of a 4-byte big-endian length
+//! followed by that many bytes of serde_json. A connection carries one request, then its
+//! response, then the next request; the client keeps one connection per peer and reconnects
+//! after any error. Frames above [`MAX_FRAME_BYTES`] are refused on both sides, so a corrupt
+//! length cannot make a peer allocate without bound.
+//!
+//! A single-voter quorum never uses this module; it exists for multi-voter clusters.
+
+mod client;
+mod server;
+
+use openraft::error::{InstallSnapshotError, RaftError};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
+    VoteRequest, VoteResponse,
+};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+pub use client::{NetworkFactory, PeerClient};
+pub use server::{serve, RaftServer};
+
+use crate::TypeConfig;
+
+/// Largest frame accepted: snapshot chunks default to 3 MiB and append batches are bounded
+/// by openraft's `max_payload_entries`, so 64 MiB leaves ample headroom.
+pub const MAX_FRAME_BYTES: usize = 64 * 1024 * 1024;
+
+/// A request from one voter to another.
+#[derive(Debug, Serialize, Deserialize)]
+pub enum RpcRequest {
+    AppendEntries(AppendEntriesRequest<TypeConfig>),
+    Vote(VoteRequest<u64>),
+    InstallSnapshot(InstallSnapshotRequest<TypeConfig>),
+}
+
+/// The answer to an [`RpcRequest`] of the same variant.
+#[derive(Debug, Serialize, Deserialize)]
+pub enum RpcResponse {
+    AppendEntries(Result<AppendEntriesResponse<u64>, RaftError<u64>>),
+    Vote(Result<VoteResponse<u64>, RaftError<u64>>),
+    InstallSnapshot(Result<InstallSnapshotResponse<u64>, RaftError<u64, InstallSnapshotError>>),
+}
+
+/// Why a frame could not be read or written.
+#[derive(Debug, thiserror::Error)]
+pub enum FrameError {
+    #[error("peer i/o failed")]
+    Io(#[from] std::io::Error),
+    #[error("frame of {len} bytes exceeds the {MAX_FRAME_BYTES} byte limit")]
+    TooLarge { len: usize },
+    #[error("malformed frame body")]
+    Json(#[from] serde_json::Error),
+}
+
+/// Writes one length-prefixed JSON frame and flushes it.
+pub async fn write_frame<W, T>(writer: &mut W, message: &T) -> Result<(), FrameError>
+where
+    W: tokio::io::AsyncWrite + Unpin,
+    T: Serialize,
+{
+    let body = serde_json::to_vec(message)?;
+    let len = u32::try_from(body.len())
+        .ok()
+        .filter(|&l| l as usize <= MAX_FRAME_BYTES)
+        .ok_or(FrameError::TooLarge { len: body.len() })?;
+    writer.write_all(&len.to_be_bytes()).await?;
+    writer.write_all(&body).await?;
+    writer.flush().await?;
+    Ok(())
+}
+
+/// Reads one frame; `Ok(None)` on a clean end of stream before the length prefix.
+pub async fn read_frame<R, T>(reader: &mut R) -> Result<Option<T>, FrameError>
+where
+    R: tokio::io::AsyncRead + Unpin,
+    T: DeserializeOwned,
+{
+    let mut len = [0u8; 4];
+    match reader.read_exact(&mut len).await {
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
+        Err(e) => return Err(e.into()),
+    }
+    let len = u32::from_be_bytes(len) as usize;
+    if len > MAX_FRAME_BYTES {
+        return Err(FrameError::TooLarge { len });
+    }
+    let mut body = vec![0u8; len];
+    reader.read_exact(&mut body).await?;
+    Ok(Some(serde_json::from_slice(&body)?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn frames_round_trip_and_oversized_lengths_are_refused() {
+        let mut buf = Vec::new();
+        write_frame(&mut buf, &vec![1u32, 2, 3])
+            .await
+            .expect("write");
+        assert_eq!(&buf[..4], &7u32.to_be_bytes());
+        let back: Option<Vec<u32>> = read_frame(&mut buf.as_slice()).await.expect("read");
+        assert_eq!(back, Some(vec![1, 2, 3]));
+
+        let empty: Option<Vec<u32>> = read_frame(&mut &b""[..]).await.expect("eof");
+        assert_eq!(empty, None);
+
+        let huge = (MAX_FRAME_BYTES as u32 + 1).to_be_bytes();
+        let err = read_frame::<_, Vec<u32>>(&mut &huge[..]).await;
+        assert!(matches!(err, Err(FrameError::TooLarge { len }) if len == MAX_FRAME_BYTES + 1));
+    }
+}

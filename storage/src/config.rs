@@ -1,0 +1,50 @@
+//! `LogConfig`: the typed topic-level settings a partition log obeys, with Kafka's
+//! defaults. The broker turns property strings (`segment.bytes`, …) into this struct;
+//! storage never parses strings. An absent limit is `None`, never `-1`.
+
+pub use crate::batch::TimestampType;
+
+/// Milliseconds in 7 days, Kafka's default `segment.ms` and `retention.ms`.
+const SEVEN_DAYS_MS: i64 = 7 * 24 * 60 * 60 * 1000;
+
+/// Topic-level log settings (Kafka's names in snake case).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogConfig {
+    /// `segment.bytes`: roll when the active segment would exceed this size.
+    pub segment_bytes: u64,
+    /// `segment.ms`: roll when the active segment is older than this.
+    pub segment_ms: Option<i64>,
+    /// `index.interval.bytes`: bytes of log between two index entries.
+    pub index_interval_bytes: u64,
+    /// `segment.index.bytes`: maximum size of each index file; a full index rolls.
+    pub segment_index_bytes: u64,
+    /// `max.message.bytes`: largest batch accepted.
+    pub max_message_bytes: u64,
+    /// `flush.messages`: fsync after this many appended messages (`None` = never).
+    pub flush_messages: Option<u64>,
+    /// `flush.ms`: fsync when the last fsync is older than this (`None` = never).
+    pub flush_ms: Option<i64>,
+    /// `message.timestamp.type`.
+    pub message_timestamp_type: TimestampType,
+    /// `retention.ms` (enforced by the later retention task).
+    pub retention_ms: Option<i64>,
+    /// `retention.bytes` (enforced by the later retention task).
+    pub retention_bytes: Option<u64>,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        LogConfig {
+            segment_bytes: 1024 * 1024 * 1024,
+            segment_ms: Some(SEVEN_DAYS_MS),
+            index_interval_bytes: 4096,
+            segment_index_bytes: 10 * 1024 * 1024,
+            max_message_bytes: 1_048_588,
+            flush_messages: None,
+            flush_ms: None,
+            message_timestamp_type: TimestampType::CreateTime,
+            retention_ms: Some(SEVEN_DAYS_MS),
+            retention_bytes: None,
+        }
+    }
+}

@@ -1,0 +1,103 @@
+//! `StorageError`: the one error type of `brook-storage`.
+//!
+//! Variants carry data (offsets, sizes, which check failed), never Kafka error codes:
+//! the broker maps them to codes in exactly one place (`broker/src/error.rs`).
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+use crate::batch::BatchError;
+
+/// Everything a storage operation can fail with.
+#[derive(Debug, thiserror::Error)]
+pub enum StorageError {
+    /// A batch in an append failed validation (`batch_index` counts from 0 in the request).
+    #[error("corrupt record batch #{batch_index}: {reason}")]
+    CorruptBatch {
+        batch_index: usize,
+        #[source]
+        reason: BatchError,
+    },
+    /// One batch is larger than the topic's `max.message.bytes`.
+    #[error("record batch of {size} bytes exceeds max.message.bytes {max}")]
+    RecordTooLarge { size: u64, max: u64 },
+    /// The whole append cannot fit in one segment (`segment.bytes`).
+    #[error("append of {size} bytes exceeds segment.bytes {segment_bytes}")]
+    RecordBatchTooLarge { size: u64, segment_bytes: u64 },
+    /// An append with no batches at all.
+    #[error("append contains no record batch")]
+    EmptyAppend,
+    /// A read or lookup outside `[log_start, log_end]`.
+    #[error("offset {requested} is out of range [{log_start}, {log_end}]")]
+    OffsetOutOfRange {
+        requested: i64,
+        log_start: i64,
+        log_end: i64,
+    },
+    /// Idempotent producer sequence gap or reset (Kafka's OUT_OF_ORDER_SEQUENCE_NUMBER).
+    #[error(
+        "out of order sequence for producer {producer_id} epoch {producer_epoch}: \
+         last sequence {last_sequence:?}, received first sequence {first_sequence}"
+    )]
+    OutOfOrderSequence {
+        producer_id: i64,
+        producer_epoch: i16,
+        last_sequence: Option<i32>,
+        first_sequence: i32,
+    },
+    /// A batch from an older producer epoch than the one already seen (fenced producer).
+    #[error(
+        "producer {producer_id} epoch {received_epoch} is older than current epoch {current_epoch}"
+    )]
+    InvalidProducerEpoch {
+        producer_id: i64,
+        current_epoch: i16,
+        received_epoch: i16,
+    },
+    /// A batch already in the log no longer parses (the file changed under us).
+    #[error("corrupt log {path} at position {position}: {reason}")]
+    CorruptLog {
+        path: PathBuf,
+        position: u64,
+        #[source]
+        reason: BatchError,
+    },
+    /// A topic name that cannot be used as a directory name.
+    #[error("invalid topic name {name:?}: {reason}")]
+    InvalidTopicName { name: String, reason: &'static str },
+    /// The same partition exists in two log directories.
+    #[error("partition {topic}-{partition} found in both {first} and {second}")]
+    DuplicateLog {
+        topic: String,
+        partition: i32,
+        first: PathBuf,
+        second: PathBuf,
+    },
+    /// The log was deleted while a handle to it was still held.
+    #[error("log {dir} has been deleted")]
+    LogDeleted { dir: PathBuf },
+    /// A file-system operation failed.
+    #[error("{context} {path}: {source}")]
+    Io {
+        context: &'static str,
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    /// The blocking task running a storage operation panicked or was cancelled.
+    #[error("storage task failed: {reason}")]
+    TaskFailed { reason: String },
+}
+
+/// Shorthand for `Result<T, StorageError>`.
+pub type Result<T, E = StorageError> = std::result::Result<T, E>;
+
+/// Builds a `map_err` closure that wraps an `io::Error` with what was being done and where.
+pub(crate) fn io_err(context: &'static str, path: &Path) -> impl FnOnce(io::Error) -> StorageError {
+    let path = path.to_path_buf();
+    move |source| StorageError::Io {
+        context,
+        path,
+        source,
+    }
+}

@@ -1,0 +1,27 @@
+//! Brook's storage: Kafka partition logs on local disk.
+//!
+//! The core (`log`, `segment`, `index`, `producer_state`, `batch`) is synchronous like
+//! Kafka's `LocalLog`; `handle::LogHandle` is the only async door. No network, no
+//! `kafka-protocol`: errors carry data and the broker maps them to Kafka codes. The
+//! on-disk layout is documented in `storage/FORMAT.md`.
+
+pub mod batch;
+pub mod config;
+pub mod error;
+pub mod handle;
+pub mod index;
+pub mod log;
+pub mod log_manager;
+pub mod producer_state;
+mod records;
+mod recovery;
+pub mod roll;
+pub mod segment;
+pub mod testing;
+
+pub use batch::{BatchError, BatchHeader, TimestampType};
+pub use config::LogConfig;
+pub use error::{Result, StorageError};
+pub use handle::LogHandle;
+pub use log::{AppendInfo, Log, MinOneBatch, ReadResult, TimestampOffset};
+pub use log_manager::LogManager;

@@ -1,0 +1,405 @@
+//! One log segment: `<20-digit base offset>.log` plus its `.index` and `.timeindex`
+//! (Kafka's `LogSegment`).
+//!
+//! Invariants: the `.log` file holds whole, CRC-valid batches with increasing offsets
+//! from `base_offset`, up to `size` bytes (bytes past `size` are a torn write and are
+//! overwritten or truncated); every batch's offsets fit in u32 relative to the base; the
+//! indexes are hints rebuilt by `recover`. Not thread-safe: the owning `Log` serialises
+//! access.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::BufReader;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use crate::batch::{BatchHeader, BATCH_HEADER_LEN};
+use crate::config::LogConfig;
+use crate::error::{io_err, Result, StorageError};
+use crate::index::{time, OffsetEntry, OffsetIndex, TimeEntry, TimeIndex};
+use crate::records;
+use crate::recovery::read_valid_batch;
+pub use crate::roll::{roll_reason, IncomingAppend, RollReason, RollState};
+
+/// The file name of a segment file: the base offset on 20 digits plus an extension.
+pub fn file_name(base_offset: i64, extension: &str) -> String {
+    format!("{base_offset:020}.{extension}")
+}
+
+/// Tracks when the next index entries are due (shared by append and recovery, so a
+/// rebuilt index equals the one written live).
+#[derive(Debug, Clone, Copy, Default)]
+struct IndexCursor {
+    bytes_since_last_entry: u64,
+    max_timestamp: Option<(i64, i64)>,
+}
+
+impl IndexCursor {
+    /// Observes a batch at `position`; returns the entries due before it, as Kafka's
+    /// `LogSegment.append`: when more than `interval` bytes were written since the last
+    /// entry, index (last offset → position) and (max timestamp so far → its offset).
+    fn observe(
+        &mut self,
+        header: &BatchHeader,
+        position: u64,
+        interval: u64,
+    ) -> Option<((i64, u64), (i64, i64))> {
+        if self
+            .max_timestamp
+            .is_none_or(|(ts, _)| header.max_timestamp > ts)
+        {
+            self.max_timestamp = Some((header.max_timestamp, header.last_offset()));
+        }
+        let due = self.bytes_since_last_entry > interval;
+        if due {
+            self.bytes_since_last_entry = 0;
+        }
+        self.bytes_since_last_entry += header.size() as u64;
+        let max = self.max_timestamp?;
+        due.then_some(((header.last_offset(), position), max))
+    }
+}
+
+/// A read from one segment.
+#[derive(Debug, Default)]
+pub struct SegmentRead {
+    pub bytes: Vec<u8>,
+    /// True when a limit (bytes or offset) stopped the read before the segment's end.
+    pub limited: bool,
+}
+
+/// One segment of a partition log.
+#[derive(Debug)]
+pub struct Segment {
+    base_offset: i64,
+    log_path: PathBuf,
+    file: File,
+    size: u64,
+    offset_index: OffsetIndex,
+    time_index: TimeIndex,
+    cursor: IndexCursor,
+    first_batch_timestamp: Option<i64>,
+    created_ms: i64,
+    next_offset: i64,
+}
+
+impl Segment {
+    /// Opens (creating if missing) the segment's files without validating them; call
+    /// `recover` before use.
+    pub fn open(dir: &Path, base_offset: i64, config: &LogConfig, now_ms: i64) -> Result<Self> {
+        let log_path = dir.join(file_name(base_offset, "log"));
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&log_path)
+            .map_err(io_err("open segment", &log_path))?;
+        let size = file
+            .metadata()
+            .map_err(io_err("stat segment", &log_path))?
+            .len();
+        let offset_index = OffsetIndex::open(
+            &dir.join(file_name(base_offset, "index")),
+            base_offset,
+            config.segment_index_bytes,
+        )?;
+        let time_index = TimeIndex::open(
+            &dir.join(file_name(base_offset, "timeindex")),
+            base_offset,
+            config.segment_index_bytes,
+        )?;
+        Ok(Segment {
+            base_offset,
+            log_path,
+            file,
+            size,
+            offset_index,
+            time_index,
+            cursor: IndexCursor::default(),
+            first_batch_timestamp: None,
+            created_ms: now_ms,
+            next_offset: base_offset,
+        })
+    }
+
+    pub fn base_offset(&self) -> i64 {
+        self.base_offset
+    }
+
+    /// The offset after the last batch (the base offset when empty).
+    pub fn next_offset(&self) -> i64 {
+        self.next_offset
+    }
+
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.size == 0
+    }
+
+    /// The largest batch max timestamp and the last offset of the batch holding it.
+    pub fn max_timestamp(&self) -> Option<(i64, i64)> {
+        self.cursor.max_timestamp
+    }
+
+    pub fn roll_state(&self) -> RollState {
+        RollState {
+            base_offset: self.base_offset,
+            size: self.size,
+            first_batch_timestamp: self.first_batch_timestamp,
+            created_ms: self.created_ms,
+            index_full: self.offset_index.is_full() || self.time_index.is_full(),
+        }
+    }
+
+    pub fn set_config(&mut self, config: &LogConfig) {
+        self.offset_index
+            .set_max_index_bytes(config.segment_index_bytes);
+        self.time_index
+            .set_max_index_bytes(config.segment_index_bytes);
+    }
+
+    /// Scans every batch from the start: checks bounds, CRC and increasing offsets,
+    /// truncates the file at the first invalid batch (a torn or corrupt tail), rebuilds
+    /// the indexes, and calls `on_batch` for each valid batch. Returns the number of bytes
+    /// truncated.
+    pub fn recover(
+        &mut self,
+        config: &LogConfig,
+        on_batch: &mut dyn FnMut(&BatchHeader),
+    ) -> Result<u64> {
+        let file_size = self.size;
+        let mut reader = BufReader::with_capacity(64 * 1024, &self.file);
+        let mut cursor = IndexCursor::default();
+        let mut offsets: Vec<OffsetEntry> = Vec::new();
+        let mut times: Vec<TimeEntry> = Vec::new();
+        let max_offset_entries = (config.segment_index_bytes / 8).max(1) as usize;
+        let max_time_entries = (config.segment_index_bytes / 12).max(1) as usize;
+        let mut position = 0u64;
+        let mut next_offset = self.base_offset;
+        let mut first_ts = None;
+        let mut buf = vec![0u8; BATCH_HEADER_LEN];
+        while position < file_size {
+            let Some(header) = read_valid_batch(
+                &mut reader,
+                &mut buf,
+                file_size - position,
+                next_offset,
+                self.base_offset,
+            ) else {
+                break;
+            };
+            if let Some(((offset, pos), (ts, ts_offset))) =
+                cursor.observe(&header, position, config.index_interval_bytes)
+            {
+                if let Some(e) = self.offset_index.entry(offset, pos) {
+                    let increasing = offsets
+                        .last()
+                        .is_none_or(|l| l.relative_offset < e.relative_offset);
+                    if offsets.len() < max_offset_entries && increasing {
+                        offsets.push(e);
+                    }
+                }
+                if let Some(e) = self.time_index.entry(ts, ts_offset) {
+                    if times.len() < max_time_entries && time::accepts(times.last(), &e) {
+                        times.push(e);
+                    }
+                }
+            }
+            first_ts.get_or_insert(header.max_timestamp);
+            on_batch(&header);
+            position += header.size() as u64;
+            next_offset = header.next_offset();
+        }
+        let truncated = file_size - position;
+        if truncated > 0 {
+            tracing::warn!(path = %self.log_path.display(), position, truncated, "truncating invalid tail of segment");
+            self.file
+                .set_len(position)
+                .map_err(io_err("truncate segment", &self.log_path))?;
+            self.file
+                .sync_all()
+                .map_err(io_err("fsync segment", &self.log_path))?;
+        }
+        self.offset_index.replace(offsets)?;
+        self.time_index.replace(times)?;
+        self.size = position;
+        self.cursor = cursor;
+        self.first_batch_timestamp = first_ts;
+        self.next_offset = next_offset;
+        Ok(truncated)
+    }
+
+    /// Appends already validated and stamped batches (`headers` holds each batch's
+    /// position in `buf`), then indexes them.
+    pub fn append(
+        &mut self,
+        buf: &[u8],
+        headers: &[(usize, BatchHeader)],
+        config: &LogConfig,
+    ) -> Result<()> {
+        self.file
+            .write_all_at(buf, self.size)
+            .map_err(io_err("append to segment", &self.log_path))?;
+        for (at, header) in headers {
+            let position = self.size + *at as u64;
+            if let Some(((offset, pos), (ts, ts_offset))) =
+                self.cursor
+                    .observe(header, position, config.index_interval_bytes)
+            {
+                self.offset_index.append(offset, pos)?;
+                self.time_index.maybe_append(ts, ts_offset)?;
+            }
+            self.first_batch_timestamp
+                .get_or_insert(header.max_timestamp);
+            self.next_offset = header.next_offset();
+        }
+        self.size += buf.len() as u64;
+        Ok(())
+    }
+
+    /// Reads the header of the batch at `position`, or `None` at the end of the segment.
+    fn header_at(&self, position: u64) -> Result<Option<BatchHeader>> {
+        if position >= self.size {
+            return Ok(None);
+        }
+        let mut buf = [0u8; BATCH_HEADER_LEN];
+        self.file
+            .read_exact_at(&mut buf, position)
+            .map_err(io_err("read segment", &self.log_path))?;
+        let header = BatchHeader::parse(&buf).map_err(|reason| StorageError::CorruptLog {
+            path: self.log_path.clone(),
+            position,
+            reason,
+        })?;
+        Ok(Some(header))
+    }
+
+    /// The position and header of the first batch whose last offset is `>= offset`.
+    fn find_batch(&self, offset: i64) -> Result<Option<(u64, BatchHeader)>> {
+        let (_, mut position) = self.offset_index.lookup(offset);
+        while let Some(header) = self.header_at(position)? {
+            if header.last_offset() >= offset {
+                return Ok(Some((position, header)));
+            }
+            position += header.size() as u64;
+        }
+        Ok(None)
+    }
+
+    /// Reads whole batches starting with the one holding `start_offset`, stopping before
+    /// a batch that reaches `max_offset_exclusive` or would exceed `max_bytes` (unless it
+    /// is the first batch and `min_one_batch`, as Kafka's `minOneMessage`).
+    pub fn read(
+        &self,
+        start_offset: i64,
+        max_bytes: u64,
+        max_offset_exclusive: i64,
+        min_one_batch: bool,
+    ) -> Result<SegmentRead> {
+        let Some((begin, first)) = self.find_batch(start_offset)? else {
+            return Ok(SegmentRead::default());
+        };
+        let mut end = begin;
+        let mut next = Some(first);
+        let mut limited = false;
+        while let Some(header) = next {
+            let batch_end = end + header.size() as u64;
+            let within_bytes = batch_end - begin <= max_bytes || (end == begin && min_one_batch);
+            if header.last_offset() >= max_offset_exclusive || !within_bytes {
+                limited = true;
+                break;
+            }
+            end = batch_end;
+            next = self.header_at(end)?;
+        }
+        let mut bytes = vec![0u8; (end - begin) as usize];
+        self.file
+            .read_exact_at(&mut bytes, begin)
+            .map_err(io_err("read segment", &self.log_path))?;
+        Ok(SegmentRead { bytes, limited })
+    }
+
+    /// The first record (at or after `min_offset`) whose timestamp is `>= timestamp`:
+    /// its offset and timestamp. Uses the time index, then scans batch headers, then the
+    /// records of the batch found (its base offset and max timestamp if compressed).
+    pub fn find_offset_by_timestamp(
+        &self,
+        timestamp: i64,
+        min_offset: i64,
+    ) -> Result<Option<(i64, i64)>> {
+        if self
+            .cursor
+            .max_timestamp
+            .is_none_or(|(max, _)| max < timestamp)
+        {
+            return Ok(None);
+        }
+        let hint = self.time_index.lookup(timestamp).max(min_offset);
+        let Some((mut position, _)) = self.find_batch(hint)? else {
+            return Ok(None);
+        };
+        while let Some(header) = self.header_at(position)? {
+            if header.max_timestamp >= timestamp {
+                let bytes = self.read_batch(position, &header)?;
+                let (offset, ts) = records::first_at_or_after(&bytes, &header, timestamp)
+                    .unwrap_or((header.base_offset, header.max_timestamp));
+                return Ok(Some((offset.max(min_offset), ts)));
+            }
+            position += header.size() as u64;
+        }
+        Ok(None)
+    }
+
+    /// The offset and timestamp of the first record holding the segment's largest
+    /// timestamp (the batch's last offset if its records cannot be read).
+    pub fn max_timestamp_offset(&self) -> Result<Option<(i64, i64)>> {
+        let Some((max, last_offset)) = self.cursor.max_timestamp else {
+            return Ok(None);
+        };
+        let Some((position, header)) = self.find_batch(last_offset)? else {
+            return Ok(None);
+        };
+        let bytes = self.read_batch(position, &header)?;
+        Ok(Some(
+            records::with_max_timestamp(&bytes, &header).unwrap_or((last_offset, max)),
+        ))
+    }
+
+    fn read_batch(&self, position: u64, header: &BatchHeader) -> Result<Vec<u8>> {
+        let mut bytes = vec![0u8; header.size()];
+        self.file
+            .read_exact_at(&mut bytes, position)
+            .map_err(io_err("read segment", &self.log_path))?;
+        Ok(bytes)
+    }
+
+    /// Fsyncs the log and both indexes.
+    pub fn flush(&self) -> Result<()> {
+        self.file
+            .sync_data()
+            .map_err(io_err("fsync segment", &self.log_path))?;
+        self.offset_index.flush()?;
+        self.time_index.flush()
+    }
+
+    /// Deletes the three files.
+    pub fn delete(self) -> Result<()> {
+        let dir = self
+            .log_path
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_default();
+        for ext in ["log", "index", "timeindex"] {
+            let path = dir.join(file_name(self.base_offset, ext));
+            match fs::remove_file(&path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(io_err("delete segment file", &path)(e)),
+            }
+        }
+        Ok(())
+    }
+}

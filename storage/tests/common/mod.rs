@@ -1,0 +1,46 @@
+//! Shared helpers for the storage integration tests.
+#![allow(dead_code)]
+
+use std::path::Path;
+
+use brook_storage::testing::{encode_batch, TestBatch};
+use brook_storage::{Log, LogConfig, MinOneBatch};
+
+/// A config with tiny segments and indexes so that tests roll and index often.
+pub fn small_config() -> LogConfig {
+    LogConfig {
+        segment_bytes: 1_000,
+        index_interval_bytes: 100,
+        segment_index_bytes: 64,
+        segment_ms: None,
+        ..LogConfig::default()
+    }
+}
+
+/// A batch of `count` records of `len` bytes.
+pub fn batch(timestamp: i64, count: usize, len: usize) -> Vec<u8> {
+    encode_batch(&TestBatch::sized(timestamp, count, len))
+}
+
+/// Everything readable from the log start, as raw bytes.
+pub fn read_all(log: &Log) -> Vec<u8> {
+    log.read(
+        log.log_start_offset(),
+        usize::MAX,
+        i64::MAX,
+        MinOneBatch::Yes,
+    )
+    .expect("read whole log")
+    .records
+    .to_vec()
+}
+
+/// Sorted file names of a directory.
+pub fn files(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .expect("list dir")
+        .filter_map(|e| e.ok()?.file_name().to_str().map(str::to_string))
+        .collect();
+    names.sort();
+    names
+}

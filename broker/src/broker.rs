@@ -41,8 +41,10 @@ impl Broker {
             let dir = first_dir.clone();
             let node_id = config.node_id;
             let wanted = config.cluster_id.clone();
-            tokio::task::spawn_blocking(move || meta_properties::load_or_create(&dir, node_id, wanted))
-                .await??
+            tokio::task::spawn_blocking(move || {
+                meta_properties::load_or_create(&dir, node_id, wanted)
+            })
+            .await??
         };
         let quorum = MetadataQuorum::start(QuorumConfig {
             node_id: u64::try_from(config.node_id).context("node.id must not be negative")?,

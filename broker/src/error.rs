@@ -51,7 +51,9 @@ impl BrokerError {
 
 fn storage_code(e: &StorageError) -> ResponseError {
     match e {
-        StorageError::CorruptBatch { .. } | StorageError::EmptyAppend => ResponseError::CorruptMessage,
+        StorageError::CorruptBatch { .. } | StorageError::EmptyAppend => {
+            ResponseError::CorruptMessage
+        }
         StorageError::RecordTooLarge { .. } => ResponseError::MessageTooLarge,
         StorageError::RecordBatchTooLarge { .. } => ResponseError::RecordListTooLarge,
         StorageError::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange,

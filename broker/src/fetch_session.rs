@@ -76,7 +76,11 @@ impl FetchSessions {
         match (session_id, epoch) {
             (0, 0) => {
                 if sessions.len() >= MAX_SESSIONS {
-                    if let Some(oldest) = sessions.iter().min_by_key(|(_, s)| s.last_used).map(|(id, _)| *id) {
+                    if let Some(oldest) = sessions
+                        .iter()
+                        .min_by_key(|(_, s)| s.last_used)
+                        .map(|(id, _)| *id)
+                    {
                         sessions.remove(&oldest);
                     }
                 }
@@ -133,17 +137,31 @@ impl FetchSessions {
             state.fetch_offset = fetch_offset;
             state.partition_max_bytes = max_bytes;
         }
-        session.partitions.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+        session
+            .partitions
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
     }
 
     /// Records what was last sent for a partition; returns whether it changed (and so
     /// belongs in an incremental response).
-    pub fn record_sent(&self, session_id: i32, partition: &SessionPartition, high_watermark: i64, log_start_offset: i64) -> bool {
+    pub fn record_sent(
+        &self,
+        session_id: i32,
+        partition: &SessionPartition,
+        high_watermark: i64,
+        log_start_offset: i64,
+    ) -> bool {
         let mut sessions = self.sessions.lock();
-        let Some(state) = sessions.get_mut(&session_id).and_then(|s| s.partitions.get_mut(partition)) else {
+        let Some(state) = sessions
+            .get_mut(&session_id)
+            .and_then(|s| s.partitions.get_mut(partition))
+        else {
             return true;
         };
-        let changed = state.last_high_watermark != Some(high_watermark) || state.last_log_start_offset != Some(log_start_offset);
+        let changed = state.last_high_watermark != Some(high_watermark)
+            || state.last_log_start_offset != Some(log_start_offset);
         state.last_high_watermark = Some(high_watermark);
         state.last_log_start_offset = Some(log_start_offset);
         changed
@@ -170,13 +188,25 @@ mod tests {
         };
         let all = sessions.update(session_id, vec![(tp(0), 5, 100), (tp(1), 7, 100)], &[]);
         assert_eq!(all.len(), 2);
-        assert!(matches!(sessions.lookup(session_id, 1), SessionLookup::Incremental { .. }));
-        assert!(matches!(sessions.lookup(session_id, 1), SessionLookup::InvalidEpoch));
+        assert!(matches!(
+            sessions.lookup(session_id, 1),
+            SessionLookup::Incremental { .. }
+        ));
+        assert!(matches!(
+            sessions.lookup(session_id, 1),
+            SessionLookup::InvalidEpoch
+        ));
         let all = sessions.update(session_id, vec![], &[tp(0)]);
         assert_eq!(all.len(), 1);
         assert_eq!(all[0].1.fetch_offset, 7);
-        assert!(matches!(sessions.lookup(session_id, -1), SessionLookup::Sessionless));
-        assert!(matches!(sessions.lookup(session_id, 3), SessionLookup::NotFound));
+        assert!(matches!(
+            sessions.lookup(session_id, -1),
+            SessionLookup::Sessionless
+        ));
+        assert!(matches!(
+            sessions.lookup(session_id, 3),
+            SessionLookup::NotFound
+        ));
     }
 
     #[test]

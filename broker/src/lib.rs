@@ -2,6 +2,7 @@
 //! (`brook-protocol`), the partition logs (`brook-storage`) and the metadata quorum
 //! (`brook-raft`).
 
+pub mod auth;
 pub mod broker;
 pub mod config;
 pub mod coordinator;

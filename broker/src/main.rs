@@ -33,17 +33,21 @@ fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
-    let (config, warnings) = match BrokerConfig::load(args.config.as_deref(), std::env::vars(), &args.overrides) {
-        Ok(loaded) => loaded,
-        Err(e) => {
-            error!("invalid configuration: {e}");
-            return ExitCode::from(2);
-        }
-    };
+    let (config, warnings) =
+        match BrokerConfig::load(args.config.as_deref(), std::env::vars(), &args.overrides) {
+            Ok(loaded) => loaded,
+            Err(e) => {
+                error!("invalid configuration: {e}");
+                return ExitCode::from(2);
+            }
+        };
     for warning in warnings {
         warn!("{warning}");
     }
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             error!("cannot start the runtime: {e}");
@@ -76,7 +80,10 @@ async fn run(config: BrokerConfig) -> anyhow::Result<()> {
     info!("shutting down");
     shutdown.cancel();
     tracker.close();
-    if tokio::time::timeout(std::time::Duration::from_secs(10), tracker.wait()).await.is_err() {
+    if tokio::time::timeout(std::time::Duration::from_secs(10), tracker.wait())
+        .await
+        .is_err()
+    {
         warn!("connections still open after 10 s; closing anyway");
     }
     broker.replicas.shutdown().await;
@@ -88,13 +95,14 @@ async fn wait_for_signal() {
     let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {
-        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(s) => s,
-            Err(_) => {
-                let _ = ctrl_c.await;
-                return;
-            }
-        };
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => {
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
         tokio::select! {
             _ = ctrl_c => {}
             _ = term.recv() => {}

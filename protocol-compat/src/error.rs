@@ -14,7 +14,9 @@ pub enum ProtocolError {
     UnknownApiKey { api_key: i16 },
     #[error("malformed request header: {reason}")]
     MalformedHeader { reason: String },
-    #[error("malformed {api_key:?} v{api_version} request (correlation id {correlation_id}): {reason}")]
+    #[error(
+        "malformed {api_key:?} v{api_version} request (correlation id {correlation_id}): {reason}"
+    )]
     MalformedBody {
         api_key: ApiKey,
         api_version: i16,

@@ -61,15 +61,15 @@ pub fn unsupported_response(request: &RequestKind) -> Option<ResponseKind> {
         RequestKind::EndTxn(_) => {
             ResponseKind::EndTxn(EndTxnResponse::default().with_error_code(code))
         }
-        RequestKind::AddOffsetsToTxn(_) => ResponseKind::AddOffsetsToTxn(
-            AddOffsetsToTxnResponse::default().with_error_code(code),
-        ),
+        RequestKind::AddOffsetsToTxn(_) => {
+            ResponseKind::AddOffsetsToTxn(AddOffsetsToTxnResponse::default().with_error_code(code))
+        }
         RequestKind::DescribeAcls(_) => {
             ResponseKind::DescribeAcls(DescribeAclsResponse::default().with_error_code(code))
         }
-        RequestKind::DescribeCluster(_) => ResponseKind::DescribeCluster(
-            DescribeClusterResponse::default().with_error_code(code),
-        ),
+        RequestKind::DescribeCluster(_) => {
+            ResponseKind::DescribeCluster(DescribeClusterResponse::default().with_error_code(code))
+        }
         RequestKind::DescribeGroups(req) => ResponseKind::DescribeGroups(
             DescribeGroupsResponse::default().with_groups(
                 req.groups
@@ -97,12 +97,12 @@ pub fn unsupported_response(request: &RequestKind) -> Option<ResponseKind> {
         RequestKind::ListTransactions(_) => ResponseKind::ListTransactions(
             ListTransactionsResponse::default().with_error_code(code),
         ),
-        RequestKind::DescribeQuorum(_) => ResponseKind::DescribeQuorum(
-            DescribeQuorumResponse::default().with_error_code(code),
-        ),
-        RequestKind::UpdateFeatures(_) => ResponseKind::UpdateFeatures(
-            UpdateFeaturesResponse::default().with_error_code(code),
-        ),
+        RequestKind::DescribeQuorum(_) => {
+            ResponseKind::DescribeQuorum(DescribeQuorumResponse::default().with_error_code(code))
+        }
+        RequestKind::UpdateFeatures(_) => {
+            ResponseKind::UpdateFeatures(UpdateFeaturesResponse::default().with_error_code(code))
+        }
         RequestKind::ConsumerGroupHeartbeat(_) => ResponseKind::ConsumerGroupHeartbeat(
             ConsumerGroupHeartbeatResponse::default().with_error_code(code),
         ),
@@ -112,9 +112,9 @@ pub fn unsupported_response(request: &RequestKind) -> Option<ResponseKind> {
         RequestKind::PushTelemetry(_) => {
             ResponseKind::PushTelemetry(PushTelemetryResponse::default().with_error_code(code))
         }
-        RequestKind::DescribeLogDirs(_) => ResponseKind::DescribeLogDirs(
-            DescribeLogDirsResponse::default().with_error_code(code),
-        ),
+        RequestKind::DescribeLogDirs(_) => {
+            ResponseKind::DescribeLogDirs(DescribeLogDirsResponse::default().with_error_code(code))
+        }
         _ => return None,
     };
     Some(response)

@@ -23,9 +23,14 @@ pub struct DecodedRequest {
 /// What one frame turned out to be.
 #[derive(Debug)]
 pub enum Decoded {
-    Request(DecodedRequest),
+    /// Boxed: the body is large and most frames are requests, so the box costs one
+    /// allocation per request and keeps the error variant small.
+    Request(Box<DecodedRequest>),
     /// A known API at a version the codec cannot carry: the header is all we read.
-    UnsupportedVersion { api_key: ApiKey, header: RequestHeader },
+    UnsupportedVersion {
+        api_key: ApiKey,
+        header: RequestHeader,
+    },
 }
 
 /// Decodes one frame (without its size prefix).
@@ -49,11 +54,11 @@ pub fn decode_request(mut frame: Bytes) -> Result<Decoded, ProtocolError> {
             reason: e.to_string(),
         }
     })?;
-    Ok(Decoded::Request(DecodedRequest {
+    Ok(Decoded::Request(Box::new(DecodedRequest {
         api_key,
         header,
         body,
-    }))
+    })))
 }
 
 fn peek_key_and_version(frame: &[u8]) -> Result<(ApiKey, i16), ProtocolError> {
@@ -109,7 +114,8 @@ mod tests {
 
     #[test]
     fn a_version_the_codec_cannot_carry_keeps_the_header() {
-        let mut frame = BytesMut::from(&frame_of(ApiKey::Metadata, 3, &MetadataRequest::default())[..]);
+        let mut frame =
+            BytesMut::from(&frame_of(ApiKey::Metadata, 3, &MetadataRequest::default())[..]);
         frame[2..4].copy_from_slice(&99i16.to_be_bytes());
         let decoded = decode_request(frame.freeze()).expect("decodes");
         let Decoded::UnsupportedVersion { api_key, header } = decoded else {

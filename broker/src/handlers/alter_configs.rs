@@ -11,20 +11,40 @@ use brook_raft::Command;
 use crate::broker::Broker;
 use crate::handlers::incremental_alter_configs::{apply, broker_target, Target};
 
-pub async fn handle(broker: &Broker, req: AlterConfigsRequest, _version: i16) -> AlterConfigsResponse {
+pub async fn handle(
+    broker: &Broker,
+    req: AlterConfigsRequest,
+    _version: i16,
+) -> AlterConfigsResponse {
     let mut responses = Vec::with_capacity(req.resources.len());
     for resource in req.resources {
         let configs: BTreeMap<String, String> = resource
             .configs
             .iter()
-            .filter_map(|c| c.value.as_ref().map(|v| (c.name.to_string(), v.to_string())))
+            .filter_map(|c| {
+                c.value
+                    .as_ref()
+                    .map(|v| (c.name.to_string(), v.to_string()))
+            })
             .collect();
         let name = resource.resource_name.to_string();
         let outcome = match broker_target(broker, resource.resource_type, &name) {
             Err(e) => Err(e),
-            Ok(Target::Topic(topic_id)) => apply(broker, req.validate_only, Command::ReplaceTopicConfigs { topic_id, configs }).await,
+            Ok(Target::Topic(topic_id)) => {
+                apply(
+                    broker,
+                    req.validate_only,
+                    Command::ReplaceTopicConfigs { topic_id, configs },
+                )
+                .await
+            }
             Ok(Target::Broker(broker_id)) => {
-                apply(broker, req.validate_only, Command::ReplaceBrokerConfigs { broker_id, configs }).await
+                apply(
+                    broker,
+                    req.validate_only,
+                    Command::ReplaceBrokerConfigs { broker_id, configs },
+                )
+                .await
             }
         };
         let mut response = AlterConfigsResourceResponse::default()

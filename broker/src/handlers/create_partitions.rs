@@ -10,19 +10,29 @@ use brook_raft::{Command, PartitionAssignment};
 use crate::broker::Broker;
 use crate::error::BrokerError;
 
-pub async fn handle(broker: &Broker, req: CreatePartitionsRequest, _version: i16) -> CreatePartitionsResponse {
+pub async fn handle(
+    broker: &Broker,
+    req: CreatePartitionsRequest,
+    _version: i16,
+) -> CreatePartitionsResponse {
     let mut results = Vec::with_capacity(req.topics.len());
     for topic in req.topics {
         let name = topic.name.to_string();
         let image = broker.image();
         let outcome: Result<(), (ResponseError, String)> = match image.topic(&name) {
-            None => Err((ResponseError::UnknownTopicOrPartition, format!("topic {name} does not exist"))),
+            None => Err((
+                ResponseError::UnknownTopicOrPartition,
+                format!("topic {name} does not exist"),
+            )),
             Some(existing) => {
                 let current = existing.partitions.len() as i32;
                 if topic.count <= current {
                     Err((
                         ResponseError::InvalidPartitions,
-                        format!("topic currently has {current} partitions, {} would not be an increase", topic.count),
+                        format!(
+                            "topic currently has {current} partitions, {} would not be an increase",
+                            topic.count
+                        ),
                     ))
                 } else if req.validate_only {
                     Ok(())

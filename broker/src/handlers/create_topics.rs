@@ -15,7 +15,11 @@ use crate::config::{describe_topic, DescribeOptions};
 use crate::error::BrokerError;
 use crate::metadata::topics::{self, NewTopic};
 
-pub async fn handle(broker: &Broker, req: CreateTopicsRequest, version: i16) -> CreateTopicsResponse {
+pub async fn handle(
+    broker: &Broker,
+    req: CreateTopicsRequest,
+    version: i16,
+) -> CreateTopicsResponse {
     let mut results = Vec::with_capacity(req.topics.len());
     for topic in req.topics {
         let name = topic.name.to_string();
@@ -74,7 +78,10 @@ pub async fn handle(broker: &Broker, req: CreateTopicsRequest, version: i16) -> 
     CreateTopicsResponse::default().with_topics(results)
 }
 
-fn effective_configs(broker: &Broker, overrides: &BTreeMap<String, String>) -> Vec<CreatableTopicConfigs> {
+fn effective_configs(
+    broker: &Broker,
+    overrides: &BTreeMap<String, String>,
+) -> Vec<CreatableTopicConfigs> {
     describe_topic(&broker.config, overrides, DescribeOptions::default())
         .unwrap_or_default()
         .into_iter()

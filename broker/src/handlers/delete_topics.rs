@@ -3,7 +3,9 @@
 //! same name right after never sees the old data.
 
 use brook_protocol::kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
-use brook_protocol::kafka_protocol::messages::{DeleteTopicsRequest, DeleteTopicsResponse, TopicName};
+use brook_protocol::kafka_protocol::messages::{
+    DeleteTopicsRequest, DeleteTopicsResponse, TopicName,
+};
 use brook_protocol::kafka_protocol::protocol::StrBytes;
 use brook_protocol::kafka_protocol::ResponseError;
 use brook_raft::Command;
@@ -12,17 +14,30 @@ use uuid::Uuid;
 use crate::broker::Broker;
 use crate::error::BrokerError;
 
-pub async fn handle(broker: &Broker, req: DeleteTopicsRequest, _version: i16) -> DeleteTopicsResponse {
+pub async fn handle(
+    broker: &Broker,
+    req: DeleteTopicsRequest,
+    _version: i16,
+) -> DeleteTopicsResponse {
     // v0-v5 send names; v6+ send (name or id) pairs.
-    let mut targets: Vec<(Option<String>, Uuid)> =
-        req.topic_names.iter().map(|n| (Some(n.to_string()), Uuid::nil())).collect();
-    targets.extend(req.topics.iter().map(|t| (t.name.as_ref().map(|n| n.to_string()), t.topic_id)));
+    let mut targets: Vec<(Option<String>, Uuid)> = req
+        .topic_names
+        .iter()
+        .map(|n| (Some(n.to_string()), Uuid::nil()))
+        .collect();
+    targets.extend(
+        req.topics
+            .iter()
+            .map(|t| (t.name.as_ref().map(|n| n.to_string()), t.topic_id)),
+    );
     let mut responses = Vec::with_capacity(targets.len());
     for (name, topic_id) in targets {
         let image = broker.image();
         let found = match (&name, topic_id.is_nil()) {
             (Some(name), _) => image.topic(name).map(|t| (t.name.clone(), t.topic_id)),
-            (None, false) => image.topic_by_id(&topic_id).map(|t| (t.name.clone(), t.topic_id)),
+            (None, false) => image
+                .topic_by_id(&topic_id)
+                .map(|t| (t.name.clone(), t.topic_id)),
             (None, true) => None,
         };
         let mut result = DeletableTopicResult::default()
@@ -38,7 +53,11 @@ pub async fn handle(broker: &Broker, req: DeleteTopicsRequest, _version: i16) ->
                 result = result
                     .with_name(Some(TopicName(StrBytes::from_string(found_name.clone()))))
                     .with_topic_id(found_id);
-                match broker.quorum.propose(Command::DeleteTopic { topic_id: found_id }).await {
+                match broker
+                    .quorum
+                    .propose(Command::DeleteTopic { topic_id: found_id })
+                    .await
+                {
                     Ok(()) => {
                         broker.replicas.delete_topic(&found_name).await;
                         Ok(())

@@ -2,13 +2,20 @@
 //! ask for them.
 
 use brook_protocol::kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
-use brook_protocol::kafka_protocol::messages::{BrokerId, DescribeClusterRequest, DescribeClusterResponse};
+use brook_protocol::kafka_protocol::messages::{
+    BrokerId, DescribeClusterRequest, DescribeClusterResponse,
+};
 use brook_protocol::kafka_protocol::protocol::StrBytes;
 
+use crate::auth::authorized;
 use crate::broker::Broker;
 use crate::handlers::metadata::controller_id;
 
-pub fn handle(broker: &Broker, _req: DescribeClusterRequest, _version: i16) -> DescribeClusterResponse {
+pub fn handle(
+    broker: &Broker,
+    req: DescribeClusterRequest,
+    _version: i16,
+) -> DescribeClusterResponse {
     let image = broker.image();
     let brokers = image
         .brokers
@@ -26,4 +33,9 @@ pub fn handle(broker: &Broker, _req: DescribeClusterRequest, _version: i16) -> D
         .with_cluster_id(StrBytes::from_string(broker.cluster_id.clone()))
         .with_controller_id(BrokerId(controller_id(broker)))
         .with_brokers(brokers)
+        .with_cluster_authorized_operations(if req.include_cluster_authorized_operations {
+            authorized::CLUSTER_OPERATIONS
+        } else {
+            i32::MIN
+        })
 }

@@ -9,13 +9,19 @@ use brook_protocol::kafka_protocol::protocol::StrBytes;
 use brook_protocol::kafka_protocol::ResponseError;
 
 use crate::broker::Broker;
-use crate::config::{describe_broker, describe_broker_defaults, describe_topic, DescribeOptions, DescribedConfig};
+use crate::config::{
+    describe_broker, describe_broker_defaults, describe_topic, DescribeOptions, DescribedConfig,
+};
 
 pub const TOPIC: i8 = 2;
 pub const BROKER: i8 = 4;
 pub const BROKER_LOGGER: i8 = 8;
 
-pub fn handle(broker: &Broker, req: DescribeConfigsRequest, _version: i16) -> DescribeConfigsResponse {
+pub fn handle(
+    broker: &Broker,
+    req: DescribeConfigsRequest,
+    _version: i16,
+) -> DescribeConfigsResponse {
     let options = DescribeOptions {
         include_synonyms: req.include_synonyms,
         include_documentation: req.include_documentation,
@@ -27,24 +33,38 @@ pub fn handle(broker: &Broker, req: DescribeConfigsRequest, _version: i16) -> De
         .into_iter()
         .map(|resource| {
             let name = resource.resource_name.to_string();
-            let described: Result<Vec<DescribedConfig>, (ResponseError, String)> = match resource.resource_type {
-                TOPIC => match image.topic(&name) {
-                    Some(topic) => describe_topic(&config, &topic.configs, options)
-                        .map_err(|e| (ResponseError::InvalidConfig, e.to_string())),
-                    None => Err((ResponseError::UnknownTopicOrPartition, format!("topic {name} does not exist"))),
-                },
-                BROKER if name.is_empty() => Ok(describe_broker_defaults(&config, options)),
-                BROKER if name == broker.node_id.to_string() => Ok(describe_broker(&config, options)),
-                BROKER => Err((ResponseError::InvalidRequest, format!("broker {name} is not this broker"))),
-                BROKER_LOGGER => Ok(Vec::new()),
-                other => Err((ResponseError::InvalidRequest, format!("unsupported resource type {other}"))),
-            };
+            let described: Result<Vec<DescribedConfig>, (ResponseError, String)> =
+                match resource.resource_type {
+                    TOPIC => match image.topic(&name) {
+                        Some(topic) => describe_topic(&config, &topic.configs, options)
+                            .map_err(|e| (ResponseError::InvalidConfig, e.to_string())),
+                        None => Err((
+                            ResponseError::UnknownTopicOrPartition,
+                            format!("topic {name} does not exist"),
+                        )),
+                    },
+                    BROKER if name.is_empty() => Ok(describe_broker_defaults(&config, options)),
+                    BROKER if name == broker.node_id.to_string() => {
+                        Ok(describe_broker(&config, options))
+                    }
+                    BROKER => Err((
+                        ResponseError::InvalidRequest,
+                        format!("broker {name} is not this broker"),
+                    )),
+                    BROKER_LOGGER => Ok(Vec::new()),
+                    other => Err((
+                        ResponseError::InvalidRequest,
+                        format!("unsupported resource type {other}"),
+                    )),
+                };
             let result = DescribeConfigsResult::default()
                 .with_resource_type(resource.resource_type)
                 .with_resource_name(resource.resource_name);
             match described {
                 Ok(configs) => {
-                    let wanted = resource.configuration_keys.map(|keys| keys.iter().map(|k| k.to_string()).collect::<Vec<_>>());
+                    let wanted = resource
+                        .configuration_keys
+                        .map(|keys| keys.iter().map(|k| k.to_string()).collect::<Vec<_>>());
                     result.with_configs(
                         configs
                             .into_iter()

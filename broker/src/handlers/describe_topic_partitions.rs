@@ -48,10 +48,15 @@ pub async fn handle(
             continue;
         };
         if budget == 0 {
-            next_cursor = Some(Cursor::default().with_topic_name(TopicName(StrBytes::from_string(name))));
+            next_cursor =
+                Some(Cursor::default().with_topic_name(TopicName(StrBytes::from_string(name))));
             break;
         }
-        let first = if start_topic.as_deref() == Some(name.as_str()) { start_partition } else { 0 };
+        let first = if start_topic.as_deref() == Some(name.as_str()) {
+            start_partition
+        } else {
+            0
+        };
         let mut partitions = Vec::new();
         for p in topic.partitions.values().filter(|p| p.partition >= first) {
             if budget == 0 {

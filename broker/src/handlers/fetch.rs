@@ -8,7 +8,9 @@
 
 use std::time::Duration;
 
-use brook_protocol::kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+use brook_protocol::kafka_protocol::messages::fetch_response::{
+    FetchableTopicResponse, PartitionData,
+};
 use brook_protocol::kafka_protocol::messages::{FetchRequest, FetchResponse, TopicName};
 use brook_protocol::kafka_protocol::protocol::StrBytes;
 use brook_protocol::kafka_protocol::ResponseError;
@@ -50,29 +52,69 @@ pub async fn handle(broker: &Broker, req: FetchRequest, version: i16) -> FetchRe
         .flat_map(|t| {
             t.partitions
                 .iter()
-                .map(|p| (key_of(&t.topic, &t.topic_id, p.partition), p.fetch_offset, p.partition_max_bytes))
+                .map(|p| {
+                    (
+                        key_of(&t.topic, &t.topic_id, p.partition),
+                        p.fetch_offset,
+                        p.partition_max_bytes,
+                    )
+                })
                 .collect::<Vec<_>>()
         })
         .collect();
     let forgotten: Vec<SessionPartition> = req
         .forgotten_topics_data
         .iter()
-        .flat_map(|t| t.partitions.iter().map(|&p| key_of(&t.topic, &t.topic_id, p)).collect::<Vec<_>>())
+        .flat_map(|t| {
+            t.partitions
+                .iter()
+                .map(|&p| key_of(&t.topic, &t.topic_id, p))
+                .collect::<Vec<_>>()
+        })
         .collect();
 
-    let (session_id, incremental, wanted) = match broker.fetch_sessions.lookup(req.session_id, req.session_epoch) {
+    let (session_id, incremental, wanted) = match broker
+        .fetch_sessions
+        .lookup(req.session_id, req.session_epoch)
+    {
         SessionLookup::Sessionless => (0, false, to_wanted(requested)),
         SessionLookup::New { session_id } => {
             let all = broker.fetch_sessions.update(session_id, requested, &[]);
-            (session_id, false, all.into_iter().map(|(key, s)| Wanted { key, fetch_offset: s.fetch_offset, partition_max_bytes: s.partition_max_bytes }).collect())
+            (
+                session_id,
+                false,
+                all.into_iter()
+                    .map(|(key, s)| Wanted {
+                        key,
+                        fetch_offset: s.fetch_offset,
+                        partition_max_bytes: s.partition_max_bytes,
+                    })
+                    .collect(),
+            )
         }
         SessionLookup::Incremental { session_id } => {
-            let all = broker.fetch_sessions.update(session_id, requested, &forgotten);
-            (session_id, true, all.into_iter().map(|(key, s)| Wanted { key, fetch_offset: s.fetch_offset, partition_max_bytes: s.partition_max_bytes }).collect())
+            let all = broker
+                .fetch_sessions
+                .update(session_id, requested, &forgotten);
+            (
+                session_id,
+                true,
+                all.into_iter()
+                    .map(|(key, s)| Wanted {
+                        key,
+                        fetch_offset: s.fetch_offset,
+                        partition_max_bytes: s.partition_max_bytes,
+                    })
+                    .collect(),
+            )
         }
-        SessionLookup::NotFound => return FetchResponse::default().with_error_code(ResponseError::FetchSessionIdNotFound.code()),
+        SessionLookup::NotFound => {
+            return FetchResponse::default()
+                .with_error_code(ResponseError::FetchSessionIdNotFound.code())
+        }
         SessionLookup::InvalidEpoch => {
-            return FetchResponse::default().with_error_code(ResponseError::InvalidFetchSessionEpoch.code())
+            return FetchResponse::default()
+                .with_error_code(ResponseError::InvalidFetchSessionEpoch.code())
         }
     };
 
@@ -83,12 +125,18 @@ pub async fn handle(broker: &Broker, req: FetchRequest, version: i16) -> FetchRe
     let results = loop {
         appended.borrow_and_update();
         let results = read_all(broker, &wanted, req.max_bytes).await;
-        let gathered: usize = results.iter().map(|(_, d)| d.records.as_ref().map_or(0, |r| r.len())).sum();
+        let gathered: usize = results
+            .iter()
+            .map(|(_, d)| d.records.as_ref().map_or(0, |r| r.len()))
+            .sum();
         let any_error = results.iter().any(|(_, d)| d.error_code != 0);
         if gathered >= req.min_bytes.max(0) as usize || any_error || Instant::now() >= deadline {
             break results;
         }
-        if tokio::time::timeout_at(deadline, appended.changed()).await.is_err() {
+        if tokio::time::timeout_at(deadline, appended.changed())
+            .await
+            .is_err()
+        {
             break read_all(broker, &wanted, req.max_bytes).await;
         }
     };
@@ -100,7 +148,12 @@ pub async fn handle(broker: &Broker, req: FetchRequest, version: i16) -> FetchRe
         }
         let has_records = data.records.as_ref().is_some_and(|r| !r.is_empty());
         if session_id != 0 {
-            let changed = broker.fetch_sessions.record_sent(session_id, &key, data.high_watermark, data.log_start_offset);
+            let changed = broker.fetch_sessions.record_sent(
+                session_id,
+                &key,
+                data.high_watermark,
+                data.log_start_offset,
+            );
             if incremental && !has_records && !changed && data.error_code == 0 {
                 continue;
             }
@@ -108,7 +161,13 @@ pub async fn handle(broker: &Broker, req: FetchRequest, version: i16) -> FetchRe
         if let Some(records) = &data.records {
             metrics::record_fetch(&key.topic, records.len());
         }
-        let same_topic = topics.last().is_some_and(|t| if by_id { t.topic_id == key.topic_id } else { t.topic.0.as_str() == key.topic });
+        let same_topic = topics.last().is_some_and(|t| {
+            if by_id {
+                t.topic_id == key.topic_id
+            } else {
+                t.topic.0.as_str() == key.topic
+            }
+        });
         if !same_topic {
             topics.push(
                 FetchableTopicResponse::default()
@@ -120,17 +179,27 @@ pub async fn handle(broker: &Broker, req: FetchRequest, version: i16) -> FetchRe
             t.partitions.push(data);
         }
     }
-    FetchResponse::default().with_session_id(session_id).with_responses(topics)
+    FetchResponse::default()
+        .with_session_id(session_id)
+        .with_responses(topics)
 }
 
 fn to_wanted(requested: Vec<(SessionPartition, i64, i32)>) -> Vec<Wanted> {
     requested
         .into_iter()
-        .map(|(key, fetch_offset, partition_max_bytes)| Wanted { key, fetch_offset, partition_max_bytes })
+        .map(|(key, fetch_offset, partition_max_bytes)| Wanted {
+            key,
+            fetch_offset,
+            partition_max_bytes,
+        })
         .collect()
 }
 
-async fn read_all(broker: &Broker, wanted: &[Wanted], max_bytes: i32) -> Vec<(SessionPartition, PartitionData)> {
+async fn read_all(
+    broker: &Broker,
+    wanted: &[Wanted],
+    max_bytes: i32,
+) -> Vec<(SessionPartition, PartitionData)> {
     let image = broker.image();
     let config = broker.effective_config();
     let mut budget = max_bytes.max(0) as usize;
@@ -144,10 +213,23 @@ async fn read_all(broker: &Broker, wanted: &[Wanted], max_bytes: i32) -> Vec<(Se
             .with_log_start_offset(-1)
             .with_preferred_read_replica(brook_protocol::kafka_protocol::messages::BrokerId(-1));
         if w.key.topic.is_empty() {
-            out.push((w.key.clone(), base.with_error_code(ResponseError::UnknownTopicId.code())));
+            out.push((
+                w.key.clone(),
+                base.with_error_code(ResponseError::UnknownTopicId.code()),
+            ));
             continue;
         }
-        let log = match broker.replicas.partition(&config, &image, broker.node_id, &w.key.topic, w.key.partition).await {
+        let log = match broker
+            .replicas
+            .partition(
+                &config,
+                &image,
+                broker.node_id,
+                &w.key.topic,
+                w.key.partition,
+            )
+            .await
+        {
             Ok(log) => log,
             Err(e) => {
                 out.push((w.key.clone(), base.with_error_code(e.code().code())));
@@ -164,17 +246,25 @@ async fn read_all(broker: &Broker, wanted: &[Wanted], max_bytes: i32) -> Vec<(Se
             continue;
         }
         let limit = (w.partition_max_bytes.max(0) as usize).min(budget);
-        let min_one = if any_data { MinOneBatch::No } else { MinOneBatch::Yes };
+        let min_one = if any_data {
+            MinOneBatch::No
+        } else {
+            MinOneBatch::Yes
+        };
         match log.read(w.fetch_offset, limit, log_end, min_one).await {
             Ok(read) => {
                 budget = budget.saturating_sub(read.records.len());
                 any_data |= !read.records.is_empty();
                 out.push((
                     w.key.clone(),
-                    base.with_log_start_offset(read.log_start_offset).with_records(Some(read.records)),
+                    base.with_log_start_offset(read.log_start_offset)
+                        .with_records(Some(read.records)),
                 ));
             }
-            Err(e) => out.push((w.key.clone(), base.with_error_code(BrokerError::from(e).code().code()))),
+            Err(e) => out.push((
+                w.key.clone(),
+                base.with_error_code(BrokerError::from(e).code().code()),
+            )),
         }
     }
     out

@@ -6,7 +6,9 @@
 use std::collections::BTreeMap;
 
 use brook_protocol::kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse;
-use brook_protocol::kafka_protocol::messages::{IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse};
+use brook_protocol::kafka_protocol::messages::{
+    IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
+};
 use brook_protocol::kafka_protocol::protocol::StrBytes;
 use brook_protocol::kafka_protocol::ResponseError;
 use brook_raft::Command;
@@ -35,17 +37,30 @@ pub fn broker_target(broker: &Broker, resource_type: i8, name: &str) -> Result<T
             .image()
             .topic(name)
             .map(|t| Target::Topic(t.topic_id))
-            .ok_or((ResponseError::UnknownTopicOrPartition, format!("topic {name} does not exist"))),
+            .ok_or((
+                ResponseError::UnknownTopicOrPartition,
+                format!("topic {name} does not exist"),
+            )),
         BROKER if name.is_empty() => Ok(Target::Broker(None)),
         BROKER => match name.parse::<i32>() {
             Ok(id) if id == broker.node_id => Ok(Target::Broker(Some(id))),
-            _ => Err((ResponseError::InvalidRequest, format!("broker {name} is not this broker"))),
+            _ => Err((
+                ResponseError::InvalidRequest,
+                format!("broker {name} is not this broker"),
+            )),
         },
-        other => Err((ResponseError::InvalidRequest, format!("unsupported resource type {other}"))),
+        other => Err((
+            ResponseError::InvalidRequest,
+            format!("unsupported resource type {other}"),
+        )),
     }
 }
 
-pub async fn handle(broker: &Broker, req: IncrementalAlterConfigsRequest, _version: i16) -> IncrementalAlterConfigsResponse {
+pub async fn handle(
+    broker: &Broker,
+    req: IncrementalAlterConfigsRequest,
+    _version: i16,
+) -> IncrementalAlterConfigsResponse {
     let mut responses = Vec::with_capacity(req.resources.len());
     for resource in req.resources {
         let name = resource.resource_name.to_string();
@@ -57,8 +72,16 @@ pub async fn handle(broker: &Broker, req: IncrementalAlterConfigsRequest, _versi
                     Err(e) => Err(e),
                     Ok((set, delete)) => {
                         let command = match target {
-                            Target::Topic(topic_id) => Command::AlterTopicConfigs { topic_id, set, delete },
-                            Target::Broker(broker_id) => Command::AlterBrokerConfigs { broker_id, set, delete },
+                            Target::Topic(topic_id) => Command::AlterTopicConfigs {
+                                topic_id,
+                                set,
+                                delete,
+                            },
+                            Target::Broker(broker_id) => Command::AlterBrokerConfigs {
+                                broker_id,
+                                set,
+                                delete,
+                            },
                         };
                         apply(broker, req.validate_only, command).await
                     }
@@ -69,7 +92,9 @@ pub async fn handle(broker: &Broker, req: IncrementalAlterConfigsRequest, _versi
             .with_resource_type(resource.resource_type)
             .with_resource_name(resource.resource_name);
         if let Err((code, message)) = outcome {
-            response = response.with_error_code(code.code()).with_error_message(Some(StrBytes::from_string(message)));
+            response = response
+                .with_error_code(code.code())
+                .with_error_message(Some(StrBytes::from_string(message)));
         }
         responses.push(response);
     }
@@ -79,7 +104,10 @@ pub async fn handle(broker: &Broker, req: IncrementalAlterConfigsRequest, _versi
 fn current_configs(broker: &Broker, target: &Target) -> BTreeMap<String, String> {
     let image = broker.image();
     match target {
-        Target::Topic(id) => image.topic_by_id(id).map(|t| t.configs.clone()).unwrap_or_default(),
+        Target::Topic(id) => image
+            .topic_by_id(id)
+            .map(|t| t.configs.clone())
+            .unwrap_or_default(),
         Target::Broker(id) => image.broker_configs(*id).cloned().unwrap_or_default(),
     }
 }
@@ -93,7 +121,13 @@ fn changes(
     for op in ops {
         let key = op.name.to_string();
         let value = op.value.as_ref().map(|v| v.to_string()).unwrap_or_default();
-        let list = |s: &str| -> Vec<String> { s.split(',').map(str::trim).filter(|v| !v.is_empty()).map(String::from).collect() };
+        let list = |s: &str| -> Vec<String> {
+            s.split(',')
+                .map(str::trim)
+                .filter(|v| !v.is_empty())
+                .map(String::from)
+                .collect()
+        };
         match op.config_operation {
             SET => {
                 set.insert(key, value);
@@ -110,7 +144,12 @@ fn changes(
                 }
                 set.insert(key, items.join(","));
             }
-            other => return Err((ResponseError::InvalidRequest, format!("unknown config operation {other}"))),
+            other => {
+                return Err((
+                    ResponseError::InvalidRequest,
+                    format!("unknown config operation {other}"),
+                ))
+            }
         }
     }
     Ok((set, delete))
@@ -120,10 +159,12 @@ fn changes(
 pub async fn apply(broker: &Broker, validate_only: bool, command: Command) -> Result<(), Failure> {
     let invalid = |e: crate::config::ConfigError| (ResponseError::InvalidConfig, e.to_string());
     match &command {
-        Command::AlterTopicConfigs { set, .. } | Command::ReplaceTopicConfigs { configs: set, .. } => {
+        Command::AlterTopicConfigs { set, .. }
+        | Command::ReplaceTopicConfigs { configs: set, .. } => {
             normalize_topic_overrides(set).map_err(invalid)?;
         }
-        Command::AlterBrokerConfigs { set, .. } | Command::ReplaceBrokerConfigs { configs: set, .. } => {
+        Command::AlterBrokerConfigs { set, .. }
+        | Command::ReplaceBrokerConfigs { configs: set, .. } => {
             for (k, v) in set {
                 validate_broker_dynamic(k, v).map_err(invalid)?;
             }
@@ -133,7 +174,10 @@ pub async fn apply(broker: &Broker, validate_only: bool, command: Command) -> Re
     if let Command::AlterTopicConfigs { delete, .. } = &command {
         for key in delete {
             if crate::config::topic::topic_key(key).is_none() {
-                return Err((ResponseError::InvalidConfig, format!("unknown topic config {key}")));
+                return Err((
+                    ResponseError::InvalidConfig,
+                    format!("unknown topic config {key}"),
+                ));
             }
         }
     }

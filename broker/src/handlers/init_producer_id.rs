@@ -2,12 +2,18 @@
 //! at epoch 0. Transactions (a transactional id) are not served yet and get
 //! `TRANSACTIONAL_ID_AUTHORIZATION_FAILED`'s neutral cousin, `COORDINATOR_NOT_AVAILABLE`.
 
-use brook_protocol::kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ProducerId};
+use brook_protocol::kafka_protocol::messages::{
+    InitProducerIdRequest, InitProducerIdResponse, ProducerId,
+};
 use brook_protocol::kafka_protocol::ResponseError;
 
 use crate::broker::Broker;
 
-pub fn handle(broker: &Broker, req: InitProducerIdRequest, _version: i16) -> InitProducerIdResponse {
+pub fn handle(
+    broker: &Broker,
+    req: InitProducerIdRequest,
+    _version: i16,
+) -> InitProducerIdResponse {
     if req.transactional_id.is_some() {
         return InitProducerIdResponse::default()
             .with_error_code(ResponseError::CoordinatorNotAvailable.code())

@@ -17,7 +17,7 @@ const EARLIEST: i64 = -2;
 const MAX_TIMESTAMP: i64 = -3;
 const EARLIEST_LOCAL: i64 = -4;
 
-pub async fn handle(broker: &Broker, req: ListOffsetsRequest, _version: i16) -> ListOffsetsResponse {
+pub async fn handle(broker: &Broker, req: ListOffsetsRequest, version: i16) -> ListOffsetsResponse {
     let image = broker.image();
     let config = broker.effective_config();
     let mut topics = Vec::with_capacity(req.topics.len());
@@ -30,8 +30,16 @@ pub async fn handle(broker: &Broker, req: ListOffsetsRequest, _version: i16) -> 
                 .with_timestamp(-1)
                 .with_offset(-1)
                 .with_leader_epoch(-1);
-            let leader_epoch = image.partition(&name, p.partition_index).map_or(-1, |p| p.leader_epoch);
-            let result = match broker.replicas.partition(&config, &image, broker.node_id, &name, p.partition_index).await {
+            // The leader epoch is a v4+ field; older versions must leave it at its default.
+            let leader_epoch = match image.partition(&name, p.partition_index) {
+                Some(p) if version >= 4 => p.leader_epoch,
+                _ => -1,
+            };
+            let result = match broker
+                .replicas
+                .partition(&config, &image, broker.node_id, &name, p.partition_index)
+                .await
+            {
                 Err(e) => Err(e.code()),
                 Ok(log) => match p.timestamp {
                     LATEST => Ok((log.log_end_offset(), -1)),
@@ -57,7 +65,11 @@ pub async fn handle(broker: &Broker, req: ListOffsetsRequest, _version: i16) -> 
                 Err(code) => base.with_error_code(code.code()),
             });
         }
-        topics.push(ListOffsetsTopicResponse::default().with_name(topic.name).with_partitions(partitions));
+        topics.push(
+            ListOffsetsTopicResponse::default()
+                .with_name(topic.name)
+                .with_partitions(partitions),
+        );
     }
     ListOffsetsResponse::default().with_topics(topics)
 }

@@ -6,18 +6,23 @@
 use brook_protocol::kafka_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
 };
-use brook_protocol::kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, TopicName};
+use brook_protocol::kafka_protocol::messages::{
+    BrokerId, MetadataRequest, MetadataResponse, TopicName,
+};
 use brook_protocol::kafka_protocol::protocol::StrBytes;
 use brook_protocol::kafka_protocol::ResponseError;
 use brook_raft::{MetadataImage, TopicImage};
 use tracing::warn;
 
+use crate::auth::authorized;
 use crate::broker::Broker;
 use crate::metadata::topics;
 
 pub async fn handle(broker: &Broker, req: MetadataRequest, version: i16) -> MetadataResponse {
     let mut image = broker.image();
-    let topics = match req.topics {
+    let topic_ops = (version >= 8 && req.include_topic_authorized_operations)
+        .then_some(authorized::TOPIC_OPERATIONS);
+    let topics: Vec<MetadataResponseTopic> = match req.topics {
         None => image.topics.values().map(topic_entry).collect(),
         Some(requested) => {
             let mut entries = Vec::with_capacity(requested.len());
@@ -57,13 +62,34 @@ pub async fn handle(broker: &Broker, req: MetadataRequest, version: i16) -> Meta
                     None if topics::validate_name(&name).is_err() => {
                         entries.push(error_topic(&name, ResponseError::InvalidTopicException))
                     }
-                    None => entries.push(error_topic(&name, ResponseError::UnknownTopicOrPartition)),
+                    None => {
+                        entries.push(error_topic(&name, ResponseError::UnknownTopicOrPartition))
+                    }
                 }
             }
             entries
         }
     };
+    let topics = match topic_ops {
+        Some(ops) => topics
+            .into_iter()
+            .map(|t| {
+                if t.error_code == 0 {
+                    t.with_topic_authorized_operations(ops)
+                } else {
+                    t
+                }
+            })
+            .collect(),
+        None => topics,
+    };
+    let cluster_ops = if (8..=10).contains(&version) && req.include_cluster_authorized_operations {
+        authorized::CLUSTER_OPERATIONS
+    } else {
+        i32::MIN
+    };
     MetadataResponse::default()
+        .with_cluster_authorized_operations(cluster_ops)
         .with_brokers(brokers(&image))
         .with_cluster_id(Some(StrBytes::from_string(broker.cluster_id.clone())))
         .with_controller_id(BrokerId(controller_id(broker)))

@@ -58,30 +58,50 @@ pub async fn handle(
     let v = header.request_api_version;
     let response = match body {
         RequestKind::ApiVersions(req) => ResponseKind::ApiVersions(api_versions::handle(&req, v)),
-        RequestKind::Metadata(req) => ResponseKind::Metadata(metadata::handle(broker, req, v).await),
-        RequestKind::Produce(req) => return Ok(produce::handle(broker, req, v).await.map(ResponseKind::Produce)),
+        RequestKind::Metadata(req) => {
+            ResponseKind::Metadata(metadata::handle(broker, req, v).await)
+        }
+        RequestKind::Produce(req) => {
+            return Ok(produce::handle(broker, req, v)
+                .await
+                .map(ResponseKind::Produce))
+        }
         RequestKind::Fetch(req) => ResponseKind::Fetch(fetch::handle(broker, req, v).await),
-        RequestKind::ListOffsets(req) => ResponseKind::ListOffsets(list_offsets::handle(broker, req, v).await),
-        RequestKind::CreateTopics(req) => ResponseKind::CreateTopics(create_topics::handle(broker, req, v).await),
-        RequestKind::DeleteTopics(req) => ResponseKind::DeleteTopics(delete_topics::handle(broker, req, v).await),
+        RequestKind::ListOffsets(req) => {
+            ResponseKind::ListOffsets(list_offsets::handle(broker, req, v).await)
+        }
+        RequestKind::CreateTopics(req) => {
+            ResponseKind::CreateTopics(create_topics::handle(broker, req, v).await)
+        }
+        RequestKind::DeleteTopics(req) => {
+            ResponseKind::DeleteTopics(delete_topics::handle(broker, req, v).await)
+        }
         RequestKind::CreatePartitions(req) => {
             ResponseKind::CreatePartitions(create_partitions::handle(broker, req, v).await)
         }
-        RequestKind::InitProducerId(req) => ResponseKind::InitProducerId(init_producer_id::handle(broker, req, v)),
+        RequestKind::InitProducerId(req) => {
+            ResponseKind::InitProducerId(init_producer_id::handle(broker, req, v))
+        }
         RequestKind::DescribeConfigs(req) => {
             ResponseKind::DescribeConfigs(describe_configs::handle(broker, req, v))
         }
-        RequestKind::AlterConfigs(req) => ResponseKind::AlterConfigs(alter_configs::handle(broker, req, v).await),
-        RequestKind::IncrementalAlterConfigs(req) => {
-            ResponseKind::IncrementalAlterConfigs(incremental_alter_configs::handle(broker, req, v).await)
+        RequestKind::AlterConfigs(req) => {
+            ResponseKind::AlterConfigs(alter_configs::handle(broker, req, v).await)
         }
+        RequestKind::IncrementalAlterConfigs(req) => ResponseKind::IncrementalAlterConfigs(
+            incremental_alter_configs::handle(broker, req, v).await,
+        ),
         RequestKind::DescribeCluster(req) => {
             ResponseKind::DescribeCluster(describe_cluster::handle(broker, req, v))
         }
-        RequestKind::DescribeTopicPartitions(req) => {
-            ResponseKind::DescribeTopicPartitions(describe_topic_partitions::handle(broker, req, v).await)
+        RequestKind::DescribeTopicPartitions(req) => ResponseKind::DescribeTopicPartitions(
+            describe_topic_partitions::handle(broker, req, v).await,
+        ),
+        other => {
+            return Err(BrokerError::NoHandler(
+                format!("{other:?}").chars().take(40).collect(),
+            ))
         }
-        other => return Err(BrokerError::NoHandler(format!("{other:?}").chars().take(40).collect())),
     };
     Ok(Some(response))
 }

@@ -16,7 +16,11 @@ use crate::error::BrokerError;
 use crate::metadata::topics;
 use crate::metrics;
 
-pub async fn handle(broker: &Broker, req: ProduceRequest, _version: i16) -> Option<ProduceResponse> {
+pub async fn handle(
+    broker: &Broker,
+    req: ProduceRequest,
+    _version: i16,
+) -> Option<ProduceResponse> {
     let acks = req.acks;
     let mut responses = Vec::with_capacity(req.topic_data.len());
     for topic in req.topic_data {
@@ -90,7 +94,13 @@ async fn append(
         .unwrap_or(0);
     let log = broker
         .replicas
-        .partition(&broker.effective_config(), &image, broker.node_id, topic, partition)
+        .partition(
+            &broker.effective_config(),
+            &image,
+            broker.node_id,
+            topic,
+            partition,
+        )
         .await
         .map_err(|e| e.code())?;
     let size = records.len();
@@ -102,7 +112,11 @@ async fn append(
         .await
         .map_err(|e| BrokerError::from(e).code())?;
     if !info.duplicate {
-        metrics::record_produce(topic, size, (info.last_offset - info.base_offset + 1) as u64);
+        metrics::record_produce(
+            topic,
+            size,
+            (info.last_offset - info.base_offset + 1) as u64,
+        );
     }
     metrics::set_log_end_offset(topic, partition, log.log_end_offset());
     broker.notify_append();

@@ -24,21 +24,32 @@ pub fn load_or_create(dir: &Path, node_id: i32, wanted: Option<String>) -> anyho
         let cluster_id = value("cluster.id").context("meta.properties lacks cluster.id")?;
         if let Some(stored) = value("node.id") {
             if stored != node_id.to_string() {
-                bail!("{} belongs to node.id {stored}, not {node_id}", path.display());
+                bail!(
+                    "{} belongs to node.id {stored}, not {node_id}",
+                    path.display()
+                );
             }
         }
         if let Some(wanted) = wanted {
             if wanted != cluster_id {
-                bail!("{} belongs to cluster {cluster_id}, not {wanted}", path.display());
+                bail!(
+                    "{} belongs to cluster {cluster_id}, not {wanted}",
+                    path.display()
+                );
             }
         }
         return Ok(cluster_id);
     }
-    let cluster_id = wanted.unwrap_or_else(|| crate::metadata::topics::uuid_to_kafka_string(Uuid::new_v4()));
+    let cluster_id =
+        wanted.unwrap_or_else(|| crate::metadata::topics::uuid_to_kafka_string(Uuid::new_v4()));
     let tmp = dir.join(format!("{FILE}.tmp"));
     {
-        let mut file = fs::File::create(&tmp).with_context(|| format!("writing {}", tmp.display()))?;
-        write!(file, "#\nversion=1\ncluster.id={cluster_id}\nnode.id={node_id}\n")?;
+        let mut file =
+            fs::File::create(&tmp).with_context(|| format!("writing {}", tmp.display()))?;
+        write!(
+            file,
+            "#\nversion=1\ncluster.id={cluster_id}\nnode.id={node_id}\n"
+        )?;
         file.sync_all()?;
     }
     fs::rename(&tmp, &path)?;

@@ -35,7 +35,9 @@ pub fn validate_name(name: &str) -> Result<(), BrokerError> {
         .chars()
         .all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '_' || c == '-')
     {
-        return Err(invalid("contains a character other than ASCII alphanumerics, '.', '_' and '-'"));
+        return Err(invalid(
+            "contains a character other than ASCII alphanumerics, '.', '_' and '-'",
+        ));
     }
     Ok(())
 }
@@ -123,7 +125,9 @@ pub async fn auto_create(broker: &Broker, name: &str) -> Result<bool, BrokerErro
     match result {
         Ok(_) => Ok(true),
         // Two clients racing to auto-create the same topic: the loser sees it exist.
-        Err(e) if e.code() == brook_protocol::kafka_protocol::ResponseError::TopicAlreadyExists => Ok(true),
+        Err(e) if e.code() == brook_protocol::kafka_protocol::ResponseError::TopicAlreadyExists => {
+            Ok(true)
+        }
         Err(e) => Err(e),
     }
 }

@@ -52,9 +52,10 @@ impl ReplicaManager {
         let config = log_config(&TopicConfig::resolve(broker, &topic_image.configs)?);
         let logs = self.logs.clone();
         let topic = topic.to_string();
-        let handle = tokio::task::spawn_blocking(move || logs.get_or_create(&topic, partition, config))
-            .await
-            .map_err(|e| BrokerError::InvalidRequest(format!("log open task failed: {e}")))??;
+        let handle =
+            tokio::task::spawn_blocking(move || logs.get_or_create(&topic, partition, config))
+                .await
+                .map_err(|e| BrokerError::InvalidRequest(format!("log open task failed: {e}")))??;
         Ok(handle)
     }
 

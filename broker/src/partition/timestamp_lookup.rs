@@ -20,7 +20,11 @@ pub enum Target {
 }
 
 /// Narrows a batch-level answer from storage to the exact record.
-pub async fn refine(log: &LogHandle, found: TimestampOffset, target: Target) -> Result<TimestampOffset, BrokerError> {
+pub async fn refine(
+    log: &LogHandle,
+    found: TimestampOffset,
+    target: Target,
+) -> Result<TimestampOffset, BrokerError> {
     let read = log
         .read(found.offset, 1, log.log_end_offset(), MinOneBatch::Yes)
         .await?;

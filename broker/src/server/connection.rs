@@ -8,8 +8,8 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use bytes::BytesMut;
 use brook_protocol::frame::split_frame;
+use bytes::BytesMut;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
@@ -57,7 +57,12 @@ async fn serve(
                 };
                 match read {
                     Ok(0) if buf.is_empty() => return Ok(()),
-                    Ok(0) => return Err(format!("peer closed mid-frame ({} bytes buffered)", buf.len())),
+                    Ok(0) => {
+                        return Err(format!(
+                            "peer closed mid-frame ({} bytes buffered)",
+                            buf.len()
+                        ))
+                    }
                     Ok(_) => continue,
                     // A peer resetting the connection is not an error of ours.
                     Err(e) => {

@@ -9,10 +9,10 @@
 
 use std::time::Instant;
 
-use bytes::Bytes;
 use brook_protocol::error_response::unsupported_response;
 use brook_protocol::kafka_protocol::messages::{ApiKey, RequestHeader, ResponseKind};
 use brook_protocol::{decode_request, encode_response, Decoded, DecodedRequest};
+use bytes::Bytes;
 use tracing::{debug, warn, Instrument};
 
 use crate::broker::Broker;
@@ -39,7 +39,7 @@ pub async fn handle_frame(broker: &Broker, frame: Bytes) -> Outcome {
         api_key,
         header,
         body,
-    } = request;
+    } = *request;
     let version = header.request_api_version;
     if !handlers::serves(api_key, version) {
         return match unsupported_response(&body) {
@@ -57,7 +57,9 @@ pub async fn handle_frame(broker: &Broker, frame: Bytes) -> Outcome {
         client_id = header.client_id.as_deref().unwrap_or(""),
     );
     let started = Instant::now();
-    let result = handlers::handle(broker, &header, body).instrument(span).await;
+    let result = handlers::handle(broker, &header, body)
+        .instrument(span)
+        .await;
     metrics::record_request(api_key, started.elapsed());
     match result {
         Ok(Some(response)) => encode(api_key, &header, &response),
@@ -80,10 +82,20 @@ fn unsupported_version(api_key: ApiKey, header: &RequestHeader) -> Outcome {
 }
 
 fn encode(api_key: ApiKey, header: &RequestHeader, response: &ResponseKind) -> Outcome {
-    encode_at(api_key, header.request_api_version, header.correlation_id, response)
+    encode_at(
+        api_key,
+        header.request_api_version,
+        header.correlation_id,
+        response,
+    )
 }
 
-fn encode_at(api_key: ApiKey, version: i16, correlation_id: i32, response: &ResponseKind) -> Outcome {
+fn encode_at(
+    api_key: ApiKey,
+    version: i16,
+    correlation_id: i32,
+    response: &ResponseKind,
+) -> Outcome {
     match encode_response(api_key, version, correlation_id, response) {
         Ok(bytes) => {
             metrics::record_bytes_out(bytes.len());

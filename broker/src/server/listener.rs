@@ -1,6 +1,8 @@
 //! Listeners from `listeners`: bind each, accept connections under a semaphore, hand
-//! each to its own task. A host of `0.0.0.0`, empty or `localhost` binds IPv6 too, so a
-//! client that resolves `localhost` to `::1` (librdkafka may) still connects.
+//! each to its own task. A client that resolves `localhost` to `::1` (librdkafka may)
+//! must still connect, so a wildcard host (`0.0.0.0` or empty) binds the dual-stack
+//! `[::]` (which also accepts IPv4), falling back to `0.0.0.0` on hosts without IPv6,
+//! and `localhost` binds both `127.0.0.1` and `::1`.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
@@ -27,14 +29,18 @@ pub async fn serve(
     let permits = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     let mut bound = Vec::new();
     for listener in broker.config.listeners.clone() {
-        for addr in bind_addresses(&listener)? {
+        for (addr, fallback) in bind_addresses(&listener)? {
             let socket = match TcpListener::bind(addr).await {
                 Ok(socket) => socket,
-                // The IPv6 twin of a wildcard/localhost listener is best effort: hosts
-                // without IPv6 still serve IPv4.
-                Err(e) if addr.is_ipv6() && !bound.is_empty() => {
+                // IPv6 is best effort: hosts without it serve IPv4 only.
+                Err(e) if addr.is_ipv6() => {
                     debug!(%addr, error = %e, "ipv6 listener not bound");
-                    continue;
+                    match fallback {
+                        Some(v4) => TcpListener::bind(v4)
+                            .await
+                            .map_err(|e| anyhow::anyhow!("cannot bind listener {v4}: {e}"))?,
+                        None => continue,
+                    }
                 }
                 Err(e) => return Err(anyhow::anyhow!("cannot bind listener {addr}: {e}")),
             };
@@ -53,23 +59,26 @@ pub async fn serve(
     Ok(bound)
 }
 
-fn bind_addresses(listener: &Listener) -> anyhow::Result<Vec<SocketAddr>> {
+/// The addresses to bind for a listener, each with the IPv4 address to bind instead
+/// when it is IPv6 and the host has no IPv6.
+fn bind_addresses(listener: &Listener) -> anyhow::Result<Vec<(SocketAddr, Option<SocketAddr>)>> {
     let port = listener.port;
     let host = listener.host.trim_matches(|c| c == '[' || c == ']');
+    let at = |ip: IpAddr| SocketAddr::new(ip, port);
     Ok(match host {
-        "" | "0.0.0.0" => vec![
-            SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), port),
-            SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), port),
-        ],
+        "" | "0.0.0.0" | "::" => vec![(
+            at(IpAddr::V6(Ipv6Addr::UNSPECIFIED)),
+            Some(at(IpAddr::V4(Ipv4Addr::UNSPECIFIED))),
+        )],
         "localhost" => vec![
-            SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port),
-            SocketAddr::new(IpAddr::V6(Ipv6Addr::LOCALHOST), port),
+            (at(IpAddr::V4(Ipv4Addr::LOCALHOST)), None),
+            (at(IpAddr::V6(Ipv6Addr::LOCALHOST)), None),
         ],
         other => {
             let ip: IpAddr = other
                 .parse()
                 .map_err(|_| anyhow::anyhow!("listener host {other:?} is not an IP address"))?;
-            vec![SocketAddr::new(ip, port)]
+            vec![(at(ip), None)]
         }
     })
 }

@@ -1,0 +1,84 @@
+"""The Prometheus endpoint (`metrics.listener`) reports what the broker did: request counts
+and latency histograms per API, bytes and messages in per topic, bytes out, active
+connections, and each partition's log end offset.
+
+Apache Kafka has no Prometheus endpoint of its own (it needs an external exporter), so these
+tests exist only for the brook target: defined only there, not skipped on kafka.
+"""
+
+import re
+import urllib.request
+
+from harness import drivers, paths
+
+
+def scrape(url: str) -> dict:
+    """Parses the Prometheus text format into {(name, frozenset(labels)): value}."""
+    with urllib.request.urlopen(url, timeout=10) as response:
+        text = response.read().decode()
+    samples = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        m = re.match(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})?\s+(\S+)$", line)
+        assert m, f"unparseable metrics line {line!r}"
+        labels = frozenset(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', m.group(3) or ""))
+        samples[(m.group(1), labels)] = float(m.group(4))
+    return samples
+
+
+def value(samples: dict, name: str, **labels) -> float:
+    key = (name, frozenset(labels.items()))
+    assert key in samples, f"{name}{labels} missing; have {sorted(n for n, _ in samples)[:50]}"
+    return samples[key]
+
+
+if paths.target() != "kafka":
+
+    def test_metrics_count_requests_bytes_messages_and_log_end_offsets(broker, topic):
+        drivers.run("confluent", "create-topic", broker.bootstrap, "--topic", topic, "--partitions", "2")
+        records = [{"key": f"k{i}", "value": "v" * 100, "partition": i % 2} for i in range(40)]
+        produced = drivers.run("confluent", "produce", broker.bootstrap, "--topic", topic, "--codec", "none", records=records)
+        assert len(produced) == 40
+        consumed = drivers.run("confluent", "consume", broker.bootstrap, "--topic", topic, "--count", "40", "--from", "earliest")
+        assert len(consumed) == 40
+
+        samples = scrape(broker.metrics_url)
+        # Every record went through Produce; 20 landed in each partition.
+        assert value(samples, "brook_topic_messages_in_total", topic=topic) == 40
+        assert value(samples, "brook_partition_log_end_offset", topic=topic, partition="0") == 20
+        assert value(samples, "brook_partition_log_end_offset", topic=topic, partition="1") == 20
+        # 40 values of 100 bytes plus batch overhead came in; at least as much went out.
+        bytes_in = value(samples, "brook_topic_bytes_in_total", topic=topic)
+        assert 4000 < bytes_in < 40 * 200
+        assert value(samples, "brook_topic_bytes_out_total", topic=topic) >= bytes_in
+        assert value(samples, "brook_requests_total", api="Produce") >= 1
+        assert value(samples, "brook_requests_total", api="Fetch") >= 1
+        assert value(samples, "brook_requests_total", api="CreateTopics") == 1
+        # Latency histograms per API: a count equal to the request count.
+        assert value(samples, "brook_request_duration_seconds_count", api="CreateTopics") == 1
+        assert value(samples, "brook_request_duration_seconds_count", api="Produce") == value(
+            samples, "brook_requests_total", api="Produce"
+        )
+        assert value(samples, "brook_network_bytes_out_total") > 0
+
+    def test_active_connections_track_open_sockets(broker):
+        import socket
+
+        before = value(scrape(broker.metrics_url), "brook_active_connections")
+        sockets = [socket.create_connection((broker.host, broker.port), timeout=5) for _ in range(3)]
+        try:
+            deadline_value = None
+            for _ in range(50):
+                deadline_value = value(scrape(broker.metrics_url), "brook_active_connections")
+                if deadline_value == before + 3:
+                    break
+                sockets[0].settimeout(0.1)
+                try:
+                    sockets[0].recv(1)
+                except socket.timeout:
+                    pass
+            assert deadline_value == before + 3
+        finally:
+            for s in sockets:
+                s.close()

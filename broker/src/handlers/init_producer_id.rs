@@ -1,6 +1,7 @@
 //! InitProducerId for idempotent producers (no transactional id): a fresh producer id
-//! at epoch 0. Transactions (a transactional id) are not served yet and get
-//! `TRANSACTIONAL_ID_AUTHORIZATION_FAILED`'s neutral cousin, `COORDINATOR_NOT_AVAILABLE`.
+//! at epoch 0, or the same id at the next epoch when a producer re-initialises
+//! (KIP-360). Transactions are not served yet: a transactional id gets
+//! `COORDINATOR_NOT_AVAILABLE`, as from a broker whose transaction coordinator is down.
 
 use brook_protocol::kafka_protocol::messages::{
     InitProducerIdRequest, InitProducerIdResponse, ProducerId,

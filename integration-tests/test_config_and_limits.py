@@ -1,0 +1,90 @@
+"""Configuration as a Kafka operator writes it, on the real binary: a server.properties
+file, BROOK_* environment variables and --override, with precedence override > env > file;
+invalid values refuse to start naming the key; and the size limits Kafka enforces
+(`message.max.bytes` → MESSAGE_TOO_LARGE, nothing written).
+"""
+
+import os
+import subprocess
+
+from harness import drivers, paths
+from harness.broker import HOST, free_port, _accepts_tcp
+
+import time
+
+
+def start_brook(tmp_path, props: str, env: dict, overrides: list):
+    port = free_port()
+    conf = tmp_path / "server.properties"
+    conf.write_text(props)
+    argv = [str(paths.brook_bin()), "--config", str(conf)]
+    for o in overrides + [
+        f"listeners=PLAINTEXT://{HOST}:{port}",
+        f"advertised.listeners=PLAINTEXT://{HOST}:{port}",
+        f"metrics.listener={HOST}:{free_port()}",
+    ]:
+        argv += ["--override", o]
+    log = open(tmp_path / "brook.log", "wb")
+    proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **env})
+    deadline = time.monotonic() + 30
+    while not _accepts_tcp(port):
+        assert proc.poll() is None, (tmp_path / "brook.log").read_text()[-3000:]
+        assert time.monotonic() < deadline, "brook did not start"
+        time.sleep(0.05)
+    return proc, f"{HOST}:{port}"
+
+
+if paths.target() != "kafka":
+
+    def test_override_beats_environment_beats_file(tmp_path, topic):
+        data = tmp_path / "data"
+        props = f"# operator's file\nlog.dirs={data}\nnum.partitions=2\ndefault.replication.factor=1\n"
+        proc, bootstrap = start_brook(tmp_path, props, {"BROOK_NUM_PARTITIONS": "3"}, [])
+        try:
+            # auto-created topics take num.partitions: the environment (3) beats the file (2)
+            drivers.run("confluent", "produce", bootstrap, "--topic", topic, records=[{"key": "k", "value": "v"}])
+            described = drivers.run("confluent", "describe-topic", bootstrap, "--topic", topic)
+            assert len(described["partitions"]) == 3
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+        proc, bootstrap = start_brook(
+            tmp_path, props, {"BROOK_NUM_PARTITIONS": "3"}, ["num.partitions=5"]
+        )
+        try:
+            drivers.run("confluent", "produce", bootstrap, "--topic", topic + "-b", records=[{"key": "k", "value": "v"}])
+            described = drivers.run("confluent", "describe-topic", bootstrap, "--topic", topic + "-b")
+            assert len(described["partitions"]) == 5
+            # the first topic survived the restart with its data
+            consumed = drivers.run("confluent", "consume", bootstrap, "--topic", topic, "--count", "1", "--from", "earliest")
+            assert [(r["key"], r["value"]) for r in consumed] == [("k", "v")]
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+
+    def test_an_invalid_value_refuses_to_start_naming_the_key(tmp_path):
+        result = subprocess.run(
+            [str(paths.brook_bin()), "--override", "num.partitions=lots", "--override", f"log.dirs={tmp_path}"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        assert result.returncode != 0
+        assert "num.partitions" in result.stderr and "lots" in result.stderr
+
+
+def test_a_message_over_max_message_bytes_is_refused_and_nothing_is_written(broker, topic):
+    drivers.run("java", "create-topic", broker.bootstrap, "--topic", topic, "--partitions", "1",
+                "--config", "max.message.bytes=100000")
+    small = [{"key": "k0", "value": "x" * 1000}]
+    assert drivers.run("java", "produce", broker.bootstrap, "--topic", topic, records=small)[0]["offset"] == 0
+    big = [{"key": "k1", "value": "y" * 200_000}]
+    try:
+        out = drivers.run("java", "produce", broker.bootstrap, "--topic", topic, "--codec", "none",
+                          "--max-request-size", "1000000", records=big)
+        errors = [r for r in out if r.get("error")]
+    except drivers.DriverError as e:
+        errors = [str(e)]
+    assert errors and any("RecordTooLarge" in str(e) or "MESSAGE_TOO_LARGE" in str(e) or "too large" in str(e).lower() for e in errors), errors
+    latest = drivers.run("java", "offsets", broker.bootstrap, "--topic", topic, "--spec", "latest")
+    assert latest["0"]["offset"] == 1

@@ -70,7 +70,10 @@ async fn run(config: BrokerConfig) -> anyhow::Result<()> {
             .with_http_listener(addr)
             .set_buckets_for_metric(
                 metrics_exporter_prometheus::Matcher::Suffix("_seconds".into()),
-                &[0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0],
+                &[
+                    0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
+                    2.5, 5.0, 10.0, 30.0,
+                ],
             )
             .and_then(|builder| builder.install())
             .map_err(|e| anyhow::anyhow!("cannot start the metrics endpoint on {addr}: {e}"))?;

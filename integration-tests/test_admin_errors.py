@@ -64,3 +64,22 @@ def test_partitions_only_grow_and_deleted_topics_are_unknown(broker, topic):
         assert time.monotonic() < deadline
         time.sleep(0.2)
     assert error_of(client.delete_topics([topic]), topic) == KafkaError.UNKNOWN_TOPIC_OR_PART
+
+
+def test_a_topic_deleted_by_id_is_gone_and_its_name_reusable(broker, topic):
+    """DeleteTopics v6+ by topic id (the Java AdminClient's TopicCollection.ofTopicIds);
+    re-creating the same name yields a new, empty topic with a new id."""
+    from harness import drivers
+
+    drivers.run("java", "create-topic", broker.bootstrap, "--topic", topic, "--partitions", "1")
+    first_id = drivers.run("java", "describe-topic", broker.bootstrap, "--topic", topic)["topic_id"]
+    drivers.run("java", "produce", broker.bootstrap, "--topic", topic, records=[{"key": "old", "value": "old"}])
+    drivers.run("java", "delete-topic", broker.bootstrap, "--topic-id", first_id)
+    deadline = time.monotonic() + 30
+    while topic in drivers.run("java", "list-topics", broker.bootstrap)["topics"]:
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    drivers.run("java", "create-topic", broker.bootstrap, "--topic", topic, "--partitions", "1")
+    second_id = drivers.run("java", "describe-topic", broker.bootstrap, "--topic", topic)["topic_id"]
+    assert second_id != first_id
+    assert drivers.run("java", "offsets", broker.bootstrap, "--topic", topic, "--spec", "latest")["0"]["offset"] == 0

@@ -32,6 +32,8 @@ import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.admin.OffsetSpec;
 import org.apache.kafka.clients.admin.TopicDescription;
 import org.apache.kafka.common.Node;
+import org.apache.kafka.common.TopicCollection;
+import org.apache.kafka.common.Uuid;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.TopicPartitionInfo;
 import org.apache.kafka.common.config.ConfigResource;
@@ -50,7 +52,14 @@ final class AdminCommands {
                     out = createTopic(admin, args);
                     break;
                 case "delete-topic":
-                    admin.deleteTopics(List.of(args.required("topic"))).all().get();
+                    // --topic-id deletes by id (DeleteTopics v6+), as Kafka's tools can.
+                    Optional<String> topicId = args.get("topic-id");
+                    if (topicId.isPresent()) {
+                        admin.deleteTopics(TopicCollection.ofTopicIds(List.of(Uuid.fromString(topicId.get()))))
+                                .all().get();
+                    } else {
+                        admin.deleteTopics(List.of(args.required("topic"))).all().get();
+                    }
                     out = Json.ok();
                     break;
                 case "create-partitions":

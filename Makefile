@@ -4,7 +4,7 @@
 SHELL := /bin/bash
 CARGO ?= cargo
 
-.PHONY: run build deps toolchain lint unit integration test bench-storage clean-data
+.PHONY: run build deps toolchain lint unit integration kill-test test bench bench-storage clean-data
 
 run:
 	$(CARGO) build --release -p brook
@@ -32,7 +32,18 @@ unit:
 integration: build
 	BROOK_BIN=$(CURDIR)/target/debug/brook python3 -m pytest integration-tests
 
+# The long crash-safety run: 60 x kill -9 of a producing broker, then every acknowledged
+# record must be read back intact (`make test` runs a short version of it).
+KILLS ?= 60
+kill-test: build
+	BROOK_BIN=$(CURDIR)/target/debug/brook python3 integration-tests/scripts/kill-test.py --kills $(KILLS)
+
 test: deps lint unit integration
+
+# Brook vs Apache Kafka side by side (bench/README.md): release build, then 3 rounds (tens of minutes);
+# `make bench ARGS=--quick` runs one short round. A command, never a CI gate.
+bench:
+	CARGO=$(CARGO) bash bench/bench.sh $(ARGS)
 
 clean-data:
 	rm -rf ./data

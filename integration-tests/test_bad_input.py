@@ -31,7 +31,7 @@ CLOSE_DEADLINE_S = 5.0
 CLIENT_ID = b"brook-bad-input-test"
 
 API_PRODUCE = 0
-API_HEARTBEAT = 12
+API_END_TXN = 26
 API_VERSIONS = 18
 NONE = 0
 CORRUPT_MESSAGE = 2
@@ -432,6 +432,23 @@ def test_an_unknown_api_key_closes_the_connection(broker, topic):
     assert_still_serving(broker, topic)
 
 
+@pytest.mark.parametrize("count", [0x7FFFFFFF, 0x10000000])
+def test_an_absurd_array_count_closes_the_connection_and_costs_no_memory(broker, topic, count):
+    """A Metadata v1 request of a few bytes claiming billions of topics: a decoder that
+    reserves room for the claimed count before reading would ask for ~150 GB. The broker
+    must close this connection (the body is truncated) and keep serving, without its
+    memory growing."""
+    setup_topic(broker, topic)
+    pid = broker_pid(broker)
+    rss_before = rss_kb(pid) if pid else None
+    with connect(broker) as s:
+        send_ignoring_reset(s, frame(header_v1(3, 1, 77) + struct.pack(">i", count)))
+        assert_closed_without_reply(s, "an absurd array count")
+    if rss_before is not None:
+        assert rss_kb(pid) - rss_before < MAX_RSS_GROWTH_KB
+    assert_still_serving(broker, topic)
+
+
 def test_a_batch_with_a_wrong_crc_is_refused_and_a_correct_one_appended(broker, topic):
     setup_topic(broker, topic)
     key, value = b"key-21", b"value-21-hand-built"
@@ -471,21 +488,22 @@ def test_api_versions_at_an_unknown_version_gets_a_v0_error_response_listing_the
     assert_still_serving(broker, topic)
 
 
-# Apache Kafka serves Heartbeat, so "a known API the broker does not serve" exists only on
-# brook: the test is defined only for that target (not skipped on kafka, simply absent).
+# Apache Kafka serves EndTxn, so "a known API the broker does not serve" exists only on
+# brook (transactions come later): the test is defined only for that target (not skipped on
+# kafka, simply absent).
 if target() != "kafka":
 
     def test_a_known_api_the_broker_does_not_serve_gets_unsupported_version_in_its_format(broker, topic):
         setup_topic(broker, topic)
         with connect(broker) as s:
             advertised = api_versions_round_trip(s, 500)
-            assert API_HEARTBEAT not in advertised, (
-                "brook now serves Heartbeat: point this test at another API it does not serve"
+            assert API_END_TXN not in advertised, (
+                "brook now serves EndTxn: point this test at another API it does not serve"
             )
-            # Heartbeat v4 (flexible): group_id, generation_id, member_id, group_instance_id=null.
-            body = compact_string(b"group") + struct.pack(">i", 1) + compact_string(b"member") + compact_string(None)
-            s.sendall(frame(header_v2(API_HEARTBEAT, 4, 501) + body + uvarint(0)))
-            # Heartbeat v4 response: header v1 (correlation id, tagged fields), throttle_time_ms,
+            # EndTxn v3 (flexible): transactional_id, producer_id, producer_epoch, committed.
+            body = compact_string(b"txn") + struct.pack(">qh?", 1000, 0, True)
+            s.sendall(frame(header_v2(API_END_TXN, 3, 501) + body + uvarint(0)))
+            # EndTxn v3 response: header v1 (correlation id, tagged fields), throttle_time_ms,
             # error_code, tagged fields.
             r = Reader(read_response(s))
             assert r.unpack("i") == 501

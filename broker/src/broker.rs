@@ -12,6 +12,7 @@ use tokio::sync::watch;
 use tracing::info;
 
 use crate::config::BrokerConfig;
+use crate::coordinator::group::{GroupConfig, GroupCoordinator};
 use crate::coordinator::producer_id::ProducerIdAllocator;
 use crate::fetch_session::FetchSessions;
 use crate::metadata::meta_properties;
@@ -25,6 +26,8 @@ pub struct Broker {
     pub replicas: ReplicaManager,
     pub fetch_sessions: FetchSessions,
     pub producer_ids: ProducerIdAllocator,
+    /// Classic consumer groups and committed offsets; this broker coordinates all groups.
+    pub groups: GroupCoordinator,
     /// Bumped after every append; long-polling fetches wait on it.
     appends: watch::Sender<u64>,
 }
@@ -63,6 +66,20 @@ impl Broker {
                 .await?
                 .context("opening the partition logs")?
         };
+        let groups = GroupCoordinator::start(
+            // Not a `<topic>-<partition>` name, so the log manager leaves it alone.
+            first_dir.join("__consumer_offsets_store"),
+            GroupConfig {
+                initial_rebalance_delay: std::time::Duration::from_millis(
+                    config.group_initial_rebalance_delay_ms,
+                ),
+                min_session_timeout_ms: config.group_min_session_timeout_ms,
+                max_session_timeout_ms: config.group_max_session_timeout_ms,
+                offset_metadata_max_bytes: 4096,
+            },
+        )
+        .await
+        .context("opening the consumer offset store")?;
         let broker = Arc::new(Broker {
             node_id: config.node_id,
             cluster_id,
@@ -70,6 +87,7 @@ impl Broker {
             replicas: ReplicaManager::new(logs),
             fetch_sessions: FetchSessions::new(),
             producer_ids: ProducerIdAllocator::new(),
+            groups,
             appends: watch::channel(0).0,
             config,
         });

@@ -7,6 +7,7 @@ use brook_raft::{ApplyError, ProposeError};
 use brook_storage::StorageError;
 
 use crate::config::ConfigError;
+use crate::coordinator::group::GroupError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum BrokerError {
@@ -28,6 +29,8 @@ pub enum BrokerError {
     TopicDeletionDisabled,
     #[error("replication factor {requested} is invalid with {brokers} broker(s)")]
     InvalidReplicationFactor { requested: i16, brokers: usize },
+    #[error(transparent)]
+    Group(#[from] GroupError),
 }
 
 impl BrokerError {
@@ -45,6 +48,7 @@ impl BrokerError {
             BrokerError::InvalidRequest(_) => ResponseError::InvalidRequest,
             BrokerError::TopicDeletionDisabled => ResponseError::TopicDeletionDisabled,
             BrokerError::InvalidReplicationFactor { .. } => ResponseError::InvalidReplicationFactor,
+            BrokerError::Group(e) => group_code(e),
         }
     }
 }
@@ -62,6 +66,24 @@ fn storage_code(e: &StorageError) -> ResponseError {
         StorageError::InvalidTopicName { .. } => ResponseError::InvalidTopicException,
         StorageError::LogDeleted { .. } => ResponseError::UnknownTopicOrPartition,
         _ => ResponseError::KafkaStorageError,
+    }
+}
+
+/// The classic group protocol's codes (Kafka's `GroupCoordinator` error choices).
+pub fn group_code(e: &GroupError) -> ResponseError {
+    match e {
+        GroupError::InvalidGroupId => ResponseError::InvalidGroupId,
+        GroupError::UnknownMemberId => ResponseError::UnknownMemberId,
+        GroupError::IllegalGeneration { .. } => ResponseError::IllegalGeneration,
+        GroupError::RebalanceInProgress => ResponseError::RebalanceInProgress,
+        GroupError::FencedInstanceId { .. } => ResponseError::FencedInstanceId,
+        GroupError::InconsistentGroupProtocol => ResponseError::InconsistentGroupProtocol,
+        GroupError::InvalidSessionTimeout(_) => ResponseError::InvalidSessionTimeout,
+        GroupError::CoordinatorNotAvailable => ResponseError::CoordinatorNotAvailable,
+        GroupError::GroupIdNotFound => ResponseError::GroupIdNotFound,
+        GroupError::NonEmptyGroup => ResponseError::NonEmptyGroup,
+        GroupError::GroupSubscribedToTopic => ResponseError::GroupSubscribedToTopic,
+        GroupError::OffsetMetadataTooLarge(_) => ResponseError::OffsetMetadataTooLarge,
     }
 }
 
@@ -95,6 +117,31 @@ mod tests {
         assert_eq!(
             BrokerError::Storage(StorageError::EmptyAppend).code(),
             ResponseError::CorruptMessage
+        );
+    }
+
+    #[test]
+    fn group_errors_map_to_the_classic_protocol_codes() {
+        let stale = BrokerError::from(GroupError::IllegalGeneration {
+            given: 1,
+            current: 2,
+        });
+        assert_eq!(stale.code(), ResponseError::IllegalGeneration);
+        let fenced = GroupError::FencedInstanceId {
+            instance_id: "i".into(),
+        };
+        assert_eq!(group_code(&fenced), ResponseError::FencedInstanceId);
+        assert_eq!(
+            group_code(&GroupError::InvalidSessionTimeout(1)),
+            ResponseError::InvalidSessionTimeout
+        );
+        assert_eq!(
+            group_code(&GroupError::NonEmptyGroup),
+            ResponseError::NonEmptyGroup
+        );
+        assert_eq!(
+            group_code(&GroupError::UnknownMemberId),
+            ResponseError::UnknownMemberId
         );
     }
 

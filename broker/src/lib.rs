@@ -2,6 +2,7 @@
 //! (`brook-protocol`), the partition logs (`brook-storage`) and the metadata quorum
 //! (`brook-raft`).
 
+pub mod alloc;
 pub mod auth;
 pub mod broker;
 pub mod config;

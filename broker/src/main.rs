@@ -13,6 +13,10 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{error, info, warn};
 
+/// See `brook::alloc`: a malformed frame's absurd array count must not abort the process.
+#[global_allocator]
+static ALLOCATOR: brook::alloc::BrookAllocator = brook::alloc::BrookAllocator;
+
 #[derive(Parser, Debug)]
 #[command(name = "brook", version, about = "A Kafka-compatible message broker")]
 struct Args {
@@ -32,6 +36,8 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,openraft=warn")),
         )
         .with_writer(std::io::stderr)
+        // Colour codes only for a terminal, never in log files.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let (config, warnings) =
         match BrokerConfig::load(args.config.as_deref(), std::env::vars(), &args.overrides) {
@@ -83,6 +89,10 @@ async fn run(config: BrokerConfig) -> anyhow::Result<()> {
     let shutdown = CancellationToken::new();
     let tracker = TaskTracker::new();
     tracker.spawn(broker.clone().follow_metadata(shutdown.clone()));
+    tracker.spawn(brook::partition::retention_task::run(
+        broker.clone(),
+        shutdown.clone(),
+    ));
     server::serve(broker.clone(), shutdown.clone(), tracker.clone()).await?;
     wait_for_signal().await;
     info!("shutting down");
@@ -95,6 +105,15 @@ async fn run(config: BrokerConfig) -> anyhow::Result<()> {
         warn!("connections still open after 10 s; closing anyway");
     }
     broker.replicas.shutdown().await;
+    // Every task holding the broker has ended, so the quorum can be stopped in order.
+    match std::sync::Arc::try_unwrap(broker) {
+        Ok(broker) => {
+            if let Err(e) = broker.quorum.shutdown().await {
+                warn!(error = %e, "metadata quorum did not stop cleanly");
+            }
+        }
+        Err(_) => warn!("broker still in use at shutdown; metadata quorum left to the runtime"),
+    }
     info!("stopped");
     Ok(())
 }

@@ -5,12 +5,27 @@
 //! at the newest it can encode. The broker registers handlers within these ranges and
 //! advertises exactly what it registered.
 
-use kafka_protocol::messages::ApiKey;
-use kafka_protocol::protocol::VersionRange;
+use kafka_protocol::messages::{
+    ApiKey, InitProducerIdRequest, OffsetCommitRequest, OffsetFetchRequest,
+};
+use kafka_protocol::protocol::{Message, VersionRange};
 
 /// The versions the codec can decode and encode for `api_key`.
 pub fn codec_range(api_key: ApiKey) -> VersionRange {
-    api_key.valid_versions()
+    let range = api_key.valid_versions();
+    // kafka-protocol 0.18's `ApiKey` table runs one version ahead of its generated
+    // messages for these APIs (OffsetCommit/OffsetFetch v10 with topic ids,
+    // InitProducerId v6): advertising it would make clients send what cannot be decoded.
+    let message_max = match api_key {
+        ApiKey::OffsetCommit => OffsetCommitRequest::VERSIONS.max,
+        ApiKey::OffsetFetch => OffsetFetchRequest::VERSIONS.max,
+        ApiKey::InitProducerId => InitProducerIdRequest::VERSIONS.max,
+        _ => range.max,
+    };
+    VersionRange {
+        min: range.min,
+        max: range.max.min(message_max),
+    }
 }
 
 /// The lowest version to advertise for `api_key`.
@@ -34,5 +49,12 @@ mod tests {
         assert_eq!(codec_range(ApiKey::Produce).min, 3);
         assert_eq!(advertised_min(ApiKey::Produce, 3), 0);
         assert_eq!(advertised_min(ApiKey::Fetch, 4), 4);
+    }
+
+    #[test]
+    fn no_api_is_advertised_beyond_what_its_message_types_decode() {
+        assert_eq!(codec_range(ApiKey::OffsetCommit).max, 9);
+        assert_eq!(codec_range(ApiKey::OffsetFetch).max, 9);
+        assert_eq!(codec_range(ApiKey::InitProducerId).max, 5);
     }
 }

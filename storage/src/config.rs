@@ -26,10 +26,16 @@ pub struct LogConfig {
     pub flush_ms: Option<i64>,
     /// `message.timestamp.type`.
     pub message_timestamp_type: TimestampType,
-    /// `retention.ms` (enforced by the later retention task).
+    /// `retention.ms`: a closed segment whose largest timestamp is older goes.
     pub retention_ms: Option<i64>,
-    /// `retention.bytes` (enforced by the later retention task).
+    /// `retention.bytes`: oldest closed segments go while the log stays at least this big.
     pub retention_bytes: Option<u64>,
+    /// `cleanup.policy` contains `delete`: time and size retention apply (deleting
+    /// segments below the log start offset applies whatever the policy, as in Kafka).
+    pub cleanup_delete: bool,
+    /// `file.delete.delay.ms`: how long a deleted segment's renamed `.deleted` files
+    /// stay on disk before they are unlinked.
+    pub file_delete_delay_ms: i64,
 }
 
 impl Default for LogConfig {
@@ -45,6 +51,8 @@ impl Default for LogConfig {
             message_timestamp_type: TimestampType::CreateTime,
             retention_ms: Some(SEVEN_DAYS_MS),
             retention_bytes: None,
+            cleanup_delete: true,
+            file_delete_delay_ms: 60_000,
         }
     }
 }

@@ -84,6 +84,25 @@ pub enum StorageError {
         #[source]
         source: io::Error,
     },
+    /// A RocksDB operation of the consumer-offset store failed.
+    #[error("offset store {path}: {context}: {source}")]
+    OffsetStoreDb {
+        context: &'static str,
+        path: PathBuf,
+        #[source]
+        source: rocksdb::Error,
+    },
+    /// The offset store on disk was written in a format version this build cannot read.
+    #[error("offset store {path} has format version {found}, this build reads {supported}")]
+    UnsupportedOffsetStoreFormat {
+        path: PathBuf,
+        found: u32,
+        supported: u32,
+    },
+    /// A key or value of the offset store does not decode (corruption, a foreign writer) or
+    /// cannot be encoded (a name longer than 4 GiB).
+    #[error("offset store {path}: {reason}")]
+    OffsetStoreCodec { path: PathBuf, reason: String },
     /// The blocking task running a storage operation panicked or was cancelled.
     #[error("storage task failed: {reason}")]
     TaskFailed { reason: String },

@@ -19,7 +19,7 @@ use tokio::sync::watch;
 
 use crate::config::LogConfig;
 use crate::error::{Result, StorageError};
-use crate::log::{AppendInfo, Log, MinOneBatch, ReadResult, TimestampOffset};
+use crate::log::{AppendInfo, Log, MinOneBatch, ReadResult, RetentionOutcome, TimestampOffset};
 
 #[derive(Debug)]
 struct Shared {
@@ -114,6 +114,17 @@ impl LogHandle {
     /// See [`Log::max_timestamp_offset`].
     pub async fn max_timestamp_offset(&self) -> Result<Option<TimestampOffset>> {
         self.run(|log| log.max_timestamp_offset()).await
+    }
+
+    /// See [`Log::enforce_retention`]: one retention pass with the current config.
+    pub async fn enforce_retention(&self, now_ms: i64) -> Result<RetentionOutcome> {
+        self.run(move |log| log.enforce_retention(now_ms)).await
+    }
+
+    /// See [`Log::increment_log_start_offset`] (DeleteRecords); returns the new log start.
+    pub async fn increment_log_start_offset(&self, offset: i64, now_ms: i64) -> Result<i64> {
+        self.run(move |log| log.increment_log_start_offset(offset, now_ms))
+            .await
     }
 
     /// Fsyncs the active segment.

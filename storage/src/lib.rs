@@ -1,4 +1,5 @@
-//! Brook's storage: Kafka partition logs on local disk.
+//! Brook's storage: Kafka partition logs on local disk, and (`offsets`) the RocksDB
+//! consumer-offset store.
 //!
 //! The core (`log`, `segment`, `index`, `producer_state`, `batch`) is synchronous like
 //! Kafka's `LocalLog`; `handle::LogHandle` is the only async door. No network, no
@@ -6,15 +7,18 @@
 //! on-disk layout is documented in `storage/FORMAT.md`.
 
 pub mod batch;
+pub mod checkpoint;
 pub mod config;
 pub mod error;
 pub mod handle;
 pub mod index;
 pub mod log;
 pub mod log_manager;
+pub mod offsets;
 pub mod producer_state;
 mod records;
 mod recovery;
+pub mod retention;
 pub mod roll;
 pub mod segment;
 pub mod testing;
@@ -23,5 +27,5 @@ pub use batch::{BatchError, BatchHeader, TimestampType};
 pub use config::LogConfig;
 pub use error::{Result, StorageError};
 pub use handle::LogHandle;
-pub use log::{AppendInfo, Log, MinOneBatch, ReadResult, TimestampOffset};
+pub use log::{AppendInfo, Log, MinOneBatch, ReadResult, RetentionOutcome, TimestampOffset};
 pub use log_manager::LogManager;

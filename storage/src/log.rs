@@ -20,6 +20,10 @@ use crate::producer_state::{ProducerStateManager, SequenceCheck};
 use crate::recovery::{scan_segment_files, sync_dir};
 use crate::segment::{roll_reason, IncomingAppend, Segment};
 
+mod deletion;
+
+pub use deletion::RetentionOutcome;
+
 /// The result of an append.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AppendInfo {
@@ -67,6 +71,8 @@ pub struct Log {
     producers: ProducerStateManager,
     unflushed_messages: u64,
     last_flush_ms: i64,
+    /// Renamed `.deleted` segment files and when they may be unlinked.
+    pending_deletions: Vec<(i64, PathBuf)>,
 }
 
 impl Log {
@@ -113,6 +119,7 @@ impl Log {
             producers,
             unflushed_messages: 0,
             last_flush_ms: now_ms,
+            pending_deletions: Vec::new(),
         })
     }
 

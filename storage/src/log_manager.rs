@@ -5,6 +5,8 @@
 //! `open` recovers every partition found; new logs go to the directory holding the
 //! fewest partitions. Deletion renames the directory to `<name>.<nanos>-delete` first (so
 //! a crash mid-delete never resurrects a partial log) and `open` finishes such leftovers.
+//! Each directory's `log-start-offset-checkpoint` is applied on open and rewritten by
+//! `checkpoint_log_start_offsets` (and after a deletion).
 //! Methods are synchronous and do file I/O: call them at startup or from
 //! `spawn_blocking`. The map lock is held only for map operations and creation.
 
@@ -15,6 +17,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use parking_lot::Mutex;
 
+use crate::checkpoint;
 pub use crate::config::LogConfig;
 use crate::error::{io_err, Result, StorageError};
 use crate::handle::LogHandle;
@@ -32,6 +35,8 @@ pub struct LogManager {
     log_dirs: Vec<PathBuf>,
     default_config: LogConfig,
     logs: Mutex<BTreeMap<(String, i32), LogHandle>>,
+    /// Serialises checkpoint writers (they share one tmp file name per directory).
+    checkpoint_lock: Mutex<()>,
 }
 
 /// Wall-clock milliseconds since the epoch.
@@ -82,6 +87,7 @@ impl LogManager {
         let now = now_ms();
         for log_dir in log_dirs {
             fs::create_dir_all(log_dir).map_err(io_err("create log dir", log_dir))?;
+            let log_starts = checkpoint::read(log_dir)?;
             for entry in fs::read_dir(log_dir).map_err(io_err("list log dir", log_dir))? {
                 let entry = entry.map_err(io_err("list log dir", log_dir))?;
                 let path = entry.path();
@@ -106,7 +112,10 @@ impl LogManager {
                         second: path,
                     });
                 }
-                let log = Log::open(&path, default_config.clone(), now)?;
+                let mut log = Log::open(&path, default_config.clone(), now)?;
+                if let Some(start) = log_starts.get(&(topic.clone(), partition)) {
+                    log.restore_log_start_offset(*start);
+                }
                 tracing::info!(topic = %topic, partition, log_end_offset = log.log_end_offset(), "log recovered");
                 logs.insert(
                     (topic.clone(), partition),
@@ -114,11 +123,33 @@ impl LogManager {
                 );
             }
         }
-        Ok(LogManager {
+        let manager = LogManager {
             log_dirs: log_dirs.to_vec(),
             default_config,
             logs: Mutex::new(logs),
-        })
+            checkpoint_lock: Mutex::new(()),
+        };
+        // Drops entries of logs that no longer exist, so a re-created topic of the same
+        // name never inherits an old log start offset.
+        manager.checkpoint_log_start_offsets()?;
+        Ok(manager)
+    }
+
+    /// Writes every log directory's `log-start-offset-checkpoint` from the logs' current
+    /// log start offsets (after retention or DeleteRecords moved one). Blocking.
+    pub fn checkpoint_log_start_offsets(&self) -> Result<()> {
+        let _writer = self.checkpoint_lock.lock();
+        let handles = self.logs();
+        for log_dir in &self.log_dirs {
+            let offsets: checkpoint::Offsets = handles
+                .iter()
+                .filter(|h| h.dir().parent() == Some(log_dir.as_path()))
+                .filter(|h| h.log_start_offset() > 0)
+                .map(|h| ((h.topic().to_string(), h.partition()), h.log_start_offset()))
+                .collect();
+            checkpoint::write(log_dir, &offsets)?;
+        }
+        Ok(())
     }
 
     pub fn default_config(&self) -> &LogConfig {
@@ -181,12 +212,14 @@ impl LogManager {
         fs::rename(&dir, &doomed).map_err(io_err("rename log for deletion", &dir))?;
         sync_dir(&parent)?;
         fs::remove_dir_all(&doomed).map_err(io_err("delete log dir", &doomed))?;
+        self.checkpoint_log_start_offsets()?;
         tracing::info!(topic, partition, "log deleted");
         Ok(true)
     }
 
     /// Flushes and closes every log (clean shutdown).
     pub fn shutdown(&self) -> Result<()> {
+        self.checkpoint_log_start_offsets()?;
         let handles: Vec<LogHandle> = std::mem::take(&mut *self.logs.lock())
             .into_values()
             .collect();

@@ -32,8 +32,8 @@ pub(crate) fn read_valid_batch(
     fits.then_some(header)
 }
 
-/// Base offsets of the `.log` files in `dir`, sorted; index files without a `.log`
-/// are removed (they would otherwise be trusted by a future segment at that offset).
+/// Base offsets of the `.log` files in `dir`, sorted; leftover `.deleted` files are
+/// unlinked and index files without a `.log` are removed (they would otherwise be trusted by a future segment at that offset).
 pub(crate) fn scan_segment_files(dir: &Path) -> Result<Vec<i64>> {
     let mut bases = Vec::new();
     let mut index_files = Vec::new();
@@ -53,6 +53,11 @@ pub(crate) fn scan_segment_files(dir: &Path) -> Result<Vec<i64>> {
         match ext {
             "log" => bases.push(base),
             "index" | "timeindex" => index_files.push((base, entry.path())),
+            // A segment deleted by retention before a restart: its delay is over.
+            "log.deleted" | "index.deleted" | "timeindex.deleted" => {
+                let path = entry.path();
+                fs::remove_file(&path).map_err(io_err("remove deleted segment file", &path))?;
+            }
             _ => {}
         }
     }

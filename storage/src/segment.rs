@@ -20,6 +20,9 @@ use crate::records;
 use crate::recovery::read_valid_batch;
 pub use crate::roll::{roll_reason, IncomingAppend, RollReason, RollState};
 
+/// Suffix of a segment file awaiting deletion (`file.delete.delay.ms`).
+pub const DELETED_SUFFIX: &str = ".deleted";
+
 /// The file name of a segment file: the base offset on 20 digits plus an extension.
 pub fn file_name(base_offset: i64, extension: &str) -> String {
     format!("{base_offset:020}.{extension}")
@@ -383,6 +386,30 @@ impl Segment {
             .map_err(io_err("fsync segment", &self.log_path))?;
         self.offset_index.flush()?;
         self.time_index.flush()
+    }
+
+    /// Renames the three files to `<name>.deleted` (Kafka's async deletion: readers that
+    /// still hold them keep working) and returns the new paths, to unlink later. Missing
+    /// index files are skipped.
+    pub fn rename_for_deletion(self) -> Result<Vec<PathBuf>> {
+        let dir = self
+            .log_path
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_default();
+        let base_offset = self.base_offset;
+        drop(self);
+        let mut renamed = Vec::with_capacity(3);
+        for ext in ["log", "index", "timeindex"] {
+            let path = dir.join(file_name(base_offset, ext));
+            let doomed = dir.join(format!("{}{DELETED_SUFFIX}", file_name(base_offset, ext)));
+            match fs::rename(&path, &doomed) {
+                Ok(()) => renamed.push(doomed),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(io_err("rename segment for deletion", &path)(e)),
+            }
+        }
+        Ok(renamed)
     }
 
     /// Deletes the three files.

@@ -1,3 +1,4 @@
-//! Coordinators: producer ids today; groups and transactions come next.
+//! Coordinators: producer ids and classic consumer groups; transactions come next.
 
+pub mod group;
 pub mod producer_id;

@@ -22,8 +22,14 @@ pub async fn handle(broker: &Broker, req: MetadataRequest, version: i16) -> Meta
     let mut image = broker.image();
     let topic_ops = (version >= 8 && req.include_topic_authorized_operations)
         .then_some(authorized::TOPIC_OPERATIONS);
+    // v0 had no null array: an empty list meant every topic.
+    let all_topics = match &req.topics {
+        None => true,
+        Some(list) => version == 0 && list.is_empty(),
+    };
     let topics: Vec<MetadataResponseTopic> = match req.topics {
-        None => image.topics.values().map(topic_entry).collect(),
+        _ if all_topics => image.topics.values().map(topic_entry).collect(),
+        None => Vec::new(),
         Some(requested) => {
             let mut entries = Vec::with_capacity(requested.len());
             for t in requested {

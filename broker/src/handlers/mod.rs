@@ -12,16 +12,28 @@ pub mod alter_configs;
 pub mod api_versions;
 pub mod create_partitions;
 pub mod create_topics;
+pub mod delete_groups;
+pub mod delete_records;
 pub mod delete_topics;
 pub mod describe_cluster;
 pub mod describe_configs;
+pub mod describe_groups;
 pub mod describe_topic_partitions;
 pub mod fetch;
+pub mod find_coordinator;
+pub mod heartbeat;
 pub mod incremental_alter_configs;
 pub mod init_producer_id;
+pub mod join_group;
+pub mod leave_group;
+pub mod list_groups;
 pub mod list_offsets;
 pub mod metadata;
+pub mod offset_commit;
+pub mod offset_delete;
+pub mod offset_fetch;
 pub mod produce;
+pub mod sync_group;
 
 /// Every API Brook serves; each at every version the codec carries (from the lowest
 /// Apache Kafka 4.0 accepts to the newest `kafka-protocol` encodes).
@@ -33,6 +45,7 @@ pub const HANDLERS: &[ApiKey] = &[
     ApiKey::ApiVersions,
     ApiKey::CreateTopics,
     ApiKey::DeleteTopics,
+    ApiKey::DeleteRecords,
     ApiKey::InitProducerId,
     ApiKey::DescribeConfigs,
     ApiKey::AlterConfigs,
@@ -40,6 +53,17 @@ pub const HANDLERS: &[ApiKey] = &[
     ApiKey::IncrementalAlterConfigs,
     ApiKey::DescribeCluster,
     ApiKey::DescribeTopicPartitions,
+    ApiKey::FindCoordinator,
+    ApiKey::JoinGroup,
+    ApiKey::SyncGroup,
+    ApiKey::Heartbeat,
+    ApiKey::LeaveGroup,
+    ApiKey::OffsetCommit,
+    ApiKey::OffsetFetch,
+    ApiKey::OffsetDelete,
+    ApiKey::ListGroups,
+    ApiKey::DescribeGroups,
+    ApiKey::DeleteGroups,
 ];
 
 /// Whether Brook serves `api_key` at `version`.
@@ -76,6 +100,9 @@ pub async fn handle(
         RequestKind::DeleteTopics(req) => {
             ResponseKind::DeleteTopics(delete_topics::handle(broker, req, v).await)
         }
+        RequestKind::DeleteRecords(req) => {
+            ResponseKind::DeleteRecords(delete_records::handle(broker, req, v).await)
+        }
         RequestKind::CreatePartitions(req) => {
             ResponseKind::CreatePartitions(create_partitions::handle(broker, req, v).await)
         }
@@ -97,6 +124,37 @@ pub async fn handle(
         RequestKind::DescribeTopicPartitions(req) => ResponseKind::DescribeTopicPartitions(
             describe_topic_partitions::handle(broker, req, v).await,
         ),
+        RequestKind::FindCoordinator(req) => {
+            ResponseKind::FindCoordinator(find_coordinator::handle(broker, req, v))
+        }
+        RequestKind::JoinGroup(req) => {
+            ResponseKind::JoinGroup(join_group::handle(broker, header, req, v).await)
+        }
+        RequestKind::SyncGroup(req) => {
+            ResponseKind::SyncGroup(sync_group::handle(broker, req, v).await)
+        }
+        RequestKind::Heartbeat(req) => ResponseKind::Heartbeat(heartbeat::handle(broker, req, v)),
+        RequestKind::LeaveGroup(req) => {
+            ResponseKind::LeaveGroup(leave_group::handle(broker, req, v))
+        }
+        RequestKind::OffsetCommit(req) => {
+            ResponseKind::OffsetCommit(offset_commit::handle(broker, req, v).await)
+        }
+        RequestKind::OffsetFetch(req) => {
+            ResponseKind::OffsetFetch(offset_fetch::handle(broker, req, v))
+        }
+        RequestKind::OffsetDelete(req) => {
+            ResponseKind::OffsetDelete(offset_delete::handle(broker, req, v).await)
+        }
+        RequestKind::ListGroups(req) => {
+            ResponseKind::ListGroups(list_groups::handle(broker, req, v))
+        }
+        RequestKind::DescribeGroups(req) => {
+            ResponseKind::DescribeGroups(describe_groups::handle(broker, req, v))
+        }
+        RequestKind::DeleteGroups(req) => {
+            ResponseKind::DeleteGroups(delete_groups::handle(broker, req, v).await)
+        }
         other => {
             return Err(BrokerError::NoHandler(
                 format!("{other:?}").chars().take(40).collect(),

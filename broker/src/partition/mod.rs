@@ -15,6 +15,7 @@ use tracing::{info, warn};
 use crate::config::{self, BrokerConfig, TopicConfig};
 use crate::error::BrokerError;
 
+pub mod retention_task;
 pub mod timestamp_lookup;
 
 pub struct ReplicaManager {
@@ -116,6 +117,16 @@ impl ReplicaManager {
         }
     }
 
+    /// Persists every log directory's log start offsets (after retention or
+    /// DeleteRecords moved one), on a blocking thread.
+    pub async fn checkpoint_log_start_offsets(&self) -> Result<(), BrokerError> {
+        let logs = self.logs.clone();
+        tokio::task::spawn_blocking(move || logs.checkpoint_log_start_offsets())
+            .await
+            .map_err(|e| BrokerError::InvalidRequest(format!("checkpoint task failed: {e}")))??;
+        Ok(())
+    }
+
     /// Every open log, for metrics and shutdown.
     pub fn logs(&self) -> Vec<LogHandle> {
         self.logs.logs()
@@ -148,6 +159,8 @@ pub fn log_config(topic: &TopicConfig) -> LogConfig {
         },
         retention_ms: topic.retention_ms,
         retention_bytes: topic.retention_bytes.map(|b| b.max(0) as u64),
+        cleanup_delete: topic.cleanup_policy.delete,
+        file_delete_delay_ms: topic.file_delete_delay_ms.max(0),
     }
 }
 

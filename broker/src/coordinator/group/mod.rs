@@ -1,0 +1,358 @@
+//! The classic group coordinator: every group lives on this broker (it answers
+//! FindCoordinator for all of them). Group state sits behind one `parking_lot::Mutex`
+//! never held across `.await`; JoinGroup/SyncGroup park on oneshot receivers with a
+//! deadline. One owned background task ticks the timers (session expiry, rebalance
+//! deadlines) and another writes changed group metadata to the offset store in order,
+//! coalescing repeated changes of one group. Both stop when the coordinator is dropped.
+//!
+//! Committed offsets are written (synced) to the RocksDB offset store before the commit
+//! is acknowledged and cached in memory for OffsetFetch; both come back on restart.
+
+mod lifecycle;
+mod offsets;
+mod protocol;
+mod snapshot;
+mod state;
+#[cfg(test)]
+mod tests;
+mod types;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use brook_storage::offsets::{CommittedOffset, OffsetStore};
+use brook_storage::StorageError;
+use parking_lot::Mutex;
+use tokio::sync::{oneshot, Notify};
+use tokio_util::sync::CancellationToken;
+use tracing::{error, warn};
+
+pub use lifecycle::SyncRequest;
+pub use offsets::{Committer, GroupDescription, MemberDescription};
+pub use state::Group;
+pub use types::{
+    GroupError, GroupState, JoinReply, JoinRequest, JoinResult, SyncReply, SyncResult,
+};
+
+/// How often the timer task looks at session and rebalance deadlines.
+const TICK: Duration = Duration::from_millis(100);
+/// Extra wait beyond a member's own timeout before a parked request gives up.
+const PARK_SLACK: Duration = Duration::from_secs(5);
+
+/// The coordinator's limits from the broker config.
+#[derive(Debug, Clone)]
+pub struct GroupConfig {
+    pub initial_rebalance_delay: Duration,
+    pub min_session_timeout_ms: i32,
+    pub max_session_timeout_ms: i32,
+    /// `offset.metadata.max.bytes`.
+    pub offset_metadata_max_bytes: usize,
+}
+
+type OffsetMap = BTreeMap<(String, i32), CommittedOffset>;
+
+pub(crate) struct Shared {
+    config: GroupConfig,
+    store: OffsetStore,
+    groups: Mutex<HashMap<String, Group>>,
+    offsets: Mutex<HashMap<String, OffsetMap>>,
+    /// Group metadata waiting for the writer: `None` = delete.
+    pending_writes: Mutex<HashMap<String, Option<Vec<u8>>>>,
+    write_wanted: Notify,
+}
+
+pub struct GroupCoordinator {
+    shared: Arc<Shared>,
+    shutdown: CancellationToken,
+}
+
+impl Drop for GroupCoordinator {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}
+
+impl GroupCoordinator {
+    /// Opens the offset store at `dir`, reloads groups and offsets, starts the tasks.
+    pub async fn start(dir: std::path::PathBuf, config: GroupConfig) -> Result<Self, StorageError> {
+        let store = OffsetStore::open_async(dir).await?;
+        let loaded = store
+            .run_blocking(|s| {
+                let mut out = Vec::new();
+                for group in s.list_groups()? {
+                    let metadata = s.get_group(&group)?;
+                    let offsets = s.fetch(&group)?;
+                    out.push((group, metadata, offsets));
+                }
+                Ok(out)
+            })
+            .await?;
+        let now = Instant::now();
+        let mut groups = HashMap::new();
+        let mut offsets = HashMap::new();
+        for (group_id, metadata, committed) in loaded {
+            let group = match metadata.map(|m| snapshot::decode(&group_id, &m, now)) {
+                Some(Ok(g)) => g,
+                Some(Err(e)) => {
+                    error!(group = %group_id, error = %e, "stored group metadata unreadable; group starts empty");
+                    Group::new(&group_id)
+                }
+                None => Group::new(&group_id),
+            };
+            groups.insert(group_id.clone(), group);
+            let map: OffsetMap = committed.into_iter().map(|(t, p, c)| ((t, p), c)).collect();
+            offsets.insert(group_id, map);
+        }
+        let shared = Arc::new(Shared {
+            config,
+            store,
+            groups: Mutex::new(groups),
+            offsets: Mutex::new(offsets),
+            pending_writes: Mutex::new(HashMap::new()),
+            write_wanted: Notify::new(),
+        });
+        let shutdown = CancellationToken::new();
+        tokio::spawn(tick_loop(Arc::clone(&shared), shutdown.clone()));
+        tokio::spawn(write_loop(Arc::clone(&shared), shutdown.clone()));
+        Ok(GroupCoordinator { shared, shutdown })
+    }
+
+    pub fn config(&self) -> &GroupConfig {
+        &self.shared.config
+    }
+
+    pub(crate) fn store(&self) -> &OffsetStore {
+        &self.shared.store
+    }
+
+    /// Runs `f` on the group (if it exists) under the lock, then queues its metadata
+    /// for the writer if `f` changed it.
+    pub fn with_group<T>(&self, group_id: &str, f: impl FnOnce(Option<&mut Group>) -> T) -> T {
+        let mut groups = self.shared.groups.lock();
+        let group = groups.get_mut(group_id);
+        let result = f(group);
+        if let Some(g) = groups.get_mut(group_id) {
+            self.shared.queue_if_dirty(g);
+        }
+        result
+    }
+
+    /// JoinGroup: validates, then joins (creating the group for a new member) and waits.
+    pub async fn join(&self, group_id: &str, req: JoinRequest) -> Result<JoinOutcome, GroupError> {
+        if group_id.is_empty() {
+            return Err(GroupError::InvalidGroupId);
+        }
+        let cfg = &self.shared.config;
+        if req.session_timeout_ms < cfg.min_session_timeout_ms
+            || req.session_timeout_ms > cfg.max_session_timeout_ms
+        {
+            return Err(GroupError::InvalidSessionTimeout(req.session_timeout_ms));
+        }
+        let wait = Duration::from_millis(state::millis(req.rebalance_timeout_ms))
+            .max(cfg.initial_rebalance_delay)
+            + PARK_SLACK;
+        let reply = {
+            let mut groups = self.shared.groups.lock();
+            if !groups.contains_key(group_id) {
+                if !req.member_id.is_empty() {
+                    return Err(GroupError::UnknownMemberId);
+                }
+                groups.insert(group_id.to_owned(), Group::new(group_id));
+            }
+            let Some(group) = groups.get_mut(group_id) else {
+                return Err(GroupError::CoordinatorNotAvailable);
+            };
+            let reply = group.join(req, Instant::now(), cfg.initial_rebalance_delay);
+            self.shared.queue_if_dirty(group);
+            reply
+        };
+        match reply {
+            JoinReply::Done(result) => result.map(JoinOutcome::Joined),
+            JoinReply::MemberIdRequired(id) => Ok(JoinOutcome::MemberIdRequired(id)),
+            JoinReply::Wait(rx) => parked(rx, wait).await.map(JoinOutcome::Joined),
+        }
+    }
+
+    /// SyncGroup: hands out the leader's assignment, waiting for the leader if needed.
+    pub async fn sync(&self, group_id: &str, req: SyncRequest) -> Result<SyncResult, GroupError> {
+        let reply = self.with_group(group_id, |g| match g {
+            Some(g) => g.sync(req, Instant::now()),
+            None => SyncReply::Done(Err(GroupError::UnknownMemberId)),
+        });
+        match reply {
+            SyncReply::Done(result) => result,
+            SyncReply::Wait(rx) => {
+                let max_rebalance = self.with_group(group_id, |g| {
+                    g.map(|g| {
+                        g.members
+                            .values()
+                            .map(|m| state::millis(m.rebalance_timeout_ms))
+                            .max()
+                            .unwrap_or(0)
+                    })
+                    .unwrap_or(0)
+                });
+                parked(rx, Duration::from_millis(max_rebalance) + PARK_SLACK).await
+            }
+        }
+    }
+
+    pub fn heartbeat(
+        &self,
+        group_id: &str,
+        member_id: &str,
+        instance_id: Option<&str>,
+        generation_id: i32,
+    ) -> Result<(), GroupError> {
+        self.with_group(group_id, |g| match g {
+            Some(g) => g.heartbeat(member_id, instance_id, generation_id, Instant::now()),
+            None => Err(GroupError::UnknownMemberId),
+        })
+    }
+
+    /// LeaveGroup for each (member id, instance id); one result per member.
+    pub fn leave(
+        &self,
+        group_id: &str,
+        members: &[(String, Option<String>)],
+    ) -> Vec<Result<(), GroupError>> {
+        self.with_group(group_id, |g| match g {
+            Some(g) => members
+                .iter()
+                .map(|(m, i)| g.leave(m, i.as_deref(), Instant::now()))
+                .collect(),
+            None => members
+                .iter()
+                .map(|_| Err(GroupError::UnknownMemberId))
+                .collect(),
+        })
+    }
+
+    /// (group id, protocol type, state) of every group.
+    pub fn list(&self) -> Vec<(String, String, GroupState)> {
+        let groups = self.shared.groups.lock();
+        let mut out: Vec<_> = groups
+            .values()
+            .filter(|g| g.state != GroupState::Dead)
+            .map(|g| {
+                let protocol_type = g.protocol_type.clone().unwrap_or_default();
+                (g.group_id.clone(), protocol_type, g.state)
+            })
+            .collect();
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out
+    }
+
+    /// DeleteGroups for one group: only an Empty group goes, with its offsets.
+    pub async fn delete_group(&self, group_id: &str) -> Result<(), GroupError> {
+        {
+            let mut groups = self.shared.groups.lock();
+            match groups.get(group_id).map(|g| g.state) {
+                None | Some(GroupState::Dead) => return Err(GroupError::GroupIdNotFound),
+                Some(GroupState::Empty) => {}
+                Some(_) => return Err(GroupError::NonEmptyGroup),
+            }
+            groups.remove(group_id);
+            self.shared.offsets.lock().remove(group_id);
+            self.shared
+                .pending_writes
+                .lock()
+                .insert(group_id.to_owned(), None);
+        }
+        self.shared.write_wanted.notify_one();
+        let id = group_id.to_owned();
+        if let Err(e) = self
+            .shared
+            .store
+            .run_blocking(move |s| s.delete_group(&id))
+            .await
+        {
+            error!(group = %group_id, error = %e, "deleting group from the offset store failed");
+            return Err(GroupError::CoordinatorNotAvailable);
+        }
+        Ok(())
+    }
+}
+
+/// What a JoinGroup call ends in when it does not fail.
+#[derive(Debug)]
+pub enum JoinOutcome {
+    Joined(JoinResult),
+    MemberIdRequired(String),
+}
+
+async fn parked<T>(
+    rx: oneshot::Receiver<Result<T, GroupError>>,
+    wait: Duration,
+) -> Result<T, GroupError> {
+    match tokio::time::timeout(wait, rx).await {
+        Ok(Ok(result)) => result,
+        // The group went away (deleted) while the request was parked.
+        Ok(Err(_)) => Err(GroupError::CoordinatorNotAvailable),
+        Err(_) => Err(GroupError::RebalanceInProgress),
+    }
+}
+
+impl Shared {
+    fn queue_if_dirty(&self, group: &mut Group) {
+        if !group.dirty {
+            return;
+        }
+        group.dirty = false;
+        match snapshot::encode(group) {
+            Ok(bytes) => {
+                self.pending_writes
+                    .lock()
+                    .insert(group.group_id.clone(), Some(bytes));
+                self.write_wanted.notify_one();
+            }
+            Err(e) => error!(group = %group.group_id, error = %e, "encoding group metadata failed"),
+        }
+    }
+}
+
+async fn tick_loop(shared: Arc<Shared>, shutdown: CancellationToken) {
+    let mut interval = tokio::time::interval(TICK);
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = interval.tick() => {}
+        }
+        let now = Instant::now();
+        let mut groups = shared.groups.lock();
+        for group in groups.values_mut() {
+            group.tick(now);
+            shared.queue_if_dirty(group);
+        }
+    }
+}
+
+/// Writes queued group metadata one batch at a time, so writes of one group stay in order.
+async fn write_loop(shared: Arc<Shared>, shutdown: CancellationToken) {
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = shared.write_wanted.notified() => {}
+        }
+        let batch: Vec<(String, Option<Vec<u8>>)> = shared.pending_writes.lock().drain().collect();
+        if batch.is_empty() {
+            continue;
+        }
+        let written = shared
+            .store
+            .run_blocking(move |s| {
+                for (group, metadata) in &batch {
+                    match metadata {
+                        Some(bytes) => s.put_group(group, bytes)?,
+                        None => s.delete_group(group)?,
+                    }
+                }
+                Ok(())
+            })
+            .await;
+        if let Err(e) = written {
+            warn!(error = %e, "writing group metadata failed; it is rewritten on the next change");
+        }
+    }
+}

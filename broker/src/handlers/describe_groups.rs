@@ -1,0 +1,66 @@
+//! DescribeGroups (v0-6): state, protocol and members of each group; member metadata
+//! and assignments only once the group is Stable (as Kafka shows them). An unknown group
+//! is described as Dead; from v6 it is also `GROUP_ID_NOT_FOUND` (KIP-1043).
+
+use brook_protocol::kafka_protocol::messages::describe_groups_response::{
+    DescribedGroup, DescribedGroupMember,
+};
+use brook_protocol::kafka_protocol::messages::{DescribeGroupsRequest, DescribeGroupsResponse};
+use brook_protocol::kafka_protocol::protocol::StrBytes;
+use brook_protocol::kafka_protocol::ResponseError;
+
+use crate::broker::Broker;
+
+/// READ, DELETE, DESCRIBE (Kafka's `AclOperation` codes 3, 6, 8) as a bitfield.
+const GROUP_OPERATIONS: i32 = (1 << 3) | (1 << 6) | (1 << 8);
+
+pub fn handle(broker: &Broker, req: DescribeGroupsRequest, version: i16) -> DescribeGroupsResponse {
+    let groups = req
+        .groups
+        .into_iter()
+        .map(|group_id| {
+            let operations = if req.include_authorized_operations {
+                GROUP_OPERATIONS
+            } else {
+                i32::MIN
+            };
+            let Some(d) = broker.groups.describe(&group_id) else {
+                let mut g = DescribedGroup::default()
+                    .with_group_id(group_id)
+                    .with_group_state(StrBytes::from_static_str("Dead"))
+                    .with_authorized_operations(operations);
+                if version >= 6 {
+                    g = g
+                        .with_error_code(ResponseError::GroupIdNotFound.code())
+                        .with_error_message(Some(StrBytes::from_static_str("Group not found.")));
+                }
+                return g;
+            };
+            let members = d
+                .members
+                .into_iter()
+                .map(|m| {
+                    DescribedGroupMember::default()
+                        .with_member_id(StrBytes::from_string(m.member_id))
+                        .with_group_instance_id(if version >= 4 {
+                            m.group_instance_id.map(StrBytes::from_string)
+                        } else {
+                            None
+                        })
+                        .with_client_id(StrBytes::from_string(m.client_id))
+                        .with_client_host(StrBytes::from_string(m.client_host))
+                        .with_member_metadata(m.metadata)
+                        .with_member_assignment(m.assignment)
+                })
+                .collect();
+            DescribedGroup::default()
+                .with_group_id(group_id)
+                .with_group_state(StrBytes::from_static_str(d.state.name()))
+                .with_protocol_type(StrBytes::from_string(d.protocol_type))
+                .with_protocol_data(StrBytes::from_string(d.protocol_data))
+                .with_members(members)
+                .with_authorized_operations(operations)
+        })
+        .collect();
+    DescribeGroupsResponse::default().with_groups(groups)
+}

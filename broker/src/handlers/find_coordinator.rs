@@ -1,0 +1,88 @@
+//! FindCoordinator: this broker coordinates every group, so a group key (type 0) gets
+//! this broker's advertised endpoint from the metadata image. Transaction keys (type 1)
+//! get `COORDINATOR_NOT_AVAILABLE` until the transaction coordinator exists. v0-3 carry
+//! one key; v4+ batch them in `coordinator_keys` (KIP-699).
+
+use brook_protocol::kafka_protocol::messages::find_coordinator_response::Coordinator;
+use brook_protocol::kafka_protocol::messages::{
+    BrokerId, FindCoordinatorRequest, FindCoordinatorResponse,
+};
+use brook_protocol::kafka_protocol::protocol::StrBytes;
+use brook_protocol::kafka_protocol::ResponseError;
+
+use crate::broker::Broker;
+
+const GROUP_KEY: i8 = 0;
+const TRANSACTION_KEY: i8 = 1;
+
+pub fn handle(
+    broker: &Broker,
+    req: FindCoordinatorRequest,
+    version: i16,
+) -> FindCoordinatorResponse {
+    if version >= 4 {
+        let coordinators = req
+            .coordinator_keys
+            .iter()
+            .map(|key| {
+                let (error, node) = find(broker, req.key_type);
+                let mut c = Coordinator::default()
+                    .with_key(key.clone())
+                    .with_node_id(BrokerId(-1))
+                    .with_port(-1)
+                    .with_error_code(error.map_or(0, |e| e.code()))
+                    .with_error_message(error.map(|e| StrBytes::from_static_str(message(e))));
+                if let Some((id, host, port)) = node {
+                    c = c
+                        .with_node_id(BrokerId(id))
+                        .with_host(StrBytes::from_string(host))
+                        .with_port(port);
+                }
+                c
+            })
+            .collect();
+        return FindCoordinatorResponse::default().with_coordinators(coordinators);
+    }
+    let (error, node) = find(broker, req.key_type);
+    let mut response = FindCoordinatorResponse::default()
+        .with_node_id(BrokerId(-1))
+        .with_port(-1)
+        .with_error_code(error.map_or(0, |e| e.code()));
+    if version >= 1 {
+        response =
+            response.with_error_message(error.map(|e| StrBytes::from_static_str(message(e))));
+    }
+    if let Some((id, host, port)) = node {
+        response = response
+            .with_node_id(BrokerId(id))
+            .with_host(StrBytes::from_string(host))
+            .with_port(port);
+    }
+    response
+}
+
+type Node = (i32, String, i32);
+
+fn find(broker: &Broker, key_type: i8) -> (Option<ResponseError>, Option<Node>) {
+    match key_type {
+        GROUP_KEY => {}
+        TRANSACTION_KEY => return (Some(ResponseError::CoordinatorNotAvailable), None),
+        _ => return (Some(ResponseError::InvalidRequest), None),
+    }
+    let image = broker.image();
+    match image.broker(broker.node_id) {
+        Some(reg) => (
+            None,
+            Some((reg.broker_id, reg.host.clone(), i32::from(reg.port))),
+        ),
+        // Not registered yet (start-up): clients retry on this code.
+        None => (Some(ResponseError::CoordinatorNotAvailable), None),
+    }
+}
+
+fn message(e: ResponseError) -> &'static str {
+    match e {
+        ResponseError::CoordinatorNotAvailable => "The coordinator is not available.",
+        _ => "Unknown coordinator key type.",
+    }
+}

@@ -1,0 +1,45 @@
+//! LeaveGroup (v0-5): v0-2 name one member; v3+ batch member identities (KIP-345), each
+//! with its own error, so static members and the admin client can remove instances.
+
+use brook_protocol::kafka_protocol::messages::leave_group_response::MemberResponse;
+use brook_protocol::kafka_protocol::messages::{LeaveGroupRequest, LeaveGroupResponse};
+
+use crate::broker::Broker;
+use crate::error::group_code;
+
+pub fn handle(broker: &Broker, req: LeaveGroupRequest, version: i16) -> LeaveGroupResponse {
+    if version < 3 {
+        let results = broker
+            .groups
+            .leave(&req.group_id, &[(req.member_id.to_string(), None)]);
+        let code = results
+            .into_iter()
+            .next()
+            .and_then(Result::err)
+            .map_or(0, |e| group_code(&e).code());
+        return LeaveGroupResponse::default().with_error_code(code);
+    }
+    let identities: Vec<(String, Option<String>)> = req
+        .members
+        .iter()
+        .map(|m| {
+            (
+                m.member_id.to_string(),
+                m.group_instance_id.as_ref().map(|s| s.to_string()),
+            )
+        })
+        .collect();
+    let results = broker.groups.leave(&req.group_id, &identities);
+    let members = req
+        .members
+        .into_iter()
+        .zip(results)
+        .map(|(m, r)| {
+            MemberResponse::default()
+                .with_member_id(m.member_id)
+                .with_group_instance_id(m.group_instance_id)
+                .with_error_code(r.err().map_or(0, |e| group_code(&e).code()))
+        })
+        .collect();
+    LeaveGroupResponse::default().with_members(members)
+}

@@ -1,0 +1,36 @@
+//! ListGroups (v0-5): every group this broker coordinates (all of them), with its state
+//! (v4+, filterable, KIP-518) and type (v5+, filterable, KIP-848: all Brook groups are
+//! "classic"). Filters compare case-insensitively, as Kafka's do.
+
+use brook_protocol::kafka_protocol::messages::list_groups_response::ListedGroup;
+use brook_protocol::kafka_protocol::messages::{GroupId, ListGroupsRequest, ListGroupsResponse};
+use brook_protocol::kafka_protocol::protocol::StrBytes;
+
+use crate::broker::Broker;
+
+const GROUP_TYPE: &str = "classic";
+
+pub fn handle(broker: &Broker, req: ListGroupsRequest, version: i16) -> ListGroupsResponse {
+    let states: Vec<String> = req.states_filter.iter().map(|s| s.to_lowercase()).collect();
+    let types: Vec<String> = req.types_filter.iter().map(|s| s.to_lowercase()).collect();
+    let groups = broker
+        .groups
+        .list()
+        .into_iter()
+        .filter(|(_, _, state)| states.is_empty() || states.contains(&state.name().to_lowercase()))
+        .filter(|_| types.is_empty() || types.iter().any(|t| t == GROUP_TYPE))
+        .map(|(id, protocol_type, state)| {
+            let mut g = ListedGroup::default()
+                .with_group_id(GroupId(StrBytes::from_string(id)))
+                .with_protocol_type(StrBytes::from_string(protocol_type));
+            if version >= 4 {
+                g = g.with_group_state(StrBytes::from_static_str(state.name()));
+            }
+            if version >= 5 {
+                g = g.with_group_type(StrBytes::from_static_str(GROUP_TYPE));
+            }
+            g
+        })
+        .collect();
+    ListGroupsResponse::default().with_groups(groups)
+}

@@ -1,0 +1,41 @@
+//! The consumer-offset store: committed offsets and group metadata in RocksDB.
+//!
+//! Kafka keeps these in the compacted `__consumer_offsets` topic and rebuilds an in-memory
+//! cache from it on coordinator load; Brook keeps the materialised view directly in a
+//! RocksDB instance of its own (separate from the raft crate's), which is what that cache
+//! would hold. `applied_position` leaves room to replay a replicated `__consumer_offsets`
+//! log tail on top of it later.
+//!
+//! Layout (documented in `storage/FORMAT.md`, "Consumer-offset store"): column family
+//! `offsets` maps `(group, topic, partition)` to a versioned [`CommittedOffset`] encoding,
+//! with keys built so a group's offsets are one prefix range (see `codec`); `groups` maps a
+//! group id to opaque coordinator bytes; `meta` holds `format_version` and
+//! `applied_position`.
+//!
+//! Invariants: every mutating call is one `WriteBatch` written with `sync = true`, so when it
+//! returns the change survives a crash (Kafka acknowledges an OffsetCommit only once the
+//! commit is durable); a store whose `format_version` is not [`OFFSET_STORE_FORMAT_VERSION`]
+//! is refused at open.
+//!
+//! Thread-safety: [`OffsetStore`] is `Clone + Send + Sync`; clones share the database. All
+//! methods block (RocksDB I/O, fsync): call them from a blocking thread, e.g. through
+//! [`OffsetStore::run_blocking`]. Owner: the broker's group coordinator.
+
+mod codec;
+mod store;
+
+pub use store::{OffsetStore, OFFSET_STORE_FORMAT_VERSION};
+
+/// One committed offset of a (group, topic, partition), as OffsetCommit stores it and
+/// OffsetFetch returns it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommittedOffset {
+    /// The next offset the group will consume.
+    pub offset: i64,
+    /// The leader epoch of the last consumed record (KIP-320); `-1` when the client sent none.
+    pub leader_epoch: i32,
+    /// The client's free-form metadata string.
+    pub metadata: String,
+    /// When the coordinator accepted the commit; `offsets.retention.minutes` counts from it.
+    pub commit_timestamp_ms: i64,
+}

@@ -1,0 +1,188 @@
+"""The processes a benchmark round starts: Apache Kafka, Brook, the null sink; and their probes.
+
+`Server.start()` launches one server in its own process group (so a stop reaches the JVM that
+kafka-ref.sh execs), then polls with a raw-socket ApiVersions v0 request every 10 ms until the
+broker answers with error 0: the time from spawn to that answer is `startup_s`, measured the same
+way for every kind (Kafka binds its port before it can serve, so "port open" would flatter it).
+`RssSampler` reads VmRSS from /proc/PID/status every 100 ms on a thread; the orchestrator tags
+phases ("idle-start", "load", "idle-after") and asks for the peak or median of one phase.
+
+Invariants: every wait has a deadline; `stop()` always ends with the process group gone
+(SIGTERM, then SIGKILL after STOP_TIMEOUT_S); only processes started here are signalled.
+"""
+
+import os
+import signal
+import socket
+import statistics
+import struct
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import List, Optional, Tuple
+
+HOST = "127.0.0.1"
+ROOT = Path(__file__).resolve().parent.parent
+KAFKA_LIBS = Path(os.environ.get("KAFKA_LIBS", ROOT / ".cache" / "kafka" / "libs"))
+KAFKA_REF = ROOT / "integration-tests" / "scripts" / "kafka-ref.sh"
+NULL_SINK = Path(__file__).resolve().parent / "null_sink.py"
+START_TIMEOUT_S = 120.0
+STOP_TIMEOUT_S = 30.0
+
+
+def free_port(consecutive: int = 1) -> int:
+    """A loopback port such that port .. port+consecutive-1 were all free just now."""
+    for _ in range(200):
+        with socket.socket() as s:
+            s.bind((HOST, 0))
+            port = s.getsockname()[1]
+        if port + consecutive <= 65535 and all(_port_free(port + i) for i in range(1, consecutive)):
+            return port
+    raise RuntimeError("no free loopback port range")
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind((HOST, port))
+        except OSError:
+            return False
+    return True
+
+
+def api_versions_ok(port: int, timeout_s: float = 1.0) -> bool:
+    """One ApiVersions v0 round trip on a fresh connection; True iff error_code == 0."""
+    client_id = b"brook-bench"
+    body = struct.pack(">hhih", 18, 0, 7, len(client_id)) + client_id
+    try:
+        with socket.create_connection((HOST, port), timeout=timeout_s) as s:
+            s.settimeout(timeout_s)
+            s.sendall(struct.pack(">i", len(body)) + body)
+            buf = b""
+            while len(buf) < 10:
+                chunk = s.recv(10 - len(buf))
+                if not chunk:
+                    return False
+                buf += chunk
+    except OSError:
+        return False
+    _size, correlation_id, error_code = struct.unpack(">iih", buf)
+    return correlation_id == 7 and error_code == 0
+
+
+class Server:
+    """One server process: kind is "kafka", "brook" or "sink"."""
+
+    def __init__(self, kind: str, data_dir: Path, brook_bin: Optional[Path] = None, partitions: int = 3):
+        self.kind, self.data_dir = kind, data_dir
+        self.port = free_port(2)  # kafka-ref.sh puts its controller on PORT+1
+        self.metrics_port = free_port()
+        self.brook_bin, self.partitions = brook_bin, partitions
+        self.proc: Optional[subprocess.Popen] = None
+        self.startup_s: Optional[float] = None
+        self.log_path = data_dir.parent / f"{data_dir.name}.log"
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{HOST}:{self.port}"
+
+    def argv(self) -> List[str]:
+        if self.kind == "kafka":
+            return ["bash", str(KAFKA_REF), str(self.port), str(self.data_dir)]
+        if self.kind == "brook":
+            listener = f"PLAINTEXT://{self.bootstrap}"
+            return [
+                str(self.brook_bin),
+                "--override", f"listeners={listener}",
+                "--override", f"advertised.listeners={listener}",
+                "--override", f"log.dirs={self.data_dir}",
+                "--override", f"metrics.listener={HOST}:{self.metrics_port}",
+            ]  # fmt: skip
+        return [sys.executable, str(NULL_SINK), "--port", str(self.port), "--partitions", str(self.partitions)]
+
+    def start(self) -> None:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        with open(self.log_path, "ab") as log:
+            t0 = time.monotonic()
+            self.proc = subprocess.Popen(
+                self.argv(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+            )
+        deadline = t0 + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{self.kind} exited with {self.proc.returncode}; see {self.log_path}")
+            if api_versions_ok(self.port, timeout_s=0.5):
+                self.startup_s = time.monotonic() - t0
+                return
+            time.sleep(0.01)
+        self.stop()
+        raise RuntimeError(f"{self.kind} did not answer ApiVersions within {START_TIMEOUT_S} s; see {self.log_path}")
+
+    @property
+    def pid(self) -> Optional[int]:
+        # kafka-ref.sh ends in `exec java`, so the spawned pid is the JVM's.
+        return None if self.proc is None else self.proc.pid
+
+    def stop(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self._signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            self._signal(signal.SIGKILL)
+            self.proc.wait(timeout=STOP_TIMEOUT_S)
+
+    def _signal(self, sig: int) -> None:
+        if self.proc is None:
+            return
+        try:
+            os.killpg(self.proc.pid, sig)
+        except ProcessLookupError:
+            pass
+
+
+def read_rss_kb(pid: int) -> Optional[int]:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+class RssSampler:
+    """Samples a pid's VmRSS every `interval_s` on a daemon thread, tagged with the current phase."""
+
+    def __init__(self, pid: int, interval_s: float = 0.1):
+        self.pid, self.interval_s = pid, interval_s
+        self.phase = "idle-start"
+        self.samples: List[Tuple[str, int]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> "RssSampler":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            kb = read_rss_kb(self.pid)
+            if kb is not None:
+                self.samples.append((self.phase, kb))
+
+    def peak_mb(self, phase: str) -> Optional[float]:
+        values = [kb for p, kb in self.samples if p == phase]
+        return max(values) / 1024 if values else None
+
+    def median_mb(self, phase: str) -> Optional[float]:
+        values = [kb for p, kb in self.samples if p == phase]
+        return statistics.median(values) / 1024 if values else None

@@ -52,6 +52,7 @@ var commands = map[string]command{
 	"alter-configs":     {flags: alterConfigsCmd},
 	"produce":           {flags: produceCmd},
 	"consume":           {flags: consumeCmd},
+	"group-consume":     {flags: groupConsumeCmd},
 	"offsets":           {flags: offsetsCmd},
 }
 

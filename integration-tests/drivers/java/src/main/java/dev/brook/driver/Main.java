@@ -39,6 +39,8 @@ public final class Main {
                 return ProduceCommand.run(base, args);
             case "consume":
                 return ConsumeCommand.run(base, args);
+            case "group-consume":
+                return GroupConsumeCommand.run(base, args);
             case "metadata":
             case "create-topic":
             case "delete-topic":

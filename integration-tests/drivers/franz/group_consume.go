@@ -1,0 +1,149 @@
+// The group-consume command: joins consumer group --group with the classic
+// protocol (JoinGroup/SyncGroup; a client-side --assignor, range or
+// cooperative-sticky), prints each record it is given as one JSON line, and
+// after every poll commits the offset after the last record it printed per
+// partition (so a later member resumes exactly there). It stops after
+// --count records, or once it has printed something and then seen nothing
+// for --idle-ms, or at --timeout-ms; then it prints
+// {"assigned":[..],"generation":G,"member_id":".."} and closes.
+//
+// Invariant: a record beyond --count is neither printed nor committed, so
+// the group's next member receives it.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// pollSlice bounds one PollFetches so idle and deadline checks run often.
+const pollSlice = 200 * time.Millisecond
+
+func groupConsumeCmd(fs *flag.FlagSet) func(context.Context, string) error {
+	topic := fs.String("topic", "", "topic name")
+	group := fs.String("group", "", "consumer group id")
+	count := fs.Int("count", 1<<30, "stop after this many records")
+	assignor := fs.String("assignor", "range", "range|cooperative-sticky")
+	instanceID := fs.String("instance-id", "", "group.instance.id (static membership, KIP-345)")
+	from := fs.String("from", "earliest", "auto.offset.reset: earliest|latest")
+	idleMs := fs.Int("idle-ms", 0, "stop when nothing arrived for this long after the first record")
+	timeoutMs := fs.Int("timeout-ms", 30000, "give up after this long")
+	return func(ctx context.Context, bootstrap string) error {
+		if *topic == "" || *group == "" {
+			return usageError{"--topic and --group are required"}
+		}
+		var balancer kgo.GroupBalancer
+		switch *assignor {
+		case "range":
+			balancer = kgo.RangeBalancer()
+		case "cooperative-sticky":
+			balancer = kgo.CooperativeStickyBalancer()
+		default:
+			return usageError{fmt.Sprintf("--assignor must be range or cooperative-sticky, got %q", *assignor)}
+		}
+		reset := kgo.NewOffset().AtStart()
+		if *from == "latest" {
+			reset = kgo.NewOffset().AtEnd()
+		} else if *from != "earliest" {
+			return usageError{fmt.Sprintf("--from must be earliest or latest, got %q", *from)}
+		}
+		var mu sync.Mutex
+		owned := map[int32]bool{}
+		opts := []kgo.Opt{
+			kgo.ConsumerGroup(*group),
+			kgo.ConsumeTopics(*topic),
+			kgo.Balancers(balancer),
+			kgo.DisableAutoCommit(),
+			kgo.ConsumeResetOffset(reset),
+			kgo.SessionTimeout(30 * time.Second),
+			kgo.HeartbeatInterval(time.Second),
+			kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+				mu.Lock()
+				defer mu.Unlock()
+				for _, p := range m[*topic] {
+					owned[p] = true
+				}
+			}),
+			kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+				mu.Lock()
+				defer mu.Unlock()
+				for _, p := range m[*topic] {
+					delete(owned, p)
+				}
+			}),
+			kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+				mu.Lock()
+				defer mu.Unlock()
+				for _, p := range m[*topic] {
+					delete(owned, p)
+				}
+			}),
+		}
+		if *instanceID != "" {
+			opts = append(opts, kgo.InstanceID(*instanceID))
+		}
+		cl, err := newClient(bootstrap, opts...)
+		if err != nil {
+			return err
+		}
+		defer cl.Close()
+		deadline := time.Now().Add(time.Duration(*timeoutMs) * time.Millisecond)
+		idle := time.Duration(*idleMs) * time.Millisecond
+		printed := 0
+		var lastRecord time.Time
+		for printed < *count && time.Now().Before(deadline) {
+			if idle > 0 && printed > 0 && time.Since(lastRecord) >= idle {
+				break
+			}
+			pollCtx, cancel := context.WithTimeout(ctx, pollSlice)
+			fetches := cl.PollFetches(pollCtx)
+			cancel()
+			fetches.EachError(func(t string, p int32, err error) {
+				if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+					fmt.Fprintf(os.Stderr, "fetch %s[%d]: %v\n", t, p, err)
+				}
+			})
+			var done []*kgo.Record
+			fetches.EachRecord(func(r *kgo.Record) {
+				if printed >= *count {
+					return
+				}
+				printJSON(map[string]any{
+					"partition": r.Partition,
+					"offset":    r.Offset,
+					"key":       bytesOrNull(r.Key),
+					"value":     bytesOrNull(r.Value),
+				})
+				done = append(done, r)
+				printed++
+				lastRecord = time.Now()
+			})
+			if len(done) > 0 {
+				commitCtx, cancel := context.WithTimeout(ctx, adminTimeout)
+				err := cl.CommitRecords(commitCtx, done...)
+				cancel()
+				if err != nil {
+					return fmt.Errorf("commit: %w", err)
+				}
+			}
+		}
+		mu.Lock()
+		assigned := make([]int, 0, len(owned))
+		for p := range owned {
+			assigned = append(assigned, int(p))
+		}
+		mu.Unlock()
+		sort.Ints(assigned)
+		member, generation := cl.GroupMetadata()
+		printJSON(map[string]any{"assigned": assigned, "generation": generation, "member_id": member})
+		return nil
+	}
+}

@@ -1,0 +1,112 @@
+/*
+ * `group-consume`: a KafkaConsumer that joins consumer group --group (subscribe, so the group
+ * coordinator assigns the partitions) and prints each record it is given as one JSON line
+ * {"partition","offset","key","value"}; after every poll it commits, synchronously, the offset
+ * after the last record it printed per partition (so a later member resumes exactly there).
+ * It stops after --count records, or once it has printed something and then seen nothing for
+ * --idle-ms, or at --timeout-ms; then prints {"assigned":[..],"generation":G,"member_id":".."}
+ * (its assignment and the classic-protocol generation it holds) and closes. A static member
+ * (--instance-id, KIP-345) closes without LeaveGroup, as Kafka's client does for static members.
+ * Options: --assignor range|cooperative-sticky, --from earliest|latest (auto.offset.reset).
+ */
+package dev.brook.driver;
+
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Properties;
+import java.util.TreeSet;
+import org.apache.kafka.clients.consumer.ConsumerGroupMetadata;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.CooperativeStickyAssignor;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
+import org.apache.kafka.clients.consumer.RangeAssignor;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.serialization.ByteArrayDeserializer;
+
+final class GroupConsumeCommand {
+    private GroupConsumeCommand() {}
+
+    static int run(Properties base, Args args) throws Exception {
+        String topic = args.required("topic");
+        String group = args.required("group");
+        int count = args.intValue("count", Integer.MAX_VALUE);
+        long idleMs = args.intValue("idle-ms", 0);
+        long deadline = System.nanoTime() + Duration.ofMillis(args.intValue("timeout-ms", 30000)).toNanos();
+        Properties props = new Properties();
+        props.putAll(base);
+        props.put("group.id", group);
+        props.put("key.deserializer", ByteArrayDeserializer.class.getName());
+        props.put("value.deserializer", ByteArrayDeserializer.class.getName());
+        props.put("enable.auto.commit", "false");
+        props.put("auto.offset.reset", args.get("from").orElse("earliest"));
+        props.put("session.timeout.ms", args.get("session-timeout-ms").orElse("30000"));
+        props.put("heartbeat.interval.ms", "1000");
+        props.put("partition.assignment.strategy", assignor(args.get("assignor").orElse("range")));
+        args.get("instance-id").ifPresent(id -> props.put("group.instance.id", id));
+        try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(props)) {
+            consumer.subscribe(List.of(topic));
+            int printed = 0;
+            long lastRecordAt = 0;
+            while (printed < count) {
+                long now = System.nanoTime();
+                long remainingMs = (deadline - now) / 1_000_000;
+                if (remainingMs <= 0) {
+                    break;
+                }
+                if (idleMs > 0 && printed > 0 && (now - lastRecordAt) / 1_000_000 >= idleMs) {
+                    break;
+                }
+                Map<TopicPartition, OffsetAndMetadata> commit = new HashMap<>();
+                for (ConsumerRecord<byte[], byte[]> record : consumer.poll(Duration.ofMillis(Math.min(remainingMs, 200)))) {
+                    if (printed >= count) {
+                        // Not printed, so not committed: the next member of the group gets it.
+                        continue;
+                    }
+                    Json.println(Json.object()
+                            .put("partition", record.partition())
+                            .put("offset", record.offset())
+                            .put("key", text(record.key()))
+                            .put("value", text(record.value())));
+                    commit.put(new TopicPartition(record.topic(), record.partition()),
+                            new OffsetAndMetadata(record.offset() + 1));
+                    printed++;
+                    lastRecordAt = System.nanoTime();
+                }
+                if (!commit.isEmpty()) {
+                    consumer.commitSync(commit);
+                }
+            }
+            var assigned = Json.array();
+            TreeSet<Integer> partitions = new TreeSet<>();
+            for (TopicPartition tp : consumer.assignment()) {
+                partitions.add(tp.partition());
+            }
+            partitions.forEach(assigned::add);
+            ConsumerGroupMetadata meta = consumer.groupMetadata();
+            var last = Json.object();
+            last.set("assigned", assigned);
+            last.put("generation", meta.generationId()).put("member_id", meta.memberId());
+            Json.println(last);
+        }
+        return 0;
+    }
+
+    private static String assignor(String name) throws Args.UsageException {
+        switch (name) {
+            case "range":
+                return RangeAssignor.class.getName();
+            case "cooperative-sticky":
+                return CooperativeStickyAssignor.class.getName();
+            default:
+                throw new Args.UsageException("--assignor expects range|cooperative-sticky, got '" + name + "'");
+        }
+    }
+
+    private static String text(byte[] bytes) {
+        return bytes == null ? null : new String(bytes, StandardCharsets.UTF_8);
+    }
+}

@@ -1,0 +1,95 @@
+"""Produce and fetch semantics a client relies on beyond the matrix: acks=0 (no response,
+data still written), long polling that wakes as soon as data arrives (not at max_wait_ms),
+max_bytes smaller than a batch still makes progress (minOneMessage), and dynamic broker
+configs (the cluster-wide default) flowing into a topic's effective config.
+"""
+
+import threading
+import time
+
+from confluent_kafka import Consumer, TopicPartition
+
+from harness import drivers, kafka_cli
+
+
+def test_acks_0_writes_without_a_response(broker, topic):
+    drivers.run("confluent", "create-topic", broker.bootstrap, "--topic", topic, "--partitions", "1")
+    records = [{"key": f"k{i}", "value": f"v{i}"} for i in range(50)]
+    produced = drivers.run("java", "produce", broker.bootstrap, "--topic", topic, "--acks", "0", records=records)
+    assert [p["offset"] for p in produced] == [-1] * 50  # acks=0: the client learns no offset
+    consumed = drivers.run("confluent", "consume", broker.bootstrap, "--topic", topic, "--count", "50", "--from", "earliest")
+    assert [(r["offset"], r["key"], r["value"]) for r in consumed] == [(i, f"k{i}", f"v{i}") for i in range(50)]
+
+
+def test_a_long_poll_returns_as_soon_as_a_record_arrives(broker, topic):
+    drivers.run("confluent", "create-topic", broker.bootstrap, "--topic", topic, "--partitions", "1")
+    consumer = Consumer({
+        "bootstrap.servers": broker.bootstrap,
+        "group.id": "unused-assign-only",
+        "enable.auto.commit": False,
+        # The broker may hold each fetch up to 20 s waiting for 1 byte: a broker that
+        # only answered at the deadline would deliver the record ~20 s late.
+        "fetch.wait.max.ms": 20000,
+        "fetch.min.bytes": 1,
+    })
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        # Let the first (empty) fetch reach the broker and park there.
+        park_until = time.monotonic() + 2
+        while time.monotonic() < park_until:
+            assert consumer.poll(0.2) is None
+        sent_at = []
+
+        def produce():
+            sent_at.append(time.monotonic())
+            drivers.run("confluent", "produce", broker.bootstrap, "--topic", topic, records=[{"key": "k", "value": "woke"}])
+
+        t = threading.Thread(target=produce)
+        t.start()
+        got = None
+        deadline = time.monotonic() + 30
+        while got is None and time.monotonic() < deadline:
+            msg = consumer.poll(0.1)
+            if msg is not None and msg.error() is None:
+                got = (msg.value(), time.monotonic())
+        t.join()
+        assert got is not None and got[0] == b"woke"
+        assert got[1] - sent_at[0] < 8, f"record arrived {got[1] - sent_at[0]:.1f} s after it was sent"
+    finally:
+        consumer.close()
+
+
+def test_max_bytes_smaller_than_a_batch_still_makes_progress(broker, topic):
+    drivers.run("confluent", "create-topic", broker.bootstrap, "--topic", topic, "--partitions", "1")
+    records = [{"key": f"k{i}", "value": "x" * 5000} for i in range(20)]
+    drivers.run("java", "produce", broker.bootstrap, "--topic", topic, "--codec", "none", records=records)
+    consumed = drivers.run("java", "consume", broker.bootstrap, "--topic", topic, "--count", "20",
+                           "--from", "earliest", "--max-bytes", "1024")
+    assert [(r["offset"], r["key"]) for r in consumed] == [(i, f"k{i}") for i in range(20)]
+    assert all(r["value"] == "x" * 5000 for r in consumed)
+
+
+def test_a_cluster_default_broker_config_reaches_topics_that_do_not_override_it(broker, topic):
+    drivers.run("java", "create-topic", broker.bootstrap, "--topic", topic, "--partitions", "1")
+    kafka_cli.run("org.apache.kafka.tools.ConfigCommand", "--bootstrap-server", broker.bootstrap,
+                  "--alter", "--entity-type", "brokers", "--entity-default",
+                  "--add-config", "log.retention.ms=1234567")
+    deadline = time.monotonic() + 30
+    while True:
+        configs = drivers.run("java", "describe-configs", broker.bootstrap, "--topic", topic)["configs"]
+        if configs["retention.ms"]["value"] == "1234567" or time.monotonic() > deadline:
+            break
+        time.sleep(0.3)
+    assert configs["retention.ms"]["value"] == "1234567"
+    assert configs["retention.ms"]["source"] == "DYNAMIC_DEFAULT_BROKER_CONFIG"
+    kafka_cli.run("org.apache.kafka.tools.ConfigCommand", "--bootstrap-server", broker.bootstrap,
+                  "--alter", "--entity-type", "brokers", "--entity-default",
+                  "--delete-config", "log.retention.ms")
+    deadline = time.monotonic() + 30
+    while True:
+        configs = drivers.run("java", "describe-configs", broker.bootstrap, "--topic", topic)["configs"]
+        if configs["retention.ms"]["value"] == "604800000" or time.monotonic() > deadline:
+            break
+        time.sleep(0.3)
+    assert configs["retention.ms"]["value"] == "604800000"
+    assert configs["retention.ms"]["source"] == "DEFAULT_CONFIG"

@@ -82,3 +82,55 @@ if paths.target() != "kafka":
         finally:
             for s in sockets:
                 s.close()
+
+    def test_group_members_state_and_consumer_lag_are_exported(broker, topic):
+        import time
+
+        from confluent_kafka import Consumer, TopicPartition
+
+        drivers.run("confluent", "create-topic", broker.bootstrap, "--topic", topic, "--partitions", "1")
+        records = [{"key": f"k{i}", "value": f"v{i}"} for i in range(50)]
+        drivers.run("confluent", "produce", broker.bootstrap, "--topic", topic, records=records)
+        group = f"g-{topic}"
+        consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group,
+                             "auto.offset.reset": "earliest", "enable.auto.commit": False})
+        try:
+            consumer.subscribe([topic])
+            seen = 0
+            deadline = time.monotonic() + 60
+            while seen < 30 and time.monotonic() < deadline:
+                msg = consumer.poll(0.5)
+                if msg is not None and msg.error() is None:
+                    seen += 1
+                    if seen == 30:
+                        consumer.commit(offsets=[TopicPartition(topic, 0, msg.offset() + 1)], asynchronous=False)
+            assert seen == 30
+
+            def current():
+                s = scrape(broker.metrics_url)
+                key = ("brook_consumer_lag", frozenset({("group", group), ("topic", topic), ("partition", "0")}))
+                return s, s.get(key)
+
+            deadline = time.monotonic() + 20
+            samples, lag = current()
+            while (lag != 20 or samples.get(("brook_group_members", frozenset({("group", group)}))) != 1) \
+                    and time.monotonic() < deadline:
+                time.sleep(0.5)
+                samples, lag = current()
+            assert lag == 20
+            assert value(samples, "kafka_consumergroup_lag", consumergroup=group, topic=topic, partition="0") == 20
+            assert value(samples, "brook_group_members", group=group) == 1
+            assert value(samples, "brook_group_state", group=group, state="Stable") == 1
+            assert value(samples, "brook_group_state", group=group, state="Empty") == 0
+            assert value(samples, "brook_group_generation", group=group) >= 1
+        finally:
+            consumer.close()
+        # After the only member leaves, the group is Empty with no members; the lag stays.
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            samples = scrape(broker.metrics_url)
+            if samples.get(("brook_group_state", frozenset({("group", group), ("state", "Empty")}))) == 1:
+                break
+            time.sleep(0.5)
+        assert value(samples, "brook_group_members", group=group) == 0
+        assert value(samples, "brook_consumer_lag", group=group, topic=topic, partition="0") == 20

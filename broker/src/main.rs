@@ -89,6 +89,10 @@ async fn run(config: BrokerConfig) -> anyhow::Result<()> {
     let shutdown = CancellationToken::new();
     let tracker = TaskTracker::new();
     tracker.spawn(broker.clone().follow_metadata(shutdown.clone()));
+    tracker.spawn(brook::coordinator::group_metrics::run(
+        broker.clone(),
+        shutdown.clone(),
+    ));
     tracker.spawn(brook::partition::retention_task::run(
         broker.clone(),
         shutdown.clone(),

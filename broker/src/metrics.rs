@@ -31,6 +31,29 @@ pub fn set_log_end_offset(topic: &str, partition: i32, offset: i64) {
         .set(offset as f64);
 }
 
+pub fn set_group(group: &str, members: usize, generation: i32) {
+    let g = group.to_string();
+    gauge!("brook_group_members", "group" => g.clone()).set(members as f64);
+    gauge!("brook_group_generation", "group" => g.clone()).set(f64::from(generation));
+    gauge!("kafka_consumergroup_members", "consumergroup" => g).set(members as f64);
+}
+
+/// 1 for the group's current state, 0 for the others.
+pub fn set_group_state(group: &str, state: &'static str, current: bool) {
+    gauge!("brook_group_state", "group" => group.to_string(), "state" => state).set(if current {
+        1.0
+    } else {
+        0.0
+    });
+}
+
+pub fn set_consumer_lag(group: &str, topic: &str, partition: i32, lag: i64) {
+    let (g, t, p) = (group.to_string(), topic.to_string(), partition.to_string());
+    gauge!("brook_consumer_lag", "group" => g.clone(), "topic" => t.clone(), "partition" => p.clone()).set(lag as f64);
+    gauge!("kafka_consumergroup_lag", "consumergroup" => g, "topic" => t, "partition" => p)
+        .set(lag as f64);
+}
+
 /// Counts a connection as active for as long as it lives.
 pub struct ConnectionGuard;
 

@@ -73,41 +73,13 @@ pub async fn handle(broker: &Broker, req: FetchRequest, version: i16) -> FetchRe
         })
         .collect();
 
-    let (session_id, incremental, wanted) = match broker
+    let (session_id, incremental) = match broker
         .fetch_sessions
         .lookup(req.session_id, req.session_epoch)
     {
-        SessionLookup::Sessionless => (0, false, to_wanted(requested)),
-        SessionLookup::New { session_id } => {
-            let all = broker.fetch_sessions.update(session_id, requested, &[]);
-            (
-                session_id,
-                false,
-                all.into_iter()
-                    .map(|(key, s)| Wanted {
-                        key,
-                        fetch_offset: s.fetch_offset,
-                        partition_max_bytes: s.partition_max_bytes,
-                    })
-                    .collect(),
-            )
-        }
-        SessionLookup::Incremental { session_id } => {
-            let all = broker
-                .fetch_sessions
-                .update(session_id, requested, &forgotten);
-            (
-                session_id,
-                true,
-                all.into_iter()
-                    .map(|(key, s)| Wanted {
-                        key,
-                        fetch_offset: s.fetch_offset,
-                        partition_max_bytes: s.partition_max_bytes,
-                    })
-                    .collect(),
-            )
-        }
+        SessionLookup::Sessionless => (0, false),
+        SessionLookup::New { session_id } => (session_id, false),
+        SessionLookup::Incremental { session_id } => (session_id, true),
         SessionLookup::NotFound => {
             return FetchResponse::default()
                 .with_error_code(ResponseError::FetchSessionIdNotFound.code())
@@ -116,6 +88,23 @@ pub async fn handle(broker: &Broker, req: FetchRequest, version: i16) -> FetchRe
             return FetchResponse::default()
                 .with_error_code(ResponseError::InvalidFetchSessionEpoch.code())
         }
+    };
+    let wanted = if session_id == 0 {
+        to_wanted(requested)
+    } else {
+        // A new session starts from exactly what was asked; an incremental request
+        // changes the session's set, and the whole set is fetched.
+        let forgotten: &[SessionPartition] = if incremental { &forgotten } else { &[] };
+        broker
+            .fetch_sessions
+            .update(session_id, requested, forgotten)
+            .into_iter()
+            .map(|(key, s)| Wanted {
+                key,
+                fetch_offset: s.fetch_offset,
+                partition_max_bytes: s.partition_max_bytes,
+            })
+            .collect()
     };
 
     let wait = Duration::from_millis(req.max_wait_ms.max(0) as u64).min(MAX_WAIT);

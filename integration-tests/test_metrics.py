@@ -64,24 +64,35 @@ if paths.target() != "kafka":
 
     def test_active_connections_track_open_sockets(broker):
         import socket
+        import time
 
-        before = value(scrape(broker.metrics_url), "brook_active_connections")
+        def active():
+            return value(scrape(broker.metrics_url), "brook_active_connections")
+
+        def wait_for(expected):
+            deadline = time.monotonic() + 10
+            current = active()
+            while current != expected and time.monotonic() < deadline:
+                time.sleep(0.1)
+                current = active()
+            return current
+
+        # A baseline that holds still: the harness's readiness probe may still be closing.
+        baseline = active()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            time.sleep(0.3)
+            again = active()
+            if again == baseline:
+                break
+            baseline = again
         sockets = [socket.create_connection((broker.host, broker.port), timeout=5) for _ in range(3)]
         try:
-            deadline_value = None
-            for _ in range(50):
-                deadline_value = value(scrape(broker.metrics_url), "brook_active_connections")
-                if deadline_value == before + 3:
-                    break
-                sockets[0].settimeout(0.1)
-                try:
-                    sockets[0].recv(1)
-                except socket.timeout:
-                    pass
-            assert deadline_value == before + 3
+            assert wait_for(baseline + 3) == baseline + 3
         finally:
             for s in sockets:
                 s.close()
+        assert wait_for(baseline) == baseline
 
     def test_group_members_state_and_consumer_lag_are_exported(broker, topic):
         import time

@@ -42,7 +42,13 @@ pub async fn handle(
         for p in topic.partitions {
             let result = match broker
                 .replicas
-                .partition(&config, &image, broker.node_id, &name, p.partition_index)
+                .partition(
+                    || config.clone(),
+                    &image,
+                    broker.node_id,
+                    &name,
+                    p.partition_index,
+                )
                 .await
             {
                 Err(e) => Err(e.code()),

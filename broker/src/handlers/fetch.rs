@@ -190,7 +190,6 @@ async fn read_all(
     max_bytes: i32,
 ) -> Vec<(SessionPartition, PartitionData)> {
     let image = broker.image();
-    let config = broker.effective_config();
     let mut budget = max_bytes.max(0) as usize;
     let mut any_data = false;
     let mut out = Vec::with_capacity(wanted.len());
@@ -211,7 +210,7 @@ async fn read_all(
         let log = match broker
             .replicas
             .partition(
-                &config,
+                || broker.effective_config(),
                 &image,
                 broker.node_id,
                 &w.key.topic,

@@ -19,7 +19,6 @@ const EARLIEST_LOCAL: i64 = -4;
 
 pub async fn handle(broker: &Broker, req: ListOffsetsRequest, version: i16) -> ListOffsetsResponse {
     let image = broker.image();
-    let config = broker.effective_config();
     let mut topics = Vec::with_capacity(req.topics.len());
     for topic in req.topics {
         let name = topic.name.to_string();
@@ -37,7 +36,13 @@ pub async fn handle(broker: &Broker, req: ListOffsetsRequest, version: i16) -> L
             };
             let result = match broker
                 .replicas
-                .partition(&config, &image, broker.node_id, &name, p.partition_index)
+                .partition(
+                    || broker.effective_config(),
+                    &image,
+                    broker.node_id,
+                    &name,
+                    p.partition_index,
+                )
                 .await
             {
                 Err(e) => Err(e.code()),

@@ -95,7 +95,7 @@ async fn append(
     let log = broker
         .replicas
         .partition(
-            &broker.effective_config(),
+            || broker.effective_config(),
             &image,
             broker.node_id,
             topic,

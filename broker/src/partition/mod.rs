@@ -30,9 +30,11 @@ impl ReplicaManager {
     }
 
     /// The log of a partition this broker leads, opened (or created) if needed.
+    /// `broker` is called only when the log must be opened: resolving the effective
+    /// config is not free and the produce/fetch path almost always finds the log open.
     pub async fn partition(
         &self,
-        broker: &BrokerConfig,
+        broker: impl FnOnce() -> BrokerConfig,
         image: &MetadataImage,
         node_id: i32,
         topic: &str,
@@ -50,7 +52,7 @@ impl ReplicaManager {
         if let Some(log) = self.logs.get(topic, partition) {
             return Ok(log);
         }
-        let config = log_config(&TopicConfig::resolve(broker, &topic_image.configs)?);
+        let config = log_config(&TopicConfig::resolve(&broker(), &topic_image.configs)?);
         let logs = self.logs.clone();
         let topic = topic.to_string();
         let handle =

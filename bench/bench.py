@@ -2,14 +2,19 @@
 
     python3 bench/bench.py [--quick] [--rounds N] [--records N] [--partitions N]
                            [--brook-bin PATH] [--data-dir DIR] [--skip-sink]
+                           [--e2e-rate R] [--e2e-duration S] [--e2e-warmup S] [--skip-e2e]
+                           [--scale-rate R] [--scale-duration S] [--skip-scale]
 
 Each round runs the null sink (the producer's ceiling), then Apache Kafka, then Brook, one
 server at a time, each started fresh on an empty data directory under the same --data-dir (the
 same disk). Against each broker: time from spawn to the first ApiVersions answer; RSS at idle;
 for every workload (record size x acks x compression) create the topic, run
 kafka-producer-perf-test at --throughput -1; then kafka-consumer-perf-test over each acks=1
-topic; RSS peak under load and steady once idle again. Medians over rounds go to a table on
-stdout, bench/results/<UTC>.json (raw figures + machine) and bench/results/<UTC>.png.
+topic; RSS peak under load and steady once idle again. Then, against the two brokers only:
+end-to-end latency at a fixed rate (driver.py; half of Kafka's 1 KB acks=1 maximum from the same
+round) with acks=1 and acks=all, and the scale runs (scale.py: 100 topics x 10 partitions under
+steady produce, 1,000 idle connections). Medians over rounds go to a table on stdout,
+bench/results/<UTC>.json (raw figures + machine + load) and bench/results/<UTC>.png.
 
 Invariants: every child process has a timeout, each server is stopped (process group SIGTERM,
 then SIGKILL) before the next one starts, even on error or Ctrl-C; its data dir is then removed.
@@ -17,7 +22,9 @@ then SIGKILL) before the next one starts, even on error or Ctrl-C; its data dir 
 
 import argparse
 import json
+import os
 import shutil
+import subprocess
 import sys
 import time
 from datetime import datetime, timezone
@@ -25,13 +32,17 @@ from itertools import product
 from pathlib import Path
 from typing import Dict, List, Optional
 
+import driver
 import report
-from procs import ROOT, RssSampler, Server
+import scale
+from procs import ROOT, CpuMeter, RssSampler, Server
 from workloads import Workload, consume, create_topic, produce
 
 BENCH_DIR = Path(__file__).resolve().parent
 IDLE_S = 3.0  # RSS sampling window at idle, before and after load
 KINDS = ("sink", "kafka", "brook")
+E2E_RATE_FROM = "1KB acks=1 none"  # the e2e rate is half of Kafka's maximum for this workload
+SCALE_TOPICS, SCALE_PARTITIONS, SCALE_RECORD_SIZE = 100, 10, 100
 
 
 def workloads() -> List[Workload]:
@@ -42,12 +53,16 @@ def log(msg: str) -> None:
     print(f"[{datetime.now(timezone.utc):%H:%M:%S}] {msg}", file=sys.stderr, flush=True)
 
 
-def run_server(kind: str, round_no: int, args: argparse.Namespace) -> Dict:
-    """Start one server, run every workload against it, stop it; returns its raw figures."""
+def run_server(kind: str, round_no: int, args: argparse.Namespace, e2e_rate: Optional[float]) -> Dict:
+    """Start one server, run every workload against it, stop it; returns its raw figures.
+
+    `e2e_rate` is the fixed end-to-end rate (msg/s); Kafka's own run replaces it with half of its
+    1 KB acks=1 producer maximum measured just before, unless --e2e-rate fixed it."""
     data_dir = args.data_dir / f"{kind}-r{round_no}"
     shutil.rmtree(data_dir, ignore_errors=True)
     server = Server(kind, data_dir, brook_bin=args.brook_bin, partitions=args.partitions)
-    result: Dict = {"server": kind, "round": round_no, "produce": {}, "consume": {}, "errors": []}
+    result: Dict = {"server": kind, "round": round_no, "produce": {}, "consume": {}, "e2e": {}, "scale": {}, "errors": []}
+    cpu = CpuMeter()
     timeout_s = 60 + args.records / 2000  # > 2,000 records/s or the run is a failure anyway
     try:
         server.start()
@@ -83,9 +98,15 @@ def run_server(kind: str, round_no: int, args: argparse.Namespace) -> Dict:
                 log(f"{kind} consume {w.name}: {short(figures, 'fetch_mb_per_s', 'fetch MB/s')}")
             rss.phase = "idle-after"
             time.sleep(IDLE_S)
-        result["rss_idle_start_mb"] = rss.median_mb("idle-start")
-        result["rss_peak_mb"] = rss.peak_mb("load")
-        result["rss_steady_mb"] = rss.median_mb("idle-after")
+            result["rss_idle_start_mb"] = rss.median_mb("idle-start")
+            result["rss_peak_mb"] = rss.peak_mb("load")
+            result["rss_steady_mb"] = rss.median_mb("idle-after")
+            if kind != "sink":
+                if kind == "kafka" and args.e2e_rate is None:
+                    kafka_1kb = result["produce"].get(E2E_RATE_FROM) or {}
+                    e2e_rate = kafka_1kb["records_per_s"] / 2 if kafka_1kb else e2e_rate
+                run_e2e(server, rss, result, args, e2e_rate)
+                run_scale(server, rss, result, args)
     except RuntimeError as e:
         result["errors"].append(str(e))
         log(f"{kind} round {round_no}: {e}")
@@ -93,7 +114,57 @@ def run_server(kind: str, round_no: int, args: argparse.Namespace) -> Dict:
         server.stop()
         if not args.keep_data:
             shutil.rmtree(data_dir, ignore_errors=True)
+    result["other_load_cores"] = cpu.other_cores()
     return result
+
+
+def run_e2e(server: Server, rss: RssSampler, result: Dict, args: argparse.Namespace, rate: Optional[float]) -> None:
+    """End-to-end latency at a fixed rate, acks=1 then acks=all, each on a fresh topic."""
+    if args.skip_e2e:
+        return
+    if rate is None:
+        result["errors"].append("e2e: no Kafka 1KB acks=1 rate measured in this run: pass --e2e-rate")
+        return
+    result["e2e_rate"] = rate
+    for acks in ("1", "all"):
+        name, topic = f"1KB acks={acks}", f"e2e-acks-{acks}"
+        err = create_topic(server.bootstrap, topic, args.partitions)
+        if err:
+            result["errors"].append(f"e2e {name}: {err}")
+            continue
+        rss.phase = f"e2e-{acks}"
+        figures, out = driver.e2e(server.bootstrap, topic, rate, args.e2e_warmup, args.e2e_duration, acks)
+        if figures is None:
+            result["errors"].append(f"e2e {name}: {reason(out)}")
+        else:
+            figures["rss_peak_mb"] = rss.peak_mb(rss.phase)
+        result["e2e"][name] = figures
+        log(f"{server.kind} e2e {name} at {rate:,.0f} msg/s: {short(figures, 'e2e_p99_ms', 'ms p99')}")
+
+
+def run_scale(server: Server, rss: RssSampler, result: Dict, args: argparse.Namespace) -> None:
+    """(a) 100 topics x 10 partitions under steady produce, (b) 1,000 idle connections."""
+    if args.skip_scale:
+        return
+    name = f"{SCALE_TOPICS}x{SCALE_PARTITIONS} partitions"
+
+    def start() -> driver.ScaleRun:
+        return driver.ScaleRun(server.bootstrap, "scale", SCALE_TOPICS, SCALE_PARTITIONS, args.scale_rate,
+                               args.scale_duration, SCALE_RECORD_SIZE)  # fmt: skip
+
+    try:
+        result["scale"][name] = scale.topics_under_load(start, server.port, rss, IDLE_S)
+    except (RuntimeError, OSError, ValueError) as e:
+        result["scale"][name] = None
+        result["errors"].append(f"scale {name}: {e}")
+    log(f"{server.kind} scale {name}: {scale.summary(result['scale'][name])}")
+    name = f"{scale.CONNECTIONS} idle connections"
+    try:
+        result["scale"][name] = scale.idle_connections(server.port, rss, IDLE_S)
+    except (RuntimeError, OSError, ValueError) as e:
+        result["scale"][name] = None
+        result["errors"].append(f"scale {name}: {e}")
+    log(f"{server.kind} scale {name}: {scale.summary(result['scale'][name])}")
 
 
 def reason(out: str) -> str:
@@ -119,9 +190,19 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--results-dir", type=Path, default=BENCH_DIR / "results")
     ap.add_argument("--skip-sink", action="store_true", help="do not run the null sink")
     ap.add_argument("--keep-data", action="store_true", help="keep each broker's data dir and log")
+    ap.add_argument("--e2e-rate", type=float, help="fixed e2e rate, msg/s (default: half Kafka's 1KB acks=1 max)")
+    ap.add_argument("--e2e-duration", type=float, help="e2e measured seconds (default 30; 8 with --quick)")
+    ap.add_argument("--e2e-warmup", type=float, help="e2e warm-up seconds (default 5; 2 with --quick)")
+    ap.add_argument("--scale-rate", type=float, default=5000.0, help="scale produce rate, msg/s (default 5,000)")
+    ap.add_argument("--scale-duration", type=float, help="scale produce seconds (default 30; 10 with --quick)")
+    ap.add_argument("--skip-e2e", action="store_true", help="do not run the end-to-end latency runs")
+    ap.add_argument("--skip-scale", action="store_true", help="do not run the scale runs")
     args = ap.parse_args()
     args.rounds = args.rounds or (1 if args.quick else 3)
     args.records = args.records or (200_000 if args.quick else 2_000_000)
+    args.e2e_duration = args.e2e_duration or (8.0 if args.quick else 30.0)
+    args.e2e_warmup = args.e2e_warmup if args.e2e_warmup is not None else (2.0 if args.quick else 5.0)
+    args.scale_duration = args.scale_duration or (10.0 if args.quick else 30.0)
     if args.rounds < 1 or args.records < 1 or args.partitions < 1:
         ap.error("--rounds, --records and --partitions must be positive")
     return args
@@ -136,10 +217,26 @@ def main() -> int:
     args.data_dir.mkdir(parents=True, exist_ok=True)
     args.results_dir.mkdir(parents=True, exist_ok=True)
     kinds = [k for k in KINDS if not (k == "sink" and args.skip_sink)]
+    fd_limit = scale.raise_fd_limit()  # before any server starts, so they inherit it too
+    build_error = None
+    if not (args.skip_e2e and args.skip_scale):
+        try:
+            driver.ensure_built()
+        except (RuntimeError, OSError, subprocess.SubprocessError) as e:  # javac missing or failing
+            build_error = f"BenchDriver not built, e2e and scale skipped: {e}"
+            log(build_error)
+            args.skip_e2e = args.skip_scale = True
+    load_before = os.getloadavg()
     runs = []
+    e2e_rate = args.e2e_rate
     for round_no in range(1, args.rounds + 1):
         for kind in kinds:
-            runs.append(run_server(kind, round_no, args))
+            runs.append(run_server(kind, round_no, args, e2e_rate))
+            if build_error:
+                runs[-1]["errors"].append(build_error)
+            if kind == "kafka" and args.e2e_rate is None:
+                # Brook runs at the rate derived from Kafka in the same round (else the last one).
+                e2e_rate = runs[-1].get("e2e_rate") or e2e_rate
     doc = {
         "started_utc": stamp,
         "machine": report.machine(),
@@ -149,7 +246,14 @@ def main() -> int:
             "partitions": args.partitions,
             "workloads": [w.name for w in workloads()],
             "brook_bin": str(args.brook_bin),
+            "e2e_rate_override": args.e2e_rate,
+            "e2e_warmup_s": args.e2e_warmup,
+            "e2e_duration_s": args.e2e_duration,
+            "scale": {"topics": SCALE_TOPICS, "partitions": SCALE_PARTITIONS, "record_size": SCALE_RECORD_SIZE,
+                      "rate": args.scale_rate, "duration_s": args.scale_duration,
+                      "connections": scale.CONNECTIONS, "fd_limit": fd_limit},
         },
+        "load": report.load_note(load_before, os.getloadavg(), runs),
         "runs": runs,
     }
     doc["medians"] = report.medians(runs)

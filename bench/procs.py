@@ -186,3 +186,38 @@ class RssSampler:
     def median_mb(self, phase: str) -> Optional[float]:
         values = [kb for p, kb in self.samples if p == phase]
         return statistics.median(values) / 1024 if values else None
+
+
+def _busy_s() -> Optional[float]:
+    """CPU seconds all cores have spent not idle since boot (/proc/stat, USER_HZ ticks)."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+def _own_s() -> float:
+    """CPU seconds of this process and its waited-for children (brokers, clients)."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
+class CpuMeter:
+    """How busy the machine was with *other* work while we measured: (all busy CPU - ours) / wall.
+
+    Ours counts only children already waited for, so read it after every child of the window
+    has exited (run_server stops its broker and waits for its clients before returning).
+    """
+
+    def __init__(self) -> None:
+        self.t0, self.busy0, self.own0 = time.monotonic(), _busy_s(), _own_s()
+
+    def other_cores(self) -> Optional[float]:
+        busy = _busy_s()
+        wall = time.monotonic() - self.t0
+        if busy is None or self.busy0 is None or wall <= 0:
+            return None
+        return max(0.0, (busy - self.busy0) - (_own_s() - self.own0)) / wall

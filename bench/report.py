@@ -17,6 +17,31 @@ CONSUME_METRICS = (("fetch_mb_per_s", "fetch MB/s"), ("mb_per_s", "MB/s incl. gr
 SCALARS = (("startup_s", "restart to 1st ApiVersions s"), ("first_start_s", "first start to ApiVersions s"),
            ("rss_idle_start_mb", "RSS idle MB"), ("rss_peak_mb", "RSS peak under load MB"), ("rss_steady_mb", "RSS steady after load MB"))  # fmt: skip
 THROUGHPUT = {"records_per_s", "mb_per_s"}
+E2E_METRICS = (("e2e_p50_ms", "p50 ms"), ("e2e_p99_ms", "p99 ms"), ("e2e_p999_ms", "p99.9 ms"),
+               ("e2e_max_ms", "max ms"), ("ack_p50_ms", "produce ack p50 ms"), ("ack_p99_ms", "produce ack p99 ms"),
+               ("rss_peak_mb", "RSS peak MB"))  # fmt: skip
+SCALE_METRICS = {
+    "partitions": (("create_s", "create topics s"), ("writable_s", "create to all writable s"), ("achieved_msg_per_s", "produced msg/s"),
+                   ("ack_p50_ms", "produce ack p50 ms"), ("ack_p99_ms", "produce ack p99 ms"),
+                   ("metadata_p50_ms", "Metadata (all topics) p50 ms"), ("metadata_p99_ms", "Metadata (all topics) p99 ms"),
+                   ("rss_peak_mb", "RSS peak MB"), ("rss_steady_mb", "RSS steady after MB")),
+    "connections": (("open_s", "open all s"), ("rss_before_mb", "RSS before MB"), ("rss_open_mb", "RSS with them open MB"),
+                    ("metadata_before_p99_ms", "Metadata p99 before ms"), ("metadata_p50_ms", "Metadata p50 ms"),
+                    ("metadata_p99_ms", "Metadata p99 ms")),
+}  # fmt: skip
+LOAD_AVG_LIMIT = 1.0  # a 1-minute load average above this before the run: other work competed
+OTHER_CORES_LIMIT = 0.5  # other processes' average CPU use during a server's run, in cores
+
+
+def load_note(before: Tuple[float, ...], after: Tuple[float, ...], runs: List[Dict]) -> Dict:
+    """How loaded the machine was by others; the run is flagged indicative when it was."""
+    other = [r["other_load_cores"] for r in runs if r.get("other_load_cores") is not None]
+    worst = max(other) if other else None
+    indicative = before[0] > LOAD_AVG_LIMIT or (worst is not None and worst > OTHER_CORES_LIMIT)
+    note = (f"load average {before[0]:.2f} before the run; other processes used up to "
+            f"{worst if worst is not None else float('nan'):.2f} cores during a server's run")  # fmt: skip
+    return {"loadavg_before": list(before), "loadavg_after": list(after), "other_load_cores_max": worst,
+            "indicative": indicative, "note": ("INDICATIVE ONLY (machine shared): " if indicative else "") + note}  # fmt: skip
 
 
 def machine() -> Dict:
@@ -47,18 +72,19 @@ def _median(values: List[Optional[float]]) -> Optional[float]:
 
 
 def medians(runs: List[Dict]) -> Dict:
-    """{server: {"produce": {workload: {metric: m}}, "consume": {...}, scalar: m}}."""
+    """{server: {section: {entry: {metric: m}}, scalar: m}} for the sections produce, consume,
+    e2e and scale; a metric is the median of the runs that produced it."""
     out: Dict = {}
     for kind in sorted({r["server"] for r in runs}):
         mine = [r for r in runs if r["server"] == kind]
-        entry: Dict = {"produce": {}, "consume": {}}
-        for section, metrics in (("produce", PRODUCE_METRICS), ("consume", CONSUME_METRICS)):
-            names = {w for r in mine for w in r[section]}
-            for w in sorted(names):
-                entry[section][w] = {
-                    key: _median([(r[section].get(w) or {}).get(key) for r in mine]) for key, _ in metrics
-                }
-        for key, _ in SCALARS:
+        entry: Dict = {}
+        for section in ("produce", "consume", "e2e", "scale"):
+            entry[section] = {}
+            for w in sorted({w for r in mine for w in r.get(section) or {}}):
+                figs = [(r.get(section) or {}).get(w) or {} for r in mine]
+                keys = sorted({k for f in figs for k, v in f.items() if isinstance(v, (int, float))})
+                entry[section][w] = {k: _median([f.get(k) for f in figs]) for k in keys}
+        for key in [k for k, _ in SCALARS] + ["e2e_rate", "other_load_cores"]:
             entry[key] = _median([r.get(key) for r in mine])
         out[kind] = entry
     return out
@@ -83,6 +109,15 @@ def rows(doc: Dict) -> List[Tuple[str, Optional[float], Optional[float], Optiona
                 out.append((f"consume {w} {label}", get(kafka, "consume", w, key), get(brook, "consume", w, key), None))
     for key, label in SCALARS:
         out.append((label, kafka.get(key), brook.get(key), None))
+    out.append(("e2e fixed rate msg/s (1 KB)", kafka.get("e2e_rate"), brook.get("e2e_rate"), None))
+    for w in sorted({w for srv in (kafka, brook) for w in srv.get("e2e") or {}}):
+        for key, label in E2E_METRICS:
+            out.append((f"e2e {w} {label}", get(kafka, "e2e", w, key), get(brook, "e2e", w, key), None))
+    for w in sorted({w for srv in (kafka, brook) for w in srv.get("scale") or {}}, reverse=True):
+        for key, label in SCALE_METRICS["connections" if "connections" in w else "partitions"]:
+            if key == "achieved_msg_per_s" and (doc["config"].get("scale") or {}).get("rate"):
+                label = f"{label} (target {doc['config']['scale']['rate']:,.0f})"
+            out.append((f"scale {w}: {label}", get(kafka, "scale", w, key), get(brook, "scale", w, key), None))
     return out
 
 
@@ -106,67 +141,106 @@ def table(doc: Dict) -> str:
         for name, k, b, s in rows(doc)
     ]
     widths = [max(len(r[i]) for r in [cols, *body]) for i in range(len(cols))]
-    lines = [head, ""]
+    lines = [head]
+    if doc.get("load"):
+        lines.append(doc["load"]["note"])
+    lines.append("")
     for r in [cols, tuple("-" * w for w in widths), *body]:
         lines.append("  ".join(c.ljust(widths[0]) if i == 0 else c.rjust(widths[i]) for i, c in enumerate(r)))
     return "\n".join(lines)
 
 
 def chart(doc: Dict, path: Path) -> None:
-    """Four panels: producer MB/s, producer p99 latency, consumer MB/s, RSS + startup."""
+    """Six panels: producer MB/s, producer p99, consumer MB/s, RSS + startup, end-to-end
+    latency at a fixed rate, and the scale runs' latencies (log scales where ranges are wide)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib import ticker
 
     m, workloads = doc["medians"], doc["config"]["workloads"]
     series = (("sink", "null sink", "#9e9e9e"), ("kafka", "Apache Kafka", "#1f77b4"), ("brook", "Brook", "#d62728"))
+    brokers = [s for s in series if s[0] != "sink"]
 
-    def values(kind: str, section: str, names: List[str], key: str) -> List[Optional[float]]:
-        return [(((m.get(kind) or {}).get(section) or {}).get(w) or {}).get(key) for w in names]
+    def fig_of(kind: str, section: str, entry: str, key: str) -> Optional[float]:
+        return (((m.get(kind) or {}).get(section) or {}).get(entry) or {}).get(key)
 
-    def bars(ax, names: List[str], section: str, key: str, kinds, title: str, ylabel: str) -> None:
+    def grouped(ax, labels: List[str], kinds, get, title: str, ylabel: str, log: bool = False,
+                legend_loc: str = "best") -> None:  # fmt: skip
+        """One bar per kind in each group; `get(kind, i)` is group i's value (None: n/a)."""
         width = 0.8 / len(kinds)
-        for i, (kind, label, color) in enumerate(kinds):
-            xs = [x + (i - (len(kinds) - 1) / 2) * width for x in range(len(names))]
-            ys = values(kind, section, names, key)
-            ax.bar(xs, [y or 0.0 for y in ys], width, label=label, color=color)
+        for k, (kind, label, color) in enumerate(kinds):
+            xs = [x + (k - (len(kinds) - 1) / 2) * width for x in range(len(labels))]
+            ys = [get(kind, i) for i in range(len(labels))]
+            ax.bar(xs, [y if y is not None else 0.0 for y in ys], width, label=label, color=color)
             for x, y in zip(xs, ys):
                 if y is None:  # no run produced this figure: say so instead of drawing a zero
-                    ax.text(x, 0, "n/a", ha="center", va="bottom", fontsize=7, color=color, rotation=90)
-        ax.set_xticks(range(len(names)))
-        ax.set_xticklabels(names, rotation=30, ha="right", fontsize=8)
+                    ax.text(x, 0.01 if not log else 1e-3, "n/a", ha="center", va="bottom", fontsize=7, color=color,
+                            rotation=90, transform=ax.get_xaxis_transform())  # fmt: skip
+        ax.margins(y=0.15)  # headroom so the legend does not cover the tallest bar
+        if log:
+            ax.set_yscale("log")
+            ax.yaxis.set_major_locator(ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
+            ax.yaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+            ax.yaxis.set_minor_formatter(ticker.NullFormatter())
+        ax.set_xticks(range(len(labels)))
+        ax.set_xticklabels(labels, rotation=30, ha="right", fontsize=8)
         ax.set_title(title)
         ax.set_ylabel(ylabel)
-        ax.legend(fontsize=8)
+        ax.legend(fontsize=8, loc=legend_loc)
         ax.grid(axis="y", alpha=0.3)
 
-    fig, axes = plt.subplots(2, 2, figsize=(15, 10))
-    brokers = [s for s in series if s[0] != "sink"]
-    bars(axes[0][0], workloads, "produce", "mb_per_s", series, "Producer throughput (higher is better)", "MB/s")
-    bars(axes[0][1], workloads, "produce", "p99_ms", brokers, "Producer p99 latency (lower is better)", "ms")
+    def per_workload(section: str, key: str, names: List[str]):
+        return lambda kind, i: fig_of(kind, section, names[i], key)
+
+    fig, axes = plt.subplots(3, 2, figsize=(15, 15))
+    grouped(axes[0][0], workloads, series, per_workload("produce", "mb_per_s", workloads),
+            "Producer throughput, --throughput -1 (higher is better)", "MB/s")  # fmt: skip
+    grouped(axes[0][1], workloads, brokers, per_workload("produce", "p99_ms", workloads),
+            "Producer p99 latency at full speed (queueing; lower is better)", "ms")  # fmt: skip
     consumed = [w for w in workloads if " acks=1 " in f" {w} "]
-    bars(axes[1][0], consumed, "consume", "fetch_mb_per_s", brokers, "Consumer fetch throughput", "MB/s")
-    ax = axes[1][1]
-    labels = ["idle", "peak (load)", "steady (after)"]
-    keys = ["rss_idle_start_mb", "rss_peak_mb", "rss_steady_mb"]
-    for i, (kind, label, color) in enumerate(brokers):
-        startup = (m.get(kind) or {}).get("startup_s")
-        tag = f"{label} (startup {startup:.2f} s)" if startup is not None else label
-        ax.bar([x + (i - 0.5) * 0.4 for x in range(3)], [(m.get(kind) or {}).get(k) or 0.0 for k in keys], 0.4,
-               label=tag, color=color)  # fmt: skip
-    ax.set_xticks(range(3))
-    ax.set_xticklabels(labels)
-    ax.set_title("Broker RSS (lower is better)")
-    ax.set_ylabel("MB")
-    ax.legend(fontsize=8)
-    ax.grid(axis="y", alpha=0.3)
+    grouped(axes[1][0], consumed, brokers, per_workload("consume", "fetch_mb_per_s", consumed),
+            "Consumer fetch throughput (higher is better)", "MB/s")  # fmt: skip
+
+    rss_groups = [("idle", None, "rss_idle_start_mb"), ("peak (perf tools)", None, "rss_peak_mb"),
+                  ("steady (after)", None, "rss_steady_mb"), ("peak, 1,000 partitions", "100x10 partitions", "rss_peak_mb"),
+                  ("1,000 idle conns", "1000 idle connections", "rss_open_mb")]  # fmt: skip
+
+    def rss(kind: str, i: int) -> Optional[float]:
+        _, entry, key = rss_groups[i]
+        return (m.get(kind) or {}).get(key) if entry is None else fig_of(kind, "scale", entry, key)
+
+    startup = {k: (m.get(k) or {}).get("startup_s") for k, _, _ in brokers}
+    tagged = [(k, f"{label} (startup {startup[k]:.2f} s)" if startup[k] is not None else label, c) for k, label, c in brokers]
+    grouped(axes[1][1], [g[0] for g in rss_groups], tagged, rss, "Broker RSS (lower is better)", "MB",
+            legend_loc="upper left")  # idle, the first group, is the lowest
+
+    e2e_groups = [(w, key, f"{w.split()[-1]} {label.replace(' ms', '')}") for w in ("1KB acks=1", "1KB acks=all")
+                  for key, label in E2E_METRICS if key in ("e2e_p50_ms", "e2e_p99_ms", "e2e_p999_ms", "ack_p99_ms")]  # fmt: skip
+    rate = (m.get("kafka") or {}).get("e2e_rate")
+    grouped(axes[2][0], [g[2] for g in e2e_groups], brokers, lambda kind, i: fig_of(kind, "e2e", e2e_groups[i][0], e2e_groups[i][1]),
+            f"End-to-end latency at a fixed {rate or 0:,.0f} msg/s of 1 KB (lower is better)", "ms (log)", log=True)  # fmt: skip
+
+    scale_groups = [("100x10 partitions", "metadata_p50_ms", "Metadata p50\n1,000 partitions, producing"),
+                    ("100x10 partitions", "metadata_p99_ms", "Metadata p99\n1,000 partitions, producing"),
+                    ("1000 idle connections", "metadata_p50_ms", "Metadata p50\n1,000 idle conns"),
+                    ("1000 idle connections", "metadata_p99_ms", "Metadata p99\n1,000 idle conns"),
+                    ("100x10 partitions", "ack_p99_ms", "produce ack p99\n1,000 partitions")]  # fmt: skip
+    sc = doc["config"].get("scale") or {}
+    achieved = ", ".join(f"{label} {v:,.0f}" if v is not None else f"{label} n/a" for label, v in
+                         ((lb, fig_of(k, "scale", "100x10 partitions", "achieved_msg_per_s")) for k, lb, _ in brokers))  # fmt: skip
+    grouped(axes[2][1], [g[2] for g in scale_groups], brokers,
+            lambda kind, i: fig_of(kind, "scale", scale_groups[i][0], scale_groups[i][1]),
+            f"Scale: 100 topics x 10 partitions at {sc.get('rate', 0):,.0f} msg/s (acked/s: {achieved});\n"
+            "1,000 idle connections (lower is better)", "ms (log)", log=True)  # fmt: skip
+    axes[2][1].title.set_fontsize(10)
     cfg, mc = doc["config"], doc["machine"]
-    fig.suptitle(
-        f"Brook vs Apache Kafka — medians of {cfg['rounds']} round(s), {cfg['records']:,} records, "
-        f"{cfg['partitions']} partitions — {mc['cpu_model']}, {mc['cores']} cores ({doc['started_utc']})",
-        fontsize=11,
-    )
+    title = (f"Brook vs Apache Kafka — medians of {cfg['rounds']} round(s), {cfg['records']:,} records, "
+             f"{cfg['partitions']} partitions — {mc['cpu_model']}, {mc['cores']} cores ({doc['started_utc']})")  # fmt: skip
+    if (doc.get("load") or {}).get("indicative"):
+        title += "\n" + doc["load"]["note"]
+    fig.suptitle(title, fontsize=11)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)

@@ -1,0 +1,296 @@
+/*
+ * The benchmark's own Java-client driver, for the two figures Kafka's perf tools do not give.
+ *
+ *   java -cp bench/.build:.cache/kafka/libs/* BenchDriver e2e BOOTSTRAP TOPIC RATE WARMUP_S DURATION_S ACKS SIZE
+ *   java -cp ... BenchDriver scale BOOTSTRAP PREFIX TOPICS PARTITIONS RATE DURATION_S SIZE
+ *
+ * e2e: one producer sends SIZE-byte values at RATE msg/s (client defaults apart from acks) to
+ * every partition of TOPIC; a consumer in the same JVM (System.nanoTime is only comparable within
+ * one JVM) assigned to all of them, with its default fetch.min.bytes and fetch.max.wait.ms (it
+ * long-polls, as users' consumers do), measures receive - send per record. A value carries its
+ * *scheduled* send time, so a producer that falls behind its schedule is charged for it (no
+ * coordinated omission). Only records scheduled after the warm-up are counted; after DURATION_S
+ * the consumer drains for at most DRAIN_S. The producer callback gives the ack latency (also
+ * from the scheduled time).
+ *
+ * scale: creates TOPICS topics x PARTITIONS partitions with the Admin client (timed: create_s), then
+ * sends one record to every partition and waits for the acks (writable_s, from the same start),
+ * prints {"phase":"producing"}, then sends SIZE-byte values round robin over every
+ * partition at RATE msg/s for DURATION_S and reports throughput and ack latency.
+ *
+ * Output: the last stdout line is one JSON object of figures (milliseconds, messages/s).
+ * Invariants: every loop is bounded by a deadline; the JVM exits when done (exit 1 on error).
+ */
+
+import java.nio.ByteBuffer;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Locale;
+import java.util.Properties;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.locks.LockSupport;
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.ConsumerRecords;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.PartitionInfo;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.serialization.ByteArrayDeserializer;
+import org.apache.kafka.common.serialization.ByteArraySerializer;
+
+public final class BenchDriver {
+    static final long DRAIN_S = 15;
+    static final long METADATA_WAIT_S = 60;
+
+    public static void main(String[] args) throws Exception {
+        if (args.length == 8 && args[0].equals("e2e")) {
+            e2e(args[1], args[2], Double.parseDouble(args[3]), Double.parseDouble(args[4]),
+                    Double.parseDouble(args[5]), args[6], Integer.parseInt(args[7]));
+        } else if (args.length == 8 && args[0].equals("scale")) {
+            scale(args[1], args[2], Integer.parseInt(args[3]), Integer.parseInt(args[4]),
+                    Double.parseDouble(args[5]), Double.parseDouble(args[6]), Integer.parseInt(args[7]));
+        } else {
+            System.err.println("usage: BenchDriver e2e BOOTSTRAP TOPIC RATE WARMUP_S DURATION_S ACKS SIZE\n"
+                    + "       BenchDriver scale BOOTSTRAP PREFIX TOPICS PARTITIONS RATE DURATION_S SIZE");
+            System.exit(2);
+        }
+        System.exit(0);
+    }
+
+    /** A growable array of latencies in nanoseconds, shared by a callback thread and main. */
+    static final class Samples {
+        private long[] v = new long[1 << 16];
+        private int n;
+
+        synchronized void add(long nanos) {
+            if (n == v.length) {
+                v = Arrays.copyOf(v, n * 2);
+            }
+            v[n++] = nanos;
+        }
+
+        synchronized long[] sorted() {
+            long[] out = Arrays.copyOf(v, n);
+            Arrays.sort(out);
+            return out;
+        }
+    }
+
+    static String percentiles(String prefix, long[] sorted) {
+        if (sorted.length == 0) {
+            return String.format(Locale.ROOT, "\"%s_p50_ms\":null,\"%s_p99_ms\":null,\"%s_p999_ms\":null,\"%s_max_ms\":null",
+                    prefix, prefix, prefix, prefix);
+        }
+        return String.format(Locale.ROOT, "\"%s_p50_ms\":%.3f,\"%s_p99_ms\":%.3f,\"%s_p999_ms\":%.3f,\"%s_max_ms\":%.3f",
+                prefix, ms(at(sorted, 0.50)), prefix, ms(at(sorted, 0.99)), prefix, ms(at(sorted, 0.999)),
+                prefix, ms(sorted[sorted.length - 1]));
+    }
+
+    /** Nearest-rank percentile. */
+    static long at(long[] sorted, double q) {
+        int i = (int) Math.ceil(q * sorted.length) - 1;
+        return sorted[Math.max(0, Math.min(sorted.length - 1, i))];
+    }
+
+    static double ms(long nanos) {
+        return nanos / 1e6;
+    }
+
+    static Properties producerProps(String bootstrap, String acks) {
+        Properties p = new Properties();
+        p.put("bootstrap.servers", bootstrap);
+        p.put("acks", acks);
+        p.put("key.serializer", ByteArraySerializer.class.getName());
+        p.put("value.serializer", ByteArraySerializer.class.getName());
+        return p;
+    }
+
+    static List<TopicPartition> partitionsOf(KafkaProducer<byte[], byte[]> producer, String topic) {
+        List<TopicPartition> out = new ArrayList<>();
+        for (PartitionInfo p : producer.partitionsFor(topic)) {
+            out.add(new TopicPartition(topic, p.partition()));
+        }
+        out.sort((a, b) -> Integer.compare(a.partition(), b.partition()));
+        return out;
+    }
+
+    /**
+     * Paces sends to RATE msg/s from t0: record i is due at t0 + i/RATE. Sleeping per record would
+     * cost a wake-up per 50-100 us, so the loop sends every record already due, then parks.
+     */
+    interface Sender {
+        void send(long seq, long scheduledNanos);
+    }
+
+    static long paced(double rate, long t0, long endNanos, Sender sender) {
+        double intervalNanos = 1e9 / rate;
+        long seq = 0;
+        while (true) {
+            long due = t0 + (long) (seq * intervalNanos);
+            if (due >= endNanos) {
+                return seq;
+            }
+            long now = System.nanoTime();
+            if (due > now) {
+                LockSupport.parkNanos(due - now);
+                continue;
+            }
+            sender.send(seq++, due);
+        }
+    }
+
+    static void e2e(String bootstrap, String topic, double rate, double warmupS, double durationS, String acks,
+                    int size) throws Exception {
+        Properties cp = new Properties();
+        cp.put("bootstrap.servers", bootstrap);
+        cp.put("key.deserializer", ByteArrayDeserializer.class.getName());
+        cp.put("value.deserializer", ByteArrayDeserializer.class.getName());
+        cp.put("enable.auto.commit", "false");
+        Samples e2e = new Samples();
+        Samples ack = new Samples();
+        AtomicLong errors = new AtomicLong();
+        AtomicLong acked = new AtomicLong();
+        try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(producerProps(bootstrap, acks));
+             KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(cp)) {
+            List<TopicPartition> parts = partitionsOf(producer, topic);
+            consumer.assign(parts);
+            consumer.seekToBeginning(parts);
+            for (TopicPartition tp : parts) {
+                consumer.position(tp); // resolve positions before the clock starts
+            }
+            long t0 = System.nanoTime() + 100_000_000L;
+            long measureFrom = t0 + (long) (warmupS * 1e9);
+            long end = measureFrom + (long) (durationS * 1e9);
+            AtomicLong sentTotal = new AtomicLong();
+            AtomicLong measuredSent = new AtomicLong();
+            Thread producerThread = new Thread(() -> {
+                paced(rate, t0, end, (seq, scheduled) -> {
+                    byte[] value = new byte[size];
+                    ByteBuffer.wrap(value).putLong(scheduled).putLong(seq);
+                    boolean measured = scheduled >= measureFrom;
+                    if (measured) {
+                        measuredSent.incrementAndGet();
+                    }
+                    sentTotal.incrementAndGet();
+                    producer.send(new ProducerRecord<>(topic, null, value), (md, e) -> {
+                        if (e != null) {
+                            errors.incrementAndGet();
+                        } else {
+                            acked.incrementAndGet();
+                            if (measured) {
+                                ack.add(System.nanoTime() - scheduled);
+                            }
+                        }
+                    });
+                });
+                producer.flush();
+            }, "paced-producer");
+            producerThread.start();
+            long drainDeadline = end + DRAIN_S * 1_000_000_000L;
+            long received = 0;
+            while (System.nanoTime() < drainDeadline) {
+                ConsumerRecords<byte[], byte[]> recs = consumer.poll(Duration.ofMillis(100));
+                long now = System.nanoTime();
+                for (ConsumerRecord<byte[], byte[]> r : recs) {
+                    ByteBuffer b = ByteBuffer.wrap(r.value());
+                    long scheduled = b.getLong();
+                    if (scheduled >= measureFrom && scheduled < end) {
+                        e2e.add(now - scheduled);
+                        received++;
+                    }
+                }
+                if (now > end && !producerThread.isAlive() && received >= measuredSent.get()) {
+                    break;
+                }
+            }
+            producerThread.join(TimeUnit.SECONDS.toMillis(DRAIN_S));
+            System.out.println(String.format(Locale.ROOT,
+                    "{\"rate\":%.1f,\"warmup_s\":%.1f,\"duration_s\":%.1f,\"acks\":\"%s\",\"record_size\":%d,"
+                    + "\"partitions\":%d,\"sent\":%d,\"acked\":%d,\"errors\":%d,\"measured_sent\":%d,"
+                    + "\"measured_received\":%d,%s,%s}",
+                    rate, warmupS, durationS, acks, size, parts.size(), sentTotal.get(), acked.get(), errors.get(),
+                    measuredSent.get(), received, percentiles("e2e", e2e.sorted()), percentiles("ack", ack.sorted())));
+        }
+    }
+
+    static void scale(String bootstrap, String prefix, int topics, int partitions, double rate, double durationS,
+                      int size) throws Exception {
+        Properties ap = new Properties();
+        ap.put("bootstrap.servers", bootstrap);
+        List<String> names = new ArrayList<>();
+        for (int i = 0; i < topics; i++) {
+            names.add(String.format(Locale.ROOT, "%s-%03d", prefix, i));
+        }
+        long c0 = System.nanoTime();
+        try (Admin admin = Admin.create(ap)) {
+            List<NewTopic> news = new ArrayList<>();
+            for (String n : names) {
+                news.add(new NewTopic(n, partitions, (short) 1));
+            }
+            admin.createTopics(news).all().get(METADATA_WAIT_S, TimeUnit.SECONDS);
+        }
+        double createS = (System.nanoTime() - c0) / 1e9;
+        Samples ack = new Samples();
+        AtomicLong errors = new AtomicLong();
+        AtomicLong acked = new AtomicLong();
+        try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(producerProps(bootstrap, "1"))) {
+            List<TopicPartition> all = new ArrayList<>();
+            long deadline = System.nanoTime() + METADATA_WAIT_S * 1_000_000_000L;
+            for (String n : names) {
+                // partitionsFor blocks up to max.block.ms for a topic the client has not seen yet.
+                List<TopicPartition> ps = partitionsOf(producer, n);
+                while (ps.size() < partitions && System.nanoTime() < deadline) {
+                    Thread.sleep(100);
+                    ps = partitionsOf(producer, n);
+                }
+                all.addAll(ps);
+            }
+            // CreateTopics returns once the controller committed the topics; Kafka then creates
+            // the partition logs in the background (fsyncing a checkpoint per partition). One
+            // acked record per partition marks "all 1,000 writable", so the timed window below
+            // measures steady state, and writable_s reports how long creation really took.
+            for (TopicPartition tp : all) {
+                producer.send(new ProducerRecord<>(tp.topic(), tp.partition(), null, new byte[size]), (md, e) -> {
+                    if (e != null) {
+                        errors.incrementAndGet();
+                    }
+                });
+            }
+            producer.flush();
+            double writableS = (System.nanoTime() - c0) / 1e9;
+            if (errors.get() > 0) {
+                throw new IllegalStateException(errors.get() + " partitions did not accept their first record");
+            }
+            System.out.println("{\"phase\":\"producing\"}");
+            System.out.flush();
+            byte[] value = new byte[size];
+            long t0 = System.nanoTime();
+            long end = t0 + (long) (durationS * 1e9);
+            long sent = paced(rate, t0, end, (seq, scheduled) -> {
+                TopicPartition tp = all.get((int) (seq % all.size()));
+                producer.send(new ProducerRecord<>(tp.topic(), tp.partition(), null, value), (md, e) -> {
+                    if (e != null) {
+                        errors.incrementAndGet();
+                    } else {
+                        acked.incrementAndGet();
+                        ack.add(System.nanoTime() - scheduled);
+                    }
+                });
+            });
+            producer.flush();
+            double elapsedS = (System.nanoTime() - t0) / 1e9;
+            System.out.println(String.format(Locale.ROOT,
+                    "{\"topics\":%d,\"partitions_per_topic\":%d,\"partitions_total\":%d,\"create_s\":%.3f,\"writable_s\":%.3f,"
+                    + "\"rate\":%.1f,\"duration_s\":%.1f,\"record_size\":%d,\"sent\":%d,\"acked\":%d,\"errors\":%d,"
+                    + "\"achieved_msg_per_s\":%.1f,%s}",
+                    topics, partitions, all.size(), createS, writableS, rate, durationS, size, sent, acked.get(), errors.get(),
+                    acked.get() / elapsedS, percentiles("ack", ack.sorted())));
+        }
+    }
+}

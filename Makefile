@@ -4,7 +4,7 @@
 SHELL := /bin/bash
 CARGO ?= cargo
 
-.PHONY: run build deps toolchain lint unit integration kill-test test bench bench-storage clean-data
+.PHONY: run build deps toolchain lint unit integration kill-test soak test bench bench-storage clean-data
 
 run:
 	$(CARGO) build --release -p brook
@@ -38,12 +38,25 @@ KILLS ?= 60
 kill-test: build
 	BROOK_BIN=$(CURDIR)/target/debug/brook python3 integration-tests/scripts/kill-test.py --kills $(KILLS)
 
+# The long consumer-group soak: 5 groups x 4 members joining, leaving and killed under a steady
+# producer for DURATION seconds; prints produced, consumed/duplicates/lost per group, members
+# joined/left/killed and rebalances (`make test` runs a 90 s version, integration-tests/test_soak.py).
+DURATION ?= 600
+soak: build
+	BROOK_BIN=$(CURDIR)/target/debug/brook python3 integration-tests/soak/run.py --duration $(DURATION) $(ARGS)
+
 test: deps lint unit integration
 
 # Brook vs Apache Kafka side by side (bench/README.md): release build, then 3 rounds (tens of minutes);
 # `make bench ARGS=--quick` runs one short round. A command, never a CI gate.
 bench:
 	CARGO=$(CARGO) bash bench/bench.sh $(ARGS)
+
+# Storage micro-benchmarks (criterion, a few minutes) and, in the same run, the disk's raw
+# sequential write speed with dd as the ratio's denominator (bench/storage_report.py).
+bench-storage:
+	$(CARGO) bench -p brook-storage --bench log
+	python3 bench/storage_report.py --dd-dir $(CURDIR)/target/bench-tmp
 
 clean-data:
 	rm -rf ./data

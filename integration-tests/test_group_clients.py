@@ -67,7 +67,7 @@ def wait_until_members_own_partitions(bootstrap: str, group: str, members: int) 
     while time.monotonic() < deadline:
         try:
             last = describe(bootstrap, group)
-        except KafkaException:
+        except (KafkaException, TimeoutError):  # coordinator loading; a stalled 2-core machine
             time.sleep(0.3)
             continue
         owned = {

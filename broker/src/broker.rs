@@ -8,10 +8,10 @@ use std::sync::Arc;
 use anyhow::Context;
 use brook_raft::{Command, MetadataImage, MetadataQuorum, QuorumConfig};
 use brook_storage::LogManager;
-use tokio::sync::watch;
 use tracing::info;
 
 use crate::config::BrokerConfig;
+use crate::coordinator::group::offsets_log::OffsetsLog;
 use crate::coordinator::group::{GroupConfig, GroupCoordinator};
 use crate::coordinator::producer_id::ProducerIdAllocator;
 use crate::fetch_session::FetchSessions;
@@ -28,8 +28,6 @@ pub struct Broker {
     pub producer_ids: ProducerIdAllocator,
     /// Classic consumer groups and committed offsets; this broker coordinates all groups.
     pub groups: GroupCoordinator,
-    /// Bumped after every append; long-polling fetches wait on it.
-    appends: watch::Sender<u64>,
 }
 
 impl Broker {
@@ -66,6 +64,13 @@ impl Broker {
                 .await?
                 .context("opening the partition logs")?
         };
+        let replicas = ReplicaManager::new(logs);
+        let offsets_log = OffsetsLog::new(
+            replicas.clone(),
+            quorum.subscribe(),
+            config.clone(),
+            config.node_id,
+        );
         let groups = GroupCoordinator::start(
             // Not a `<topic>-<partition>` name, so the log manager leaves it alone.
             first_dir.join("__consumer_offsets_store"),
@@ -76,7 +81,12 @@ impl Broker {
                 min_session_timeout_ms: config.group_min_session_timeout_ms,
                 max_session_timeout_ms: config.group_max_session_timeout_ms,
                 offset_metadata_max_bytes: 4096,
+                offsets_retention_ms: config.offsets_retention_ms,
+                offsets_retention_check_interval: std::time::Duration::from_millis(
+                    config.offsets_retention_check_interval_ms,
+                ),
             },
+            Some(offsets_log),
         )
         .await
         .context("opening the consumer offset store")?;
@@ -84,11 +94,10 @@ impl Broker {
             node_id: config.node_id,
             cluster_id,
             quorum,
-            replicas: ReplicaManager::new(logs),
+            replicas,
             fetch_sessions: FetchSessions::new(),
             producer_ids: ProducerIdAllocator::new(),
             groups,
-            appends: watch::channel(0).0,
             config,
         });
         broker.register().await?;
@@ -146,15 +155,6 @@ impl Broker {
         self.replicas
             .reconcile(&self.effective_config(), &self.image(), self.node_id)
             .await;
-    }
-
-    /// Wakes long-polling fetches after an append.
-    pub fn notify_append(&self) {
-        self.appends.send_modify(|n| *n = n.wrapping_add(1));
-    }
-
-    pub fn subscribe_appends(&self) -> watch::Receiver<u64> {
-        self.appends.subscribe()
     }
 
     /// Follows metadata changes made elsewhere (other brokers, later) and reconciles.

@@ -74,7 +74,13 @@ impl FetchSessions {
     pub fn lookup(&self, session_id: i32, epoch: i32) -> SessionLookup {
         let mut sessions = self.sessions.lock();
         match (session_id, epoch) {
-            (0, 0) => {
+            (id, 0) => {
+                // KIP-227: epoch 0 is a full fetch that opens a new session; with a
+                // non-zero id it first closes that session (franz-go resets its session
+                // this way after INVALID_FETCH_SESSION_EPOCH; Kafka's FetchManager too).
+                if id != 0 {
+                    sessions.remove(&id);
+                }
                 if sessions.len() >= MAX_SESSIONS {
                     if let Some(oldest) = sessions
                         .iter()
@@ -206,6 +212,23 @@ mod tests {
         assert!(matches!(
             sessions.lookup(session_id, 3),
             SessionLookup::NotFound
+        ));
+    }
+
+    #[test]
+    fn epoch_zero_with_a_session_id_closes_it_and_opens_a_new_one() {
+        let sessions = FetchSessions::new();
+        let SessionLookup::New { session_id: old } = sessions.lookup(0, 0) else {
+            panic!("expected a new session");
+        };
+        let SessionLookup::New { session_id: new } = sessions.lookup(old, 0) else {
+            panic!("epoch 0 with an id must open a new session");
+        };
+        assert_ne!(new, old);
+        assert!(matches!(sessions.lookup(old, 1), SessionLookup::NotFound));
+        assert!(matches!(
+            sessions.lookup(new, 1),
+            SessionLookup::Incremental { .. }
         ));
     }
 

@@ -83,6 +83,7 @@ async fn run(config: BrokerConfig) -> anyhow::Result<()> {
             )
             .and_then(|builder| builder.install())
             .map_err(|e| anyhow::anyhow!("cannot start the metrics endpoint on {addr}: {e}"))?;
+        brook::metrics::register_broker_series();
         info!(%addr, "prometheus metrics at /metrics");
     }
     let broker = Broker::start(config).await?;
@@ -94,6 +95,10 @@ async fn run(config: BrokerConfig) -> anyhow::Result<()> {
         shutdown.clone(),
     ));
     tracker.spawn(brook::partition::retention_task::run(
+        broker.clone(),
+        shutdown.clone(),
+    ));
+    tracker.spawn(brook::partition::cleaner_task::run(
         broker.clone(),
         shutdown.clone(),
     ));

@@ -1,16 +1,85 @@
 //! The broker's metric names and small recording functions; handlers never spell a
 //! metric name. Names are `brook_<subsystem>_<what>_<unit>`; labels are bounded
 //! (API names, topic names, partitions).
+//!
+//! The per-request and per-partition series are registered once and their handles
+//! cached here (keyed by API, topic, partition): registering builds and hashes a label
+//! set and takes the registry's lock, which on the produce path cost more than the
+//! increment itself. The exporter is installed before the broker starts, so a cached
+//! handle is never a no-op one. Caches grow with the APIs and partitions ever seen,
+//! like the exporter's own registry.
 
+use std::collections::HashMap;
+use std::hash::Hash;
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use brook_protocol::kafka_protocol::messages::ApiKey;
-use metrics::{counter, gauge, histogram};
+use metrics::{counter, gauge, histogram, Counter, Gauge, Histogram};
+use parking_lot::RwLock;
+
+/// A lazily filled map from a label key to registered metric handles.
+struct Cache<K, V>(OnceLock<RwLock<HashMap<K, V>>>);
+
+impl<K: Eq + Hash, V: Clone> Cache<K, V> {
+    const fn new() -> Self {
+        Cache(OnceLock::new())
+    }
+
+    fn get<Q>(&self, key: &Q, make: impl FnOnce() -> (K, V)) -> V
+    where
+        K: std::borrow::Borrow<Q>,
+        Q: Eq + Hash + ?Sized,
+    {
+        let map = self.0.get_or_init(Default::default);
+        if let Some(v) = map.read().get(key) {
+            return v.clone();
+        }
+        let (k, v) = make();
+        map.write().entry(k).or_insert(v).clone()
+    }
+}
+
+#[derive(Clone)]
+struct RequestProbe {
+    count: Counter,
+    duration: Histogram,
+}
+
+#[derive(Clone)]
+struct TopicProbe {
+    bytes_in: Counter,
+    messages_in: Counter,
+    bytes_out: Counter,
+}
+
+static REQUESTS: Cache<ApiKey, RequestProbe> = Cache::new();
+static TOPICS: Cache<String, TopicProbe> = Cache::new();
+static LOG_END_OFFSETS: Cache<(String, i32), Gauge> = Cache::new();
+
+fn topic_probe(topic: &str) -> TopicProbe {
+    TOPICS.get(topic, || {
+        let t = topic.to_string();
+        let probe = TopicProbe {
+            bytes_in: counter!("brook_topic_bytes_in_total", "topic" => t.clone()),
+            messages_in: counter!("brook_topic_messages_in_total", "topic" => t.clone()),
+            bytes_out: counter!("brook_topic_bytes_out_total", "topic" => t.clone()),
+        };
+        (t, probe)
+    })
+}
 
 pub fn record_request(api_key: ApiKey, elapsed: Duration) {
-    let api = format!("{api_key:?}");
-    counter!("brook_requests_total", "api" => api.clone()).increment(1);
-    histogram!("brook_request_duration_seconds", "api" => api).record(elapsed.as_secs_f64());
+    let probe = REQUESTS.get(&api_key, || {
+        let api = format!("{api_key:?}");
+        let probe = RequestProbe {
+            count: counter!("brook_requests_total", "api" => api.clone()),
+            duration: histogram!("brook_request_duration_seconds", "api" => api),
+        };
+        (api_key, probe)
+    });
+    probe.count.increment(1);
+    probe.duration.record(elapsed.as_secs_f64());
 }
 
 pub fn record_bytes_out(bytes: usize) {
@@ -18,16 +87,40 @@ pub fn record_bytes_out(bytes: usize) {
 }
 
 pub fn record_produce(topic: &str, bytes: usize, messages: u64) {
-    counter!("brook_topic_bytes_in_total", "topic" => topic.to_string()).increment(bytes as u64);
-    counter!("brook_topic_messages_in_total", "topic" => topic.to_string()).increment(messages);
+    let probe = topic_probe(topic);
+    probe.bytes_in.increment(bytes as u64);
+    probe.messages_in.increment(messages);
 }
 
 pub fn record_fetch(topic: &str, bytes: usize) {
-    counter!("brook_topic_bytes_out_total", "topic" => topic.to_string()).increment(bytes as u64);
+    topic_probe(topic).bytes_out.increment(bytes as u64);
+}
+
+/// One log cleaner pass (cold path: registered per call, labelled by topic).
+pub fn record_log_cleaned(
+    topic: &str,
+    records_removed: u64,
+    bytes_reclaimed: u64,
+    elapsed: Duration,
+) {
+    let topic = topic.to_string();
+    counter!("brook_log_cleaner_passes_total", "topic" => topic.clone()).increment(1);
+    counter!("brook_log_cleaner_records_removed_total", "topic" => topic.clone())
+        .increment(records_removed);
+    counter!("brook_log_cleaner_bytes_reclaimed_total", "topic" => topic.clone())
+        .increment(bytes_reclaimed);
+    histogram!("brook_log_cleaner_duration_seconds", "topic" => topic)
+        .record(elapsed.as_secs_f64());
 }
 
 pub fn set_log_end_offset(topic: &str, partition: i32, offset: i64) {
-    gauge!("brook_partition_log_end_offset", "topic" => topic.to_string(), "partition" => partition.to_string())
+    // Keyed by an owned pair: one small allocation per call, no registry lock.
+    let key = (topic.to_string(), partition);
+    LOG_END_OFFSETS
+        .get(&key, || {
+            let gauge = gauge!("brook_partition_log_end_offset", "topic" => topic.to_string(), "partition" => partition.to_string());
+            (key.clone(), gauge)
+        })
         .set(offset as f64);
 }
 
@@ -52,6 +145,13 @@ pub fn set_consumer_lag(group: &str, topic: &str, partition: i32, lag: i64) {
     gauge!("brook_consumer_lag", "group" => g.clone(), "topic" => t.clone(), "partition" => p.clone()).set(lag as f64);
     gauge!("kafka_consumergroup_lag", "consumergroup" => g, "topic" => t, "partition" => p)
         .set(lag as f64);
+}
+
+/// Registers the broker-wide series at start-up, so a scrape before the first
+/// connection shows them at 0 instead of leaving them out.
+pub fn register_broker_series() {
+    gauge!("brook_active_connections").increment(0.0);
+    counter!("brook_connections_total").increment(0);
 }
 
 /// Counts a connection as active for as long as it lives.

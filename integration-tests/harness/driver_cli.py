@@ -8,7 +8,10 @@ checking of their own; this module only moves data between the client and JSON.
 
 import argparse
 import json
+import signal
 import sys
+import threading
+import time
 import traceback
 from typing import Callable, Dict, List, Optional
 
@@ -25,6 +28,7 @@ COMMANDS = (
     "alter-configs",
     "produce",
     "consume",
+    "group-consume",
     "offsets",
 )
 
@@ -55,7 +59,29 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout-ms", type=int, default=20000)
     p.add_argument("--max-bytes", type=int)
     p.add_argument("--spec")
+    # group-consume (README.md's driver protocol)
+    p.add_argument("--group")
+    p.add_argument("--assignor", default="range", choices=("range", "cooperative-sticky"))
+    p.add_argument("--instance-id")
+    p.add_argument("--idle-ms", type=int, default=0)
+    p.add_argument("--session-timeout-ms", type=int, default=30000)
     return p
+
+
+def stop_on_sigterm() -> threading.Event:
+    """An event set by SIGTERM/SIGINT: group-consume then stops like at its timeout and closes
+    gracefully (LeaveGroup), whereas SIGKILL leaves the group to the session timeout."""
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    return stop
+
+
+def emit_now(doc) -> None:
+    """One JSON line, flushed at once: a member killed right after printing a record still
+    reports it (its offset is committed only after it is printed)."""
+    sys.stdout.write(json.dumps(doc) + "\n")
+    sys.stdout.flush()
 
 
 def key_values(items: List[str]) -> Dict[str, str]:
@@ -121,3 +147,34 @@ def main(handlers: Dict[str, Callable[[argparse.Namespace], None]]) -> None:
         sys.stdout.flush()
         sys.exit(EXIT_ERROR)
     sys.stdout.flush()
+
+
+def group_loop(args, poll, commit) -> None:
+    """The group-consume loop shared by the Python drivers (README.md's protocol).
+
+    `poll(timeout_s, max_records)` returns [(partition, offset, key, value)] from the client;
+    `commit({partition: next_offset})` commits synchronously. Each record is printed before
+    its offset is committed (so a killed member causes re-delivery, never loss). A failed
+    commit (the group rebalanced meanwhile) is reported on stderr and the run goes on: the
+    records come again to their next owner, where a scenario sees them as duplicates.
+    Stops after --count records, after --idle-ms without records once one arrived, at
+    --timeout-ms, or on SIGTERM/SIGINT.
+    """
+    stop = stop_on_sigterm()
+    wanted = args.count if args.count is not None else sys.maxsize
+    deadline = time.monotonic() + args.timeout_ms / 1000
+    printed, last = 0, 0.0
+    while printed < wanted and time.monotonic() < deadline and not stop.is_set():
+        if args.idle_ms and printed and time.monotonic() - last >= args.idle_ms / 1000:
+            break
+        done = {}
+        for partition, offset, key, value in poll(0.2, wanted - printed):
+            emit_now({"partition": partition, "offset": offset, "key": decode(key), "value": decode(value)})
+            done[partition] = offset + 1
+            printed += 1
+            last = time.monotonic()
+        if done:
+            try:
+                commit(done)
+            except Exception as e:  # noqa: BLE001 - any commit failure means re-delivery
+                print(f"commit failed: {type(e).__name__}: {e}", file=sys.stderr, flush=True)

@@ -22,7 +22,13 @@ pub fn encode_response(
     };
     let header = ResponseHeader::default().with_correlation_id(correlation_id);
     let header_version = api_key.response_header_version(api_version);
-    let mut buf = BytesMut::with_capacity(256);
+    // A fetch response carries whole record batches (up to fetch.max.bytes): sizing the
+    // buffer up front copies them once instead of at every doubling of the buffer.
+    let body_size = match body {
+        ResponseKind::Fetch(fetch) => fetch.compute_size(api_version).unwrap_or(0),
+        _ => 0,
+    };
+    let mut buf = BytesMut::with_capacity(256 + body_size);
     buf.put_i32(0); // size, patched below
     header
         .encode(&mut buf, header_version)

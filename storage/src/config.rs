@@ -8,7 +8,8 @@ pub use crate::batch::TimestampType;
 const SEVEN_DAYS_MS: i64 = 7 * 24 * 60 * 60 * 1000;
 
 /// Topic-level log settings (Kafka's names in snake case).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Not `Eq`: `min_cleanable_dirty_ratio` is a float, as Kafka's.
+#[derive(Debug, Clone, PartialEq)]
 pub struct LogConfig {
     /// `segment.bytes`: roll when the active segment would exceed this size.
     pub segment_bytes: u64,
@@ -36,6 +37,18 @@ pub struct LogConfig {
     /// `file.delete.delay.ms`: how long a deleted segment's renamed `.deleted` files
     /// stay on disk before they are unlinked.
     pub file_delete_delay_ms: i64,
+    /// `cleanup.policy` contains `compact`: the cleaner keeps the latest record per key.
+    pub cleanup_compact: bool,
+    /// `delete.retention.ms`: how long a tombstone survives once the cleaner has seen it
+    /// (the batch's delete horizon, KIP-534).
+    pub delete_retention_ms: i64,
+    /// `min.compaction.lag.ms`: records younger than this are never compacted.
+    pub min_compaction_lag_ms: i64,
+    /// `max.compaction.lag.ms`: a dirty record older than this forces a clean (`None` =
+    /// no bound).
+    pub max_compaction_lag_ms: Option<i64>,
+    /// `min.cleanable.dirty.ratio`: clean when dirty / (clean + dirty) reaches it.
+    pub min_cleanable_dirty_ratio: f64,
 }
 
 impl Default for LogConfig {
@@ -53,6 +66,11 @@ impl Default for LogConfig {
             retention_bytes: None,
             cleanup_delete: true,
             file_delete_delay_ms: 60_000,
+            cleanup_compact: false,
+            delete_retention_ms: 86_400_000,
+            min_compaction_lag_ms: 0,
+            max_compaction_lag_ms: None,
+            min_cleanable_dirty_ratio: 0.5,
         }
     }
 }

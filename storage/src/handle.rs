@@ -1,8 +1,11 @@
 //! `LogHandle`: the one async door to a partition log.
 //!
 //! The log's core is synchronous (file I/O, fsync, CRC); every async method runs it on
-//! tokio's blocking pool under the partition's mutex, so runtime workers never block and
-//! the lock is never held across an `.await`. Cheap getters read atomics published after
+//! tokio's blocking pool under the partition's mutex, so runtime workers never wait on
+//! the disk and the lock is never held across an `.await`. The one exception is the
+//! append fast path: a write that only copies into the page cache (no roll, no fsync due)
+//! runs inline when the lock is free, because the hand-off to the blocking pool cost more
+//! than the write itself (profile in issue 5). Cheap getters read atomics published after
 //! every operation, and a `watch` channel carries the log end offset after each append
 //! (the broker's long-poll fetch waits on it).
 //!
@@ -82,15 +85,42 @@ impl LogHandle {
         self.shared.appends.subscribe()
     }
 
-    /// See [`Log::append`].
+    /// See [`Log::append`]. The common case runs on the caller's thread (see
+    /// [`LogHandle::try_append_inline`]); a roll, an fsync, or a lock held by another
+    /// operation sends it to the blocking pool.
     pub async fn append(
         &self,
         mut records: BytesMut,
         leader_epoch: i32,
         now_ms: i64,
     ) -> Result<AppendInfo> {
+        if let Some(result) = self.try_append_inline(&mut records, leader_epoch, now_ms) {
+            return result;
+        }
         self.run(move |log| log.append(&mut records, leader_epoch, now_ms))
             .await
+    }
+
+    /// The append fast path: when the partition lock is free (`try_lock`, so a runtime
+    /// worker never waits behind an fsync or a read) and the append needs no roll and no
+    /// fsync, it is a positional write into the page cache plus index entries, done here
+    /// without the blocking pool's thread hand-off (two context switches per append).
+    /// `None` means "not done, nothing changed": the caller takes the blocking path.
+    fn try_append_inline(
+        &self,
+        records: &mut [u8],
+        leader_epoch: i32,
+        now_ms: i64,
+    ) -> Option<Result<AppendInfo>> {
+        let mut guard = self.shared.log.try_lock()?;
+        let log = guard.as_mut()?;
+        let result = log
+            .try_append_inline(records, leader_epoch, now_ms)
+            .transpose()?;
+        let (start, end) = (log.log_start_offset(), log.log_end_offset());
+        drop(guard);
+        self.publish(start, end);
+        Some(result)
     }
 
     /// See [`Log::read`].
@@ -124,6 +154,22 @@ impl LogHandle {
     /// See [`Log::increment_log_start_offset`] (DeleteRecords); returns the new log start.
     pub async fn increment_log_start_offset(&self, offset: i64, now_ms: i64) -> Result<i64> {
         self.run(move |log| log.increment_log_start_offset(offset, now_ms))
+            .await
+    }
+
+    /// See [`Log::cleaning_priority`]: `Some(dirty ratio)` when the log is due for
+    /// compaction.
+    pub async fn cleaning_priority(&self, now_ms: i64) -> Result<Option<f64>> {
+        self.run(move |log| Ok(log.cleaning_priority(now_ms))).await
+    }
+
+    /// See [`Log::clean`]: one compaction pass if due, under the partition lock.
+    pub async fn clean(
+        &self,
+        now_ms: i64,
+        dedupe_buffer_bytes: usize,
+    ) -> Result<crate::cleaner::CleanOutcome> {
+        self.run(move |log| log.clean(now_ms, dedupe_buffer_bytes))
             .await
     }
 

@@ -8,6 +8,7 @@
 
 pub mod batch;
 pub mod checkpoint;
+pub mod cleaner;
 pub mod config;
 pub mod error;
 pub mod handle;
@@ -24,6 +25,7 @@ pub mod segment;
 pub mod testing;
 
 pub use batch::{BatchError, BatchHeader, TimestampType};
+pub use cleaner::CleanOutcome;
 pub use config::LogConfig;
 pub use error::{Result, StorageError};
 pub use handle::LogHandle;

@@ -13,13 +13,14 @@ use std::path::{Path, PathBuf};
 
 use bytes::{Bytes, BytesMut};
 
-use crate::batch::{self, BatchHeader, BatchIter, TimestampType};
 use crate::config::LogConfig;
 use crate::error::{io_err, Result, StorageError};
-use crate::producer_state::{ProducerStateManager, SequenceCheck};
+use crate::producer_state::ProducerStateManager;
 use crate::recovery::{scan_segment_files, sync_dir};
-use crate::segment::{roll_reason, IncomingAppend, Segment};
+use crate::segment::Segment;
 
+mod append;
+mod clean;
 mod deletion;
 
 pub use deletion::RetentionOutcome;
@@ -73,6 +74,8 @@ pub struct Log {
     last_flush_ms: i64,
     /// Renamed `.deleted` segment files and when they may be unlinked.
     pending_deletions: Vec<(i64, PathBuf)>,
+    /// Compaction checkpoint and delete horizon (`log/clean.rs`).
+    cleaner: crate::cleaner::CleanerState,
 }
 
 impl Log {
@@ -81,6 +84,8 @@ impl Log {
     /// producer state replayed from the batch headers.
     pub fn open(dir: &Path, config: LogConfig, now_ms: i64) -> Result<Self> {
         fs::create_dir_all(dir).map_err(io_err("create log dir", dir))?;
+        // A clean interrupted by a crash is rolled back or completed first.
+        crate::cleaner::swap::complete_interrupted_cleans(dir)?;
         let bases = scan_segment_files(dir)?;
         let mut producers = ProducerStateManager::new();
         let mut segments = BTreeMap::new();
@@ -120,6 +125,7 @@ impl Log {
             unflushed_messages: 0,
             last_flush_ms: now_ms,
             pending_deletions: Vec::new(),
+            cleaner: crate::cleaner::CleanerState::load(dir),
         })
     }
 
@@ -153,118 +159,6 @@ impl Log {
             segment.set_config(&config);
         }
         self.config = config;
-    }
-
-    /// Appends a produce request's batches as leader: validates all of them, checks
-    /// producer sequences, assigns offsets from the log end offset, stamps the leader
-    /// epoch (and the time for LogAppendTime topics), rolls if needed, writes, indexes.
-    pub fn append(
-        &mut self,
-        records: &mut [u8],
-        leader_epoch: i32,
-        now_ms: i64,
-    ) -> Result<AppendInfo> {
-        let mut headers = self.validate(records)?;
-        let mut staged = self
-            .producers
-            .staged(headers.iter().map(|(_, h)| h.producer_id));
-        let mut next = self.log_end_offset;
-        let log_append_time =
-            (self.config.message_timestamp_type == TimestampType::LogAppendTime).then_some(now_ms);
-        for (_, header) in &mut headers {
-            if let SequenceCheck::Duplicate(meta) = staged.check(header)? {
-                return Ok(AppendInfo {
-                    base_offset: meta.first_offset,
-                    last_offset: meta.last_offset,
-                    log_append_time: None,
-                    log_start_offset: self.log_start_offset,
-                    duplicate: true,
-                });
-            }
-            header.base_offset = next;
-            header.partition_leader_epoch = leader_epoch;
-            if let Some(time) = log_append_time {
-                header.max_timestamp = time;
-            }
-            staged.update(header);
-            next = header.next_offset();
-        }
-        for (at, header) in &headers {
-            let Some(bytes) = records.get_mut(*at..*at + header.size()) else {
-                continue; // unreachable: `validate` checked every batch lies in `records`
-            };
-            batch::stamp_offset_and_epoch(bytes, header.base_offset, leader_epoch);
-            if let Some(time) = log_append_time {
-                batch::stamp_log_append_time(bytes, time);
-            }
-        }
-        let incoming = IncomingAppend {
-            size: records.len() as u64,
-            max_timestamp: headers
-                .iter()
-                .map(|(_, h)| h.max_timestamp)
-                .max()
-                .unwrap_or(-1),
-            last_offset: next - 1,
-            now_ms,
-        };
-        if roll_reason(&self.active().roll_state(), &incoming, &self.config).is_some() {
-            self.roll(now_ms)?;
-        }
-        let config = self.config.clone();
-        self.active_mut().append(records, &headers, &config)?;
-        let base_offset = self.log_end_offset;
-        self.log_end_offset = next;
-        self.producers.merge(staged);
-        self.unflushed_messages += (next - base_offset) as u64;
-        let flush_due = self
-            .config
-            .flush_messages
-            .is_some_and(|n| self.unflushed_messages >= n)
-            || self
-                .config
-                .flush_ms
-                .is_some_and(|ms| now_ms - self.last_flush_ms >= ms);
-        if flush_due {
-            self.flush(now_ms)?;
-        }
-        Ok(AppendInfo {
-            base_offset,
-            last_offset: next - 1,
-            log_append_time,
-            log_start_offset: self.log_start_offset,
-            duplicate: false,
-        })
-    }
-
-    /// Parses and checks every batch of a produce; returns (position, header) pairs.
-    fn validate(&self, records: &[u8]) -> Result<Vec<(usize, BatchHeader)>> {
-        let mut headers = Vec::new();
-        for (batch_index, item) in BatchIter::new(records).enumerate() {
-            let corrupt = |reason| StorageError::CorruptBatch {
-                batch_index,
-                reason,
-            };
-            let (at, header) = item.map_err(corrupt)?;
-            batch::validate_produce_header(&header).map_err(corrupt)?;
-            if header.size() as u64 > self.config.max_message_bytes {
-                return Err(StorageError::RecordTooLarge {
-                    size: header.size() as u64,
-                    max: self.config.max_message_bytes,
-                });
-            }
-            headers.push((at, header));
-        }
-        if headers.is_empty() {
-            return Err(StorageError::EmptyAppend);
-        }
-        if records.len() as u64 > self.config.segment_bytes {
-            return Err(StorageError::RecordBatchTooLarge {
-                size: records.len() as u64,
-                segment_bytes: self.config.segment_bytes,
-            });
-        }
-        Ok(headers)
     }
 
     /// Closes the active segment (fsynced, as Kafka flushes on roll) and starts a new

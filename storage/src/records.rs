@@ -3,24 +3,11 @@
 //!
 //! Only the record prefix is decoded: length (varint), attributes (i8), timestampDelta
 //! (varlong), offsetDelta (varint); the rest is skipped by length. Compressed batches
-//! return `None` (callers fall back to the batch's base offset; storage never
-//! decompresses). Malformed input returns `None`, never panics.
+//! return `None` (callers fall back to the batch's base offset; only the cleaner
+//! decompresses, off the request path). Malformed input returns `None`, never panics.
 
 use crate::batch::{BatchHeader, Compression, TimestampType, BATCH_HEADER_LEN};
-
-/// Reads a zig-zag varlong at `*pos`, advancing it.
-fn varlong(buf: &[u8], pos: &mut usize) -> Option<i64> {
-    let mut raw: u64 = 0;
-    for shift in (0..64).step_by(7) {
-        let byte = *buf.get(*pos)?;
-        *pos += 1;
-        raw |= u64::from(byte & 0x7f) << shift;
-        if byte & 0x80 == 0 {
-            return Some((raw >> 1) as i64 ^ -((raw & 1) as i64));
-        }
-    }
-    None
-}
+use crate::cleaner::record::read_varlong as varlong;
 
 /// (offset, timestamp) of each record of a whole batch, in order; `None` when the
 /// records cannot be read without decompression.

@@ -32,6 +32,16 @@ pub(crate) fn read_valid_batch(
     fits.then_some(header)
 }
 
+/// Splits a segment file name `<20-digit base offset>.<extension>` (extension may be
+/// compound: `log.deleted`, `log.swap`); `None` for any other file.
+pub(crate) fn segment_file_name(name: &str) -> Option<(i64, &str)> {
+    let (stem, ext) = name.split_once('.')?;
+    let base = (stem.len() == 20)
+        .then(|| stem.parse::<i64>().ok())
+        .flatten()?;
+    Some((base, ext))
+}
+
 /// Base offsets of the `.log` files in `dir`, sorted; leftover `.deleted` files are
 /// unlinked and index files without a `.log` are removed (they would otherwise be trusted by a future segment at that offset).
 pub(crate) fn scan_segment_files(dir: &Path) -> Result<Vec<i64>> {
@@ -40,14 +50,7 @@ pub(crate) fn scan_segment_files(dir: &Path) -> Result<Vec<i64>> {
     for entry in fs::read_dir(dir).map_err(io_err("list log dir", dir))? {
         let entry = entry.map_err(io_err("list log dir", dir))?;
         let name = entry.file_name();
-        let Some(name) = name.to_str() else { continue };
-        let Some((stem, ext)) = name.split_once('.') else {
-            continue;
-        };
-        let Some(base) = (stem.len() == 20)
-            .then(|| stem.parse::<i64>().ok())
-            .flatten()
-        else {
+        let Some((base, ext)) = name.to_str().and_then(segment_file_name) else {
             continue;
         };
         match ext {

@@ -3,9 +3,14 @@
 //! Per partition the read is bounded by `partition_max_bytes` and what is left of
 //! `max_bytes`; the first partition with data may exceed both by one batch so consumers
 //! always progress (Kafka's `minOneMessage`). With fewer than `min_bytes` gathered the
-//! request waits — until an append anywhere wakes it to look again, or `max_wait_ms`
-//! passes. Incremental fetch sessions (KIP-227) are in `fetch_session`.
+//! request waits — until an append to one of its partitions wakes it to look again
+//! (Kafka's delayed fetch is keyed by partition too), or `max_wait_ms` passes. Each
+//! partition's append watch is subscribed before that partition is read, so an append
+//! landing between the read and the wait still wakes it. Incremental fetch sessions
+//! (KIP-227) are in `fetch_session`.
 
+use std::future::Future;
+use std::task::Poll;
 use std::time::Duration;
 
 use brook_protocol::kafka_protocol::messages::fetch_response::{
@@ -15,6 +20,7 @@ use brook_protocol::kafka_protocol::messages::{FetchRequest, FetchResponse, Topi
 use brook_protocol::kafka_protocol::protocol::StrBytes;
 use brook_protocol::kafka_protocol::ResponseError;
 use brook_storage::MinOneBatch;
+use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::broker::Broker;
@@ -109,11 +115,9 @@ pub async fn handle(broker: &Broker, req: FetchRequest, version: i16) -> FetchRe
 
     let wait = Duration::from_millis(req.max_wait_ms.max(0) as u64).min(MAX_WAIT);
     let deadline = Instant::now() + wait;
-    let mut appended = broker.subscribe_appends();
     let read_committed = req.isolation_level == 1;
     let results = loop {
-        appended.borrow_and_update();
-        let results = read_all(broker, &wanted, req.max_bytes).await;
+        let (results, mut appended) = read_all(broker, &wanted, req.max_bytes).await;
         let gathered: usize = results
             .iter()
             .map(|(_, d)| d.records.as_ref().map_or(0, |r| r.len()))
@@ -122,11 +126,11 @@ pub async fn handle(broker: &Broker, req: FetchRequest, version: i16) -> FetchRe
         if gathered >= req.min_bytes.max(0) as usize || any_error || Instant::now() >= deadline {
             break results;
         }
-        if tokio::time::timeout_at(deadline, appended.changed())
+        if tokio::time::timeout_at(deadline, any_changed(&mut appended))
             .await
             .is_err()
         {
-            break read_all(broker, &wanted, req.max_bytes).await;
+            break read_all(broker, &wanted, req.max_bytes).await.0;
         }
     };
 
@@ -184,15 +188,35 @@ fn to_wanted(requested: Vec<(SessionPartition, i64, i32)>) -> Vec<Wanted> {
         .collect()
 }
 
+/// Completes when any of the watches changes (or its log goes away).
+async fn any_changed(watches: &mut [watch::Receiver<i64>]) {
+    let mut changes: Vec<_> = watches.iter_mut().map(|w| Box::pin(w.changed())).collect();
+    std::future::poll_fn(|cx| {
+        let any = changes.iter_mut().any(|c| c.as_mut().poll(cx).is_ready());
+        if any {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    })
+    .await
+}
+
+/// Reads every wanted partition; also returns the append watches of the partitions read,
+/// each subscribed before its read.
 async fn read_all(
     broker: &Broker,
     wanted: &[Wanted],
     max_bytes: i32,
-) -> Vec<(SessionPartition, PartitionData)> {
+) -> (
+    Vec<(SessionPartition, PartitionData)>,
+    Vec<watch::Receiver<i64>>,
+) {
     let image = broker.image();
     let mut budget = max_bytes.max(0) as usize;
     let mut any_data = false;
     let mut out = Vec::with_capacity(wanted.len());
+    let mut watches = Vec::with_capacity(wanted.len());
     for w in wanted {
         let base = PartitionData::default()
             .with_partition_index(w.key.partition)
@@ -224,6 +248,7 @@ async fn read_all(
                 continue;
             }
         };
+        watches.push(log.subscribe_appends());
         let log_end = log.log_end_offset();
         let base = base
             .with_high_watermark(log_end)
@@ -255,5 +280,5 @@ async fn read_all(
             )),
         }
     }
-    out
+    (out, watches)
 }

@@ -1,5 +1,6 @@
-//! FindCoordinator: this broker coordinates every group, so a group key (type 0) gets
-//! this broker's advertised endpoint from the metadata image. Transaction keys (type 1)
+//! FindCoordinator: a group's coordinator is the leader of its `__consumer_offsets`
+//! partition (`abs(hashCode(group)) % partitions`, as Kafka computes it); the first group
+//! key (type 0) creates that topic through the quorum, as Kafka does. Transaction keys (type 1)
 //! get `COORDINATOR_NOT_AVAILABLE` until the transaction coordinator exists. v0-3 carry
 //! one key; v4+ batch them in `coordinator_keys` (KIP-699).
 
@@ -10,22 +11,44 @@ use brook_protocol::kafka_protocol::messages::{
 use brook_protocol::kafka_protocol::protocol::StrBytes;
 use brook_protocol::kafka_protocol::ResponseError;
 
+use tracing::warn;
+
 use crate::broker::Broker;
+use crate::coordinator::group::records::{partition_for, OFFSETS_TOPIC};
+use crate::metadata::offsets_topic;
 
 const GROUP_KEY: i8 = 0;
 const TRANSACTION_KEY: i8 = 1;
 
-pub fn handle(
+pub async fn handle(
     broker: &Broker,
     req: FindCoordinatorRequest,
     version: i16,
 ) -> FindCoordinatorResponse {
+    let topic_ready = if req.key_type == GROUP_KEY {
+        match offsets_topic::ensure(broker).await {
+            Ok(()) => true,
+            Err(e) => {
+                warn!(error = %e, "creating __consumer_offsets failed");
+                false
+            }
+        }
+    } else {
+        true
+    };
+    let locate = |key: &str| {
+        if topic_ready {
+            find(broker, req.key_type, key)
+        } else {
+            (Some(ResponseError::CoordinatorNotAvailable), None)
+        }
+    };
     if version >= 4 {
         let coordinators = req
             .coordinator_keys
             .iter()
             .map(|key| {
-                let (error, node) = find(broker, req.key_type);
+                let (error, node) = locate(key);
                 let mut c = Coordinator::default()
                     .with_key(key.clone())
                     .with_node_id(BrokerId(-1))
@@ -43,7 +66,7 @@ pub fn handle(
             .collect();
         return FindCoordinatorResponse::default().with_coordinators(coordinators);
     }
-    let (error, node) = find(broker, req.key_type);
+    let (error, node) = locate(&req.key);
     let mut response = FindCoordinatorResponse::default()
         .with_node_id(BrokerId(-1))
         .with_port(-1)
@@ -63,14 +86,22 @@ pub fn handle(
 
 type Node = (i32, String, i32);
 
-fn find(broker: &Broker, key_type: i8) -> (Option<ResponseError>, Option<Node>) {
+fn find(broker: &Broker, key_type: i8, key: &str) -> (Option<ResponseError>, Option<Node>) {
     match key_type {
         GROUP_KEY => {}
         TRANSACTION_KEY => return (Some(ResponseError::CoordinatorNotAvailable), None),
         _ => return (Some(ResponseError::InvalidRequest), None),
     }
     let image = broker.image();
-    match image.broker(broker.node_id) {
+    let leader = image.topic(OFFSETS_TOPIC).and_then(|topic| {
+        let partitions = i32::try_from(topic.partitions.len()).ok()?;
+        let partition = topic.partitions.get(&partition_for(key, partitions))?;
+        Some(partition.leader)
+    });
+    let Some(leader) = leader else {
+        return (Some(ResponseError::CoordinatorNotAvailable), None);
+    };
+    match image.broker(leader) {
         Some(reg) => (
             None,
             Some((reg.broker_id, reg.host.clone(), i32::from(reg.port))),

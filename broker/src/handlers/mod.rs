@@ -125,7 +125,7 @@ pub async fn handle(
             describe_topic_partitions::handle(broker, req, v).await,
         ),
         RequestKind::FindCoordinator(req) => {
-            ResponseKind::FindCoordinator(find_coordinator::handle(broker, req, v))
+            ResponseKind::FindCoordinator(find_coordinator::handle(broker, req, v).await)
         }
         RequestKind::JoinGroup(req) => {
             ResponseKind::JoinGroup(join_group::handle(broker, header, req, v).await)

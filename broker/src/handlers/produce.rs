@@ -1,7 +1,9 @@
 //! Produce: each partition's record batches go to its log as bytes — storage validates
 //! the batch headers and CRCs, checks idempotent sequences, stamps offsets and writes;
-//! no record is decoded here. On a single broker the high watermark is the log end, so
-//! acks=1 and acks=all complete when the append does; acks=0 sends no response.
+//! no record is decoded here, except on compacted topics, whose records must all have a
+//! key (`partition::compacted_keys`, INVALID_RECORD). On a single broker the high
+//! watermark is the log end, so acks=1 and acks=all complete when the append does; acks=0
+//! sends no response.
 
 use brook_protocol::kafka_protocol::messages::produce_response::{
     PartitionProduceResponse, TopicProduceResponse,
@@ -12,9 +14,11 @@ use bytes::BytesMut;
 use tracing::debug;
 
 use crate::broker::Broker;
+use crate::coordinator::group::records::OFFSETS_TOPIC;
 use crate::error::BrokerError;
 use crate::metadata::topics;
 use crate::metrics;
+use crate::partition::compacted_keys::reject_keyless;
 
 pub async fn handle(
     broker: &Broker,
@@ -40,7 +44,18 @@ pub async fn handle(
                 Err(ResponseError::TransactionalIdAuthorizationFailed)
             } else {
                 match &name {
-                    Some(name) => append(broker, name, data.index, data.records).await,
+                    // Kafka's ReplicaManager: "Cannot append to internal topic".
+                    Some(name) if name == OFFSETS_TOPIC => {
+                        Err(ResponseError::InvalidTopicException)
+                    }
+                    Some(name) => {
+                        let records = data.records.as_ref();
+                        if let Err(e) = reject_keyless(broker, name, data.index, records).await {
+                            partitions.push(e.response(response));
+                            continue;
+                        }
+                        append(broker, name, data.index, data.records).await
+                    }
                     None => Err(ResponseError::UnknownTopicOrPartition),
                 }
             };
@@ -119,6 +134,5 @@ async fn append(
         );
     }
     metrics::set_log_end_offset(topic, partition, log.log_end_offset());
-    broker.notify_append();
     Ok(info)
 }

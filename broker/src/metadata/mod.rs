@@ -2,4 +2,5 @@
 //! CreateTopics and auto-creation), and topic-name validation.
 
 pub mod meta_properties;
+pub mod offsets_topic;
 pub mod topics;

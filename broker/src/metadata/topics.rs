@@ -109,6 +109,10 @@ pub async fn auto_create(broker: &Broker, name: &str) -> Result<bool, BrokerErro
     if broker.image().topic(name).is_some() {
         return Ok(true);
     }
+    // Kafka creates its internal topic with its own settings whoever asks first.
+    if name == crate::coordinator::group::records::OFFSETS_TOPIC {
+        return super::offsets_topic::ensure(broker).await.map(|()| true);
+    }
     if !broker.config.auto_create_topics_enable {
         return Ok(false);
     }

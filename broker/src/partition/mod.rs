@@ -15,9 +15,13 @@ use tracing::{info, warn};
 use crate::config::{self, BrokerConfig, TopicConfig};
 use crate::error::BrokerError;
 
+pub mod cleaner_task;
+pub mod compacted_keys;
 pub mod retention_task;
 pub mod timestamp_lookup;
 
+/// Cheap to clone: clones share the log manager (the group coordinator holds one).
+#[derive(Clone)]
 pub struct ReplicaManager {
     logs: Arc<LogManager>,
 }
@@ -163,6 +167,11 @@ pub fn log_config(topic: &TopicConfig) -> LogConfig {
         retention_bytes: topic.retention_bytes.map(|b| b.max(0) as u64),
         cleanup_delete: topic.cleanup_policy.delete,
         file_delete_delay_ms: topic.file_delete_delay_ms.max(0),
+        cleanup_compact: topic.cleanup_policy.compact,
+        delete_retention_ms: topic.delete_retention_ms.max(0),
+        min_compaction_lag_ms: topic.min_compaction_lag_ms.max(0),
+        max_compaction_lag_ms: topic.max_compaction_lag_ms,
+        min_cleanable_dirty_ratio: topic.min_cleanable_dirty_ratio,
     }
 }
 

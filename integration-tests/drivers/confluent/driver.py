@@ -3,7 +3,8 @@
 
 Every command goes through the client's public API: admin commands via AdminClient, produce
 via Producer with delivery callbacks (so offsets are the broker's), consume via Consumer
-assign + seek (librdkafka still requires a group.id, which is never joined or committed).
+assign + seek (librdkafka still requires a group.id, which is never joined or committed),
+group-consume via subscribe (a real group member, in its own process so it can be killed).
 No checking here: the pytest scenarios assert on what this prints.
 """
 
@@ -247,6 +248,45 @@ def consume(args):
     consumer.close()
 
 
+def group_consume(args):
+    """README.md's group-consume with librdkafka's classic-protocol consumer."""
+    conf = {
+        "bootstrap.servers": args.bootstrap,
+        "group.id": args.group,
+        "enable.auto.commit": False,
+        "auto.offset.reset": args.from_,
+        "session.timeout.ms": args.session_timeout_ms,
+        "heartbeat.interval.ms": 1000,
+        "partition.assignment.strategy": args.assignor,
+    }
+    if args.instance_id:
+        conf["group.instance.id"] = args.instance_id
+    consumer = Consumer(conf)
+    consumer.subscribe([args.topic])
+
+    def poll(timeout_s, max_records):
+        out = []
+        for msg in consumer.consume(num_messages=min(max_records, 500), timeout=timeout_s):
+            if msg.error() is not None:
+                if msg.error().retriable() or not msg.error().fatal():
+                    print(f"consume: {msg.error()}", file=sys.stderr)
+                    continue
+                raise KafkaException(msg.error())
+            out.append((msg.partition(), msg.offset(), msg.key(), msg.value()))
+        return out
+
+    def commit(done):
+        offsets = [TopicPartition(args.topic, p, o) for p, o in done.items()]
+        consumer.commit(offsets=offsets, asynchronous=False)
+
+    cli.group_loop(args, poll, commit)
+    assigned = sorted(tp.partition for tp in consumer.assignment())
+    member_id = consumer.memberid()
+    consumer.close()  # LeaveGroup
+    # librdkafka does not expose the classic generation id.
+    cli.emit_now({"assigned": assigned, "generation": None, "member_id": member_id})
+
+
 def offsets(args):
     spec = args.spec
     if spec == "earliest":
@@ -279,6 +319,7 @@ if __name__ == "__main__":
             "alter-configs": alter_configs,
             "produce": produce,
             "consume": consume,
+            "group-consume": group_consume,
             "offsets": offsets,
         }
     )

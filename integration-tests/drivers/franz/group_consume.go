@@ -7,8 +7,17 @@
 // for --idle-ms, or at --timeout-ms; then it prints
 // {"assigned":[..],"generation":G,"member_id":".."} and closes.
 //
+// --session-timeout-ms sets session.timeout.ms (default 30000). SIGTERM or
+// SIGINT ends the run like --timeout-ms does: the final line, then a graceful
+// close (LeaveGroup), so a scenario can tell a member that leaves from one
+// that is killed (SIGKILL: no LeaveGroup, no commit of what it printed last).
+// --events also prints {"event":"assigned"|"revoked"|"lost","partitions":[..],
+// "generation":G} lines as the group changes (the soak counts rebalances
+// from them); without it, stdout carries records and the final line only.
+//
 // Invariant: a record beyond --count is neither printed nor committed, so
-// the group's next member receives it.
+// the group's next member receives it; a record is printed before its
+// offset is committed, so a killed member can cause re-delivery, never loss.
 package main
 
 import (
@@ -17,8 +26,10 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/signal"
 	"sort"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -36,6 +47,8 @@ func groupConsumeCmd(fs *flag.FlagSet) func(context.Context, string) error {
 	from := fs.String("from", "earliest", "auto.offset.reset: earliest|latest")
 	idleMs := fs.Int("idle-ms", 0, "stop when nothing arrived for this long after the first record")
 	timeoutMs := fs.Int("timeout-ms", 30000, "give up after this long")
+	sessionMs := fs.Int("session-timeout-ms", 30000, "session.timeout.ms")
+	events := fs.Bool("events", false, "also print assignment changes as JSON lines")
 	return func(ctx context.Context, bootstrap string) error {
 		if *topic == "" || *group == "" {
 			return usageError{"--topic and --group are required"}
@@ -55,33 +68,51 @@ func groupConsumeCmd(fs *flag.FlagSet) func(context.Context, string) error {
 		} else if *from != "earliest" {
 			return usageError{fmt.Sprintf("--from must be earliest or latest, got %q", *from)}
 		}
+		ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
+		defer stop()
 		var mu sync.Mutex
 		owned := map[int32]bool{}
+		// event prints an assignment change; called from franz-go's group
+		// callbacks, which hold the group's generation at that point.
+		event := func(cl *kgo.Client, kind string, ps []int32) {
+			if !*events {
+				return
+			}
+			_, generation := cl.GroupMetadata()
+			printJSON(map[string]any{"event": kind, "partitions": ps, "generation": generation})
+		}
 		opts := []kgo.Opt{
 			kgo.ConsumerGroup(*group),
 			kgo.ConsumeTopics(*topic),
 			kgo.Balancers(balancer),
 			kgo.DisableAutoCommit(),
+			// No rebalance between a poll and the commit of what it returned
+			// (AllowRebalance below): the commit always carries the
+			// generation the records were fetched under.
+			kgo.BlockRebalanceOnPoll(),
 			kgo.ConsumeResetOffset(reset),
-			kgo.SessionTimeout(30 * time.Second),
+			kgo.SessionTimeout(time.Duration(*sessionMs) * time.Millisecond),
 			kgo.HeartbeatInterval(time.Second),
-			kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+			kgo.OnPartitionsAssigned(func(_ context.Context, cl *kgo.Client, m map[string][]int32) {
 				mu.Lock()
 				defer mu.Unlock()
+				event(cl, "assigned", m[*topic])
 				for _, p := range m[*topic] {
 					owned[p] = true
 				}
 			}),
-			kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+			kgo.OnPartitionsRevoked(func(_ context.Context, cl *kgo.Client, m map[string][]int32) {
 				mu.Lock()
 				defer mu.Unlock()
+				event(cl, "revoked", m[*topic])
 				for _, p := range m[*topic] {
 					delete(owned, p)
 				}
 			}),
-			kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+			kgo.OnPartitionsLost(func(_ context.Context, cl *kgo.Client, m map[string][]int32) {
 				mu.Lock()
 				defer mu.Unlock()
+				event(cl, "lost", m[*topic])
 				for _, p := range m[*topic] {
 					delete(owned, p)
 				}
@@ -99,7 +130,7 @@ func groupConsumeCmd(fs *flag.FlagSet) func(context.Context, string) error {
 		idle := time.Duration(*idleMs) * time.Millisecond
 		printed := 0
 		var lastRecord time.Time
-		for printed < *count && time.Now().Before(deadline) {
+		for printed < *count && time.Now().Before(deadline) && ctx.Err() == nil {
 			if idle > 0 && printed > 0 && time.Since(lastRecord) >= idle {
 				break
 			}
@@ -127,13 +158,22 @@ func groupConsumeCmd(fs *flag.FlagSet) func(context.Context, string) error {
 				lastRecord = time.Now()
 			})
 			if len(done) > 0 {
-				commitCtx, cancel := context.WithTimeout(ctx, adminTimeout)
+				// Not ctx: a SIGTERM right after the poll still commits what
+				// was printed, as a graceful close should.
+				commitCtx, cancel := context.WithTimeout(context.Background(), adminTimeout)
 				err := cl.CommitRecords(commitCtx, done...)
 				cancel()
-				if err != nil {
+				if err != nil && !*events {
 					return fmt.Errorf("commit: %w", err)
 				}
+				if err != nil {
+					// The soak keeps going: the records are re-delivered
+					// (counted as duplicates there), never lost.
+					fmt.Fprintf(os.Stderr, "commit: %v\n", err)
+					printJSON(map[string]any{"event": "commit-failed", "error": err.Error()})
+				}
 			}
+			cl.AllowRebalance()
 		}
 		mu.Lock()
 		assigned := make([]int, 0, len(owned))

@@ -157,11 +157,19 @@ func printJSON(v any) {
 }
 
 // newClient builds a franz-go client with the client's defaults plus opts.
+// BROOK_DRIVER_LOG=debug|info|warn|error sends franz-go's own log to stderr
+// (as the Java driver does), for diagnosing a failing scenario.
 func newClient(bootstrap string, opts ...kgo.Opt) (*kgo.Client, error) {
 	all := append([]kgo.Opt{
 		kgo.SeedBrokers(strings.Split(bootstrap, ",")...),
 		kgo.ClientID("brook-franz-driver"),
 	}, opts...)
+	levels := map[string]kgo.LogLevel{
+		"debug": kgo.LogLevelDebug, "info": kgo.LogLevelInfo, "warn": kgo.LogLevelWarn, "error": kgo.LogLevelError,
+	}
+	if level, ok := levels[os.Getenv("BROOK_DRIVER_LOG")]; ok {
+		all = append(all, kgo.WithLogger(kgo.BasicLogger(os.Stderr, level, nil)))
+	}
 	return kgo.NewClient(all...)
 }
 

@@ -2,7 +2,8 @@
 """Driver for kafka-python 2.x (pure Python), speaking integration-tests/README.md's protocol.
 
 Admin commands use KafkaAdminClient; produce uses KafkaProducer futures (offsets are the
-broker's); consume uses KafkaConsumer with assign + seek and no group. Limits of this
+broker's); consume uses KafkaConsumer with assign + seek and no group; group-consume
+subscribes as a real group member. Limits of this
 client, mirrored in harness/drivers.py's capability table:
   * ListOffsets only up to v5, so `offsets --spec max-timestamp` (v7, KIP-734) exits 3;
   * no IncrementalAlterConfigs, so `alter-configs` does what pre-KIP-339 tools did: read the
@@ -15,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # integration-tests/, for harness
 
-from kafka import KafkaConsumer, KafkaProducer, TopicPartition  # noqa: E402
+from kafka import KafkaConsumer, KafkaProducer, OffsetAndMetadata, TopicPartition  # noqa: E402
 from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, NewPartitions, NewTopic  # noqa: E402
 from kafka.errors import for_code  # noqa: E402
 
@@ -226,6 +227,39 @@ def consume(args):
     consumer.close()
 
 
+def group_consume(args):
+    """README.md's group-consume with kafka-python's group consumer (range or, as kafka-python
+    names it, sticky; kafka-python has no cooperative protocol, so cooperative-sticky exits 3)."""
+    if args.assignor != "range":
+        raise cli.UnsupportedCommand("kafka-python has no cooperative-sticky assignor")
+    extra = {"group_instance_id": args.instance_id} if args.instance_id else {}
+    consumer = KafkaConsumer(
+        bootstrap_servers=args.bootstrap, group_id=args.group, enable_auto_commit=False,
+        auto_offset_reset=args.from_, session_timeout_ms=args.session_timeout_ms,
+        heartbeat_interval_ms=1000, **extra,
+    )
+    consumer.subscribe([args.topic])
+
+    def poll(timeout_s, max_records):
+        batches = consumer.poll(timeout_ms=int(timeout_s * 1000), max_records=max_records)
+        return [(r.partition, r.offset, r.key, r.value) for records in batches.values() for r in records]
+
+    def commit(done):
+        consumer.commit({TopicPartition(args.topic, p): OffsetAndMetadata(o, None, -1) for p, o in done.items()})
+
+    cli.group_loop(args, poll, commit)
+    assigned = sorted(tp.partition for tp in consumer.assignment())
+    generation, member_id = _group_identity(consumer)
+    consumer.close()  # LeaveGroup
+    cli.emit_now({"assigned": assigned, "generation": generation, "member_id": member_id})
+
+
+def _group_identity(consumer: KafkaConsumer):
+    """(generation, member id) from kafka-python's coordinator (no public accessor)."""
+    gen = getattr(getattr(consumer, "_coordinator", None), "_generation", None)
+    return getattr(gen, "generation_id", None), getattr(gen, "member_id", None)
+
+
 def offsets(args):
     if args.spec == "max-timestamp":
         raise cli.UnsupportedCommand("kafka-python 2.x speaks ListOffsets up to v5; max-timestamp needs v7 (KIP-734)")
@@ -259,6 +293,7 @@ if __name__ == "__main__":
             "alter-configs": alter_configs,
             "produce": produce,
             "consume": consume,
+            "group-consume": group_consume,
             "offsets": offsets,
         }
     )

@@ -10,7 +10,7 @@
 // ({"unsupported": why}: max-timestamp offsets).
 // The driver does no checking of its own; the scenarios assert on its output.
 // Client limits are documented in lib/admin.js, lib/produce.js,
-// lib/consume.js and lib/offsets.js.
+// lib/consume.js, lib/group_consume.js and lib/offsets.js.
 'use strict'
 
 const { UsageError, Unsupported, parseArgs, print, kafka, errorDoc } = require('./lib/util')
@@ -18,6 +18,7 @@ const codecs = require('./lib/codecs')
 const admin = require('./lib/admin')
 const { produce } = require('./lib/produce')
 const { consume } = require('./lib/consume')
+const { groupConsume } = require('./lib/group_consume')
 const { offsets } = require('./lib/offsets')
 
 // Whole-command deadline: a broker that never answers fails the driver
@@ -42,6 +43,7 @@ async function run(argv) {
   const client = kafka(opts.bootstrap)
   if (command === 'produce') return produce(client, opts)
   if (command === 'consume') return consume(client, opts)
+  if (command === 'group-consume') return groupConsume(client, opts)
   if (command === 'offsets') return withAdmin(client, a => offsets(a, opts))
   const adminCmd = Object.prototype.hasOwnProperty.call(admin, command) ? admin[command] : undefined
   if (!adminCmd) throw new UsageError(`unknown command ${command}`)

@@ -24,26 +24,26 @@ use super::codec;
 use super::CommittedOffset;
 use crate::error::{Result, StorageError};
 
-const CF_OFFSETS: &str = "offsets";
-const CF_GROUPS: &str = "groups";
-const CF_META: &str = "meta";
+pub(super) const CF_OFFSETS: &str = "offsets";
+pub(super) const CF_GROUPS: &str = "groups";
+pub(super) const CF_META: &str = "meta";
 const KEY_FORMAT_VERSION: &[u8] = b"format_version";
 const KEY_APPLIED_POSITION: &[u8] = b"applied_position";
 
 /// Bumped on any incompatible change of the layout in `storage/FORMAT.md`.
 pub const OFFSET_STORE_FORMAT_VERSION: u32 = 1;
 
-struct Inner {
-    db: DB,
+pub(super) struct Inner {
+    pub(super) db: DB,
     dir: PathBuf,
     /// Shared by plain writes, exclusive for read-modify-write operations (see module docs).
-    rmw_lock: RwLock<()>,
+    pub(super) rmw_lock: RwLock<()>,
 }
 
 /// The consumer-offset store; cheap to clone (clones share the database).
 #[derive(Clone)]
 pub struct OffsetStore {
-    inner: Arc<Inner>,
+    pub(super) inner: Arc<Inner>,
 }
 
 impl fmt::Debug for OffsetStore {
@@ -315,7 +315,7 @@ impl OffsetStore {
     }
 
     /// Calls `f(key)` for every `offsets` key of `group`, in key order.
-    fn scan_group_keys(&self, group: &str, mut f: impl FnMut(&[u8])) -> Result<()> {
+    pub(super) fn scan_group_keys(&self, group: &str, mut f: impl FnMut(&[u8])) -> Result<()> {
         let prefix = self.encoded(codec::group_prefix(group))?;
         let mut read_opts = ReadOptions::default();
         read_opts.set_iterate_range(PrefixRange(prefix));
@@ -365,7 +365,7 @@ impl OffsetStore {
             .map_err(|source| self.db_err("scan group offsets", source))
     }
 
-    fn cf(&self, name: &'static str) -> Result<&ColumnFamily> {
+    pub(super) fn cf(&self, name: &'static str) -> Result<&ColumnFamily> {
         self.inner
             .db
             .cf_handle(name)
@@ -381,11 +381,11 @@ impl OffsetStore {
             .map_err(|source| self.db_err(context, source))
     }
 
-    fn encoded(&self, encoded: std::result::Result<Vec<u8>, String>) -> Result<Vec<u8>> {
+    pub(super) fn encoded(&self, encoded: std::result::Result<Vec<u8>, String>) -> Result<Vec<u8>> {
         encoded.map_err(|reason| self.codec_err(format!("cannot encode: {reason}")))
     }
 
-    fn db_err(&self, context: &'static str, source: rocksdb::Error) -> StorageError {
+    pub(super) fn db_err(&self, context: &'static str, source: rocksdb::Error) -> StorageError {
         StorageError::OffsetStoreDb {
             context,
             path: self.inner.dir.clone(),
@@ -393,7 +393,7 @@ impl OffsetStore {
         }
     }
 
-    fn codec_err(&self, reason: String) -> StorageError {
+    pub(super) fn codec_err(&self, reason: String) -> StorageError {
         StorageError::OffsetStoreCodec {
             path: self.inner.dir.clone(),
             reason,

@@ -5,12 +5,23 @@
 //! deadlines) and another writes changed group metadata to the offset store in order,
 //! coalescing repeated changes of one group. Both stop when the coordinator is dropped.
 //!
-//! Committed offsets are written (synced) to the RocksDB offset store before the commit
-//! is acknowledged and cached in memory for OffsetFetch; both come back on restart.
+//! Persistence goes through `__consumer_offsets` (see `offsets_log`): a commit, a group's
+//! metadata and their tombstones are appended to the group's partition in Kafka's record
+//! format, fsynced, then applied to the RocksDB offset store, which is what start-up
+//! reads groups back from (after replaying the log tail it had not applied). Committed
+//! offsets are also cached in memory for OffsetFetch. Until `__consumer_offsets` exists
+//! (it is created by the first FindCoordinator of a group, as in Kafka), and in unit
+//! tests without logs, changes go straight to the store with synced writes.
+//! A third task expires offsets (`offsets.retention.minutes`, see `retention`).
 
 mod lifecycle;
 mod offsets;
+pub mod offsets_log;
+#[cfg(test)]
+mod persist_tests;
 mod protocol;
+pub mod records;
+mod retention;
 mod snapshot;
 mod state;
 #[cfg(test)]
@@ -21,12 +32,14 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use brook_storage::offsets::{CommittedOffset, OffsetStore};
-use brook_storage::StorageError;
+use brook_storage::offsets::{CommittedOffset, OffsetRecord, OffsetStore};
 use parking_lot::Mutex;
 use tokio::sync::{oneshot, Notify};
 use tokio_util::sync::CancellationToken;
 use tracing::{error, warn};
+
+use crate::error::BrokerError;
+use offsets_log::OffsetsLog;
 
 pub use lifecycle::SyncRequest;
 pub use offsets::{Committer, GroupDescription, MemberDescription};
@@ -48,6 +61,10 @@ pub struct GroupConfig {
     pub max_session_timeout_ms: i32,
     /// `offset.metadata.max.bytes`.
     pub offset_metadata_max_bytes: usize,
+    /// `offsets.retention.minutes` (or Brook's `brook.offsets.retention.ms`), in ms.
+    pub offsets_retention_ms: i64,
+    /// `offsets.retention.check.interval.ms`.
+    pub offsets_retention_check_interval: Duration,
 }
 
 type OffsetMap = BTreeMap<(String, i32), CommittedOffset>;
@@ -55,6 +72,8 @@ type OffsetMap = BTreeMap<(String, i32), CommittedOffset>;
 pub(crate) struct Shared {
     config: GroupConfig,
     store: OffsetStore,
+    /// `None` in unit tests: changes then go straight to the store.
+    log: Option<OffsetsLog>,
     groups: Mutex<HashMap<String, Group>>,
     offsets: Mutex<HashMap<String, OffsetMap>>,
     /// Group metadata waiting for the writer: `None` = delete.
@@ -74,9 +93,19 @@ impl Drop for GroupCoordinator {
 }
 
 impl GroupCoordinator {
-    /// Opens the offset store at `dir`, reloads groups and offsets, starts the tasks.
-    pub async fn start(dir: std::path::PathBuf, config: GroupConfig) -> Result<Self, StorageError> {
+    /// Opens the offset store at `dir`, replays the `__consumer_offsets` logs on disk into
+    /// it, reloads groups and offsets, starts the tasks.
+    pub async fn start(
+        dir: std::path::PathBuf,
+        config: GroupConfig,
+        log: Option<OffsetsLog>,
+    ) -> Result<Self, BrokerError> {
         let store = OffsetStore::open_async(dir).await?;
+        if let Some(log) = &log {
+            for partition_log in log.logs_on_disk() {
+                offsets_log::replay(&store, &partition_log).await?;
+            }
+        }
         let loaded = store
             .run_blocking(|s| {
                 let mut out = Vec::new();
@@ -107,6 +136,7 @@ impl GroupCoordinator {
         let shared = Arc::new(Shared {
             config,
             store,
+            log,
             groups: Mutex::new(groups),
             offsets: Mutex::new(offsets),
             pending_writes: Mutex::new(HashMap::new()),
@@ -115,15 +145,12 @@ impl GroupCoordinator {
         let shutdown = CancellationToken::new();
         tokio::spawn(tick_loop(Arc::clone(&shared), shutdown.clone()));
         tokio::spawn(write_loop(Arc::clone(&shared), shutdown.clone()));
+        tokio::spawn(retention::run(Arc::clone(&shared), shutdown.clone()));
         Ok(GroupCoordinator { shared, shutdown })
     }
 
     pub fn config(&self) -> &GroupConfig {
         &self.shared.config
-    }
-
-    pub(crate) fn store(&self) -> &OffsetStore {
-        &self.shared.store
     }
 
     /// Runs `f` on the group (if it exists) under the lock, then queues its metadata
@@ -246,6 +273,7 @@ impl GroupCoordinator {
 
     /// DeleteGroups for one group: only an Empty group goes, with its offsets.
     pub async fn delete_group(&self, group_id: &str) -> Result<(), GroupError> {
+        let mut tombstones;
         {
             let mut groups = self.shared.groups.lock();
             match groups.get(group_id).map(|g| g.state) {
@@ -254,20 +282,28 @@ impl GroupCoordinator {
                 Some(_) => return Err(GroupError::NonEmptyGroup),
             }
             groups.remove(group_id);
-            self.shared.offsets.lock().remove(group_id);
+            let offsets = self.shared.offsets.lock().remove(group_id);
+            // Kafka writes a tombstone per committed offset and one for the metadata.
+            tombstones = offsets
+                .unwrap_or_default()
+                .into_keys()
+                .map(|(topic, partition)| OffsetRecord::DeleteOffset {
+                    group: group_id.to_owned(),
+                    topic,
+                    partition,
+                })
+                .collect::<Vec<_>>();
+            tombstones.push(OffsetRecord::DeleteGroup {
+                group: group_id.to_owned(),
+            });
+            // Overrides metadata still queued, so the writer cannot bring the group back.
             self.shared
                 .pending_writes
                 .lock()
                 .insert(group_id.to_owned(), None);
         }
         self.shared.write_wanted.notify_one();
-        let id = group_id.to_owned();
-        if let Err(e) = self
-            .shared
-            .store
-            .run_blocking(move |s| s.delete_group(&id))
-            .await
-        {
+        if let Err(e) = self.shared.persist(tombstones).await {
             error!(group = %group_id, error = %e, "deleting group from the offset store failed");
             return Err(GroupError::CoordinatorNotAvailable);
         }
@@ -296,6 +332,7 @@ async fn parked<T>(
 
 impl Shared {
     fn queue_if_dirty(&self, group: &mut Group) {
+        observe_state(group, brook_storage::log_manager::now_ms());
         if !group.dirty {
             return;
         }
@@ -309,6 +346,23 @@ impl Shared {
             }
             Err(e) => error!(group = %group.group_id, error = %e, "encoding group metadata failed"),
         }
+    }
+}
+
+/// Keeps `empty_since_ms` (the current-state timestamp offsets retention counts from):
+/// set when the group is Empty, cleared when it has members. A group that had members
+/// is written again when it becomes empty, so the timestamp survives a restart.
+fn observe_state(group: &mut Group, now_ms: i64) {
+    match (group.state, group.empty_since_ms) {
+        (GroupState::Empty, None) => {
+            group.empty_since_ms = Some(now_ms);
+            if group.generation_id > 0 {
+                group.dirty = true;
+            }
+        }
+        (GroupState::Empty, Some(_)) => {}
+        (_, Some(_)) => group.empty_since_ms = None,
+        (_, None) => {}
     }
 }
 
@@ -339,19 +393,14 @@ async fn write_loop(shared: Arc<Shared>, shutdown: CancellationToken) {
         if batch.is_empty() {
             continue;
         }
-        let written = shared
-            .store
-            .run_blocking(move |s| {
-                for (group, metadata) in &batch {
-                    match metadata {
-                        Some(bytes) => s.put_group(group, bytes)?,
-                        None => s.delete_group(group)?,
-                    }
-                }
-                Ok(())
+        let records = batch
+            .into_iter()
+            .map(|(group, metadata)| match metadata {
+                Some(metadata) => OffsetRecord::PutGroup { group, metadata },
+                None => OffsetRecord::DeleteGroup { group },
             })
-            .await;
-        if let Err(e) = written {
+            .collect();
+        if let Err(e) = shared.persist(records).await {
             warn!(error = %e, "writing group metadata failed; it is rewritten on the next change");
         }
     }

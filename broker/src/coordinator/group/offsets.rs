@@ -1,11 +1,11 @@
-//! Committed offsets: OffsetCommit (group checks, then one synced store batch, then the
-//! cache), OffsetFetch (from the cache) and OffsetDelete (refused for topics an active
+//! Committed offsets: OffsetCommit (group checks, then one durable append to the group's
+//! `__consumer_offsets` partition applied to the store, then the cache), OffsetFetch (from the cache) and OffsetDelete (refused for topics an active
 //! consumer group subscribes to, KIP-496).
 
 use std::collections::BTreeSet;
 use std::time::Instant;
 
-use brook_storage::offsets::CommittedOffset;
+use brook_storage::offsets::{CommittedOffset, OffsetRecord};
 
 use super::state::Group;
 use super::types::{GroupError, GroupState};
@@ -52,11 +52,16 @@ impl GroupCoordinator {
         if entries.is_empty() {
             return Ok(());
         }
-        let id = group_id.to_owned();
-        let to_store = entries.clone();
-        self.store()
-            .run_blocking(move |s| s.commit(&id, &to_store))
-            .await?;
+        let records = entries
+            .iter()
+            .map(|(topic, partition, offset)| OffsetRecord::Commit {
+                group: group_id.to_owned(),
+                topic: topic.clone(),
+                partition: *partition,
+                offset: offset.clone(),
+            })
+            .collect();
+        self.shared.persist(records).await?;
         let mut offsets = self.shared.offsets.lock();
         let map = offsets.entry(group_id.to_owned()).or_default();
         for (topic, partition, committed) in entries {
@@ -108,11 +113,15 @@ impl GroupCoordinator {
             .map(|(p, _)| p.clone())
             .collect();
         if !deletable.is_empty() {
-            let id = group_id.to_owned();
-            let to_delete = deletable.clone();
-            self.store()
-                .run_blocking(move |s| s.delete_offsets(&id, &to_delete))
-                .await?;
+            let tombstones = deletable
+                .iter()
+                .map(|(topic, partition)| OffsetRecord::DeleteOffset {
+                    group: group_id.to_owned(),
+                    topic: topic.clone(),
+                    partition: *partition,
+                })
+                .collect();
+            self.shared.persist(tombstones).await?;
             if let Some(map) = self.shared.offsets.lock().get_mut(group_id) {
                 for p in deletable {
                     map.remove(&p);

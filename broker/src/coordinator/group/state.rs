@@ -34,6 +34,9 @@ pub struct Group {
     initial_delay: bool,
     /// Set when the persisted form changed; the coordinator writes it and clears it.
     pub dirty: bool,
+    /// When the group last became Empty (wall clock, ms), kept by the coordinator:
+    /// offsets retention counts from it (KIP-211). `None` while it has members.
+    pub empty_since_ms: Option<i64>,
 }
 
 impl Group {
@@ -51,6 +54,7 @@ impl Group {
             rebalance_deadline: None,
             initial_delay: false,
             dirty: false,
+            empty_since_ms: None,
         }
     }
 

@@ -7,7 +7,10 @@
  * --idle-ms, or at --timeout-ms; then prints {"assigned":[..],"generation":G,"member_id":".."}
  * (its assignment and the classic-protocol generation it holds) and closes. A static member
  * (--instance-id, KIP-345) closes without LeaveGroup, as Kafka's client does for static members.
- * Options: --assignor range|cooperative-sticky, --from earliest|latest (auto.offset.reset).
+ * Options: --assignor range|cooperative-sticky, --from earliest|latest (auto.offset.reset),
+ * --session-timeout-ms (session.timeout.ms). SIGTERM ends the run like --timeout-ms (final line,
+ * graceful close with LeaveGroup), so a scenario can tell a member that leaves from one that is
+ * killed (SIGKILL: no LeaveGroup, the session timeout evicts it).
  */
 package dev.brook.driver;
 
@@ -18,6 +21,9 @@ import java.util.List;
 import java.util.Map;
 import java.util.Properties;
 import java.util.TreeSet;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
 import org.apache.kafka.clients.consumer.ConsumerGroupMetadata;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.CooperativeStickyAssignor;
@@ -47,11 +53,23 @@ final class GroupConsumeCommand {
         props.put("heartbeat.interval.ms", "1000");
         props.put("partition.assignment.strategy", assignor(args.get("assignor").orElse("range")));
         args.get("instance-id").ifPresent(id -> props.put("group.instance.id", id));
+        // SIGTERM runs shutdown hooks, then halts: the hook asks the loop to stop and waits
+        // until the consumer is closed (LeaveGroup sent), bounded so a stuck close cannot hang.
+        AtomicBoolean stopping = new AtomicBoolean(false);
+        CountDownLatch closed = new CountDownLatch(1);
+        Runtime.getRuntime().addShutdownHook(new Thread(() -> {
+            stopping.set(true);
+            try {
+                closed.await(30, TimeUnit.SECONDS);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+        }));
         try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(props)) {
             consumer.subscribe(List.of(topic));
             int printed = 0;
             long lastRecordAt = 0;
-            while (printed < count) {
+            while (printed < count && !stopping.get()) {
                 long now = System.nanoTime();
                 long remainingMs = (deadline - now) / 1_000_000;
                 if (remainingMs <= 0) {
@@ -91,6 +109,8 @@ final class GroupConsumeCommand {
             last.set("assigned", assigned);
             last.put("generation", meta.generationId()).put("member_id", meta.memberId());
             Json.println(last);
+        } finally {
+            closed.countDown();
         }
         return 0;
     }

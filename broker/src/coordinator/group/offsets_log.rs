@@ -1,0 +1,285 @@
+//! The group coordinator's persistence through `__consumer_offsets`: append, fsync,
+//! apply to the offset store; and the start-up replay of what the store missed.
+//!
+//! A write for a group goes to its partition (`records::partition_for`): the records are
+//! encoded in Kafka's format into one uncompressed v2 batch, appended with the partition's
+//! leader epoch from the metadata image and flushed — the durability point, after which
+//! the caller may acknowledge — then applied to RocksDB without sync with the offset of
+//! the batch's last record as the partition's applied position. A tokio mutex per
+//! partition keeps appends and applies in the same order (two commits of one partition
+//! must not reach the store in the reverse order of the log), and is the only lock held
+//! across `.await`.
+//!
+//! Replay (start-up, before the coordinator serves): for every `__consumer_offsets` log
+//! on disk, read from the applied position + 1 to the log end and apply, so a crash
+//! between append and apply loses nothing. Re-applying is harmless (puts and deletes).
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use brook_protocol::kafka_protocol::records::{
+    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+};
+use brook_raft::MetadataImage;
+use brook_storage::log::MinOneBatch;
+use brook_storage::offsets::{OffsetRecord, OffsetStore};
+use brook_storage::LogHandle;
+use bytes::{Bytes, BytesMut};
+use tokio::sync::watch;
+use tracing::{info, warn};
+
+use super::records::{self, OFFSETS_TOPIC};
+use super::Shared;
+use crate::config::BrokerConfig;
+use crate::error::BrokerError;
+use crate::partition::ReplicaManager;
+
+/// How much of a partition one replay read returns.
+const REPLAY_READ_BYTES: usize = 1 << 20;
+
+/// Writes the coordinator's records to `__consumer_offsets` and applies them.
+pub struct OffsetsLog {
+    replicas: ReplicaManager,
+    images: watch::Receiver<Arc<MetadataImage>>,
+    config: BrokerConfig,
+    node_id: i32,
+    locks: parking_lot::Mutex<HashMap<i32, Arc<tokio::sync::Mutex<()>>>>,
+}
+
+impl OffsetsLog {
+    pub fn new(
+        replicas: ReplicaManager,
+        images: watch::Receiver<Arc<MetadataImage>>,
+        config: BrokerConfig,
+        node_id: i32,
+    ) -> Self {
+        OffsetsLog {
+            replicas,
+            images,
+            config,
+            node_id,
+            locks: parking_lot::Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The `__consumer_offsets` partition logs that were on disk at start-up.
+    pub fn logs_on_disk(&self) -> Vec<LogHandle> {
+        self.replicas
+            .logs()
+            .into_iter()
+            .filter(|log| log.topic() == OFFSETS_TOPIC)
+            .collect()
+    }
+
+    /// The partition count of `__consumer_offsets`, if the topic exists.
+    pub fn partitions(&self) -> Option<i32> {
+        let image = self.images.borrow().clone();
+        let topic = image.topic(OFFSETS_TOPIC)?;
+        i32::try_from(topic.partitions.len())
+            .ok()
+            .filter(|n| *n > 0)
+    }
+
+    /// Appends `records` (all of groups mapping to `partition`) durably, then applies
+    /// them to `store`. Returns once the log is fsynced and the store updated.
+    pub async fn write(
+        &self,
+        store: &OffsetStore,
+        partition: i32,
+        records: Vec<OffsetRecord>,
+    ) -> Result<(), BrokerError> {
+        if records.is_empty() {
+            return Ok(());
+        }
+        let lock = Arc::clone(self.locks.lock().entry(partition).or_default());
+        let _ordered = lock.lock().await;
+        let image = self.images.borrow().clone();
+        let leader_epoch = image
+            .partition(OFFSETS_TOPIC, partition)
+            .map_or(0, |p| p.leader_epoch);
+        let log = self
+            .replicas
+            .partition(
+                || {
+                    let empty = Default::default();
+                    self.config.with_dynamic(
+                        image.broker_configs(None).unwrap_or(&empty),
+                        image.broker_configs(Some(self.node_id)).unwrap_or(&empty),
+                    )
+                },
+                &image,
+                self.node_id,
+                OFFSETS_TOPIC,
+                partition,
+            )
+            .await?;
+        let now_ms = brook_storage::log_manager::now_ms();
+        let batch = encode_batch(&records, now_ms)?;
+        let appended = log.append(batch, leader_epoch, now_ms).await?;
+        // The durability point: Kafka acknowledges a commit once it is in the log; a
+        // single node has no follower to rely on, so the log is fsynced first.
+        log.flush(now_ms).await?;
+        store
+            .run_blocking(move |s| s.apply(partition, &records, appended.last_offset))
+            .await?;
+        Ok(())
+    }
+}
+
+impl Shared {
+    /// Persists `records`: through the groups' `__consumer_offsets` partitions when the
+    /// topic exists, else straight to the store with synced writes.
+    pub(super) async fn persist(&self, records: Vec<OffsetRecord>) -> Result<(), BrokerError> {
+        if records.is_empty() {
+            return Ok(());
+        }
+        let Some((log, partitions)) = self
+            .log
+            .as_ref()
+            .and_then(|log| log.partitions().map(|n| (log, n)))
+        else {
+            self.store
+                .run_blocking(move |s| apply_synced(s, &records))
+                .await?;
+            return Ok(());
+        };
+        let mut by_partition: BTreeMap<i32, Vec<OffsetRecord>> = BTreeMap::new();
+        for record in records {
+            let partition = records::partition_for(records::group_of(&record), partitions);
+            by_partition.entry(partition).or_default().push(record);
+        }
+        for (partition, records) in by_partition {
+            log.write(&self.store, partition, records).await?;
+        }
+        Ok(())
+    }
+}
+
+/// The store-only path: each change as one synced write.
+fn apply_synced(store: &OffsetStore, records: &[OffsetRecord]) -> brook_storage::Result<()> {
+    for record in records {
+        match record {
+            OffsetRecord::Commit {
+                group,
+                topic,
+                partition,
+                offset,
+            } => store.commit(group, &[(topic.clone(), *partition, offset.clone())])?,
+            OffsetRecord::DeleteOffset {
+                group,
+                topic,
+                partition,
+            } => store.delete_offsets(group, &[(topic.clone(), *partition)])?,
+            OffsetRecord::PutGroup { group, metadata } => store.put_group(group, metadata)?,
+            OffsetRecord::DeleteGroup { group } => store.delete_group(group)?,
+        }
+    }
+    Ok(())
+}
+
+/// One uncompressed v2 batch of `records`, key and value in Kafka's format.
+pub(super) fn encode_batch(records: &[OffsetRecord], now_ms: i64) -> Result<BytesMut, BrokerError> {
+    let encoded: Vec<Record> = records
+        .iter()
+        .enumerate()
+        .map(|(i, record)| {
+            let (key, value) = records::encode(record);
+            Record {
+                transactional: false,
+                control: false,
+                delete_horizon: false,
+                partition_leader_epoch: -1,
+                producer_id: -1,
+                producer_epoch: -1,
+                timestamp_type: TimestampType::Creation,
+                offset: i as i64,
+                sequence: -1,
+                timestamp: now_ms,
+                key: Some(Bytes::from(key)),
+                value: value.map(Bytes::from),
+                headers: Default::default(),
+            }
+        })
+        .collect();
+    let mut buf = BytesMut::new();
+    let options = RecordEncodeOptions {
+        version: 2,
+        compression: Compression::None,
+    };
+    RecordBatchEncoder::encode(&mut buf, &encoded, &options)
+        .map_err(|e| BrokerError::InvalidRequest(format!("encoding offsets records: {e}")))?;
+    Ok(buf)
+}
+
+/// Applies to `store` every record of `log` (a `__consumer_offsets` partition) past the
+/// store's applied position. Returns how many records were applied.
+pub async fn replay(store: &OffsetStore, log: &LogHandle) -> Result<u64, BrokerError> {
+    let partition = log.partition();
+    let applied = store
+        .run_blocking(move |s| s.applied_position_of(partition))
+        .await?;
+    let log_end = log.log_end_offset();
+    let mut next = match applied {
+        // The store saw records the log no longer has (the log was truncated or
+        // recreated): start over from the log's beginning.
+        Some(p) if p >= log_end => {
+            warn!(
+                partition,
+                applied = p,
+                log_end,
+                "offsets store ahead of its log; replaying all"
+            );
+            log.log_start_offset()
+        }
+        Some(p) => (p + 1).max(log.log_start_offset()),
+        None => log.log_start_offset(),
+    };
+    let mut total = 0u64;
+    while next < log_end {
+        let read = log
+            .read(next, REPLAY_READ_BYTES, log_end, MinOneBatch::Yes)
+            .await?;
+        let mut bytes = read.records;
+        if bytes.is_empty() {
+            break;
+        }
+        let sets = RecordBatchDecoder::decode_all(&mut bytes).map_err(|e| {
+            BrokerError::InvalidRequest(format!("{OFFSETS_TOPIC}-{partition} unreadable: {e}"))
+        })?;
+        let mut changes = Vec::new();
+        let mut last = next - 1;
+        for record in sets.into_iter().flat_map(|s| s.records) {
+            if record.offset < next || record.control {
+                last = last.max(record.offset);
+                continue;
+            }
+            last = record.offset;
+            let Some(key) = record.key.as_deref() else {
+                continue;
+            };
+            match records::decode(key, record.value.as_deref()) {
+                Ok(Some(change)) => changes.push(change),
+                Ok(None) => {}
+                Err(e) => {
+                    warn!(partition, offset = record.offset, error = %e, "skipping unreadable offsets record")
+                }
+            }
+        }
+        if last < next {
+            break;
+        }
+        total += changes.len() as u64;
+        store
+            .run_blocking(move |s| s.apply(partition, &changes, last))
+            .await?;
+        next = last + 1;
+    }
+    if total > 0 {
+        info!(
+            partition,
+            records = total,
+            "offsets log tail replayed into the store"
+        );
+    }
+    Ok(total)
+}

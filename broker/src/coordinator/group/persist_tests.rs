@@ -1,0 +1,227 @@
+//! Persistence: offsets retention with a chosen clock, the `__consumer_offsets` batch
+//! and replay into a store, and group metadata in Kafka's `GroupMetadataValue` layout.
+
+use std::time::{Duration, Instant};
+
+use brook_storage::offsets::{CommittedOffset, OffsetRecord, OffsetStore};
+use brook_storage::{LogConfig, LogManager};
+
+use super::offsets_log::{encode_batch, replay};
+use super::records::OFFSETS_TOPIC;
+use super::state::Group;
+use super::types::{GroupError, GroupState};
+use super::{snapshot, Committer, GroupConfig, GroupCoordinator};
+
+const RETENTION_MS: i64 = 60_000;
+
+fn config() -> GroupConfig {
+    GroupConfig {
+        initial_rebalance_delay: Duration::ZERO,
+        min_session_timeout_ms: 1,
+        max_session_timeout_ms: 100_000,
+        offset_metadata_max_bytes: 4096,
+        offsets_retention_ms: RETENTION_MS,
+        offsets_retention_check_interval: Duration::from_secs(3600),
+    }
+}
+
+fn standalone() -> Committer {
+    Committer {
+        member_id: String::new(),
+        group_instance_id: None,
+        generation_id: -1,
+        missing_group_error: GroupError::UnknownMemberId,
+    }
+}
+
+fn offset(offset: i64, commit_timestamp_ms: i64) -> CommittedOffset {
+    CommittedOffset {
+        offset,
+        leader_epoch: -1,
+        metadata: String::new(),
+        commit_timestamp_ms,
+    }
+}
+
+#[tokio::test]
+async fn standalone_commits_expire_retention_after_their_commit_and_the_group_goes() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let coordinator = GroupCoordinator::start(dir.path().join("store"), config(), None)
+        .await
+        .expect("start");
+    let entries = vec![
+        ("t".to_string(), 0, offset(5, 1_000)),
+        ("t".to_string(), 1, offset(9, 2_000)),
+    ];
+    coordinator
+        .commit_offsets("g", standalone(), entries)
+        .await
+        .expect("commit");
+
+    assert_eq!(
+        coordinator
+            .expire_offsets_at(1_000 + RETENTION_MS - 1)
+            .await,
+        0
+    );
+    assert_eq!(coordinator.expire_offsets_at(1_000 + RETENTION_MS).await, 1);
+    let left = coordinator.fetch_offsets("g");
+    assert_eq!(left.len(), 1);
+    assert_eq!(left.get(&("t".to_string(), 1)).map(|c| c.offset), Some(9));
+
+    assert_eq!(coordinator.expire_offsets_at(2_000 + RETENTION_MS).await, 1);
+    assert!(coordinator.fetch_offsets("g").is_empty());
+    assert!(coordinator.list().iter().all(|(id, _, _)| id != "g"));
+    drop(coordinator);
+    // Let the coordinator's tasks see the cancellation and release the database.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    // The expiry reached the store: a restart does not bring the offsets back.
+    let store = OffsetStore::open(&dir.path().join("store")).expect("reopen");
+    assert!(store.fetch("g").expect("fetch").is_empty());
+}
+
+#[tokio::test]
+async fn a_consumer_groups_offsets_expire_retention_after_it_became_empty_not_after_the_commit() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let coordinator = GroupCoordinator::start(dir.path().join("store"), config(), None)
+        .await
+        .expect("start");
+    coordinator
+        .commit_offsets("g", standalone(), vec![("t".into(), 0, offset(5, 1_000))])
+        .await
+        .expect("commit");
+    // The group had members (generation 1, consumer protocol) and is Empty again now.
+    coordinator.with_group("g", |g| {
+        let g = g.expect("the commit created the group");
+        g.generation_id = 1;
+        g.protocol_type = Some("consumer".into());
+        g.state = GroupState::PreparingRebalance;
+    });
+    coordinator.with_group("g", |g| {
+        if let Some(g) = g {
+            g.state = GroupState::Empty;
+        }
+    });
+    let empty_since = coordinator
+        .with_group("g", |g| g.and_then(|g| g.empty_since_ms))
+        .expect("the coordinator stamped when the group became empty");
+    assert!(empty_since > 1_000 + RETENTION_MS);
+
+    assert_eq!(
+        coordinator
+            .expire_offsets_at(empty_since + RETENTION_MS - 1)
+            .await,
+        0
+    );
+    // A group with members never loses offsets, however old.
+    coordinator.with_group("g", |g| {
+        if let Some(g) = g {
+            g.state = GroupState::Stable;
+        }
+    });
+    assert_eq!(coordinator.expire_offsets_at(i64::MAX).await, 0);
+    coordinator.with_group("g", |g| {
+        if let Some(g) = g {
+            g.state = GroupState::Empty;
+        }
+    });
+    let empty_since = coordinator
+        .with_group("g", |g| g.and_then(|g| g.empty_since_ms))
+        .expect("stamped again");
+    assert_eq!(
+        coordinator
+            .expire_offsets_at(empty_since + RETENTION_MS)
+            .await,
+        1
+    );
+    assert!(coordinator.fetch_offsets("g").is_empty());
+}
+
+#[tokio::test]
+async fn replaying_the_log_rebuilds_the_store_from_any_applied_position() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let logs = LogManager::open(&[dir.path().join("logs")], LogConfig::default()).expect("logs");
+    let log = logs
+        .get_or_create(OFFSETS_TOPIC, 3, LogConfig::default())
+        .expect("log");
+    let batches = [
+        vec![
+            OffsetRecord::Commit {
+                group: "g".into(),
+                topic: "t".into(),
+                partition: 0,
+                offset: offset(5, 1),
+            },
+            OffsetRecord::PutGroup {
+                group: "g".into(),
+                metadata: vec![0, 3],
+            },
+        ],
+        vec![
+            OffsetRecord::Commit {
+                group: "g".into(),
+                topic: "t".into(),
+                partition: 0,
+                offset: offset(8, 2),
+            },
+            OffsetRecord::Commit {
+                group: "h".into(),
+                topic: "u".into(),
+                partition: 2,
+                offset: offset(1, 3),
+            },
+        ],
+        vec![OffsetRecord::DeleteOffset {
+            group: "h".into(),
+            topic: "u".into(),
+            partition: 2,
+        }],
+    ];
+    for batch in &batches {
+        let bytes = encode_batch(batch, 10).expect("encode");
+        log.append(bytes, 0, 10).await.expect("append");
+    }
+    let store = OffsetStore::open(&dir.path().join("store")).expect("store");
+    assert_eq!(replay(&store, &log).await.expect("replay"), 5);
+    let state = |store: &OffsetStore| {
+        (
+            store.fetch("g").expect("fetch"),
+            store.fetch("h").expect("fetch"),
+            store.get_group("g").expect("group"),
+            store.applied_position_of(3).expect("position"),
+        )
+    };
+    let expected = state(&store);
+    assert_eq!(expected.0.len(), 1);
+    assert_eq!(expected.0[0].2.offset, 8);
+    assert!(expected.1.is_empty());
+    assert_eq!(expected.2, Some(vec![0, 3]));
+    assert_eq!(expected.3, Some(4));
+
+    // Nothing new: replay applies nothing. Position dropped back: the same state again.
+    assert_eq!(replay(&store, &log).await.expect("replay"), 0);
+    store.apply(3, &[], 1).expect("move the position back");
+    assert_eq!(replay(&store, &log).await.expect("replay"), 3);
+    drop(store);
+    let reopened = OffsetStore::open(&dir.path().join("store")).expect("reopen");
+    assert_eq!(state(&reopened), expected);
+}
+
+#[test]
+fn an_empty_groups_state_timestamp_survives_the_kafka_metadata_layout() {
+    let mut g = Group::new("g");
+    g.generation_id = 4;
+    g.protocol_type = Some("consumer".into());
+    g.empty_since_ms = Some(1_234);
+    let bytes = snapshot::encode(&g).expect("encodes");
+    assert_eq!(&bytes[..2], &[0, 3], "GroupMetadataValue version 3");
+    let back = snapshot::decode("g", &bytes, Instant::now()).expect("decodes");
+    assert_eq!(back.state, GroupState::Empty);
+    assert_eq!(back.generation_id, 4);
+    assert_eq!(back.protocol_type.as_deref(), Some("consumer"));
+    assert_eq!(back.empty_since_ms, Some(1_234));
+    for cut in 0..bytes.len() {
+        assert!(snapshot::decode("g", &bytes[..cut], Instant::now()).is_err());
+    }
+}

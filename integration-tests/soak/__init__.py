@@ -1,0 +1,1 @@
+"""The consumer-group soak (issue 4): see soak/run.py."""

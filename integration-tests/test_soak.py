@@ -1,0 +1,31 @@
+"""The consumer-group soak, short version (issue 4): 5 groups x 4 franz-go members join, leave
+and get killed for BROOK_SOAK_DURATION seconds (default 90) under a steady idempotent producer;
+every group must read every acknowledged record (lost = 0), intact, with duplicates only where
+a reader was killed or a commit failed. `make soak` runs the long version (soak/run.py).
+Also passes against Apache Kafka (BROOK_TEST_TARGET=kafka)."""
+
+import io
+import os
+
+import pytest
+
+from soak.run import print_summary, soak
+
+DURATION_S = float(os.environ.get("BROOK_SOAK_DURATION", "90"))
+
+
+@pytest.mark.timeout(DURATION_S + 400)
+def test_five_groups_with_churning_members_each_read_every_produced_record(broker):
+    result = soak(broker.bootstrap, DURATION_S, log=lambda line: print(line, flush=True))
+    summary = io.StringIO()
+    print_summary(result, summary)
+    print(summary.getvalue())
+    assert result["produce_errors"] == []
+    assert result["produced"] >= DURATION_S * 100, summary.getvalue()
+    for g in result["groups"]:
+        assert g["lost"] == 0, summary.getvalue()
+        assert g["mismatched"] == 0 and g["unexpected_reads"] == 0, summary.getvalue()
+        assert g["unexplained_duplicates"] == 0, summary.getvalue()
+        assert g["failed_members"] == [], g
+    churned = {k: sum(g[k] for g in result["groups"]) for k in ("left", "killed", "rebalances")}
+    assert all(churned.values()), churned

@@ -1,0 +1,198 @@
+//! Filtering one batch for the cleaner (Kafka's `MemoryRecords.filterTo` +
+//! `buildRetainedRecordsInto`).
+//!
+//! A record stays when its key's latest offset in the map is not above its own, when
+//! its key is not in the map (the clean section, or past the map's end), or when it has
+//! no key (a compacted topic refuses those at produce; one found anyway is kept, never
+//! silently lost). A tombstone (null value) additionally goes once the batch's delete
+//! horizon has passed (KIP-534): the first pass that keeps a tombstone sets attribute
+//! bit 6 and moves the base timestamp to `now + delete.retention.ms`, rewriting every
+//! record's timestampDelta so record timestamps do not change.
+//!
+//! A rewritten batch keeps its base offset AND its lastOffsetDelta (so the producer's
+//! last sequence survives, as Kafka's `overrideLastOffset`), producer id/epoch/base
+//! sequence, partition leader epoch, codec and timestamp type; maxTimestamp is
+//! recomputed from the kept records (CreateTime) and the CRC is recomputed. A batch that
+//! keeps every record and needs no horizon is copied byte for byte. Control batches and
+//! batches that cannot be decoded are kept untouched.
+
+use crate::batch::{BatchHeader, TimestampType, BATCH_HEADER_LEN};
+use crate::cleaner::codec;
+use crate::cleaner::offset_map::OffsetMap;
+use crate::cleaner::record::{parse_records, write_with_timestamp_delta, Record};
+
+/// Attribute bit 6: the base timestamp is the delete horizon (KIP-534).
+pub(crate) const DELETE_HORIZON_BIT: i16 = 0x40;
+/// Largest decompressed payload the cleaner accepts (a batch beyond it is kept as is).
+const MAX_PAYLOAD: usize = 256 * 1024 * 1024;
+
+/// The inputs of a filtering decision.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct FilterContext<'a> {
+    pub map: &'a OffsetMap,
+    /// Records at or above it were not indexed by this pass and are kept untouched.
+    pub end_offset: i64,
+    pub now_ms: i64,
+    pub delete_retention_ms: i64,
+}
+
+/// What becomes of a batch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Filtered {
+    /// Copy the original bytes.
+    Unchanged,
+    /// The original could not be decoded: copy it, and say so.
+    Unreadable,
+    /// Replace it with these bytes (a whole batch, CRC set).
+    Rewritten {
+        bytes: Vec<u8>,
+        records_removed: usize,
+        /// The delete horizon the new batch carries, if it holds a tombstone.
+        delete_horizon: Option<i64>,
+    },
+    /// Every record goes.
+    Empty { records_removed: usize },
+}
+
+/// The delete horizon of a batch, if set.
+pub(crate) fn delete_horizon(header: &BatchHeader) -> Option<i64> {
+    (header.attributes & DELETE_HORIZON_BIT != 0).then_some(header.base_timestamp)
+}
+
+/// The decompressed records payload of a whole batch, or `None`.
+pub(crate) fn payload(batch: &[u8], header: &BatchHeader) -> Option<Vec<u8>> {
+    let data = batch.get(BATCH_HEADER_LEN..header.size())?;
+    codec::decompress(header.compression(), data, MAX_PAYLOAD)
+}
+
+/// Decides the fate of every record of `batch` (exactly one whole batch).
+pub(crate) fn filter_batch(batch: &[u8], header: &BatchHeader, ctx: FilterContext<'_>) -> Filtered {
+    if header.is_control() {
+        return Filtered::Unchanged;
+    }
+    let Some(payload) = payload(batch, header) else {
+        return Filtered::Unreadable;
+    };
+    let Some(records) = parse_records(&payload, header.records_count) else {
+        return Filtered::Unreadable;
+    };
+    let horizon = delete_horizon(header);
+    let horizon_passed = horizon.is_some_and(|h| ctx.now_ms >= h);
+    let kept: Vec<&Record<'_>> = records
+        .iter()
+        .filter(|r| {
+            let offset = header.base_offset + r.offset_delta;
+            let Some(key) = r.key else {
+                return true;
+            };
+            if offset >= ctx.end_offset {
+                return true; // past what this pass indexed: untouched (Kafka's rule)
+            }
+            let latest = ctx.map.get(key).is_none_or(|o| o <= offset);
+            latest && !(r.is_tombstone && horizon_passed)
+        })
+        .collect();
+    let records_removed = records.len() - kept.len();
+    if kept.is_empty() {
+        return Filtered::Empty { records_removed };
+    }
+    let has_tombstone = kept.iter().any(|r| r.is_tombstone);
+    let new_horizon = match horizon {
+        Some(h) => Some(h),
+        None if has_tombstone => Some(ctx.now_ms.saturating_add(ctx.delete_retention_ms)),
+        None => None,
+    };
+    if records_removed == 0 && new_horizon == horizon {
+        return Filtered::Unchanged;
+    }
+    match build_batch(header, &kept, new_horizon) {
+        Some(bytes) => Filtered::Rewritten {
+            bytes,
+            records_removed,
+            delete_horizon: new_horizon.filter(|_| has_tombstone),
+        },
+        None => Filtered::Unreadable,
+    }
+}
+
+/// A new batch holding `kept` with `header`'s identity (see the module doc).
+fn build_batch(
+    header: &BatchHeader,
+    kept: &[&Record<'_>],
+    horizon: Option<i64>,
+) -> Option<Vec<u8>> {
+    let base_timestamp = horizon.unwrap_or(header.base_timestamp);
+    let mut records = Vec::new();
+    let mut max_timestamp = i64::MIN;
+    for record in kept {
+        let timestamp = header.base_timestamp + record.timestamp_delta;
+        max_timestamp = max_timestamp.max(timestamp);
+        if base_timestamp == header.base_timestamp {
+            records.extend_from_slice(record.raw);
+        } else {
+            write_with_timestamp_delta(&mut records, record, timestamp - base_timestamp);
+        }
+    }
+    if header.timestamp_type() == TimestampType::LogAppendTime {
+        max_timestamp = header.max_timestamp;
+    }
+    let body = codec::compress(header.compression(), &records)?;
+    let mut attributes = header.attributes;
+    if horizon.is_some() {
+        attributes |= DELETE_HORIZON_BIT;
+    }
+    Some(encode(
+        header,
+        attributes,
+        base_timestamp,
+        max_timestamp,
+        kept.len(),
+        &body,
+    ))
+}
+
+/// An empty batch standing for `header` (Kafka's `writeEmptyHeader`): it keeps the
+/// offsets and producer fields so producer state and segment ranges survive.
+pub(crate) fn empty_batch(header: &BatchHeader) -> Vec<u8> {
+    let attributes = header.attributes & !0x07 & !DELETE_HORIZON_BIT;
+    encode(
+        header,
+        attributes,
+        header.max_timestamp,
+        header.max_timestamp,
+        0,
+        &[],
+    )
+}
+
+fn encode(
+    header: &BatchHeader,
+    attributes: i16,
+    base_timestamp: i64,
+    max_timestamp: i64,
+    count: usize,
+    body: &[u8],
+) -> Vec<u8> {
+    let mut out = Vec::with_capacity(BATCH_HEADER_LEN + body.len());
+    out.extend_from_slice(&header.base_offset.to_be_bytes());
+    out.extend_from_slice(&((BATCH_HEADER_LEN - 12 + body.len()) as i32).to_be_bytes());
+    out.extend_from_slice(&header.partition_leader_epoch.to_be_bytes());
+    out.push(header.magic as u8);
+    out.extend_from_slice(&[0u8; 4]);
+    out.extend_from_slice(&attributes.to_be_bytes());
+    out.extend_from_slice(&header.last_offset_delta.to_be_bytes());
+    out.extend_from_slice(&base_timestamp.to_be_bytes());
+    out.extend_from_slice(&max_timestamp.to_be_bytes());
+    out.extend_from_slice(&header.producer_id.to_be_bytes());
+    out.extend_from_slice(&header.producer_epoch.to_be_bytes());
+    out.extend_from_slice(&header.base_sequence.to_be_bytes());
+    out.extend_from_slice(&(count as i32).to_be_bytes());
+    out.extend_from_slice(body);
+    let crc = crc32c::crc32c(&out[21..]);
+    out[17..21].copy_from_slice(&crc.to_be_bytes());
+    out
+}
+
+#[cfg(test)]
+#[path = "rewrite_tests.rs"]
+mod tests;

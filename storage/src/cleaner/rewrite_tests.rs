@@ -1,0 +1,261 @@
+//! Tests of `rewrite`: which records stay, tombstone horizons, every codec.
+
+use super::*;
+use crate::batch::{stamp_offset_and_epoch, validate_batch, Compression};
+use crate::testing::{encode_batch, TestBatch, TestRecord};
+
+fn keyed(base_offset: i64, records: &[(&str, Option<&str>)]) -> Vec<u8> {
+    let mut batch = TestBatch::values(10_000, &[]).with_producer(7, 1, 100);
+    batch.records = records
+        .iter()
+        .enumerate()
+        .map(|(i, (k, v))| TestRecord {
+            key: Some(k.as_bytes().to_vec()),
+            value: v.map(|v| v.as_bytes().to_vec()),
+            timestamp_delta: i as i64 * 10,
+        })
+        .collect();
+    let mut bytes = encode_batch(&batch);
+    stamp_offset_and_epoch(&mut bytes, base_offset, 3);
+    bytes
+}
+
+/// The same batch with its payload compressed by `codec`.
+fn compressed(bytes: &[u8], codec: Compression, id: i16) -> Vec<u8> {
+    let header = validate_batch(bytes).expect("valid");
+    let body = codec::compress(codec, &bytes[BATCH_HEADER_LEN..]).expect("compress");
+    encode(
+        &header,
+        header.attributes | id,
+        header.base_timestamp,
+        header.max_timestamp,
+        header.records_count as usize,
+        &body,
+    )
+}
+
+/// (offset, key, value) of every record of a batch.
+fn contents(bytes: &[u8]) -> Vec<(i64, String, Option<String>)> {
+    let header = validate_batch(bytes).expect("valid crc");
+    let payload = payload(bytes, &header).expect("decodes");
+    parse_records(&payload, header.records_count)
+        .expect("parses")
+        .iter()
+        .map(|r| {
+            let value = {
+                // Re-read the value: skip offsetDelta and key in `after_timestamp`.
+                let mut at = 0;
+                let body = r.after_timestamp;
+                crate::cleaner::record::read_varlong(body, &mut at);
+                let klen = crate::cleaner::record::read_varlong(body, &mut at).unwrap_or(-1);
+                at += klen.max(0) as usize;
+                let vlen = crate::cleaner::record::read_varlong(body, &mut at).unwrap_or(-1);
+                (vlen >= 0)
+                    .then(|| String::from_utf8_lossy(&body[at..at + vlen as usize]).into_owned())
+            };
+            (
+                header.base_offset + r.offset_delta,
+                String::from_utf8_lossy(r.key.unwrap_or_default()).into_owned(),
+                value,
+            )
+        })
+        .collect()
+}
+
+fn map_of(entries: &[(&str, i64)]) -> OffsetMap {
+    let mut map = OffsetMap::new(1 << 20);
+    for (k, o) in entries {
+        assert!(map.put(k.as_bytes(), *o));
+    }
+    map
+}
+
+fn ctx(map: &OffsetMap, now_ms: i64) -> FilterContext<'_> {
+    FilterContext {
+        map,
+        end_offset: i64::MAX,
+        now_ms,
+        delete_retention_ms: 1_000,
+    }
+}
+
+#[test]
+fn only_the_latest_record_per_key_stays_with_offsets_and_producer_fields() {
+    let bytes = keyed(
+        100,
+        &[
+            ("a", Some("1")),
+            ("b", Some("2")),
+            ("a", Some("3")),
+            ("c", Some("4")),
+        ],
+    );
+    let map = map_of(&[("a", 102), ("b", 101), ("c", 103)]);
+    let Filtered::Rewritten {
+        bytes: out,
+        records_removed,
+        delete_horizon,
+    } = filter_batch(
+        &bytes,
+        &validate_batch(&bytes).expect("valid"),
+        ctx(&map, 0),
+    )
+    else {
+        panic!("expected a rewrite");
+    };
+    assert_eq!(records_removed, 1);
+    assert_eq!(delete_horizon, None);
+    let header = validate_batch(&out).expect("crc valid");
+    assert_eq!(header.base_offset, 100);
+    assert_eq!(header.last_offset_delta, 3);
+    assert_eq!(header.records_count, 3);
+    assert_eq!(
+        (
+            header.producer_id,
+            header.producer_epoch,
+            header.base_sequence
+        ),
+        (7, 1, 100)
+    );
+    assert_eq!(header.partition_leader_epoch, 3);
+    assert_eq!(header.max_timestamp, 10_030);
+    assert_eq!(
+        contents(&out),
+        vec![
+            (101, "b".into(), Some("2".into())),
+            (102, "a".into(), Some("3".into())),
+            (103, "c".into(), Some("4".into()))
+        ]
+    );
+}
+
+#[test]
+fn a_batch_of_latest_records_is_copied_and_a_superseded_one_empties() {
+    let bytes = keyed(0, &[("a", Some("1")), ("b", Some("2"))]);
+    let header = validate_batch(&bytes).expect("valid");
+    let map = map_of(&[("a", 0), ("b", 1)]);
+    assert_eq!(
+        filter_batch(&bytes, &header, ctx(&map, 0)),
+        Filtered::Unchanged
+    );
+    let map = map_of(&[("a", 5), ("b", 6)]);
+    assert_eq!(
+        filter_batch(&bytes, &header, ctx(&map, 0)),
+        Filtered::Empty { records_removed: 2 }
+    );
+    let empty = empty_batch(&header);
+    let e = validate_batch(&empty).expect("valid");
+    assert_eq!(
+        (e.base_offset, e.last_offset_delta, e.records_count),
+        (0, 1, 0)
+    );
+    assert_eq!(e.last_sequence(), header.last_sequence());
+}
+
+#[test]
+fn records_past_the_map_and_keys_outside_it_stay() {
+    let bytes = keyed(10, &[("a", Some("1")), ("a", Some("2"))]);
+    let header = validate_batch(&bytes).expect("valid");
+    // The pass ends at 11: offset 11 was not indexed, so 10 is latest as far as it knows.
+    let map = map_of(&[("a", 10)]);
+    let bounded = FilterContext {
+        end_offset: 11,
+        ..ctx(&map, 0)
+    };
+    assert_eq!(filter_batch(&bytes, &header, bounded), Filtered::Unchanged);
+    let map = map_of(&[("z", 11)]);
+    assert_eq!(
+        filter_batch(&bytes, &header, ctx(&map, 0)),
+        Filtered::Unchanged
+    );
+}
+
+#[test]
+fn a_tombstone_gets_a_horizon_then_goes_after_it() {
+    let bytes = keyed(0, &[("a", Some("1")), ("b", None)]);
+    let header = validate_batch(&bytes).expect("valid");
+    let map = map_of(&[("a", 0), ("b", 1)]);
+    let Filtered::Rewritten {
+        bytes: marked,
+        records_removed: 0,
+        delete_horizon: Some(6_000),
+    } = filter_batch(&bytes, &header, ctx(&map, 5_000))
+    else {
+        panic!("expected the horizon to be set");
+    };
+    let h = validate_batch(&marked).expect("valid");
+    assert_eq!(delete_horizon(&h), Some(6_000));
+    assert_eq!(h.max_timestamp, header.max_timestamp);
+    assert_eq!(contents(&marked), contents(&bytes));
+    // Record timestamps are unchanged although the base moved.
+    let payload = payload(&marked, &h).expect("payload");
+    let records = parse_records(&payload, 2).expect("parse");
+    assert_eq!(h.base_timestamp + records[1].timestamp_delta, 10_010);
+    // Before the horizon: nothing changes; after it: the tombstone goes.
+    assert_eq!(
+        filter_batch(&marked, &h, ctx(&map, 5_999)),
+        Filtered::Unchanged
+    );
+    let Filtered::Rewritten {
+        bytes: done,
+        records_removed: 1,
+        delete_horizon: None,
+    } = filter_batch(&marked, &h, ctx(&map, 6_000))
+    else {
+        panic!("expected the tombstone to go");
+    };
+    assert_eq!(contents(&done), vec![(0, "a".into(), Some("1".into()))]);
+}
+
+#[test]
+fn compressed_batches_round_trip_with_their_codec() {
+    let plain = keyed(
+        0,
+        &[("a", Some("old")), ("b", Some("x")), ("a", Some("new"))],
+    );
+    let map = map_of(&[("a", 2), ("b", 1)]);
+    for (codec, id) in [
+        (Compression::Gzip, 1),
+        (Compression::Snappy, 2),
+        (Compression::Lz4, 3),
+        (Compression::Zstd, 4),
+    ] {
+        let bytes = compressed(&plain, codec, id);
+        let header = validate_batch(&bytes).expect("valid");
+        assert_eq!(header.compression(), codec);
+        let Filtered::Rewritten {
+            bytes: out,
+            records_removed: 1,
+            ..
+        } = filter_batch(&bytes, &header, ctx(&map, 0))
+        else {
+            panic!("{codec:?}: expected a rewrite");
+        };
+        assert_eq!(validate_batch(&out).expect("crc").compression(), codec);
+        assert_eq!(
+            contents(&out),
+            vec![
+                (1, "b".into(), Some("x".into())),
+                (2, "a".into(), Some("new".into()))
+            ],
+            "{codec:?}"
+        );
+    }
+}
+
+#[test]
+fn control_and_undecodable_batches_are_kept_as_is() {
+    let bytes = keyed(0, &[("a", Some("1"))]);
+    let mut header = validate_batch(&bytes).expect("valid");
+    let map = map_of(&[("a", 9)]);
+    header.attributes |= 0x20;
+    assert_eq!(
+        filter_batch(&bytes, &header, ctx(&map, 0)),
+        Filtered::Unchanged
+    );
+    header.attributes = 6; // unknown codec
+    assert_eq!(
+        filter_batch(&bytes, &header, ctx(&map, 0)),
+        Filtered::Unreadable
+    );
+}

@@ -1,0 +1,165 @@
+//! Atomic replacement of cleaned segments, and its recovery at open.
+//!
+//! A clean of a group of segments (the first based at `B`) proceeds as:
+//! 1. write `B.log.cleaned`, fsync it;
+//! 2. rename it `B.log.swap`, fsync the directory: from here the clean is committed;
+//! 3. rename every replaced segment's files to `*.deleted` (the delayed deletion of
+//!    retention, so readers holding them keep working);
+//! 4. rename `B.log.swap` to `B.log`, fsync the directory; indexes are rebuilt from it.
+//!
+//! Recovery (`complete_interrupted_cleans`, before the segments are scanned): every
+//! `*.log.cleaned` is deleted (step 1 never committed: the old segments are intact); for
+//! every `B.log.swap`, the segments it replaces (base offsets in `[B, swap's next
+//! offset)`) are deleted if still there, and the rename of step 4 is completed. The
+//! cleaner always keeps the last batch of a group (possibly emptied) so the swap's
+//! offset range is exactly the replaced segments' range. A crash at any instant thus
+//! leaves either the old segments or the new one, never a mix.
+
+use std::fs::{self, File};
+use std::io::{BufReader, BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use crate::batch::BATCH_HEADER_LEN;
+use crate::error::{io_err, Result};
+use crate::recovery::{read_valid_batch, segment_file_name, sync_dir};
+use crate::segment::file_name;
+
+/// Suffix of a cleaned segment being written.
+pub const CLEANED_SUFFIX: &str = ".cleaned";
+/// Suffix of a cleaned segment that replaces its group once renamed.
+pub const SWAP_SUFFIX: &str = ".swap";
+
+fn cleaned_path(dir: &Path, base_offset: i64) -> PathBuf {
+    dir.join(format!("{}{CLEANED_SUFFIX}", file_name(base_offset, "log")))
+}
+
+fn swap_path(dir: &Path, base_offset: i64) -> PathBuf {
+    dir.join(format!("{}{SWAP_SUFFIX}", file_name(base_offset, "log")))
+}
+
+/// Writes one cleaned segment (step 1) and commits it (step 2).
+#[derive(Debug)]
+pub(crate) struct CleanedWriter {
+    dir: PathBuf,
+    base_offset: i64,
+    path: PathBuf,
+    out: BufWriter<File>,
+    written: u64,
+}
+
+impl CleanedWriter {
+    pub fn create(dir: &Path, base_offset: i64) -> Result<Self> {
+        let path = cleaned_path(dir, base_offset);
+        let file = File::create(&path).map_err(io_err("create cleaned segment", &path))?;
+        Ok(CleanedWriter {
+            dir: dir.to_path_buf(),
+            base_offset,
+            path,
+            out: BufWriter::with_capacity(1 << 20, file),
+            written: 0,
+        })
+    }
+
+    pub fn write(&mut self, batch: &[u8]) -> Result<()> {
+        self.out
+            .write_all(batch)
+            .map_err(io_err("write cleaned segment", &self.path))?;
+        self.written += batch.len() as u64;
+        Ok(())
+    }
+
+    pub fn written(&self) -> u64 {
+        self.written
+    }
+
+    /// Fsyncs the file, renames it `.swap` and fsyncs the directory.
+    pub fn commit(self) -> Result<()> {
+        let file = self
+            .out
+            .into_inner()
+            .map_err(|e| io_err("flush cleaned segment", &self.path)(e.into_error()))?;
+        file.sync_all()
+            .map_err(io_err("fsync cleaned segment", &self.path))?;
+        drop(file);
+        let swap = swap_path(&self.dir, self.base_offset);
+        fs::rename(&self.path, &swap).map_err(io_err("rename cleaned segment", &self.path))?;
+        sync_dir(&self.dir)
+    }
+
+    /// Removes the partial file (a failed or abandoned clean).
+    pub fn abandon(self) {
+        let path = self.path.clone();
+        drop(self);
+        if let Err(e) = fs::remove_file(&path) {
+            tracing::warn!(path = %path.display(), error = %e, "removing an abandoned cleaned segment failed");
+        }
+    }
+}
+
+/// Step 4: `B.log.swap` becomes `B.log`.
+pub(crate) fn install(dir: &Path, base_offset: i64) -> Result<()> {
+    let swap = swap_path(dir, base_offset);
+    let log = dir.join(file_name(base_offset, "log"));
+    fs::rename(&swap, &log).map_err(io_err("install cleaned segment", &swap))?;
+    sync_dir(dir)
+}
+
+/// The offset after the last valid batch of a swap file.
+fn next_offset_of(path: &Path, base_offset: i64) -> Result<i64> {
+    let file = File::open(path).map_err(io_err("open swap segment", path))?;
+    let mut remaining = file
+        .metadata()
+        .map_err(io_err("stat swap segment", path))?
+        .len();
+    let mut reader = BufReader::new(file);
+    let mut buf = vec![0u8; BATCH_HEADER_LEN];
+    let mut next = base_offset;
+    while let Some(header) = read_valid_batch(&mut reader, &mut buf, remaining, next, base_offset) {
+        remaining -= header.size() as u64;
+        next = header.next_offset();
+    }
+    Ok(next)
+}
+
+/// Finishes or rolls back cleans interrupted by a crash (see the module doc).
+pub(crate) fn complete_interrupted_cleans(dir: &Path) -> Result<()> {
+    let mut swaps = Vec::new();
+    let mut segment_files: Vec<(i64, PathBuf)> = Vec::new();
+    let mut changed = false;
+    for entry in fs::read_dir(dir).map_err(io_err("list log dir", dir))? {
+        let entry = entry.map_err(io_err("list log dir", dir))?;
+        let name = entry.file_name();
+        let Some((base, ext)) = name.to_str().and_then(segment_file_name) else {
+            continue;
+        };
+        match ext {
+            "log.cleaned" => {
+                let path = entry.path();
+                fs::remove_file(&path).map_err(io_err("remove cleaned segment", &path))?;
+                changed = true;
+            }
+            "log.swap" => swaps.push(base),
+            "log" | "index" | "timeindex" => segment_files.push((base, entry.path())),
+            _ => {}
+        }
+    }
+    for base in swaps {
+        let end = next_offset_of(&swap_path(dir, base), base)?;
+        for (_, path) in segment_files
+            .iter()
+            .filter(|(b, _)| (base..end.max(base + 1)).contains(b))
+        {
+            match fs::remove_file(path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(io_err("remove replaced segment", path)(e)),
+            }
+        }
+        tracing::info!(dir = %dir.display(), base_offset = base, next_offset = end, "completing an interrupted clean");
+        install(dir, base)?;
+    }
+    if changed {
+        sync_dir(dir)?;
+    }
+    Ok(())
+}

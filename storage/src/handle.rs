@@ -13,7 +13,7 @@
 //! append that has started will complete and be published.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::Arc;
 
 use bytes::BytesMut;
@@ -33,6 +33,9 @@ struct Shared {
     log: Mutex<Option<Log>>,
     log_end_offset: AtomicI64,
     log_start_offset: AtomicI64,
+    /// `cleanup.policy` contains `compact` (mirrors the log's config for the produce
+    /// path, which must refuse key-less records on such topics without taking the lock).
+    compacted: AtomicBool,
     appends: watch::Sender<i64>,
 }
 
@@ -52,6 +55,7 @@ impl LogHandle {
                 dir: log.dir().to_path_buf(),
                 log_end_offset: AtomicI64::new(log.log_end_offset()),
                 log_start_offset: AtomicI64::new(log.log_start_offset()),
+                compacted: AtomicBool::new(log.config().cleanup_compact),
                 log: Mutex::new(Some(log)),
                 appends,
             }),
@@ -78,6 +82,11 @@ impl LogHandle {
 
     pub fn log_start_offset(&self) -> i64 {
         self.shared.log_start_offset.load(Ordering::Acquire)
+    }
+
+    /// Whether the log's `cleanup.policy` contains `compact` (as last configured).
+    pub fn is_compacted(&self) -> bool {
+        self.shared.compacted.load(Ordering::Acquire)
     }
 
     /// A receiver of the log end offset, updated after every append.
@@ -180,6 +189,9 @@ impl LogHandle {
 
     /// Replaces the topic config (applies from the next append).
     pub async fn set_config(&self, config: LogConfig) -> Result<()> {
+        self.shared
+            .compacted
+            .store(config.cleanup_compact, Ordering::Release);
         self.run(move |log| {
             log.set_config(config);
             Ok(())

@@ -211,7 +211,7 @@ fn everything_survives_closing_and_reopening_the_store() {
             .commit("gone", &[entry("t", 0, 1, 1)])
             .expect("commit gone");
         store.delete_group("gone").expect("delete gone");
-        store.set_applied_position(1234).expect("position");
+        store.apply(0, &[], 1234).expect("position");
     }
     let store = open(dir.path());
     assert_eq!(
@@ -223,17 +223,17 @@ fn everything_survives_closing_and_reopening_the_store() {
         Some(b"\x00\x01binary".to_vec())
     );
     assert_eq!(store.list_groups().expect("list"), vec!["g".to_string()]);
-    assert_eq!(store.applied_position().expect("position"), Some(1234));
+    assert_eq!(store.applied_position_of(0).expect("position"), Some(1234));
 }
 
 #[test]
 fn applied_position_starts_absent_and_keeps_the_latest_value() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = open(dir.path());
-    assert_eq!(store.applied_position().expect("initial"), None);
-    store.set_applied_position(5).expect("set");
-    store.set_applied_position(-1).expect("set again");
-    assert_eq!(store.applied_position().expect("read"), Some(-1));
+    assert_eq!(store.applied_position_of(0).expect("initial"), None);
+    store.apply(0, &[], 5).expect("set");
+    store.apply(0, &[], -1).expect("set again");
+    assert_eq!(store.applied_position_of(0).expect("read"), Some(-1));
 }
 
 #[test]

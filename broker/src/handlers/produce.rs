@@ -18,7 +18,7 @@ use crate::coordinator::group::records::OFFSETS_TOPIC;
 use crate::error::BrokerError;
 use crate::metadata::topics;
 use crate::metrics;
-use crate::partition::compacted_keys::reject_keyless;
+use crate::partition::compacted_keys::{reject_keyless, KeylessRecords};
 
 pub async fn handle(
     broker: &Broker,
@@ -37,26 +37,19 @@ pub async fn handle(
                 .with_log_append_time_ms(-1)
                 .with_log_start_offset(-1);
             let result = if !matches!(acks, -1..=1) {
-                Err(ResponseError::InvalidRequiredAcks)
+                Err(ResponseError::InvalidRequiredAcks.into())
             } else if req.transactional_id.is_some() {
                 // Transactions are not served yet; Kafka answers this for a transactional
                 // produce it cannot authorise against a transaction coordinator.
-                Err(ResponseError::TransactionalIdAuthorizationFailed)
+                Err(ResponseError::TransactionalIdAuthorizationFailed.into())
             } else {
                 match &name {
                     // Kafka's ReplicaManager: "Cannot append to internal topic".
                     Some(name) if name == OFFSETS_TOPIC => {
-                        Err(ResponseError::InvalidTopicException)
+                        Err(ResponseError::InvalidTopicException.into())
                     }
-                    Some(name) => {
-                        let records = data.records.as_ref();
-                        if let Err(e) = reject_keyless(broker, name, data.index, records).await {
-                            partitions.push(e.response(response));
-                            continue;
-                        }
-                        append(broker, name, data.index, data.records).await
-                    }
-                    None => Err(ResponseError::UnknownTopicOrPartition),
+                    Some(name) => append(broker, name, data.index, data.records).await,
+                    None => Err(ResponseError::UnknownTopicOrPartition.into()),
                 }
             };
             partitions.push(match result {
@@ -64,7 +57,8 @@ pub async fn handle(
                     .with_base_offset(ok.base_offset)
                     .with_log_append_time_ms(ok.log_append_time.unwrap_or(-1))
                     .with_log_start_offset(ok.log_start_offset),
-                Err(code) => response.with_error_code(code.code()),
+                Err(Refused::Code(code)) => response.with_error_code(code.code()),
+                Err(Refused::Keyless(keyless)) => keyless.response(response),
             });
         }
         responses.push(
@@ -93,14 +87,27 @@ async fn resolve_name(broker: &Broker, name: &TopicName, topic_id: &uuid::Uuid) 
     }
 }
 
+/// Why a partition's records were not appended.
+enum Refused {
+    Code(ResponseError),
+    /// A compacted topic's batch holds key-less records (INVALID_RECORD with details).
+    Keyless(KeylessRecords),
+}
+
+impl From<ResponseError> for Refused {
+    fn from(code: ResponseError) -> Self {
+        Refused::Code(code)
+    }
+}
+
 async fn append(
     broker: &Broker,
     topic: &str,
     partition: i32,
     records: Option<bytes::Bytes>,
-) -> Result<brook_storage::AppendInfo, ResponseError> {
+) -> Result<brook_storage::AppendInfo, Refused> {
     let Some(records) = records.filter(|r| !r.is_empty()) else {
-        return Err(ResponseError::CorruptMessage);
+        return Err(ResponseError::CorruptMessage.into());
     };
     let image = broker.image();
     let leader_epoch = image
@@ -118,6 +125,11 @@ async fn append(
         )
         .await
         .map_err(|e| e.code())?;
+    if log.is_compacted() {
+        reject_keyless(topic, partition, &records)
+            .await
+            .map_err(Refused::Keyless)?;
+    }
     let size = records.len();
     // One copy: the batch header is stamped in place (base offset, leader epoch).
     let buf = BytesMut::from(&records[..]);

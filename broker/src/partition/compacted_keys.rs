@@ -3,8 +3,8 @@
 //! accept message without key"), since the cleaner could never decide which record of a
 //! key-less pair is the newer one.
 //!
-//! Cost: ordinary topics pay only [`topic_is_compacted`] (three small map lookups, no
-//! config resolution); for a compacted topic the batches are decoded with kafka-protocol
+//! Cost: ordinary topics pay only `LogHandle::is_compacted` (an atomic mirroring the
+//! log's resolved config); for a compacted topic the batches are decoded with kafka-protocol
 //! (CRC check and decompression included) on the blocking pool, since a 1 MB compressed
 //! batch is CPU work a runtime worker must not do.
 //!
@@ -18,33 +18,10 @@ use brook_protocol::kafka_protocol::messages::produce_response::{
 use brook_protocol::kafka_protocol::protocol::StrBytes;
 use brook_protocol::kafka_protocol::records::RecordBatchDecoder;
 use brook_protocol::kafka_protocol::ResponseError;
-use brook_raft::MetadataImage;
 use bytes::Bytes;
-
-use crate::broker::Broker;
 
 /// Kafka's `processRecordErrors` shows at most this many record errors in the message.
 const ERRORS_IN_MESSAGE: usize = 3;
-
-/// Whether `topic`'s effective `cleanup.policy` contains `compact`: the topic override,
-/// else the dynamic `log.cleanup.policy` (per broker, then cluster default), else the
-/// static broker default. Cheap enough for every produce.
-pub fn topic_is_compacted(broker: &Broker, image: &MetadataImage, topic: &str) -> bool {
-    let dynamic = |node: Option<i32>| {
-        image
-            .broker_configs(node)
-            .and_then(|c| c.get("log.cleanup.policy"))
-    };
-    let policy = image
-        .topic(topic)
-        .and_then(|t| t.configs.get("cleanup.policy"))
-        .or_else(|| dynamic(Some(broker.node_id)))
-        .or_else(|| dynamic(None));
-    match policy {
-        Some(policy) => policy.split(',').any(|p| p.trim() == "compact"),
-        None => broker.config.topic_defaults.cleanup_policy.compact,
-    }
-}
 
 /// A produce to a compacted topic that holds key-less records.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -123,20 +100,14 @@ pub fn check_keys(records: &Bytes, topic: &str, partition: i32) -> Result<(), Ke
     })
 }
 
-/// The produce path's door: `Err` with the partition's response when `topic` is
-/// compacted and a record lacks a key. Decoding runs on the blocking pool.
+/// The produce path's door, for a partition whose log is compacted: `Err` with what the
+/// partition's response needs when a record lacks a key. Decoding runs on the blocking
+/// pool.
 pub async fn reject_keyless(
-    broker: &Broker,
     topic: &str,
     partition: i32,
-    records: Option<&Bytes>,
+    records: &Bytes,
 ) -> Result<(), KeylessRecords> {
-    let Some(records) = records.filter(|r| !r.is_empty()) else {
-        return Ok(());
-    };
-    if !topic_is_compacted(broker, &broker.image(), topic) {
-        return Ok(());
-    }
     let (records, name) = (records.clone(), topic.to_string());
     tokio::task::spawn_blocking(move || check_keys(&records, &name, partition))
         .await

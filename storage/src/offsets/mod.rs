@@ -10,8 +10,8 @@
 //! Layout (documented in `storage/FORMAT.md`, "Consumer-offset store"): column family
 //! `offsets` maps `(group, topic, partition)` to a versioned [`CommittedOffset`] encoding,
 //! with keys built so a group's offsets are one prefix range (see `codec`); `groups` maps a
-//! group id to opaque coordinator bytes; `meta` holds `format_version`, the legacy
-//! `applied_position` and one `applied/<partition>` per `__consumer_offsets` partition.
+//! group id to opaque coordinator bytes; `meta` holds `format_version` and one
+//! `applied/<partition>` per `__consumer_offsets` partition.
 //!
 //! Invariants: every mutating call is one `WriteBatch`; all but `apply` are written with
 //! `sync = true`, so when they return the change survives a crash (Kafka acknowledges an OffsetCommit only once the

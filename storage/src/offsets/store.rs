@@ -28,7 +28,6 @@ pub(super) const CF_OFFSETS: &str = "offsets";
 pub(super) const CF_GROUPS: &str = "groups";
 pub(super) const CF_META: &str = "meta";
 const KEY_FORMAT_VERSION: &[u8] = b"format_version";
-const KEY_APPLIED_POSITION: &[u8] = b"applied_position";
 
 /// Bumped on any incompatible change of the layout in `storage/FORMAT.md`.
 pub const OFFSET_STORE_FORMAT_VERSION: u32 = 1;
@@ -237,34 +236,6 @@ impl OffsetStore {
         }
         self.write_synced(batch, "expire offsets")?;
         Ok(expired.len())
-    }
-
-    /// The position of the last `__consumer_offsets` record applied to this store, if any.
-    pub fn applied_position(&self) -> Result<Option<i64>> {
-        let value = self
-            .inner
-            .db
-            .get_cf(self.cf(CF_META)?, KEY_APPLIED_POSITION)
-            .map_err(|source| self.db_err("read applied position", source))?;
-        value
-            .map(|v| {
-                codec::decode_meta::<8>(&v, "applied position")
-                    .map(i64::from_be_bytes)
-                    .map_err(|reason| self.codec_err(reason))
-            })
-            .transpose()
-    }
-
-    /// Records the position of the last applied `__consumer_offsets` record (synced).
-    pub fn set_applied_position(&self, position: i64) -> Result<()> {
-        let mut batch = WriteBatch::default();
-        batch.put_cf(
-            self.cf(CF_META)?,
-            KEY_APPLIED_POSITION,
-            position.to_be_bytes(),
-        );
-        let _shared = self.inner.rmw_lock.read();
-        self.write_synced(batch, "set applied position")
     }
 
     fn check_format_version(&self) -> Result<()> {

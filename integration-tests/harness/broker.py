@@ -132,6 +132,10 @@ class Broker:
                 "log.dirs": str(self.log_dirs),
                 "node.id": "1",
                 "metrics.listener": f"{self.host}:{self.metrics_port}",
+                # As scripts/kafka-ref.sh (and Kafka's shipped server.properties) do: a new
+                # group's first rebalance is not held back 3 s, so group tests run as fast on
+                # both brokers. A test may override it.
+                "group.initial.rebalance.delay.ms": "0",
             }
             settings.update({k: str(v) for k, v in self.overrides.items()})
             argv = [str(paths.brook_bin())]

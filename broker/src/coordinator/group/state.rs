@@ -160,7 +160,10 @@ impl Group {
     }
 
     /// KIP-345: a known instance rejoining with a fresh member id takes over the old
-    /// member; in a Stable group with unchanged protocols no rebalance happens.
+    /// member and its assignment. As in Kafka, its protocols are updated and a Stable group
+    /// rebalances only if that changes the protocol the group would select: the subscription
+    /// bytes may differ (a restarted consumer no longer lists the partitions it owned), and
+    /// that alone must not cost the group a rebalance.
     fn replace_static_member(
         &mut self,
         req: JoinRequest,
@@ -183,12 +186,13 @@ impl Group {
                 instance_id: req.group_instance_id.clone().unwrap_or_default(),
             }));
         }
-        let unchanged = member.same_protocols(&req.protocols);
         member.member_id = new_id.clone();
         member.last_heartbeat = now;
+        member.protocols = req.protocols.clone();
         member.session_timeout_ms = req.session_timeout_ms;
         member.rebalance_timeout_ms = req.rebalance_timeout_ms;
-        let was_leader = self.leader.as_ref() == Some(&old_id);
+        let previous_leader = self.leader.clone().unwrap_or_default();
+        let was_leader = previous_leader == old_id;
         if was_leader {
             self.leader = Some(new_id.clone());
         }
@@ -199,17 +203,28 @@ impl Group {
         self.members.insert(new_id.clone(), member);
         self.dirty = true;
         match self.state {
-            GroupState::Stable if unchanged && (!was_leader || req.supports_skip_assignment) => {
+            GroupState::Stable if self.select_protocol() == self.protocol_name => {
                 let mut result = self.join_result(&new_id);
-                result.skip_assignment = was_leader;
-                if was_leader {
+                if was_leader && req.supports_skip_assignment {
+                    // KIP-814: the leader learns the members but keeps the assignment.
+                    result.skip_assignment = true;
                     result.members = self.member_metadata();
+                } else if was_leader {
+                    // Before JoinGroup v9 the old leader id is returned, so the rejoined
+                    // leader does not see itself as leader and computes no new assignment.
+                    result.leader = previous_leader;
                 }
                 JoinReply::Done(Ok(result))
             }
-            GroupState::CompletingRebalance if unchanged => {
-                JoinReply::Done(Ok(self.join_result(&new_id)))
+            GroupState::PreparingRebalance => {
+                let mut req = req;
+                req.member_id = new_id;
+                let reply = self.park_join(req, now);
+                self.maybe_complete_join(now);
+                reply
             }
+            // A Stable group whose protocol would change, or a group completing a rebalance
+            // (the leader may be assigning partitions to the replaced member id): rebalance.
             _ => {
                 let mut req = req;
                 req.member_id = new_id;

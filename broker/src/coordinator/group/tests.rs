@@ -230,23 +230,7 @@ fn unknown_ids_and_inconsistent_protocols_are_refused() {
 fn a_static_member_rejoining_replaces_its_old_id_without_a_rebalance() {
     let now = Instant::now();
     let mut g = Group::new("g");
-    let JoinReply::Wait(mut rx1) = g.join(join_req("", Some("i1"), &["range"]), now, NO_DELAY)
-    else {
-        panic!("static members skip MEMBER_ID_REQUIRED")
-    };
-    let leader = ready(&mut rx1).expect("i1 joined").member_id;
-    let JoinReply::Wait(mut rx2) = g.join(join_req("", Some("i2"), &["range"]), now, NO_DELAY)
-    else {
-        panic!()
-    };
-    let JoinReply::Wait(mut rx1) = g.join(join_req(&leader, Some("i1"), &["range"]), now, NO_DELAY)
-    else {
-        panic!()
-    };
-    let gen = ready(&mut rx1).expect("i1 gen 2").generation_id;
-    let follower = ready(&mut rx2).expect("i2 gen 2").member_id;
-    let _ = sync(&mut g, &leader, gen, &[(&leader, "a"), (&follower, "b")]);
-    assert_eq!(g.state, GroupState::Stable);
+    let (_leader, follower, gen) = stable_static_pair(&mut g, now, &["range"]);
 
     // The follower restarts: a new id at the same generation, no rebalance.
     let JoinReply::Done(Ok(again)) = g.join(join_req("", Some("i2"), &["range"]), now, NO_DELAY)
@@ -271,6 +255,82 @@ fn a_static_member_rejoining_replaces_its_old_id_without_a_rebalance() {
         Bytes::from("b"),
         "the assignment carries over"
     );
+}
+
+/// A Stable group of two static members, "i1" leading: (leader id, follower id, generation).
+fn stable_static_pair(g: &mut Group, now: Instant, protocols: &[&str]) -> (String, String, i32) {
+    let JoinReply::Wait(mut rx1) = g.join(join_req("", Some("i1"), protocols), now, NO_DELAY)
+    else {
+        panic!("static members skip MEMBER_ID_REQUIRED")
+    };
+    let leader = ready(&mut rx1).expect("i1 joined").member_id;
+    let JoinReply::Wait(mut rx2) = g.join(join_req("", Some("i2"), protocols), now, NO_DELAY)
+    else {
+        panic!()
+    };
+    let JoinReply::Wait(mut rx1) = g.join(join_req(&leader, Some("i1"), protocols), now, NO_DELAY)
+    else {
+        panic!()
+    };
+    let gen = ready(&mut rx1).expect("i1 gen 2").generation_id;
+    let follower = ready(&mut rx2).expect("i2 gen 2").member_id;
+    let _ = sync(g, &leader, gen, &[(&leader, "a"), (&follower, "b")]);
+    assert_eq!(g.state, GroupState::Stable);
+    (leader, follower, gen)
+}
+
+#[test]
+fn a_static_rejoin_with_new_subscription_bytes_keeps_the_generation_as_kafka_does() {
+    let now = Instant::now();
+    let mut g = Group::new("g");
+    let (leader, _follower, gen) = stable_static_pair(&mut g, now, &["range"]);
+
+    // A restarted consumer's subscription no longer lists the partitions it owned: the
+    // bytes differ, the protocol does not; Kafka answers at once and so must we.
+    let mut changed = join_req("", Some("i2"), &["range"]);
+    changed.protocols = vec![("range".into(), Bytes::from_static(b"other-bytes"))];
+    let JoinReply::Done(Ok(again)) = g.join(changed, now, NO_DELAY) else {
+        panic!("a static follower with the same protocol is answered at once")
+    };
+    assert_eq!(again.generation_id, gen);
+    assert_eq!(g.state, GroupState::Stable);
+
+    // The leader restarts with a pre-v9 JoinGroup: the old leader id comes back, so it
+    // computes no assignment, and the group stays Stable at the same generation.
+    let JoinReply::Done(Ok(new_leader)) =
+        g.join(join_req("", Some("i1"), &["range"]), now, NO_DELAY)
+    else {
+        panic!("a static leader with the same protocol is answered at once")
+    };
+    assert_eq!(new_leader.generation_id, gen);
+    assert_eq!(new_leader.leader, leader, "pre-v9: the previous leader id");
+    assert!(!new_leader.skip_assignment && new_leader.members.is_empty());
+    assert_eq!(g.state, GroupState::Stable);
+
+    // With v9 (KIP-814) the rejoined leader gets the members and is told to skip assigning.
+    let mut v9 = join_req("", Some("i1"), &["range"]);
+    v9.supports_skip_assignment = true;
+    let JoinReply::Done(Ok(v9_leader)) = g.join(v9, now, NO_DELAY) else {
+        panic!("a v9 static leader is answered at once")
+    };
+    assert!(v9_leader.skip_assignment);
+    assert_eq!(v9_leader.leader, v9_leader.member_id);
+    assert_eq!(v9_leader.members.len(), 2);
+    assert_eq!(g.state, GroupState::Stable);
+}
+
+#[test]
+fn a_static_rejoin_that_changes_the_selected_protocol_rebalances() {
+    let now = Instant::now();
+    let mut g = Group::new("g");
+    let (_leader, _follower, _gen) = stable_static_pair(&mut g, now, &["range", "roundrobin"]);
+    // Only "roundrobin" now: the group could no longer select "range".
+    let reply = g.join(join_req("", Some("i2"), &["roundrobin"]), now, NO_DELAY);
+    assert!(
+        matches!(reply, JoinReply::Wait(_)),
+        "a protocol change parks the join"
+    );
+    assert_eq!(g.state, GroupState::PreparingRebalance);
 }
 
 #[test]

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use anyhow::Context;
 use brook_raft::{Command, MetadataImage, MetadataQuorum, QuorumConfig};
 use brook_storage::LogManager;
+use tokio_util::sync::CancellationToken;
 use tracing::info;
 
 use crate::config::BrokerConfig;
@@ -28,6 +29,9 @@ pub struct Broker {
     pub producer_ids: ProducerIdAllocator,
     /// Classic consumer groups and committed offsets; this broker coordinates all groups.
     pub groups: GroupCoordinator,
+    /// Cancelled when a clean shutdown begins: every task stops, and a fetch waiting for
+    /// data answers at once instead of holding its connection open until its wait ends.
+    pub stopping: CancellationToken,
 }
 
 impl Broker {
@@ -98,6 +102,7 @@ impl Broker {
             fetch_sessions: FetchSessions::new(),
             producer_ids: ProducerIdAllocator::new(),
             groups,
+            stopping: CancellationToken::new(),
             config,
         });
         broker.register().await?;

@@ -9,7 +9,6 @@ use brook::broker::Broker;
 use brook::config::BrokerConfig;
 use brook::server;
 use clap::Parser;
-use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{error, info, warn};
 
@@ -87,7 +86,7 @@ async fn run(config: BrokerConfig) -> anyhow::Result<()> {
         info!(%addr, "prometheus metrics at /metrics");
     }
     let broker = Broker::start(config).await?;
-    let shutdown = CancellationToken::new();
+    let shutdown = broker.stopping.clone();
     let tracker = TaskTracker::new();
     tracker.spawn(broker.clone().follow_metadata(shutdown.clone()));
     tracker.spawn(brook::coordinator::group_metrics::run(

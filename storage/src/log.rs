@@ -282,8 +282,13 @@ impl Log {
         Ok(())
     }
 
-    /// Flushes and closes the log.
+    /// Flushes and closes the log. A log with nothing appended since its last flush (or
+    /// since it was opened) is closed without an fsync: on a broker with many quiet
+    /// partitions, three fsyncs each made a clean shutdown take seconds.
     pub fn close(mut self, now_ms: i64) -> Result<()> {
+        if self.unflushed_messages == 0 {
+            return Ok(());
+        }
         self.flush(now_ms)
     }
 

@@ -24,6 +24,9 @@ use crate::handle::LogHandle;
 use crate::log::Log;
 use crate::recovery::sync_dir;
 
+/// Threads closing (fsyncing) logs at a clean shutdown.
+const SHUTDOWN_FLUSH_THREADS: usize = 8;
+
 /// Suffix of a log directory being deleted.
 const DELETE_SUFFIX: &str = "-delete";
 /// Kafka's limit on topic name length.
@@ -224,12 +227,33 @@ impl LogManager {
             .into_values()
             .collect();
         let now = now_ms();
-        for handle in handles {
-            if let Some(log) = handle.take_blocking() {
-                log.close(now)?;
-            }
-        }
-        Ok(())
+        // fsyncs of different files proceed in parallel on the device, so a few threads
+        // close the logs; every log is closed even if another one fails.
+        let workers = SHUTDOWN_FLUSH_THREADS.min(handles.len()).max(1);
+        let queue = Mutex::new(handles.into_iter());
+        let next = || queue.lock().next();
+        let failures: Vec<StorageError> = std::thread::scope(|scope| {
+            let threads: Vec<_> = (0..workers)
+                .map(|_| {
+                    scope.spawn(|| {
+                        let mut failed = Vec::new();
+                        while let Some(handle) = next() {
+                            if let Some(log) = handle.take_blocking() {
+                                if let Err(e) = log.close(now) {
+                                    failed.push(e);
+                                }
+                            }
+                        }
+                        failed
+                    })
+                })
+                .collect();
+            threads
+                .into_iter()
+                .flat_map(|t| t.join().unwrap_or_default())
+                .collect()
+        });
+        failures.into_iter().next().map_or(Ok(()), Err)
     }
 
     /// The log directory holding the fewest partitions (Kafka's placement rule).

@@ -126,10 +126,11 @@ pub async fn handle(broker: &Broker, req: FetchRequest, version: i16) -> FetchRe
         if gathered >= req.min_bytes.max(0) as usize || any_error || Instant::now() >= deadline {
             break results;
         }
-        if tokio::time::timeout_at(deadline, any_changed(&mut appended))
-            .await
-            .is_err()
-        {
+        let woken = tokio::select! {
+            changed = tokio::time::timeout_at(deadline, any_changed(&mut appended)) => changed.is_ok(),
+            _ = broker.stopping.cancelled() => false,
+        };
+        if !woken {
             break read_all(broker, &wanted, req.max_bytes).await.0;
         }
     };

@@ -11,8 +11,6 @@ Java and franz run as concurrent driver processes (`group-consume`, see README.m
 """
 
 import json
-import queue
-import re
 import subprocess
 import threading
 import time
@@ -24,6 +22,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaConsumer
 
 from harness.drivers import DRIVER_ARGV
+from harness.kcat_group import KcatGroupMember
 from harness.paths import TESTS_DIR
 
 DEADLINE_S = 60
@@ -110,49 +109,6 @@ class Member:
 def driver_member(client: str, bootstrap: str, group: str, topic: str, *extra) -> Member:
     argv = [*DRIVER_ARGV[client], "group-consume", "--bootstrap", bootstrap, "--group", group, "--topic", topic]
     return Member(argv + [str(a) for a in extra])
-
-
-class KcatMember:
-    """`kcat -G` (librdkafka 2.0.2's balanced consumer), read line by line until told to stop;
-    its assignment comes from the rebalance lines it logs on stderr."""
-
-    ASSIGNED = re.compile(r"rebalanced.*assigned: (.*)")
-
-    def __init__(self, bootstrap: str, group: str, topic: str):
-        argv = ["kcat", "-b", bootstrap, "-G", group, "-J", "-u", "-X", "auto.offset.reset=earliest",
-                "-X", "session.timeout.ms=30000", "-X", "heartbeat.interval.ms=1000", topic]
-        self.topic = topic
-        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
-        self.records: "queue.Queue" = queue.Queue()
-        self.stderr = []
-        threading.Thread(target=self._read_out, daemon=True).start()
-        threading.Thread(target=self._read_err, daemon=True).start()
-
-    def _read_out(self):
-        for line in self.proc.stdout:
-            if line.strip():
-                self.records.put(json.loads(line))
-
-    def _read_err(self):
-        for line in self.proc.stderr:
-            self.stderr.append(line)
-
-    def assigned(self) -> set:
-        found = set()
-        for line in self.stderr:
-            match = self.ASSIGNED.search(line)
-            if match:
-                found = {int(p) for p in re.findall(re.escape(self.topic) + r" ?\[(\d+)\]", match.group(1))}
-        return found
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
 
 
 class PythonMember:
@@ -295,36 +251,22 @@ def test_two_python_members_split_a_topic_and_read_every_record_once(broker, top
 QUIET_S = 3
 
 
-def collect(members, got) -> None:
-    for i, m in enumerate(members):
-        try:
-            got[i].append(m.records.get(timeout=0.1))
-        except queue.Empty:
-            pass
-
-
 def test_two_kcat_balanced_consumers_split_a_topic_and_read_every_record_once(broker, topic):
     create_topic(broker.bootstrap, topic, PARTITIONS)
     group = new_group()
-    members = [KcatMember(broker.bootstrap, group, topic) for _ in range(2)]
+    members = [KcatGroupMember(broker.bootstrap, group, topic, {"session.timeout.ms": 30000}, name=n) for n in "ab"]
     try:
         owned = wait_until_members_own_partitions(broker.bootstrap, group, 2)
         sent = produce(broker.bootstrap, topic, {p: PER_PARTITION for p in range(PARTITIONS)})
-        got = [[], []]
         deadline = time.monotonic() + DEADLINE_S
-        while sum(map(len, got)) < len(sent) and time.monotonic() < deadline:
-            collect(members, got)
+        while sum(len(m.snapshot()) for m in members) < len(sent) and time.monotonic() < deadline:
+            time.sleep(0.1)
         # kcat never stops by itself: keep reading a while so a duplicate would be seen.
-        quiet_until = time.monotonic() + QUIET_S
-        while time.monotonic() < quiet_until:
-            collect(members, got)
-        results = []
-        for records, m in zip(got, members):
-            flat = [{"partition": r["partition"], "offset": r["offset"], "value": r["payload"]} for r in records]
-            results.append((flat, {"assigned": sorted(m.assigned())}))
+        time.sleep(QUIET_S)
+        results = [(m.snapshot(), {"assigned": sorted(m.assigned() or ())}) for m in members]
     finally:
         for m in members:
-            m.stop()
+            m.kill()
     assert_split_exactly_once(sent, results, owned)
     assert sorted(sorted(final["assigned"]) for _, final in results) == sorted(map(sorted, owned.values()))
 

@@ -6,8 +6,9 @@
   kafka-python, kafkajs;
 * a third member joins a group of two, then one leaves gracefully (SIGTERM -> LeaveGroup): at
   every step the Stable group's assignment is disjoint and complete, and the members read every
-  record exactly once: Java range and cooperative-sticky, confluent range and
-  cooperative-sticky, franz-go range.
+  record exactly once: Java, confluent-kafka and franz-go each with range and
+  cooperative-sticky, kafka-python range, kafkajs range (drivers/kafkajs/lib/range_assigner.js;
+  kcat's cases are in test_group_kcat.py).
 
 Between membership changes the scenarios wait until every record produced so far is read and
 committed, so no record is in flight across a rebalance and a duplicate is a real failure.
@@ -133,6 +134,9 @@ JOIN_CASES = {
     "confluent-range": ("confluent", ["--assignor", "range"]),
     "confluent-cooperative-sticky": ("confluent", ["--assignor", "cooperative-sticky"]),
     "franz-range": ("franz", ["--assignor", "range"]),
+    "franz-cooperative-sticky": ("franz", ["--assignor", "cooperative-sticky"]),
+    "kafka_python-range": ("kafka_python", ["--assignor", "range"]),
+    "kafkajs-range": ("kafkajs", ["--assignor", "range"]),
 }
 
 

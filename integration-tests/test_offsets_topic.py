@@ -224,3 +224,63 @@ def test_offsets_of_an_empty_group_expire_after_the_retention(broker_factory, to
     # Expiry is durable: the tombstones are in the log.
     b.restart()
     assert committed(b.bootstrap, group, topic, 1) == {}
+
+
+def offset_commit_key(key: bytes):
+    """Kafka's OffsetCommit record key (version 0 or 1): (group, topic, partition)."""
+    version = int.from_bytes(key[0:2], "big")
+    assert version in (0, 1), f"not an offset-commit key: version {version}"
+    pos = 2
+    fields = []
+    for _ in range(2):
+        n = int.from_bytes(key[pos:pos + 2], "big")
+        fields.append(key[pos + 2:pos + 2 + n].decode())
+        pos += 2 + n
+    return fields[0], fields[1], int.from_bytes(key[pos:pos + 4], "big", signed=True)
+
+
+def test_a_commit_wakes_a_long_polling_reader_of_the_internal_topic(broker, topic):
+    """The coordinator's appends complete waiting fetches like a producer's do: a reader
+    parked at the end of the group's partition with a 10 s fetch wait gets each commit's
+    record at once, not when its wait runs out."""
+    create_topic(broker.bootstrap, topic, 1)
+    group = new_group()
+    commit(broker.bootstrap, group, topic, {0: 1})  # creates the topic and the partition's tail
+    partition = offsets_partition(group)
+    reader = Consumer({
+        "bootstrap.servers": broker.bootstrap,
+        "group.id": new_group(),  # never joins: assign() only
+        "enable.auto.commit": False,
+        "fetch.wait.max.ms": 10000,
+        "fetch.min.bytes": 1,
+    })
+    try:
+        high = None
+        deadline = time.monotonic() + DEADLINE_S
+        while high is None:
+            try:
+                _low, high = reader.get_watermark_offsets(TopicPartition(OFFSETS, partition), timeout=30)
+            except KafkaException:
+                # Apache Kafka may still be electing the new partition's leader.
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
+        reader.assign([TopicPartition(OFFSETS, partition, high)])
+        assert reader.poll(1.5) is None  # now parked in a long poll at the end
+        waits = []
+        for offset in (10, 20, 30):
+            started = time.monotonic()
+            commit(broker.bootstrap, group, topic, {0: offset})
+            msg = None
+            while msg is None and time.monotonic() - started < 15:
+                msg = reader.poll(0.1)
+                assert msg is None or msg.error() is None, msg and msg.error()
+            assert msg is not None, f"no record for the commit of offset {offset}"
+            waits.append(time.monotonic() - started)
+            assert offset_commit_key(msg.key()) == (group, topic, 0)
+            # OffsetCommit value: version int16, then the committed offset (int64).
+            assert int.from_bytes(msg.value()[2:10], "big", signed=True) == offset
+        # Unwoken, each would wait out a random part of the 10 s fetch wait.
+        assert max(waits) < 2.0, waits
+    finally:
+        reader.close()

@@ -65,6 +65,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--instance-id")
     p.add_argument("--idle-ms", type=int, default=0)
     p.add_argument("--session-timeout-ms", type=int, default=30000)
+    p.add_argument("--commit-delay-ms", type=int, default=0,
+                   help="wait this long between printing a poll's records and committing them")
+    p.add_argument("--events", action="store_true",
+                   help="also print assignment changes and failed commits as {\"event\": ..} lines")
     return p
 
 
@@ -174,7 +178,11 @@ def group_loop(args, poll, commit) -> None:
             printed += 1
             last = time.monotonic()
         if done:
+            if args.commit_delay_ms:
+                time.sleep(args.commit_delay_ms / 1000)
             try:
                 commit(done)
             except Exception as e:  # noqa: BLE001 - any commit failure means re-delivery
                 print(f"commit failed: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
+                if args.events:
+                    emit_now({"event": "commit-failed", "error": f"{type(e).__name__}: {e}"})

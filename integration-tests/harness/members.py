@@ -33,7 +33,9 @@ POLL_S = 0.2
 class GroupMember:
     """One group member in its own process (a driver's `group-consume`)."""
 
-    def __init__(self, client: str, bootstrap: str, group: str, topic: str, *extra, name: str = ""):
+    def __init__(self, client: str, bootstrap: str, group: str, topic: str, *extra, name: str = "",
+                 env: Optional[dict] = None):
+        """`env`: extra environment variables for the driver process (e.g. JAVA_TOOL_OPTIONS)."""
         client = ALIASES.get(client, client)
         self.client, self.name = client, name or client
         self.argv = [*DRIVER_ARGV[client], "group-consume", "--bootstrap", bootstrap, "--group", group,
@@ -46,7 +48,7 @@ class GroupMember:
         self._lock = threading.Lock()
         self.proc = subprocess.Popen(
             self.argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
-            cwd=TESTS_DIR, start_new_session=True,
+            cwd=TESTS_DIR, start_new_session=True, env={**os.environ, **env} if env else None,
         )
         self._readers = [threading.Thread(target=self._read_out, daemon=True),
                          threading.Thread(target=self._read_err, daemon=True)]

@@ -262,7 +262,16 @@ def group_consume(args):
     if args.instance_id:
         conf["group.instance.id"] = args.instance_id
     consumer = Consumer(conf)
-    consumer.subscribe([args.topic])
+    if args.events:
+        # librdkafka does not expose the classic generation id: printed as null.
+        def event(kind):
+            return lambda _c, tps: cli.emit_now(
+                {"event": kind, "partitions": sorted(tp.partition for tp in tps), "generation": None})
+
+        consumer.subscribe([args.topic], on_assign=event("assigned"), on_revoke=event("revoked"),
+                           on_lost=event("lost"))
+    else:
+        consumer.subscribe([args.topic])
 
     def poll(timeout_s, max_records):
         out = []

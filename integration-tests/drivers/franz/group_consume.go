@@ -14,6 +14,10 @@
 // --events also prints {"event":"assigned"|"revoked"|"lost","partitions":[..],
 // "generation":G} lines as the group changes (the soak counts rebalances
 // from them); without it, stdout carries records and the final line only.
+// --commit-delay-ms MS waits MS between printing a poll's records and
+// committing them (franz-go heartbeats in the background meanwhile), so a
+// scenario can freeze the member (SIGSTOP) with a commit pending and resume
+// it once the group has moved on (a "zombie").
 //
 // Invariant: a record beyond --count is neither printed nor committed, so
 // the group's next member receives it; a record is printed before its
@@ -49,6 +53,7 @@ func groupConsumeCmd(fs *flag.FlagSet) func(context.Context, string) error {
 	timeoutMs := fs.Int("timeout-ms", 30000, "give up after this long")
 	sessionMs := fs.Int("session-timeout-ms", 30000, "session.timeout.ms")
 	events := fs.Bool("events", false, "also print assignment changes as JSON lines")
+	commitDelayMs := fs.Int("commit-delay-ms", 0, "wait this long between printing records and committing them")
 	return func(ctx context.Context, bootstrap string) error {
 		if *topic == "" || *group == "" {
 			return usageError{"--topic and --group are required"}
@@ -158,6 +163,7 @@ func groupConsumeCmd(fs *flag.FlagSet) func(context.Context, string) error {
 				lastRecord = time.Now()
 			})
 			if len(done) > 0 {
+				time.Sleep(time.Duration(*commitDelayMs) * time.Millisecond)
 				// Not ctx: a SIGTERM right after the poll still commits what
 				// was printed, as a graceful close should.
 				commitCtx, cancel := context.WithTimeout(context.Background(), adminTimeout)

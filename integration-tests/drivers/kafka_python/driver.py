@@ -16,7 +16,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # integration-tests/, for harness
 
-from kafka import KafkaConsumer, KafkaProducer, OffsetAndMetadata, TopicPartition  # noqa: E402
+from kafka import (  # noqa: E402
+    ConsumerRebalanceListener, KafkaConsumer, KafkaProducer, OffsetAndMetadata, TopicPartition,
+)
 from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, NewPartitions, NewTopic  # noqa: E402
 from kafka.errors import for_code  # noqa: E402
 
@@ -238,7 +240,10 @@ def group_consume(args):
         auto_offset_reset=args.from_, session_timeout_ms=args.session_timeout_ms,
         heartbeat_interval_ms=1000, **extra,
     )
-    consumer.subscribe([args.topic])
+    if args.events:
+        consumer.subscribe([args.topic], listener=_EventListener(consumer))
+    else:
+        consumer.subscribe([args.topic])
 
     def poll(timeout_s, max_records):
         batches = consumer.poll(timeout_ms=int(timeout_s * 1000), max_records=max_records)
@@ -252,6 +257,23 @@ def group_consume(args):
     generation, member_id = _group_identity(consumer)
     consumer.close()  # LeaveGroup
     cli.emit_now({"assigned": assigned, "generation": generation, "member_id": member_id})
+
+
+class _EventListener(ConsumerRebalanceListener):
+    """--events: assignment changes as {"event","partitions","generation"} lines."""
+
+    def __init__(self, consumer: KafkaConsumer):
+        self.consumer = consumer
+
+    def _emit(self, kind, tps):
+        generation, _ = _group_identity(self.consumer)
+        cli.emit_now({"event": kind, "partitions": sorted(tp.partition for tp in tps), "generation": generation})
+
+    def on_partitions_revoked(self, revoked):
+        self._emit("revoked", revoked)
+
+    def on_partitions_assigned(self, assigned):
+        self._emit("assigned", assigned)
 
 
 def _group_identity(consumer: KafkaConsumer):

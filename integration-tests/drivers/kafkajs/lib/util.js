@@ -20,7 +20,7 @@ class Unsupported extends Error {}
 // Options that may be given more than once.
 const REPEATABLE = new Set(['config', 'set', 'delete'])
 // Options that take no value.
-const BOOLEAN = new Set(['idempotent'])
+const BOOLEAN = new Set(['idempotent', 'events'])
 
 // Parses `--name value` / `--name=value` pairs into an object; repeatable
 // options become arrays.

@@ -11,11 +11,18 @@
  * --session-timeout-ms (session.timeout.ms). SIGTERM ends the run like --timeout-ms (final line,
  * graceful close with LeaveGroup), so a scenario can tell a member that leaves from one that is
  * killed (SIGKILL: no LeaveGroup, the session timeout evicts it).
+ * --commit-delay-ms MS waits MS between printing a poll's records and committing them (the
+ * heartbeat thread keeps the session alive meanwhile), so a scenario can freeze the member
+ * (SIGSTOP) with a commit pending and resume it once the group has moved on (a "zombie").
+ * --events also prints {"event":"assigned"|"revoked"|"lost","partitions":[..],"generation":G}
+ * from the rebalance listener, and turns a failed commit into
+ * {"event":"commit-failed","error":".."} (the run goes on; without --events it is an error).
  */
 package dev.brook.driver;
 
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
+import java.util.Collection;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
@@ -25,11 +32,13 @@ import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import org.apache.kafka.clients.consumer.ConsumerGroupMetadata;
+import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.CooperativeStickyAssignor;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.consumer.RangeAssignor;
+import org.apache.kafka.common.KafkaException;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 
@@ -41,6 +50,8 @@ final class GroupConsumeCommand {
         String group = args.required("group");
         int count = args.intValue("count", Integer.MAX_VALUE);
         long idleMs = args.intValue("idle-ms", 0);
+        long commitDelayMs = args.intValue("commit-delay-ms", 0);
+        boolean events = args.flag("events");
         long deadline = System.nanoTime() + Duration.ofMillis(args.intValue("timeout-ms", 30000)).toNanos();
         Properties props = new Properties();
         props.putAll(base);
@@ -66,7 +77,7 @@ final class GroupConsumeCommand {
             }
         }));
         try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(props)) {
-            consumer.subscribe(List.of(topic));
+            consumer.subscribe(List.of(topic), new EventListener(consumer, events));
             int printed = 0;
             long lastRecordAt = 0;
             while (printed < count && !stopping.get()) {
@@ -95,7 +106,21 @@ final class GroupConsumeCommand {
                     lastRecordAt = System.nanoTime();
                 }
                 if (!commit.isEmpty()) {
-                    consumer.commitSync(commit);
+                    if (commitDelayMs > 0) {
+                        Thread.sleep(commitDelayMs);
+                    }
+                    try {
+                        consumer.commitSync(commit);
+                    } catch (KafkaException e) {
+                        // CommitFailedException, RebalanceInProgressException, ...: the group
+                        // moved on; the records come again to their next owner.
+                        if (!events) {
+                            throw e;
+                        }
+                        System.err.println("commit: " + e);
+                        Json.println(Json.object().put("event", "commit-failed")
+                                .put("error", e.getClass().getSimpleName() + ": " + e.getMessage()));
+                    }
                 }
             }
             var assigned = Json.array();
@@ -113,6 +138,48 @@ final class GroupConsumeCommand {
             closed.countDown();
         }
         return 0;
+    }
+
+    /** Prints assignment changes (--events) with the generation the consumer holds then. */
+    private static final class EventListener implements ConsumerRebalanceListener {
+        private final KafkaConsumer<byte[], byte[]> consumer;
+        private final boolean events;
+
+        EventListener(KafkaConsumer<byte[], byte[]> consumer, boolean events) {
+            this.consumer = consumer;
+            this.events = events;
+        }
+
+        private void print(String kind, Collection<TopicPartition> partitions) {
+            if (!events) {
+                return;
+            }
+            var list = Json.array();
+            partitions.stream().map(TopicPartition::partition).sorted().forEach(list::add);
+            var doc = Json.object().put("event", kind);
+            doc.set("partitions", list);
+            doc.put("generation", consumer.groupMetadata().generationId());
+            try {
+                Json.println(doc);
+            } catch (com.fasterxml.jackson.core.JsonProcessingException e) {
+                throw new IllegalStateException(e);
+            }
+        }
+
+        @Override
+        public void onPartitionsAssigned(Collection<TopicPartition> partitions) {
+            print("assigned", partitions);
+        }
+
+        @Override
+        public void onPartitionsRevoked(Collection<TopicPartition> partitions) {
+            print("revoked", partitions);
+        }
+
+        @Override
+        public void onPartitionsLost(Collection<TopicPartition> partitions) {
+            print("lost", partitions);
+        }
     }
 
     private static String assignor(String name) throws Args.UsageException {

@@ -1,16 +1,19 @@
 """`make bench`: Brook against Apache Kafka, side by side, on this machine.
 
     python3 bench/bench.py [--quick] [--rounds N] [--records N] [--partitions N]
-                           [--brook-bin PATH] [--data-dir DIR] [--skip-sink]
+                           [--brook-bin PATH] [--data-dir DIR] [--skip-sink] [--servers LIST]
+                           [--consume-only]
                            [--e2e-rate R] [--e2e-duration S] [--e2e-warmup S] [--skip-e2e]
                            [--scale-rate R] [--scale-duration S] [--skip-scale]
 
-Each round runs the null sink (the producer's ceiling), then Apache Kafka, then Brook, one
+Each round runs the null sink (the producer's ceiling; also the consumer's, serving what it was
+sent from memory as a null source), then Apache Kafka, then Brook, one
 server at a time, each started fresh on an empty data directory under the same --data-dir (the
 same disk). Against each broker: time from spawn to the first ApiVersions answer; RSS at idle;
 for every workload (record size x acks x compression) create the topic, run
 kafka-producer-perf-test at --throughput -1; then kafka-consumer-perf-test over each acks=1
-topic; RSS peak under load and steady once idle again. Then, against the two brokers only:
+topic (the null sink too); RSS peak under load and steady once idle again. --consume-only produces
+only the acks=1 workloads (the data to consume) and skips the e2e and scale runs. Then, against the two brokers only:
 end-to-end latency at a fixed rate (driver.py; half of Kafka's 1 KB acks=1 maximum from the same
 round) with acks=1 and acks=all, and the scale runs (scale.py: 100 topics x 10 partitions under
 steady produce, 1,000 idle connections). Medians over rounds go to a table on stdout,
@@ -78,6 +81,8 @@ def run_server(kind: str, round_no: int, args: argparse.Namespace, e2e_rate: Opt
             time.sleep(IDLE_S)
             rss.phase = "load"
             for w in workloads():
+                if args.consume_only and w.acks != "1":
+                    continue
                 if kind != "sink":
                     err = create_topic(server.bootstrap, w.topic, args.partitions)
                     if err:
@@ -89,7 +94,7 @@ def run_server(kind: str, round_no: int, args: argparse.Namespace, e2e_rate: Opt
                     result["errors"].append(f"produce {w.name}: {reason(out)}")
                 log(f"{kind} produce {w.name}: {short(figures, 'mb_per_s', 'MB/s')}")
             for w in workloads():
-                if kind == "sink" or w.acks != "1" or result["produce"].get(w.name) is None:
+                if w.acks != "1" or result["produce"].get(w.name) is None:
                     continue
                 figures, out = consume(server.bootstrap, w.topic, args.records, timeout_s)
                 result["consume"][w.name] = figures
@@ -189,6 +194,9 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--data-dir", type=Path, default=BENCH_DIR / ".data", help="both brokers' data (same disk)")
     ap.add_argument("--results-dir", type=Path, default=BENCH_DIR / "results")
     ap.add_argument("--skip-sink", action="store_true", help="do not run the null sink")
+    ap.add_argument("--servers", default=",".join(KINDS), help=f"servers to run, in order (default {','.join(KINDS)})")
+    ap.add_argument("--consume-only", action="store_true",
+                    help="produce only the acks=1 workloads (the consumer's data), consume them; no e2e, no scale")
     ap.add_argument("--keep-data", action="store_true", help="keep each broker's data dir and log")
     ap.add_argument("--e2e-rate", type=float, help="fixed e2e rate, msg/s (default: half Kafka's 1KB acks=1 max)")
     ap.add_argument("--e2e-duration", type=float, help="e2e measured seconds (default 30; 8 with --quick)")
@@ -205,18 +213,23 @@ def parse_args() -> argparse.Namespace:
     args.scale_duration = args.scale_duration or (10.0 if args.quick else 30.0)
     if args.rounds < 1 or args.records < 1 or args.partitions < 1:
         ap.error("--rounds, --records and --partitions must be positive")
+    args.servers = [k.strip() for k in args.servers.split(",") if k.strip()]
+    if not args.servers or any(k not in KINDS for k in args.servers):
+        ap.error(f"--servers takes a comma-separated subset of {','.join(KINDS)}")
+    if args.consume_only:
+        args.skip_e2e = args.skip_scale = True
     return args
 
 
 def main() -> int:
     args = parse_args()
-    if not args.brook_bin.is_file():
+    if "brook" in args.servers and not args.brook_bin.is_file():
         print(f"brook binary not found at {args.brook_bin}: cargo build --release -p brook", file=sys.stderr)
         return 2
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     args.data_dir.mkdir(parents=True, exist_ok=True)
     args.results_dir.mkdir(parents=True, exist_ok=True)
-    kinds = [k for k in KINDS if not (k == "sink" and args.skip_sink)]
+    kinds = [k for k in args.servers if not (k == "sink" and args.skip_sink)]
     fd_limit = scale.raise_fd_limit()  # before any server starts, so they inherit it too
     build_error = None
     if not (args.skip_e2e and args.skip_scale):
@@ -246,6 +259,8 @@ def main() -> int:
             "partitions": args.partitions,
             "workloads": [w.name for w in workloads()],
             "brook_bin": str(args.brook_bin),
+            "servers": kinds,
+            "consume_only": args.consume_only,
             "e2e_rate_override": args.e2e_rate,
             "e2e_warmup_s": args.e2e_warmup,
             "e2e_duration_s": args.e2e_duration,

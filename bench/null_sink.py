@@ -1,9 +1,9 @@
-"""A Kafka "broker" that stores nothing: the producer's ceiling on this machine.
+"""A Kafka "broker" that writes nothing to disk: the producer's and the consumer's ceiling here.
 
-    python3 bench/null_sink.py --port PORT [--partitions N]
+    python3 bench/null_sink.py --port PORT [--partitions N] [--retain-mb M]
 
 It answers just enough of the wire protocol for Apache Kafka's producer
-(ProducerPerformance) to run at full speed:
+(ProducerPerformance) and consumer (ConsumerPerformance) to run at full speed. As a sink:
   ApiVersions    v0-v3 (a newer request gets Kafka's UNSUPPORTED_VERSION reply in the v0
                  body listing our ranges, exactly as a real broker does, so the client retries
                  with v3; KIP-511)
@@ -14,9 +14,11 @@ It answers just enough of the wire protocol for Apache Kafka's producer
                  that partition, counted from each batch header's lastOffsetDelta
 Only non-flexible versions (besides ApiVersions v3) are advertised, so the client picks them
 and no tagged-field codec is needed; the client's per-record work is the same at any version.
-acks=0 requests get no response (Kafka's rule). Anything else closes the connection.
+acks=0 requests get no response (Kafka's rule). As a source (`null_source.py`), it keeps the
+produced batches in memory (at most M MB per partition, default 128) and serves them to
+consumers: Fetch, ListOffsets and a one-member group. Anything else closes the connection.
 
-Invariants: records are never copied out of the frame nor validated; offsets per partition
+Invariants: records are never validated nor parsed beyond batch headers; offsets per partition
 only grow. Single-threaded asyncio, so the counters need no lock.
 """
 
@@ -25,10 +27,13 @@ import asyncio
 import itertools
 import struct
 import sys
-from typing import Dict, List, Optional, Tuple
+from typing import List, Optional, Tuple
+
+import null_source
 
 API_PRODUCE, API_METADATA, API_API_VERSIONS, API_INIT_PRODUCER_ID = 0, 3, 18, 22
-SUPPORTED = {API_PRODUCE: (3, 8), API_METADATA: (1, 8), API_API_VERSIONS: (0, 3), API_INIT_PRODUCER_ID: (0, 1)}
+SUPPORTED = {API_PRODUCE: (3, 8), API_METADATA: (1, 8), API_API_VERSIONS: (0, 3), API_INIT_PRODUCER_ID: (0, 1),
+             **null_source.SUPPORTED}
 UNSUPPORTED_VERSION = 35
 NODE_ID = 1
 
@@ -39,6 +44,11 @@ class Reader:
     def __init__(self, buf: memoryview, pos: int = 0):
         self.buf, self.pos = buf, pos
 
+    def int8(self) -> int:
+        (v,) = struct.unpack_from(">b", self.buf, self.pos)
+        self.pos += 1
+        return v
+
     def int16(self) -> int:
         (v,) = struct.unpack_from(">h", self.buf, self.pos)
         self.pos += 2
@@ -47,6 +57,11 @@ class Reader:
     def int32(self) -> int:
         (v,) = struct.unpack_from(">i", self.buf, self.pos)
         self.pos += 4
+        return v
+
+    def int64(self) -> int:
+        (v,) = struct.unpack_from(">q", self.buf, self.pos)
+        self.pos += 8
         return v
 
     def string(self) -> Optional[str]:
@@ -73,25 +88,11 @@ def string(s: Optional[str]) -> bytes:
     return struct.pack(">h", len(b)) + b
 
 
-def record_count(records: Optional[memoryview]) -> int:
-    """Records in a v2 record set: the sum over batches of lastOffsetDelta + 1."""
-    if records is None:
-        return 0
-    count, pos = 0, 0
-    # Batch header: baseOffset i64, batchLength i32 (bytes after this field), partitionLeaderEpoch
-    # i32, magic i8, crc i32, attributes i16, lastOffsetDelta i32 at byte 23.
-    while pos + 27 <= len(records):
-        (batch_length,) = struct.unpack_from(">i", records, pos + 8)
-        (last_offset_delta,) = struct.unpack_from(">i", records, pos + 23)
-        count += last_offset_delta + 1
-        pos += 12 + batch_length
-    return count
-
-
 class NullSink:
-    def __init__(self, host: str, port: int, partitions: int):
+    def __init__(self, host: str, port: int, partitions: int, retain_bytes: int):
         self.host, self.port, self.partitions = host, port, partitions
-        self.next_offset: Dict[Tuple[str, int], int] = {}
+        self.store = null_source.Store(retain_bytes)
+        self.source = null_source.Source(self.store, host, port, NODE_ID)
         self.producer_ids = itertools.count(1000)
 
     def api_versions(self, version: int) -> bytes:
@@ -150,9 +151,7 @@ class NullSink:
             out.append(string(topic) + struct.pack(">i", n_parts))
             for _ in range(n_parts):
                 index = r.int32()
-                count = record_count(r.bytes_view())
-                base = self.next_offset.get((topic, index), 0)
-                self.next_offset[(topic, index)] = base + count
+                base = self.store.keep(topic, index, r.bytes_view())
                 part = struct.pack(">ihqq", index, 0, base, -1)  # log append time: none
                 if version >= 5:
                     part += struct.pack(">q", 0)  # log start offset
@@ -171,10 +170,20 @@ class NullSink:
                 api_key, version, correlation_id = struct.unpack_from(">hhi", frame, 0)
                 r = Reader(frame, 8)
                 r.string()  # client id (request header v1; v2 adds tags, only ApiVersions v3 sends it)
+                body: bytes = b""
                 if api_key == API_API_VERSIONS:
                     body = self.api_versions(version)
                 elif api_key not in SUPPORTED or not SUPPORTED[api_key][0] <= version <= SUPPORTED[api_key][1]:
                     break  # a version we never advertised: a real broker would drop the connection too
+                elif api_key in null_source.SUPPORTED:
+                    pieces = self.source.handle(api_key, version, r)
+                    size = sum(len(p) for p in pieces) + 4
+                    # One write of the joined pieces: the stored batches are copied once, into
+                    # the transport (Python 3.11's writelines joins anyway).
+                    writer.writelines([struct.pack(">ii", size, correlation_id), *pieces])
+                    if writer.transport.get_write_buffer_size() > 1 << 20:
+                        await writer.drain()
+                    continue
                 elif api_key == API_METADATA:
                     body = self.metadata(version, r)
                 elif api_key == API_INIT_PRODUCER_ID:
@@ -203,9 +212,10 @@ def main() -> None:
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=int, required=True)
     ap.add_argument("--partitions", type=int, default=3)
+    ap.add_argument("--retain-mb", type=int, default=128, help="produced batches kept per partition, to serve")
     args = ap.parse_args()
     try:
-        asyncio.run(NullSink(args.host, args.port, args.partitions).run())
+        asyncio.run(NullSink(args.host, args.port, args.partitions, args.retain_mb << 20).run())
     except KeyboardInterrupt:
         pass
 

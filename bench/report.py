@@ -3,7 +3,8 @@
 Medians are over rounds, counting only runs that produced a figure (a failed run is left out,
 and a figure no run produced is n/a). Ratios are Brook/Kafka for every row, so for latency and
 RSS below 1 is better for Brook, for throughput above 1 is. "Brook/sink" is Brook's producer
-throughput as a fraction of the null sink's, the ceiling of the producer on this machine.
+(consumer) throughput as a fraction of the null sink's (serving from memory as null source), the
+ceiling of the producer (consumer) on this machine.
 """
 
 import os
@@ -100,13 +101,16 @@ def rows(doc: Dict) -> List[Tuple[str, Optional[float], Optional[float], Optiona
 
     out = []
     for w in doc["config"]["workloads"]:
+        if doc["config"].get("consume_only") and " acks=1 " not in f" {w} ":
+            continue  # not run
         for key, label in PRODUCE_METRICS:
             out.append((f"produce {w} {label}", get(kafka, "produce", w, key), get(brook, "produce", w, key),
                         get(sink, "produce", w, key) if key in THROUGHPUT else None))  # fmt: skip
     for w in doc["config"]["workloads"]:
         if " acks=1 " in f" {w} ":
             for key, label in CONSUME_METRICS:
-                out.append((f"consume {w} {label}", get(kafka, "consume", w, key), get(brook, "consume", w, key), None))
+                out.append((f"consume {w} {label}", get(kafka, "consume", w, key), get(brook, "consume", w, key),
+                            get(sink, "consume", w, key)))  # fmt: skip
     for key, label in SCALARS:
         out.append((label, kafka.get(key), brook.get(key), None))
     out.append(("e2e fixed rate msg/s (1 KB)", kafka.get("e2e_rate"), brook.get("e2e_rate"), None))
@@ -200,7 +204,7 @@ def chart(doc: Dict, path: Path) -> None:
     grouped(axes[0][1], workloads, brokers, per_workload("produce", "p99_ms", workloads),
             "Producer p99 latency at full speed (queueing; lower is better)", "ms")  # fmt: skip
     consumed = [w for w in workloads if " acks=1 " in f" {w} "]
-    grouped(axes[1][0], consumed, brokers, per_workload("consume", "fetch_mb_per_s", consumed),
+    grouped(axes[1][0], consumed, series, per_workload("consume", "fetch_mb_per_s", consumed),
             "Consumer fetch throughput (higher is better)", "MB/s")  # fmt: skip
 
     rss_groups = [("idle", None, "rss_idle_start_mb"), ("peak (perf tools)", None, "rss_peak_mb"),

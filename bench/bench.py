@@ -205,6 +205,7 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--scale-duration", type=float, help="scale produce seconds (default 30; 10 with --quick)")
     ap.add_argument("--skip-e2e", action="store_true", help="do not run the end-to-end latency runs")
     ap.add_argument("--skip-scale", action="store_true", help="do not run the scale runs")
+    ap.add_argument("--report", type=Path, help="only print the table and draw the chart of a saved results json")
     args = ap.parse_args()
     args.rounds = args.rounds or (1 if args.quick else 3)
     args.records = args.records or (200_000 if args.quick else 2_000_000)
@@ -221,37 +222,10 @@ def parse_args() -> argparse.Namespace:
     return args
 
 
-def main() -> int:
-    args = parse_args()
-    if "brook" in args.servers and not args.brook_bin.is_file():
-        print(f"brook binary not found at {args.brook_bin}: cargo build --release -p brook", file=sys.stderr)
-        return 2
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    args.data_dir.mkdir(parents=True, exist_ok=True)
-    args.results_dir.mkdir(parents=True, exist_ok=True)
-    kinds = [k for k in args.servers if not (k == "sink" and args.skip_sink)]
-    fd_limit = scale.raise_fd_limit()  # before any server starts, so they inherit it too
-    build_error = None
-    if not (args.skip_e2e and args.skip_scale):
-        try:
-            driver.ensure_built()
-        except (RuntimeError, OSError, subprocess.SubprocessError) as e:  # javac missing or failing
-            build_error = f"BenchDriver not built, e2e and scale skipped: {e}"
-            log(build_error)
-            args.skip_e2e = args.skip_scale = True
-    load_before = os.getloadavg()
-    runs = []
-    e2e_rate = args.e2e_rate
-    for round_no in range(1, args.rounds + 1):
-        for kind in kinds:
-            runs.append(run_server(kind, round_no, args, e2e_rate))
-            if build_error:
-                runs[-1]["errors"].append(build_error)
-            if kind == "kafka" and args.e2e_rate is None:
-                # Brook runs at the rate derived from Kafka in the same round (else the last one).
-                e2e_rate = runs[-1].get("e2e_rate") or e2e_rate
+def document(args: argparse.Namespace, stamp: str, kinds, fd_limit, load_before, runs, complete: bool) -> Dict:
     doc = {
         "started_utc": stamp,
+        "complete": complete,
         "machine": report.machine(),
         "config": {
             "rounds": args.rounds,
@@ -272,12 +246,64 @@ def main() -> int:
         "runs": runs,
     }
     doc["medians"] = report.medians(runs)
-    json_path = args.results_dir / f"{stamp}.json"
-    json_path.write_text(json.dumps(doc, indent=2))
+    return doc
+
+
+def save(doc: Dict, json_path: Path) -> None:
+    tmp = json_path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(doc, indent=2))
+    tmp.replace(json_path)
+
+
+def render(doc: Dict, json_path: Path) -> None:
+    """The table on stdout and the chart next to the json."""
+    if not doc.get("complete", True):
+        print(f"PARTIAL RUN: {len(doc['runs'])} server runs of rounds x servers finished")
     print(report.table(doc))
-    png_path = args.results_dir / f"{stamp}.png"
+    png_path = json_path.with_suffix(".png")
     report.chart(doc, png_path)
     print(f"\nraw figures: {json_path}\nchart:       {png_path}")
+
+
+def main() -> int:
+    args = parse_args()
+    if args.report:
+        render(json.loads(args.report.read_text()), args.report)
+        return 0
+    if "brook" in args.servers and not args.brook_bin.is_file():
+        print(f"brook binary not found at {args.brook_bin}: cargo build --release -p brook", file=sys.stderr)
+        return 2
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    args.data_dir.mkdir(parents=True, exist_ok=True)
+    args.results_dir.mkdir(parents=True, exist_ok=True)
+    kinds = [k for k in args.servers if not (k == "sink" and args.skip_sink)]
+    fd_limit = scale.raise_fd_limit()  # before any server starts, so they inherit it too
+    build_error = None
+    if not (args.skip_e2e and args.skip_scale):
+        try:
+            driver.ensure_built()
+        except (RuntimeError, OSError, subprocess.SubprocessError) as e:  # javac missing or failing
+            build_error = f"BenchDriver not built, e2e and scale skipped: {e}"
+            log(build_error)
+            args.skip_e2e = args.skip_scale = True
+    load_before = os.getloadavg()
+    runs = []
+    e2e_rate = args.e2e_rate
+    json_path = args.results_dir / f"{stamp}.json"
+    for round_no in range(1, args.rounds + 1):
+        for kind in kinds:
+            runs.append(run_server(kind, round_no, args, e2e_rate))
+            if build_error:
+                runs[-1]["errors"].append(build_error)
+            if kind == "kafka" and args.e2e_rate is None:
+                # Brook runs at the rate derived from Kafka in the same round (else the last one).
+                e2e_rate = runs[-1].get("e2e_rate") or e2e_rate
+            # Written after every server run: a long run that is interrupted keeps what it
+            # measured ("complete": false; `--report` renders it).
+            save(document(args, stamp, kinds, fd_limit, load_before, runs, complete=False), json_path)
+    doc = document(args, stamp, kinds, fd_limit, load_before, runs, complete=True)
+    save(doc, json_path)
+    render(doc, json_path)
     notes = sorted({f"{r['server']}: {e}" for r in runs for e in r["errors"]})
     if notes:
         print("\nn/a and failures (details in the json):")

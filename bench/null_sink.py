@@ -81,11 +81,7 @@ class Reader:
         return v
 
 
-def string(s: Optional[str]) -> bytes:
-    if s is None:
-        return struct.pack(">h", -1)
-    b = s.encode()
-    return struct.pack(">h", len(b)) + b
+string = null_source.string
 
 
 class NullSink:
@@ -142,22 +138,18 @@ class NullSink:
         r.string()  # transactional id
         acks = r.int16()
         r.int32()  # timeout
-        out = []
-        n_topics = r.int32()
-        out.append(struct.pack(">i", n_topics))
-        for _ in range(n_topics):
-            topic = r.string() or ""
-            n_parts = r.int32()
-            out.append(string(topic) + struct.pack(">i", n_parts))
-            for _ in range(n_parts):
-                index = r.int32()
-                base = self.store.keep(topic, index, r.bytes_view())
-                part = struct.pack(">ihqq", index, 0, base, -1)  # log append time: none
-                if version >= 5:
-                    part += struct.pack(">q", 0)  # log start offset
-                if version >= 8:
-                    part += struct.pack(">i", 0) + string(None)  # record errors, error message
-                out.append(part)
+
+        def answer(topic: str) -> List[bytes]:
+            index = r.int32()
+            base = self.store.keep(topic, index, r.bytes_view())
+            part = struct.pack(">ihqq", index, 0, base, -1)  # log append time: none
+            if version >= 5:
+                part += struct.pack(">q", 0)  # log start offset
+            if version >= 8:
+                part += struct.pack(">i", 0) + string(None)  # record errors, error message
+            return [part]
+
+        out = null_source.each_partition(r, answer)
         out.append(struct.pack(">i", 0))  # throttle time
         return acks, b"".join(out)
 

@@ -23,7 +23,7 @@ APIs, all non-flexible versions so no tagged-field codec is needed:
 
 import bisect
 import struct
-from typing import Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 API_FETCH, API_LIST_OFFSETS, API_OFFSET_COMMIT, API_OFFSET_FETCH = 1, 2, 8, 9
 API_FIND_COORDINATOR, API_JOIN_GROUP, API_HEARTBEAT, API_LEAVE_GROUP, API_SYNC_GROUP = 10, 11, 12, 13, 14
@@ -41,6 +41,20 @@ def string(s: Optional[str]) -> bytes:
         return struct.pack(">h", -1)
     b = s.encode()
     return struct.pack(">h", len(b)) + b
+
+
+def each_partition(r, answer: Callable[[str], List[bytes]]) -> List[bytes]:
+    """A request's topics -> partitions array (non-flexible versions) answered in the same
+    shape: `answer(topic)` reads one partition's fields from `r` and returns its response."""
+    n_topics = r.int32()
+    out = [struct.pack(">i", n_topics)]
+    for _ in range(n_topics):
+        topic = r.string() or ""
+        n_parts = r.int32()
+        out.append(string(topic) + struct.pack(">i", n_parts))
+        for _ in range(n_parts):
+            out.extend(answer(topic))
+    return out
 
 
 def nbytes(b: Optional[bytes]) -> bytes:
@@ -141,33 +155,30 @@ class Source:
         if version >= 7:
             r.int32(), r.int32()  # session id and epoch: sessionless answers (session id 0)
         out = [struct.pack(">ihi", 0, 0, 0) if version >= 7 else struct.pack(">i", 0)]
-        n_topics = r.int32()
-        out.append(struct.pack(">i", n_topics))
         any_data = False
-        for _ in range(n_topics):
-            topic = r.string() or ""
-            n_parts = r.int32()
-            out.append(string(topic) + struct.pack(">i", n_parts))
-            for _ in range(n_parts):
-                index = r.int32()
-                if version >= 9:
-                    r.int32()  # current leader epoch
-                offset = r.int64()
-                if version >= 5:
-                    r.int64()  # log start offset (followers only)
-                partition_max = r.int32()
-                log = self.store.log(topic, index)
-                pieces, size = log.read(offset, min(partition_max, budget), not any_data)
-                budget -= size
-                any_data |= size > 0
-                head = struct.pack(">ihqq", index, 0, log.produced, log.produced)  # hw, last stable
-                if version >= 5:
-                    head += I64.pack(0)  # log start offset
-                head += struct.pack(">i", -1)  # aborted transactions: null
-                if version >= 11:
-                    head += struct.pack(">i", -1)  # preferred read replica: none
-                out.append(head + struct.pack(">i", size))
-                out.extend(pieces)
+
+        def answer(topic: str) -> List[bytes]:
+            nonlocal budget, any_data
+            index = r.int32()
+            if version >= 9:
+                r.int32()  # current leader epoch
+            offset = r.int64()
+            if version >= 5:
+                r.int64()  # log start offset (followers only)
+            partition_max = r.int32()
+            log = self.store.log(topic, index)
+            pieces, size = log.read(offset, min(partition_max, budget), not any_data)
+            budget -= size
+            any_data |= size > 0
+            head = struct.pack(">ihqq", index, 0, log.produced, log.produced)  # hw, last stable
+            if version >= 5:
+                head += I64.pack(0)  # log start offset
+            head += struct.pack(">i", -1)  # aborted transactions: null
+            if version >= 11:
+                head += struct.pack(">i", -1)  # preferred read replica: none
+            return [head + struct.pack(">i", size), *pieces]
+
+        out.extend(each_partition(r, answer))
         return out  # forgotten topics and rack id (v7+/v11) need no reading
 
     def list_offsets(self, version: int, r) -> bytes:
@@ -175,22 +186,19 @@ class Source:
         if version >= 2:
             r.int8()  # isolation level
         out = [struct.pack(">i", 0)] if version >= 2 else []
-        n_topics = r.int32()
-        out.append(struct.pack(">i", n_topics))
-        for _ in range(n_topics):
-            topic = r.string() or ""
-            n_parts = r.int32()
-            out.append(string(topic) + struct.pack(">i", n_parts))
-            for _ in range(n_parts):
-                index = r.int32()
-                if version >= 4:
-                    r.int32()  # current leader epoch
-                timestamp = r.int64()
-                offset = self.store.log(topic, index).produced if timestamp == LATEST else 0
-                part = struct.pack(">ihqq", index, 0, -1, offset)
-                if version >= 4:
-                    part += struct.pack(">i", 0)  # leader epoch
-                out.append(part)
+
+        def answer(topic: str) -> List[bytes]:
+            index = r.int32()
+            if version >= 4:
+                r.int32()  # current leader epoch
+            timestamp = r.int64()
+            offset = self.store.log(topic, index).produced if timestamp == LATEST else 0
+            part = struct.pack(">ihqq", index, 0, -1, offset)
+            if version >= 4:
+                part += struct.pack(">i", 0)  # leader epoch
+            return [part]
+
+        out.extend(each_partition(r, answer))
         return b"".join(out)
 
     def find_coordinator(self, version: int, r) -> bytes:
@@ -261,17 +269,14 @@ class Source:
         if version <= 4:
             r.int64()  # retention time
         out = [struct.pack(">i", 0)] if version >= 3 else []
-        n_topics = r.int32()
-        out.append(struct.pack(">i", n_topics))
-        for _ in range(n_topics):
-            topic = r.string() or ""
-            n_parts = r.int32()
-            out.append(string(topic) + struct.pack(">i", n_parts))
-            for _ in range(n_parts):
-                index = r.int32()
-                r.int64()  # committed offset: not kept, nobody reads it back
-                if version >= 6:
-                    r.int32()  # leader epoch
-                r.string()  # metadata
-                out.append(struct.pack(">ih", index, 0))
+
+        def answer(_topic: str) -> List[bytes]:
+            index = r.int32()
+            r.int64()  # committed offset: not kept, nobody reads it back
+            if version >= 6:
+                r.int32()  # leader epoch
+            r.string()  # metadata
+            return [struct.pack(">ih", index, 0)]
+
+        out.extend(each_partition(r, answer))
         return b"".join(out)

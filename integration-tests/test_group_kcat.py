@@ -16,57 +16,14 @@ Every test also passes against Apache Kafka (BROOK_TEST_TARGET=kafka).
 """
 
 import time
-import uuid
 
-from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, NewTopic
 
 from harness.kcat_group import KcatGroupMember
+from harness.group_scenarios import create_topic, new_group, produce, values, wait_read_and_committed
 from harness.members import assert_disjoint_and_complete, committed, poll_until, stable_assignment
 
 SESSION_MS = 6000  # Kafka's group.min.session.timeout.ms default: the fastest eviction allowed
 DEADLINE_S = 60
-
-
-def new_group() -> str:
-    return f"g-{uuid.uuid4().hex[:10]}"
-
-
-def create_topic(bootstrap: str, name: str, partitions: int) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(timeout=30)
-
-
-def produce(bootstrap: str, topic: str, partitions: int, per_partition: int, prefix: str) -> list:
-    """`per_partition` records to each partition; returns the values sent."""
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
-    sent = []
-    for p in range(partitions):
-        for i in range(per_partition):
-            value = f"{prefix}-{p}-{i}"
-            producer.produce(topic, value=value.encode(), partition=p)
-            sent.append(value)
-    assert producer.flush(30) == 0
-    return sent
-
-
-def values(members) -> list:
-    return [r["value"] for m in members for r in m.snapshot()]
-
-
-def wait_read_and_committed(bootstrap, group, topic, partitions, members, sent) -> None:
-    """Until the members have printed every value in `sent` and the group's committed offset
-    of each partition is its end (everything produced so far is `sent`)."""
-    end = len(sent) // partitions
-
-    def done():
-        return set(sent) <= set(values(members)) and committed(bootstrap, group, topic, partitions) == {
-            p: end for p in range(partitions)
-        }
-
-    poll_until(done, DEADLINE_S, lambda: f"read/committed {len(set(values(members)) & set(sent))} of {len(sent)}, "
-               f"committed {committed(bootstrap, group, topic, partitions)}, members {members}, "
-               f"stderr {[m.stderr_tail(5) for m in members]}")
 
 
 def logged_assignments(members) -> list:

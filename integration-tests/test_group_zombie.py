@@ -42,13 +42,11 @@ import re
 import signal
 import time
 import urllib.request
-import uuid
 
 import pytest
-from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, NewTopic
 
 from harness import paths
+from harness.group_scenarios import create_topic, new_group, produce
 from harness.kcat_group import KcatGroupMember
 from harness.members import GroupMember, committed, poll_until, stable_assignment
 
@@ -72,28 +70,6 @@ STALE_COMMIT = {
     # kafkajs wraps the broker's error in a KafkaJSNonRetriableError; the driver adds its type.
     "kafkajs": r"not aware of this member \(UNKNOWN_MEMBER_ID\)",
 }
-
-
-def new_group() -> str:
-    return f"g-{uuid.uuid4().hex[:10]}"
-
-
-def create_topic(bootstrap: str, name: str, partitions: int) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(timeout=30)
-
-
-def produce(bootstrap: str, topic: str, prefix: str) -> list:
-    """PER_PHASE records to each partition; returns the values sent (`prefix-partition-i`)."""
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
-    sent = []
-    for p in range(PARTITIONS):
-        for i in range(PER_PHASE):
-            value = f"{prefix}-{p}-{i}"
-            producer.produce(topic, value=value.encode(), partition=p)
-            sent.append(value)
-    assert producer.flush(30) == 0
-    return sent
 
 
 def offset_commits(broker) -> float:
@@ -133,12 +109,12 @@ def committed_is(bootstrap, group, topic, expected):
 def freeze_with_a_commit_pending(bootstrap, group, topic, a) -> tuple:
     """Phases 1-2: A reads and commits the first records, then reads later ones and is frozen
     before it commits them. Returns (A's uncommitted positions, the committed offsets)."""
-    first = produce(bootstrap, topic, "first")
+    first = produce(bootstrap, topic, PARTITIONS, PER_PHASE, "first")
     poll_until(committed_is(bootstrap, group, topic, {p: PER_PHASE for p in range(PARTITIONS)}), DEADLINE_S,
                lambda: f"A committed the first records: {committed(bootstrap, group, topic, PARTITIONS)}; "
                f"{a}: {a.stderr_tail(10)}")
     assert sorted(r["value"] for r in a.snapshot()) == sorted(first)
-    produce(bootstrap, topic, "second")
+    produce(bootstrap, topic, PARTITIONS, PER_PHASE, "second")
     poll_until(lambda: any(r["value"].startswith("second-") for r in a.snapshot()), DEADLINE_S,
                lambda: f"A reads the second records: {a}: {a.stderr_tail(10)}")
     freeze(a)
@@ -155,7 +131,7 @@ def take_over(bootstrap, group, topic, b, a_generation) -> list:
     owned = poll_until(lambda: stable_assignment(bootstrap, group, 1), DEADLINE_S,
                        lambda: f"A evicted, B owns everything: {b}: {b.stderr_tail(10)}")
     assert sorted(p for ps in owned.values() for p in ps) == list(range(PARTITIONS))
-    third = produce(bootstrap, topic, "third")
+    third = produce(bootstrap, topic, PARTITIONS, PER_PHASE, "third")
     end = {p: 3 * PER_PHASE for p in range(PARTITIONS)}
     poll_until(committed_is(bootstrap, group, topic, end), DEADLINE_S,
                lambda: f"B committed up to the end: {committed(bootstrap, group, topic, PARTITIONS)}; {b}: "

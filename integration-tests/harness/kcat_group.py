@@ -19,12 +19,10 @@ Invariant: `records` holds the record lines in the order kcat printed them.
 """
 
 import json
-import os
 import re
-import signal
-import subprocess
-import threading
 from typing import List, Optional
+
+from .members import MemberProcess
 
 DEFAULT_SETTINGS = {
     "heartbeat.interval.ms": "1000",
@@ -35,7 +33,7 @@ DEFAULT_SETTINGS = {
 _REBALANCE = re.compile(r"rebalanced \(memberid [^)]*\): (assigned|revoked): ?(.*)")
 
 
-class KcatGroupMember:
+class KcatGroupMember(MemberProcess):
     """One `kcat -G` member. `settings`: librdkafka properties (-X) over DEFAULT_SETTINGS;
     `count`: exit after that many records (kcat's -c; the consumer closes, committing them)."""
 
@@ -51,17 +49,7 @@ class KcatGroupMember:
         self.argv.append(topic)
         self.records: List[dict] = []
         self.rebalances: List[tuple] = []  # ("assigned" | "revoked", frozenset of partitions)
-        self.killed = False
-        self._stderr: List[str] = []
-        self._lock = threading.Lock()
-        self.proc = subprocess.Popen(
-            self.argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
-            start_new_session=True,
-        )
-        self._readers = [threading.Thread(target=self._read_out, daemon=True),
-                         threading.Thread(target=self._read_err, daemon=True)]
-        for t in self._readers:
-            t.start()
+        self._start(self.argv)
 
     def _read_out(self) -> None:
         assert self.proc.stdout is not None
@@ -78,20 +66,11 @@ class KcatGroupMember:
                 self.records.append({"partition": doc["partition"], "offset": doc["offset"], "key": doc.get("key"),
                                      "value": doc.get("payload")})
 
-    def _read_err(self) -> None:
-        assert self.proc.stderr is not None
-        for line in self.proc.stderr:
-            match = _REBALANCE.search(line)
-            with self._lock:
-                if match:
-                    parts = re.findall(re.escape(self.topic) + r" ?\[(\d+)\]", match.group(2))
-                    self.rebalances.append((match.group(1), frozenset(int(p) for p in parts)))
-                self._stderr.append(line)
-                del self._stderr[:-200]
-
-    def snapshot(self) -> List[dict]:
-        with self._lock:
-            return list(self.records)
+    def _on_stderr(self, line: str) -> None:
+        match = _REBALANCE.search(line)
+        if match:
+            parts = re.findall(re.escape(self.topic) + r" ?\[(\d+)\]", match.group(2))
+            self.rebalances.append((match.group(1), frozenset(int(p) for p in parts)))
 
     def assigned(self) -> Optional[set]:
         """The partitions of kcat's last rebalance line: a set after "assigned", None before
@@ -101,54 +80,18 @@ class KcatGroupMember:
                 return None
             return set(self.rebalances[-1][1])
 
-    def stderr_tail(self, lines: int = 30) -> str:
-        with self._lock:
-            return "".join(self._stderr[-lines:])
-
-    @property
-    def alive(self) -> bool:
-        return self.proc.poll() is None
-
-    def _signal(self, sig: int) -> None:
-        try:
-            os.killpg(self.proc.pid, sig)
-        except ProcessLookupError:
-            pass
-
-    def _join_readers(self) -> None:
-        for t in self._readers:
-            t.join(5)
-
-    def kill(self) -> None:
-        """SIGKILL: the member vanishes without LeaveGroup or a last commit."""
+    def _mark_killed(self) -> None:
         if self.alive:
             self.killed = True
-        self._signal(signal.SIGKILL)
-        self.proc.wait()
-        self._join_readers()
 
     def stop(self, timeout: float = 30) -> Optional[int]:
         """SIGTERM (kcat closes the consumer: final commit, LeaveGroup) and wait; returns kcat's
         exit code, or None if it did not exit in time and had to be killed."""
-        if self.alive:
-            self._signal(signal.SIGTERM)
-        try:
-            code = self.proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.kill()
-            return None
-        self._join_readers()
-        return code
+        return self._terminate(timeout)
 
     def wait(self, timeout: float) -> None:
         """Wait for kcat to exit by itself (-c): it must exit 0."""
-        try:
-            self.proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.kill()
-            raise AssertionError(f"{self.name} did not finish in {timeout} s\n{self.stderr_tail()}")
-        self._join_readers()
-        assert self.proc.returncode == 0, f"{self.name} exited {self.proc.returncode}\n{self.stderr_tail()}"
+        self._wait_exit(timeout)
 
     def __repr__(self) -> str:
         return (f"KcatGroupMember({self.name}, {len(self.records)} records, assigned={self.assigned()}, "

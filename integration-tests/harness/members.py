@@ -30,7 +30,97 @@ from .paths import TESTS_DIR
 POLL_S = 0.2
 
 
-class GroupMember:
+class MemberProcess:
+    """A group member's process (its own process group) and the output threads reading it;
+    subclasses start it with `_start` and parse stdout in `_read_out`."""
+
+    name: str
+    records: List[dict]
+
+    def _start(self, argv: List[str], **popen) -> None:
+        self.killed = False
+        self._stderr: List[str] = []
+        self._lock = threading.Lock()
+        self.proc = subprocess.Popen(
+            argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+            start_new_session=True, **popen,
+        )
+        self._readers = [threading.Thread(target=self._read_out, daemon=True),
+                         threading.Thread(target=self._read_err, daemon=True)]
+        for t in self._readers:
+            t.start()
+
+    def _read_out(self) -> None:
+        raise NotImplementedError
+
+    def _read_err(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            with self._lock:
+                self._on_stderr(line)
+                self._stderr.append(line)
+                del self._stderr[:-200]
+
+    def _on_stderr(self, line: str) -> None:
+        """A stderr line, before it is kept for `stderr_tail` (called under the lock)."""
+
+    def snapshot(self) -> List[dict]:
+        with self._lock:
+            return list(self.records)
+
+    def stderr_tail(self, lines: int = 30) -> str:
+        with self._lock:
+            return "".join(self._stderr[-lines:])
+
+    @property
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def _signal(self, sig: int) -> None:
+        try:
+            os.killpg(self.proc.pid, sig)  # the whole group: a JVM or node, not only a wrapper
+        except ProcessLookupError:
+            pass
+
+    def _join_readers(self) -> None:
+        for t in self._readers:
+            t.join(5)
+
+    def _mark_killed(self) -> None:
+        self.killed = True
+
+    def kill(self) -> None:
+        """SIGKILL: the member vanishes without LeaveGroup or a last commit."""
+        self._mark_killed()
+        self._signal(signal.SIGKILL)
+        self.proc.wait()
+        self._join_readers()
+
+    def _terminate(self, timeout: float) -> Optional[int]:
+        """SIGTERM (graceful close, LeaveGroup) and wait: the exit code, or None if the member
+        had to be killed."""
+        if self.alive:
+            self._signal(signal.SIGTERM)
+        try:
+            code = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            return None
+        self._join_readers()
+        return code
+
+    def _wait_exit(self, timeout: float) -> None:
+        """Wait for the member to end by itself; it must exit 0."""
+        try:
+            self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise AssertionError(f"{self.name} did not finish in {timeout} s\n{self.stderr_tail()}")
+        self._join_readers()
+        assert self.proc.returncode == 0, f"{self.name} exited {self.proc.returncode}\n{self.stderr_tail()}"
+
+
+class GroupMember(MemberProcess):
     """One group member in its own process (a driver's `group-consume`)."""
 
     def __init__(self, client: str, bootstrap: str, group: str, topic: str, *extra, name: str = "",
@@ -43,17 +133,7 @@ class GroupMember:
         self.records: List[dict] = []
         self.events: List[dict] = []
         self.final: Optional[dict] = None
-        self.killed = False
-        self._stderr: List[str] = []
-        self._lock = threading.Lock()
-        self.proc = subprocess.Popen(
-            self.argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
-            cwd=TESTS_DIR, start_new_session=True, env={**os.environ, **env} if env else None,
-        )
-        self._readers = [threading.Thread(target=self._read_out, daemon=True),
-                         threading.Thread(target=self._read_err, daemon=True)]
-        for t in self._readers:
-            t.start()
+        self._start(self.argv, cwd=TESTS_DIR, env={**os.environ, **env} if env else None)
 
     def _read_out(self) -> None:
         assert self.proc.stdout is not None
@@ -76,60 +156,15 @@ class GroupMember:
                 else:
                     self._stderr.append(f"(unexpected stdout) {line}\n")
 
-    def _read_err(self) -> None:
-        assert self.proc.stderr is not None
-        for line in self.proc.stderr:
-            self._stderr.append(line)
-            del self._stderr[:-200]
-
-    def snapshot(self) -> List[dict]:
-        with self._lock:
-            return list(self.records)
-
-    def stderr_tail(self, lines: int = 30) -> str:
-        return "".join(self._stderr[-lines:])
-
-    @property
-    def alive(self) -> bool:
-        return self.proc.poll() is None
-
-    def _signal(self, sig: int) -> None:
-        try:
-            os.killpg(self.proc.pid, sig)  # the whole group: a JVM or node, not only a wrapper
-        except ProcessLookupError:
-            pass
-
-    def kill(self) -> None:
-        """SIGKILL: the member vanishes without LeaveGroup or a last commit."""
-        self.killed = True
-        self._signal(signal.SIGKILL)
-        self.proc.wait()
-        for t in self._readers:
-            t.join(5)
-
     def stop(self, timeout: float = 60) -> Optional[dict]:
         """SIGTERM (graceful close, LeaveGroup) and wait; returns the final line (None if the
         member had to be killed or never printed one)."""
-        if self.alive:
-            self._signal(signal.SIGTERM)
-        try:
-            self.proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.kill()
-        for t in self._readers:
-            t.join(5)
+        self._terminate(timeout)
         return self.final
 
     def wait(self, timeout: float) -> Optional[dict]:
         """Wait for the member to end by itself (--count, --idle-ms, --timeout-ms)."""
-        try:
-            self.proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.kill()
-            raise AssertionError(f"{self.name} did not finish in {timeout} s\n{self.stderr_tail()}")
-        for t in self._readers:
-            t.join(5)
-        assert self.proc.returncode == 0, f"{self.name} exited {self.proc.returncode}\n{self.stderr_tail()}"
+        self._wait_exit(timeout)
         return self.final
 
     def __repr__(self) -> str:

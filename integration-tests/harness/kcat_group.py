@@ -18,7 +18,6 @@ times out.
 Invariant: `records` holds the record lines in the order kcat printed them.
 """
 
-import json
 import re
 from typing import List, Optional
 
@@ -51,20 +50,9 @@ class KcatGroupMember(MemberProcess):
         self.rebalances: List[tuple] = []  # ("assigned" | "revoked", frozenset of partitions)
         self._start(self.argv)
 
-    def _read_out(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                doc = json.loads(line)
-            except ValueError:
-                self._stderr.append(f"(unparsable stdout) {line}\n")
-                continue
-            with self._lock:
-                self.records.append({"partition": doc["partition"], "offset": doc["offset"], "key": doc.get("key"),
-                                     "value": doc.get("payload")})
+    def _on_stdout(self, doc: dict, line: str) -> None:
+        self.records.append({"partition": doc["partition"], "offset": doc["offset"], "key": doc.get("key"),
+                             "value": doc.get("payload")})
 
     def _on_stderr(self, line: str) -> None:
         match = _REBALANCE.search(line)

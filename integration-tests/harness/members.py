@@ -51,6 +51,21 @@ class MemberProcess:
             t.start()
 
     def _read_out(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                doc = json.loads(line)
+            except ValueError:
+                self._stderr.append(f"(unparsable stdout) {line}\n")
+                continue
+            with self._lock:
+                self._on_stdout(doc, line)
+
+    def _on_stdout(self, doc: dict, line: str) -> None:
+        """One JSON line of stdout (called under the lock)."""
         raise NotImplementedError
 
     def _read_err(self) -> None:
@@ -135,26 +150,15 @@ class GroupMember(MemberProcess):
         self.final: Optional[dict] = None
         self._start(self.argv, cwd=TESTS_DIR, env={**os.environ, **env} if env else None)
 
-    def _read_out(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                doc = json.loads(line)
-            except ValueError:
-                self._stderr.append(f"(unparsable stdout) {line}\n")
-                continue
-            with self._lock:
-                if "event" in doc:
-                    self.events.append(doc)
-                elif "assigned" in doc:
-                    self.final = doc
-                elif "partition" in doc:
-                    self.records.append(doc)
-                else:
-                    self._stderr.append(f"(unexpected stdout) {line}\n")
+    def _on_stdout(self, doc: dict, line: str) -> None:
+        if "event" in doc:
+            self.events.append(doc)
+        elif "assigned" in doc:
+            self.final = doc
+        elif "partition" in doc:
+            self.records.append(doc)
+        else:
+            self._stderr.append(f"(unexpected stdout) {line}\n")
 
     def stop(self, timeout: float = 60) -> Optional[dict]:
         """SIGTERM (graceful close, LeaveGroup) and wait; returns the final line (None if the

@@ -1,23 +1,36 @@
-# Brook: the two set-up commands (see README.md).
-#   make run    build and start one broker on localhost:9092, data in ./data
-#   make test   install every client and toolchain the tests use, then run every test
+# Brook: the set-up commands (see README.md).
+#   make run      install the build toolchain, build and start one broker on localhost:9092, data in ./data
+#   make cluster  the same, then three nodes on one quorum: 127.0.0.1:9092/9093/9094, data in ./data/node-N
+#   make test     install every client and toolchain the tests use, then run every test
 SHELL := /bin/bash
 CARGO ?= cargo
+# apt-get needs root; a developer who is not root gets sudo.
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run build deps toolchain lint unit integration kill-test soak test bench bench-storage clean-data
+.PHONY: run cluster build deps toolchain lint unit integration kill-test controller-failover chaos soak test bench bench-cluster bench-storage clean-data
 
-run:
+run: toolchain
 	$(CARGO) build --release -p brook
 	./target/release/brook --override log.dirs=./data $(ARGS)
+
+# Three combined broker+controller nodes on loopback (scripts/cluster.sh): clients on
+# 127.0.0.1:9092/9093/9094, controllers on 19092/19093/19094, metrics on 9644/9645/9646,
+# data in ./data/node-1..3, log lines prefixed [node-N]. Ctrl-C stops all three (SIGTERM each, wait).
+# ARGS (e.g. ARGS='--override num.partitions=6') go to every node.
+cluster: toolchain
+	$(CARGO) build --release -p brook
+	BROOK_BIN=./target/release/brook DATA_DIR=./data bash scripts/cluster.sh $(ARGS)
 
 build:
 	$(CARGO) build -p brook
 
-# System packages the Rust build needs (RocksDB's bindings want libclang), then every
-# client the integration tests drive.
+# System packages the Rust build needs: RocksDB's bindings want libclang, its C++ a compiler
+# (Debian's clang is also cc/c++). Checked first, so a machine that has them runs no apt-get.
+# Rust itself (1.85 or newer) comes from rustup.
 toolchain:
-	@command -v clang >/dev/null && [ -n "$$(ls /usr/lib/llvm-*/lib/libclang.so* 2>/dev/null)" ] || \
-	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libclang-dev clang; }
+	@command -v $(firstword $(CARGO)) >/dev/null || { echo "make: $(firstword $(CARGO)) not found: install Rust 1.85 or newer (rustup)" >&2; exit 1; }
+	@command -v clang >/dev/null && command -v c++ >/dev/null && [ -n "$$(ls /usr/lib/llvm-*/lib/libclang.so* 2>/dev/null)" ] || \
+	  { $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libclang-dev clang; }
 
 deps: toolchain
 	bash integration-tests/install.sh
@@ -38,6 +51,29 @@ KILLS ?= 60
 kill-test: build
 	BROOK_BIN=$(CURDIR)/target/debug/brook python3 integration-tests/scripts/kill-test.py --kills $(KILLS)
 
+# Controller failover: KILLS x kill -9 of the metadata quorum's leader in a 3-node cluster while
+# a Java AdminClient creates topics; prints kill -> first successful creation per kill, median
+# and max, and checks no created topic is lost (`make test` runs 3 kills, test_cluster_failover.py).
+controller-failover: build
+	BROOK_BIN=$(CURDIR)/target/debug/brook python3 integration-tests/scripts/controller-failover.py --kills $(KILLS)
+
+# The fault-injection run (issue #11, integration-tests/scripts/chaos.py): 3 nodes of TARGET (brook or
+# kafka) under idempotent acks=all producers (Java, franz-go) and consumers while a seeded nemesis
+# kills (-9, leader/follower/quorum leader), pauses, terminates, restarts after heavy writes and
+# isolates nodes (nftables, installed here when missing); then every acknowledged record must be
+# read back at its offset once, and the replicas must match. FAULTS faults (default 1000), or
+# DURATION seconds when given; `make test` runs 30 faults (integration-tests/test_chaos_short.py).
+FAULTS ?= 1000
+TARGET ?= brook
+SEED ?= 1
+INTERVAL ?= 1
+CHAOS_LIMIT = $(if $(filter command line environment,$(origin DURATION)),--duration $(DURATION) $(if $(filter command line environment,$(origin FAULTS)),--faults $(FAULTS)),--faults $(FAULTS))
+chaos:
+	@command -v nft >/dev/null || { $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nftables; } || true
+	@if [ "$(TARGET)" = brook ]; then $(CARGO) build -p brook; fi
+	BROOK_BIN=$${BROOK_BIN:-$(CURDIR)/target/debug/brook} python3 integration-tests/scripts/chaos.py --target $(TARGET) $(CHAOS_LIMIT) \
+	  --seed $(SEED) --interval $(INTERVAL) --out $(CURDIR)/target/chaos-$(TARGET)-$(SEED) $(ARGS)
+
 # The long consumer-group soak: 5 groups x 4 members joining, leaving and killed under a steady
 # producer for DURATION seconds; prints produced, consumed/duplicates/lost per group, members
 # joined/left/killed and rebalances (`make test` runs a 90 s version, integration-tests/test_soak.py).
@@ -51,6 +87,11 @@ test: deps lint unit integration
 # `make bench ARGS=--quick` runs one short round. A command, never a CI gate.
 bench:
 	CARGO=$(CARGO) bash bench/bench.sh $(ARGS)
+
+# 3 Brook nodes vs 3 Kafka nodes, RF=3 acks=all: throughput, e2e p99 at a fixed rate, CPU-s per
+# GB replicated (bench/README.md, "Cluster mode"); `ARGS=--quick` takes under 10 minutes. Never a CI gate.
+bench-cluster:
+	CARGO=$(CARGO) BENCH_MAIN=cluster.py bash bench/bench.sh $(ARGS)
 
 # Storage micro-benchmarks (criterion, a few minutes) and, in the same run, the disk's raw
 # sequential write speed with dd as the ratio's denominator (bench/storage_report.py).

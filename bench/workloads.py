@@ -59,11 +59,13 @@ def java(main_class: str, *args: str, timeout_s: float) -> Tuple[int, str]:
     return proc.returncode, proc.stdout + proc.stderr
 
 
-def create_topic(bootstrap: str, topic: str, partitions: int) -> Optional[str]:
+def create_topic(bootstrap: str, topic: str, partitions: int, replication_factor: int = 1,
+                 configs: Optional[Dict[str, str]] = None) -> Optional[str]:  # fmt: skip
     """kafka-topics --create; returns None on success, else the reason."""
+    extra = [a for k, v in (configs or {}).items() for a in ("--config", f"{k}={v}")]
     code, out = java(
         TOPIC_COMMAND, "--bootstrap-server", bootstrap, "--create", "--topic", topic,
-        "--partitions", str(partitions), "--replication-factor", "1", timeout_s=90,
+        "--partitions", str(partitions), "--replication-factor", str(replication_factor), *extra, timeout_s=90,
     )  # fmt: skip
     return None if code == 0 and f"Created topic {topic}" in out else f"create topic exited {code}: {out[-500:]}"
 

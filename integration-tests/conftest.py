@@ -1,8 +1,10 @@
-"""pytest fixtures shared by every system test: `broker`, `broker_factory`, `topic`.
+"""pytest fixtures shared by every system test: `broker`, `broker_factory`, `topic`, `cluster`.
 
 Target selection (BROOK_TEST_TARGET): "brook" (default) starts a fresh brook process per test
 (free port, fresh temp data dir); "kafka" runs the same tests against one Apache Kafka node
 shared by the session (it takes ~10 s to start), so a test that fails there is a wrong test.
+`cluster` is one 3-node cluster (harness/cluster.py) per test module, of the same target; a
+module may set CLUSTER_OVERRIDES = {key: value} for every node of its cluster.
 When a test fails, the tail of every broker log it used is attached to its report.
 """
 
@@ -13,6 +15,7 @@ import pytest
 
 from harness import paths
 from harness.broker import Broker
+from harness.cluster import Cluster
 
 _BROKERS_ATTR = "_brook_brokers"
 
@@ -71,6 +74,18 @@ def broker_factory(request, tmp_path):
         b.stop()
 
 
+@pytest.fixture(scope="module")
+def cluster(request, tmp_path_factory):
+    """A running 3-node cluster (brook or Kafka, per BROOK_TEST_TARGET) shared by the module's
+    tests: `.nodes`, `.node(id)`, `.bootstrap`, `.bootstrap_of(id)`, `.metadata(id)`,
+    `.quorum_leader()`. A test that kills or pauses a node brings it back before it ends."""
+    overrides = getattr(request.module, "CLUSTER_OVERRIDES", {})
+    c = Cluster(paths.target(), tmp_path_factory.mktemp("cluster"), 3, overrides)
+    c.start()
+    yield c
+    c.stop()
+
+
 _TOPIC_ILLEGAL = re.compile(r"[^a-zA-Z0-9_-]+")
 
 
@@ -89,6 +104,10 @@ def pytest_runtest_makereport(item, call):
     if report.failed and report.when in ("setup", "call"):
         for b in getattr(item, _BROKERS_ATTR, []):
             report.sections.append((f"broker log tail {b!r}", b.log_tail()))
+        c = getattr(item, "funcargs", {}).get("cluster")
+        if isinstance(c, Cluster):
+            for n in c.nodes:
+                report.sections.append((f"cluster node {n.node_id} log tail {n!r}", n.log_tail()))
 
 
 def pytest_report_header(config):

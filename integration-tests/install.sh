@@ -26,8 +26,13 @@ apt_install() {  # apt_install PACKAGE... (apt-get update once, only when someth
 }
 
 # 1. Debian packages: kcat (librdkafka 2.0.2, the "old client" in the matrix), a JDK and Maven
-#    for Apache Kafka's jars, and Python with pip if the machine has none.
+#    for Apache Kafka's jars, docker-compose 1.29 (test_compose.py validates docker-compose.yml
+#    with `docker-compose config`, which needs no Docker engine), nftables (the chaos run's
+#    network partitions), and Python with pip if the machine has none.
 command -v kcat >/dev/null 2>&1 || apt_install kcat
+command -v docker-compose >/dev/null 2>&1 || apt_install docker-compose
+# nftables: the chaos run's network partitions (test_chaos_short.py, chaos/netfault.py).
+command -v nft >/dev/null 2>&1 || apt_install nftables
 command -v java >/dev/null 2>&1 || apt_install default-jdk-headless
 command -v mvn >/dev/null 2>&1 || apt_install maven
 command -v "$python" >/dev/null 2>&1 || apt_install python3
@@ -60,9 +65,10 @@ done
 # 5. Verify: everything the Python-side drivers need is really there.
 kcat -V >/dev/null 2>&1 || die "kcat does not run"
 java -version >/dev/null 2>&1 || die "java does not run"
+docker-compose version >/dev/null 2>&1 || die "docker-compose does not run"
 [ -f "$libs/kafka_2.13-$kafka_version.jar" ] || die "Kafka jars missing in $libs"
 "$python" - <<'PY' || die "a Python client or codec is missing"
-import confluent_kafka, kafka, lz4.frame, pytest, pytest_timeout, snappy, zstandard  # noqa: F401
+import confluent_kafka, kafka, lz4.frame, pytest, pytest_timeout, snappy, yaml, zstandard  # noqa: F401
 from kafka.codec import has_gzip, has_lz4, has_snappy, has_zstd
 missing = [n for n, ok in [("gzip", has_gzip()), ("snappy", has_snappy()), ("lz4", has_lz4()), ("zstd", has_zstd())] if not ok]
 if missing:

@@ -17,6 +17,7 @@ import time
 from typing import Callable, Dict, List, TypeVar
 
 from harness import kafka_cli
+from harness.kafka_cli import ids, parse_topic_description
 
 TOPICS = "org.apache.kafka.tools.TopicCommand"
 CONSOLE_PRODUCER = "org.apache.kafka.tools.ConsoleProducer"
@@ -59,29 +60,6 @@ def create_topic(broker, topic: str, partitions: int) -> None:
 
 def listed_topics(broker) -> List[str]:
     return [line.strip() for line in topics_tool(broker, "--list").stdout.splitlines() if line.strip()]
-
-
-def parse_topic_description(text: str) -> Dict:
-    """kafka-topics --describe output: a header line of tab-separated `Key: value` fields, then
-    one indented line per partition. Returns {"header": {...}, "partitions": {id: {...}}}."""
-    header: Dict[str, str] = {}
-    partitions: Dict[int, Dict[str, str]] = {}
-    for line in text.splitlines():
-        if not line.strip():
-            continue
-        fields = {}
-        for field in line.strip().split("\t"):
-            key, _, value = field.partition(":")
-            fields[key.strip()] = value.strip()
-        if "Partition" in fields:
-            partitions[int(fields["Partition"])] = fields
-        elif "PartitionCount" in fields:
-            header = fields
-    return {"header": header, "partitions": partitions}
-
-
-def ids(text: str) -> List[int]:
-    return [int(x) for x in text.split(",") if x.strip()]
 
 
 def test_kafka_topics_creates_lists_describes_alters_and_deletes_a_topic(broker, topic):

@@ -5,6 +5,7 @@ invalid values refuse to start naming the key; and the size limits Kafka enforce
 """
 
 import os
+import socket
 import subprocess
 
 from harness import drivers, paths
@@ -71,6 +72,25 @@ if paths.target() != "kafka":
         )
         assert result.returncode != 0
         assert "num.partitions" in result.stderr and "lots" in result.stderr
+
+    def test_a_taken_listener_port_stops_the_node_naming_the_address(tmp_path):
+        # Kafka exits when its listener cannot bind; a node left running without its port
+        # would hold its node.id and partitions while serving nobody.
+        taken = socket.socket()
+        taken.bind((HOST, 0))
+        taken.listen()
+        addr = f"{HOST}:{taken.getsockname()[1]}"
+        try:
+            result = subprocess.run(
+                [str(paths.brook_bin()), "--override", f"log.dirs={tmp_path}",
+                 "--override", f"listeners=PLAINTEXT://{addr}", "--override", f"advertised.listeners=PLAINTEXT://{addr}",
+                 "--override", f"metrics.listener={HOST}:{free_port()}"],
+                capture_output=True, text=True, timeout=30,
+            )
+        finally:
+            taken.close()
+        assert result.returncode != 0
+        assert f"cannot bind listener {addr}" in result.stderr, result.stderr[-2000:]
 
 
 def test_a_message_over_max_message_bytes_is_refused_and_nothing_is_written(broker, topic):

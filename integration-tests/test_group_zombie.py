@@ -22,10 +22,15 @@ partition) after A's attempt and after A has rejoined, never A's, and B read exa
 records after the last committed offsets. On brook, `/metrics` (`brook_requests_total` for
 OffsetCommit) shows whether A's OffsetCommit actually reached the broker.
 
-Every client sends the stale commit (none refuses it locally: resumed, its main thread commits
-before a heartbeat has told the client it was evicted) and reports the broker's
-UNKNOWN_MEMBER_ID, each in its own words (`STALE_COMMIT` below); checked on brook (/metrics) and
-on Apache Kafka 4.4 (the error texts are the broker's answer, not a local refusal).
+Resumed, a client's main thread usually commits before a heartbeat has told it that it was
+evicted: it sends the stale commit and reports the broker's UNKNOWN_MEMBER_ID, each client in
+its own words (`STALE_COMMIT` below; the error texts are the broker's answer, checked on brook
+with /metrics). The Java and kafka-python clients also heartbeat from a thread of their own,
+resumed at the same instant: when that thread's heartbeat is answered first (UNKNOWN_MEMBER_ID
+again), the client forgets its generation and refuses the commit itself ("not part of an active
+group", `LOCAL_REFUSAL`; seen in CI with kafka-python). Either way the broker told A it was
+gone; the committed offsets are asserted to stay B's in both cases, and a commit that reached
+the broker must have been refused by it.
 
 kcat (`kcat -G`) has no commit of its own: librdkafka auto-commits what kcat was handed every
 `auto.commit.interval.ms`. Frozen with a long interval (5 s) before its next auto-commit and
@@ -41,7 +46,6 @@ import os
 import re
 import signal
 import time
-import urllib.request
 
 import pytest
 
@@ -70,16 +74,13 @@ STALE_COMMIT = {
     # kafkajs wraps the broker's error in a KafkaJSNonRetriableError; the driver adds its type.
     "kafkajs": r"not aware of this member \(UNKNOWN_MEMBER_ID\)",
 }
-
-
-def offset_commits(broker) -> float:
-    """OffsetCommit requests brook has handled (its /metrics); 0 where there is no endpoint."""
-    if broker.metrics_url is None:
-        return 0.0
-    with urllib.request.urlopen(broker.metrics_url, timeout=10) as response:
-        text = response.read().decode()
-    m = re.search(r'^brook_requests_total\{api="OffsetCommit"\} (\S+)$', text, re.M)
-    return float(m.group(1)) if m else 0.0
+# Per client with a heartbeat thread: the commit it refuses itself once a heartbeat answer
+# (UNKNOWN_MEMBER_ID) has reset its generation (see the module's docstring).
+LOCAL_REFUSAL = {
+    "java": r"CommitFailedException: .*commit cannot be completed since the consumer is not part of an active group",
+    "kafka_python": r"CommitFailedError: .*Offset commit cannot be completed since the consumer is not part of an "
+                    r"active group",
+}
 
 
 def freeze(member) -> None:
@@ -169,11 +170,11 @@ def test_a_frozen_members_commit_from_its_old_generation_is_rejected_and_the_off
         take_over(bootstrap, group, topic, b, a_generations[-1] if a_generations else None)
         end = {p: 3 * PER_PHASE for p in range(PARTITIONS)}
 
-        commits_before = offset_commits(broker)
+        commits_before = broker.requests_served("OffsetCommit")
         resume(a)
         failures = poll_until(lambda: [e for e in a.events if e.get("event") == "commit-failed"], DEADLINE_S,
                               lambda: f"A reports its failed commit: {a.events}; {a.stderr_tail(20)}")
-        commits_sent = offset_commits(broker) - commits_before
+        commits_sent = broker.requests_served("OffsetCommit") - commits_before
         after_attempt = committed(bootstrap, group, topic, PARTITIONS)
         # A carries on as a new member: once the group is Stable with both, nothing of A's
         # old state may have reached the offsets either.
@@ -192,9 +193,14 @@ def test_a_frozen_members_commit_from_its_old_generation_is_rejected_and_the_off
     assert all(pending[p] < end[p] for p in pending), "accepted, A's commit would move the offsets back"
     assert after_attempt == end, f"committed after A's stale commit: {after_attempt}, B's were {end}"
     assert after_rejoin == end, f"committed once A rejoined: {after_rejoin}"
-    assert len(failures) == 1, failures
-    assert re.search(error_pattern, failures[0]["error"]), failures[0]
-    if paths.target() == "brook":
+    # A zombie may try more than one stale commit (kafkajs handles the batch of its other
+    # partition after the first refusal); each must be refused with the broker's error, or
+    # by the client itself after a heartbeat was refused (LOCAL_REFUSAL).
+    local_pattern = LOCAL_REFUSAL.get(client)
+    by_broker = [f for f in failures if re.search(error_pattern, f["error"])]
+    by_client = [f for f in failures if local_pattern and re.search(local_pattern, f["error"])]
+    assert failures and len(by_broker) + len(by_client) == len(failures), failures
+    if paths.target() == "brook" and by_broker:
         assert commits_sent >= 1, "A's OffsetCommit reached the broker (and was rejected)"
     assert_b_read_from_the_committed_offsets(b, at_freeze)
 
@@ -219,14 +225,14 @@ def test_a_frozen_kcat_member_does_not_move_the_new_owners_committed_offsets_bac
         take_over(bootstrap, group, topic, b, None)
         end = {p: 3 * PER_PHASE for p in range(PARTITIONS)}
 
-        commits_before = offset_commits(broker)
+        commits_before = broker.requests_served("OffsetCommit")
         resume(a)
         resumed_at = time.monotonic()
         # librdkafka commits the stored offsets when it unassigns the partitions it lost: the
         # broker refuses them (librdkafka logs COMMITFAIL with the broker's UNKNOWN_MEMBER_ID).
         failure = poll_until(lambda: KCAT_COMMIT_FAILED.search(a.stderr_tail(50)), DEADLINE_S,
                              lambda: f"A reports its failed commit: {a.stderr_tail(20)}")
-        commits_sent = offset_commits(broker) - commits_before  # before B commits on a rebalance
+        commits_sent = broker.requests_served("OffsetCommit") - commits_before  # before B commits on a rebalance
         poll_until(lambda: stable_assignment(bootstrap, group, 2), DEADLINE_S,
                    lambda: f"A rejoins: {a.stderr_tail(10)}; {b.stderr_tail(5)}")
         # A's stored offsets would go out with its next auto-commit: watch the committed offsets

@@ -1,16 +1,20 @@
 //! `Broker`: the state every handler shares — configuration, the metadata quorum, the
-//! partitions this broker leads, fetch sessions and the producer-id allocator — and its
-//! start-up: read or write `meta.properties`, start the quorum, register the broker,
-//! open and reconcile the logs.
+//! partition replicas this broker holds, fetch sessions and the producer-id allocator —
+//! and its start-up: start the quorum (a voter on the controller listener, or a learner
+//! for a broker-only node), agree on the cluster id, check or write `meta.properties`,
+//! open the logs and the group coordinator, register the broker and reconcile the logs
+//! with the image. Serving starts once the controller has unfenced it (see `main.rs`).
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use anyhow::Context;
-use brook_raft::{Command, MetadataImage, MetadataQuorum, QuorumConfig};
+use anyhow::{bail, Context};
+use brook_raft::{Command, MetadataImage, MetadataQuorum};
 use brook_storage::LogManager;
 use tokio_util::sync::CancellationToken;
 use tracing::info;
 
+use crate::cluster::{quorum_config, registration};
 use crate::config::BrokerConfig;
 use crate::coordinator::group::offsets_log::OffsetsLog;
 use crate::coordinator::group::{GroupConfig, GroupCoordinator};
@@ -32,6 +36,10 @@ pub struct Broker {
     /// Cancelled when a clean shutdown begins: every task stops, and a fetch waiting for
     /// data answers at once instead of holding its connection open until its wait ends.
     pub stopping: CancellationToken,
+    /// This process's random id: a restart registers a new incarnation.
+    pub incarnation_id: uuid::Uuid,
+    /// The current registration's epoch (the raft log index of its RegisterBroker).
+    broker_epoch: AtomicU64,
 }
 
 impl Broker {
@@ -42,25 +50,31 @@ impl Broker {
             .first()
             .context("log.dirs names no directory")?
             .clone();
-        let cluster_id = {
+        let stored_cluster_id = {
             let dir = first_dir.clone();
             let node_id = config.node_id;
-            let wanted = config.cluster_id.clone();
+            tokio::task::spawn_blocking(move || meta_properties::read_cluster_id(&dir, node_id))
+                .await??
+        };
+        let quorum = MetadataQuorum::start(quorum_config::build(&config)?)
+            .await
+            .context("starting the metadata quorum")?;
+        quorum
+            .wait_ready()
+            .await
+            .context("waiting for the metadata quorum")?;
+        let cluster_id =
+            agree_on_cluster_id(&quorum, stored_cluster_id.or(config.cluster_id.clone())).await?;
+        {
+            let dir = first_dir.clone();
+            let node_id = config.node_id;
+            let wanted = Some(cluster_id.clone());
             tokio::task::spawn_blocking(move || {
                 meta_properties::load_or_create(&dir, node_id, wanted)
             })
-            .await??
-        };
-        let quorum = MetadataQuorum::start(QuorumConfig {
-            node_id: u64::try_from(config.node_id).context("node.id must not be negative")?,
-            // Not a `<topic>-<partition>` name, so the log manager never mistakes the
-            // quorum's directory for a partition log.
-            data_dir: first_dir.join("__cluster_metadata"),
-            voters: Default::default(),
-            listen: None,
-        })
-        .await
-        .context("starting the metadata quorum")?;
+            .await?
+            .context("cluster.id")?;
+        }
         let logs = {
             let dirs = config.log_dirs.clone();
             let defaults = crate::partition::log_config(&config.topic_defaults);
@@ -103,45 +117,29 @@ impl Broker {
             producer_ids: ProducerIdAllocator::new(),
             groups,
             stopping: CancellationToken::new(),
+            incarnation_id: uuid::Uuid::new_v4(),
+            broker_epoch: AtomicU64::new(0),
             config,
         });
-        broker.register().await?;
+        let epoch = registration::register(&broker).await?;
+        broker.set_broker_epoch(epoch);
         broker.reconcile().await;
-        info!(node_id = broker.node_id, cluster_id = %broker.cluster_id, "broker started");
+        info!(node_id = broker.node_id, cluster_id = %broker.cluster_id, broker_epoch = epoch, "broker started");
         Ok(broker)
+    }
+
+    /// The epoch of this incarnation's registration.
+    pub fn broker_epoch(&self) -> u64 {
+        self.broker_epoch.load(Ordering::Acquire)
+    }
+
+    pub fn set_broker_epoch(&self, epoch: u64) {
+        self.broker_epoch.store(epoch, Ordering::Release);
     }
 
     /// The current metadata image.
     pub fn image(&self) -> Arc<MetadataImage> {
         self.quorum.image()
-    }
-
-    /// Registers (or re-registers, after a restart or a changed advertised address) this
-    /// broker's endpoint in the metadata.
-    async fn register(&self) -> anyhow::Result<()> {
-        let advertised = self
-            .config
-            .advertised_listeners
-            .first()
-            .context("no advertised listener")?;
-        let host = advertised.host.clone();
-        let port = advertised.port;
-        let current = self.image();
-        if let Some(reg) = current.broker(self.node_id) {
-            if reg.host == host && reg.port == port {
-                return Ok(());
-            }
-        }
-        self.quorum
-            .propose(Command::RegisterBroker {
-                broker_id: self.node_id,
-                host,
-                port,
-                rack: None,
-            })
-            .await
-            .context("registering the broker")?;
-        Ok(())
     }
 
     /// The broker config with the dynamic layers (cluster default and this broker's
@@ -162,15 +160,114 @@ impl Broker {
             .await;
     }
 
-    /// Follows metadata changes made elsewhere (other brokers, later) and reconciles.
+    /// Follows metadata changes made elsewhere (other brokers, later): logs this broker's
+    /// role changes, moves group coordination with the `__consumer_offsets` leadership,
+    /// and reconciles the logs.
     pub async fn follow_metadata(self: Arc<Self>, shutdown: tokio_util::sync::CancellationToken) {
         let mut images = self.quorum.subscribe();
+        let mut last = self.image();
         loop {
             tokio::select! {
                 _ = shutdown.cancelled() => return,
                 changed = images.changed() => if changed.is_err() { return },
             }
+            let image = self.image();
+            self.apply_role_changes(&last, &image).await;
+            last = image;
             self.reconcile().await;
         }
     }
+
+    async fn apply_role_changes(&self, old: &MetadataImage, new: &MetadataImage) {
+        use crate::coordinator::group::records::OFFSETS_TOPIC;
+        use crate::partition::delta::{role_changes, RoleChange};
+        let mut led_offsets = std::collections::BTreeSet::new();
+        let mut lost_offsets = std::collections::BTreeSet::new();
+        self.replicas.retain_leaders(new, self.node_id);
+        for ((topic, partition), change) in role_changes(old, new, self.node_id) {
+            let led = matches!(change, RoleChange::BecomeLeader { .. });
+            if led {
+                info!(%topic, partition, ?change, "became leader");
+                // Starts the epoch now (its start offset, the high watermark of an ISR of
+                // one), not at the first request.
+                if let Err(e) = self
+                    .replicas
+                    .leader(
+                        || self.effective_config(),
+                        new,
+                        self.node_id,
+                        &topic,
+                        partition,
+                        None,
+                    )
+                    .await
+                {
+                    tracing::warn!(%topic, partition, error = %e, "cannot start leading");
+                }
+            } else {
+                tracing::debug!(%topic, partition, ?change, "no longer leader");
+            }
+            if topic == OFFSETS_TOPIC {
+                if led {
+                    &mut led_offsets
+                } else {
+                    &mut lost_offsets
+                }
+                .insert(partition);
+            }
+        }
+        let count = new
+            .topic(OFFSETS_TOPIC)
+            .map_or(0, |t| i32::try_from(t.partitions.len()).unwrap_or(0));
+        if count == 0 {
+            return;
+        }
+        if !lost_offsets.is_empty() {
+            self.groups.unload_partitions(&lost_offsets, count);
+        }
+        if !led_offsets.is_empty() {
+            if let Err(e) = self.groups.load_partitions(&led_offsets, count).await {
+                tracing::error!(error = %e, "loading groups of newly led __consumer_offsets partitions failed");
+            }
+        }
+    }
+}
+
+/// The cluster id every node shares: the quorum's, set by the first node that finds none
+/// (with the id this node's data directory was formatted with, or `cluster.id`, or a new
+/// one). A data directory formatted for another cluster is refused.
+async fn agree_on_cluster_id(
+    quorum: &MetadataQuorum,
+    local: Option<String>,
+) -> anyhow::Result<String> {
+    if quorum.image().cluster_id.is_none() {
+        let proposed = local
+            .clone()
+            .unwrap_or_else(|| crate::metadata::topics::uuid_to_kafka_string(uuid::Uuid::new_v4()));
+        loop {
+            match quorum
+                .propose(Command::SetClusterId {
+                    cluster_id: proposed.clone(),
+                })
+                .await
+            {
+                Ok(()) => break,
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot record the cluster id yet; retrying");
+                    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+                }
+            }
+        }
+    }
+    let Some(cluster_id) = quorum.image().cluster_id.clone() else {
+        bail!("the metadata quorum has no cluster id after setting one");
+    };
+    if let Some(local) = local {
+        if local != cluster_id {
+            bail!(
+                "this node's data belongs to cluster {local} but the metadata quorum is cluster {cluster_id} (cluster.id / meta.properties)"
+            );
+        }
+    }
+    Ok(cluster_id)
 }

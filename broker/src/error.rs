@@ -31,6 +31,28 @@ pub enum BrokerError {
     InvalidReplicationFactor { requested: i16, brokers: usize },
     #[error(transparent)]
     Group(#[from] GroupError),
+    /// This broker does not lead the partition; `leader` is who does (-1: nobody yet).
+    #[error(
+        "this broker does not lead {topic}-{partition} (leader {leader}, epoch {leader_epoch})"
+    )]
+    NotLeaderOrFollower {
+        topic: String,
+        partition: i32,
+        leader: i32,
+        leader_epoch: i32,
+    },
+    /// The request's `current_leader_epoch` is older than the partition's (KIP-320).
+    #[error("leader epoch {requested} is fenced (current {current})")]
+    FencedLeaderEpoch { requested: i32, current: i32 },
+    /// The request's `current_leader_epoch` is newer than this broker knows.
+    #[error("leader epoch {requested} is unknown (current {current})")]
+    UnknownLeaderEpoch { requested: i32, current: i32 },
+    /// Explicit replica assignments that name unknown or repeated brokers.
+    #[error("invalid replica assignment: {0}")]
+    InvalidReplicaAssignment(String),
+    /// The group's `__consumer_offsets` partition is led by another broker.
+    #[error("this broker does not coordinate group {group:?}")]
+    NotCoordinator { group: String },
 }
 
 impl BrokerError {
@@ -49,6 +71,11 @@ impl BrokerError {
             BrokerError::TopicDeletionDisabled => ResponseError::TopicDeletionDisabled,
             BrokerError::InvalidReplicationFactor { .. } => ResponseError::InvalidReplicationFactor,
             BrokerError::Group(e) => group_code(e),
+            BrokerError::NotLeaderOrFollower { .. } => ResponseError::NotLeaderOrFollower,
+            BrokerError::FencedLeaderEpoch { .. } => ResponseError::FencedLeaderEpoch,
+            BrokerError::UnknownLeaderEpoch { .. } => ResponseError::UnknownLeaderEpoch,
+            BrokerError::NotCoordinator { .. } => ResponseError::NotCoordinator,
+            BrokerError::InvalidReplicaAssignment(_) => ResponseError::InvalidReplicaAssignment,
         }
     }
 }
@@ -80,6 +107,7 @@ pub fn group_code(e: &GroupError) -> ResponseError {
         GroupError::InconsistentGroupProtocol => ResponseError::InconsistentGroupProtocol,
         GroupError::InvalidSessionTimeout(_) => ResponseError::InvalidSessionTimeout,
         GroupError::CoordinatorNotAvailable => ResponseError::CoordinatorNotAvailable,
+        GroupError::NotCoordinator => ResponseError::NotCoordinator,
         GroupError::GroupIdNotFound => ResponseError::GroupIdNotFound,
         GroupError::NonEmptyGroup => ResponseError::NonEmptyGroup,
         GroupError::GroupSubscribedToTopic => ResponseError::GroupSubscribedToTopic,
@@ -95,6 +123,9 @@ fn apply_code(e: &ApplyError) -> ResponseError {
         ApplyError::UnknownTopic { .. } => ResponseError::UnknownTopicId,
         ApplyError::UnknownPartition { .. } => ResponseError::UnknownTopicOrPartition,
         ApplyError::InvalidPartitions { .. } => ResponseError::InvalidPartitions,
+        ApplyError::UnknownBroker { .. } | ApplyError::StaleBrokerEpoch { .. } => {
+            ResponseError::StaleBrokerEpoch
+        }
         #[allow(unreachable_patterns)]
         _ => ResponseError::InvalidRequest,
     }
@@ -143,6 +174,29 @@ mod tests {
             group_code(&GroupError::UnknownMemberId),
             ResponseError::UnknownMemberId
         );
+    }
+
+    #[test]
+    fn leadership_errors_map_to_the_codes_clients_retry_on() {
+        let moved = BrokerError::NotLeaderOrFollower {
+            topic: "t".into(),
+            partition: 0,
+            leader: 2,
+            leader_epoch: 3,
+        };
+        assert_eq!(moved.code(), ResponseError::NotLeaderOrFollower);
+        let old = BrokerError::FencedLeaderEpoch {
+            requested: 1,
+            current: 2,
+        };
+        assert_eq!(old.code(), ResponseError::FencedLeaderEpoch);
+        let new = BrokerError::UnknownLeaderEpoch {
+            requested: 3,
+            current: 2,
+        };
+        assert_eq!(new.code(), ResponseError::UnknownLeaderEpoch);
+        let elsewhere = BrokerError::NotCoordinator { group: "g".into() };
+        assert_eq!(elsewhere.code(), ResponseError::NotCoordinator);
     }
 
     #[test]

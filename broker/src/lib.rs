@@ -5,6 +5,7 @@
 pub mod alloc;
 pub mod auth;
 pub mod broker;
+pub mod cluster;
 pub mod config;
 pub mod coordinator;
 pub mod error;
@@ -13,4 +14,5 @@ pub mod handlers;
 pub mod metadata;
 pub mod metrics;
 pub mod partition;
+pub mod replication;
 pub mod server;

@@ -29,10 +29,13 @@ struct Args {
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    // openraft logs every refused vote and unreachable peer at WARN/ERROR while a quorum
+    // forms; brook_raft's monitor reports what an operator needs (leader changes,
+    // unreachable voters) once. `BROOK_LOG=info,openraft=info` brings them back.
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("BROOK_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,openraft=warn")),
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,openraft=off")),
         )
         .with_writer(std::io::stderr)
         // Colour codes only for a terminal, never in log files.
@@ -59,7 +62,11 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run(config)) {
+    let outcome = runtime.block_on(run(config));
+    // Every task is drained by `run`; a blocking-pool thread still inside a disk call must not
+    // keep a stopped node's process alive.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(5));
+    match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             error!("{e:#}");
@@ -85,10 +92,50 @@ async fn run(config: BrokerConfig) -> anyhow::Result<()> {
         brook::metrics::register_broker_series();
         info!(%addr, "prometheus metrics at /metrics");
     }
-    let broker = Broker::start(config).await?;
+    if !config.cluster_mode().broker {
+        return run_controller_only(config).await;
+    }
+    // Start-up may wait for a quorum that cannot form yet; SIGTERM must still stop it.
+    let broker = tokio::select! {
+        started = Broker::start(config) => started?,
+        _ = wait_for_signal() => {
+            info!("stopped before start-up completed");
+            return Ok(());
+        }
+    };
     let shutdown = broker.stopping.clone();
     let tracker = TaskTracker::new();
+    tracker.spawn(brook::cluster::heartbeat::run(
+        broker.clone(),
+        shutdown.clone(),
+    ));
+    tracker.spawn(brook::cluster::attachment::run(
+        broker.clone(),
+        shutdown.clone(),
+    ));
+    {
+        let broker = broker.clone();
+        let shutdown = shutdown.clone();
+        tracker.spawn(async move {
+            tokio::select! {
+                _ = shutdown.cancelled() => {}
+                _ = brook_raft::controller::run(&broker.quorum) => {}
+            }
+        });
+    }
     tracker.spawn(broker.clone().follow_metadata(shutdown.clone()));
+    tracker.spawn(brook::replication::fetcher::run(
+        broker.clone(),
+        shutdown.clone(),
+    ));
+    tracker.spawn(brook::replication::isr::run(
+        broker.clone(),
+        shutdown.clone(),
+    ));
+    tracker.spawn(brook::replication::rebalance::run(
+        broker.clone(),
+        shutdown.clone(),
+    ));
     tracker.spawn(brook::coordinator::group_metrics::run(
         broker.clone(),
         shutdown.clone(),
@@ -101,9 +148,38 @@ async fn run(config: BrokerConfig) -> anyhow::Result<()> {
         broker.clone(),
         shutdown.clone(),
     ));
-    server::serve(broker.clone(), shutdown.clone(), tracker.clone()).await?;
-    wait_for_signal().await;
-    info!("shutting down");
+    tracker.spawn(brook::metrics::cluster::run(
+        broker.clone(),
+        shutdown.clone(),
+    ));
+    // Tokio owns SIGTERM from the first wait on it: a broker the controller never unfences
+    // must still stop on it.
+    let stopped_early = tokio::select! {
+        _ = brook::cluster::registration::wait_unfenced(&broker) => false,
+        _ = wait_for_signal() => true,
+    };
+    if stopped_early {
+        info!("stopped before the controller unfenced this broker");
+        shutdown.cancel();
+        tracker.close();
+        tracker.wait().await;
+        broker.replicas.shutdown().await;
+        return Ok(());
+    }
+    // A listener that cannot bind (port taken) stops the node with that error, after the
+    // same orderly stop as a signal: the tasks above would otherwise keep the process alive.
+    let served = server::serve(broker.clone(), shutdown.clone(), tracker.clone()).await;
+    match &served {
+        Ok(_) => tokio::select! {
+            _ = wait_for_signal() => {
+                info!("shutting down");
+                brook::cluster::registration::controlled_shutdown(&broker).await;
+            }
+            // The broker stopped itself (another process took its node.id).
+            _ = shutdown.cancelled() => info!("stopping"),
+        },
+        Err(_) => info!("stopping: a listener could not start"),
+    }
     shutdown.cancel();
     tracker.close();
     if tokio::time::timeout(std::time::Duration::from_secs(10), tracker.wait())
@@ -121,6 +197,29 @@ async fn run(config: BrokerConfig) -> anyhow::Result<()> {
             }
         }
         Err(_) => warn!("broker still in use at shutdown; metadata quorum left to the runtime"),
+    }
+    info!("stopped");
+    served.map(|_| ())
+}
+
+/// `process.roles=controller`: a voter of the metadata quorum that serves no clients.
+async fn run_controller_only(config: BrokerConfig) -> anyhow::Result<()> {
+    let quorum_config = brook::cluster::quorum_config::build(&config)?;
+    let quorum = brook_raft::MetadataQuorum::start(quorum_config).await?;
+    let ready = tokio::select! {
+        ready = quorum.wait_ready() => { ready?; true }
+        _ = wait_for_signal() => false,
+    };
+    if ready {
+        info!(node_id = config.node_id, "controller started");
+        tokio::select! {
+            _ = wait_for_signal() => {}
+            _ = brook_raft::controller::run(&quorum) => {}
+        }
+    }
+    info!("shutting down");
+    if let Err(e) = quorum.shutdown().await {
+        warn!(error = %e, "metadata quorum did not stop cleanly");
     }
     info!("stopped");
     Ok(())

@@ -9,6 +9,8 @@
 //! handle is never a no-op one. Caches grow with the APIs and partitions ever seen,
 //! like the exporter's own registry.
 
+pub mod cluster;
+
 use std::collections::HashMap;
 use std::hash::Hash;
 use std::sync::OnceLock;
@@ -168,5 +170,17 @@ impl ConnectionGuard {
 impl Drop for ConnectionGuard {
     fn drop(&mut self) {
         gauge!("brook_active_connections").decrement(1.0);
+    }
+}
+
+/// An ISR change this leader committed (Kafka's `IsrShrinksPerSec` / `IsrExpandsPerSec`,
+/// as the JMX exporter names them, next to Brook's own).
+pub fn record_isr_change(shrunk: bool) {
+    if shrunk {
+        counter!("kafka_server_replicamanager_isrshrinks_total").increment(1);
+        counter!("brook_replica_isr_shrinks_total").increment(1);
+    } else {
+        counter!("kafka_server_replicamanager_isrexpands_total").increment(1);
+        counter!("brook_replica_isr_expands_total").increment(1);
     }
 }

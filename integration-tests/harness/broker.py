@@ -7,16 +7,26 @@ fails. Invariants: `port` and `data_dir` never change for the life of the object
 broker is ready, or raises `BrokerStartError` carrying the log tail.
 
 Readiness: brook is ready when its port accepts a TCP connection (its listener binds only
-after recovery). Apache Kafka binds its listener before it can serve, so for it we also wait
-for an ApiVersions round trip.
+after recovery, and in a cluster only once the quorum has a leader and the node has
+registered). Apache Kafka binds its listener before it can serve, so for it we also wait for
+an ApiVersions round trip.
+
+A cluster node (harness/cluster.py) is a `Broker` given `node_settings`: the node's full
+settings (Kafka keys: node.id, controller.quorum.voters, listeners, ...) replace the
+single-node defaults, its ports are chosen by the cluster, and Apache Kafka runs through
+scripts/kafka-cluster-ref.sh (formatted once with the cluster's shared id). Its processes are
+started with `launch()` and waited for with `wait_ready()` separately, because a node of a
+cluster cannot become ready before a quorum of its peers runs.
 """
 
 import os
+import re
 import signal
 import socket
 import struct
 import subprocess
 import time
+import urllib.request
 from pathlib import Path
 from typing import Optional
 
@@ -31,13 +41,15 @@ class BrokerStartError(RuntimeError):
     """The broker did not become ready; the message ends with its log tail."""
 
 
-def free_port(consecutive: int = 1) -> int:
-    """A loopback port such that `port .. port+consecutive-1` were all free just now."""
+def free_port(consecutive: int = 1, avoid: frozenset = frozenset()) -> int:
+    """A loopback port such that `port .. port+consecutive-1` were all free just now and none
+    is in `avoid` (ports already chosen but not yet bound: the kernel may hand a released
+    port out again at once)."""
     for _ in range(200):
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
             s.bind((HOST, 0))
             port = s.getsockname()[1]
-        if port + consecutive > 65535:
+        if port + consecutive > 65535 or any(port + i in avoid for i in range(consecutive)):
             continue
         if all(_port_free(port + i) for i in range(1, consecutive)):
             return port
@@ -91,7 +103,12 @@ def _recv_exact(s: socket.socket, n: int) -> Optional[bytes]:
 class Broker:
     """One broker process. `kind` is "brook" or "kafka"; `overrides` are Kafka config keys."""
 
-    def __init__(self, kind: str, data_dir: Path, overrides: Optional[dict] = None):
+    def __init__(self, kind: str, data_dir: Path, overrides: Optional[dict] = None, *, port: Optional[int] = None,
+                 metrics_port: Optional[int] = None, node_settings: Optional[dict] = None,
+                 cluster_id: Optional[str] = None, start_timeout_s: Optional[float] = None):
+        """`port`/`metrics_port`: fixed ports (default: free ones). `node_settings`: the full
+        settings of a cluster node (replacing the single-node defaults; `overrides` still
+        apply on top); `cluster_id`: the id Kafka's storage is formatted with (kafka only)."""
         if kind not in START_TIMEOUT_S:
             raise ValueError(f"unknown broker kind {kind!r}")
         self.kind = kind
@@ -99,9 +116,14 @@ class Broker:
         self.data_dir = Path(data_dir)
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.overrides = dict(overrides or {})
+        self.node_settings = None if node_settings is None else dict(node_settings)
+        self.cluster_id = cluster_id
         # Kafka's reference script puts its controller on PORT+1.
-        self.port = free_port(2)
-        self.metrics_port = free_port() if kind == "brook" else None
+        self.port = port if port is not None else free_port(2)
+        if metrics_port is None and kind == "brook":
+            metrics_port = free_port(avoid=frozenset({self.port, self.port + 1}))
+        self.metrics_port = metrics_port if kind == "brook" else None
+        self.start_timeout_s = start_timeout_s if start_timeout_s is not None else START_TIMEOUT_S[kind]
         self.log_path = self.data_dir / "broker.log"
         self._proc: Optional[subprocess.Popen] = None
 
@@ -115,6 +137,31 @@ class Broker:
             return None
         return f"http://{self.host}:{self.metrics_port}/metrics"
 
+    def metric(self, name: str, **labels) -> float:
+        """The sum of brook's /metrics samples of `name` whose labels include `labels` (0 when
+        there is none, or no metrics endpoint: Kafka)."""
+        if self.metrics_url is None:
+            return 0.0
+        with urllib.request.urlopen(self.metrics_url, timeout=10) as response:
+            text = response.read().decode()
+        total = 0.0
+        for m in re.finditer(rf'^{re.escape(name)}(?:{{(.*)}})? (\S+)$', text, re.M):
+            got = dict(re.findall(r'(\w+)="([^"]*)"', m.group(1) or ""))
+            if all(got.get(k) == str(v) for k, v in labels.items()):
+                total += float(m.group(2))
+        return total
+
+    def requests_served(self, api: str) -> float:
+        """`brook_requests_total{api=..}` from brook's /metrics (0 without a metrics endpoint:
+        Kafka), e.g. to show that a request reached the broker rather than being refused by
+        the client."""
+        if self.metrics_url is None:
+            return 0.0
+        with urllib.request.urlopen(self.metrics_url, timeout=10) as response:
+            text = response.read().decode()
+        m = re.search(rf'^brook_requests_total{{api="{api}"}} (\S+)$', text, re.M)
+        return float(m.group(1)) if m else 0.0
+
     @property
     def log_dirs(self) -> Path:
         """Where the broker keeps its partitions (brook's `log.dirs`; kafka-ref.sh's DIR/logs)."""
@@ -124,29 +171,57 @@ class Broker:
     def running(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
 
-    def _argv(self) -> list:
-        if self.kind == "brook":
+    @property
+    def pid(self) -> Optional[int]:
+        return None if self._proc is None else self._proc.pid
+
+    @property
+    def returncode(self) -> Optional[int]:
+        """The exit code once the process has ended (None while it runs or before a start)."""
+        return None if self._proc is None else self._proc.poll()
+
+    def settings(self) -> dict:
+        """Every setting the broker is started with (Kafka keys), overrides applied."""
+        if self.node_settings is not None:
+            settings = dict(self.node_settings)
+            settings["log.dirs"] = str(self.log_dirs)
+        else:
             settings = {
                 "listeners": f"PLAINTEXT://{self.bootstrap}",
                 "advertised.listeners": f"PLAINTEXT://{self.bootstrap}",
                 "log.dirs": str(self.log_dirs),
                 "node.id": "1",
-                "metrics.listener": f"{self.host}:{self.metrics_port}",
                 # As scripts/kafka-ref.sh (and Kafka's shipped server.properties) do: a new
                 # group's first rebalance is not held back 3 s, so group tests run as fast on
                 # both brokers. A test may override it.
                 "group.initial.rebalance.delay.ms": "0",
             }
-            settings.update({k: str(v) for k, v in self.overrides.items()})
+        if self.kind == "brook":
+            settings["metrics.listener"] = f"{self.host}:{self.metrics_port}"
+        settings.update({k: str(v) for k, v in self.overrides.items()})
+        return settings
+
+    def _argv(self) -> list:
+        if self.kind == "brook":
             argv = [str(paths.brook_bin())]
-            for key, value in settings.items():
+            for key, value in self.settings().items():
                 argv += ["--override", f"{key}={value}"]
             return argv
+        if self.node_settings is not None:
+            lines = [f"{k}={v}" for k, v in self.settings().items()]
+            return ["bash", str(paths.KAFKA_CLUSTER_SCRIPT), str(self.cluster_id), str(self.data_dir / "kafka"), *lines]
         lines = [f"{k}={v}" for k, v in self.overrides.items()]
         return ["bash", str(paths.KAFKA_REF_SCRIPT), str(self.port), str(self.data_dir / "kafka"), *lines]
 
     def start(self) -> None:
         """Start the process and wait until it serves; raise BrokerStartError otherwise."""
+        if self.running:
+            return
+        self.launch()
+        self.wait_ready()
+
+    def launch(self) -> None:
+        """Start the process without waiting for it (a no-op while it runs)."""
         if self.running:
             return
         if self.kind == "brook" and not paths.brook_bin().is_file():
@@ -162,10 +237,11 @@ class Broker:
                 start_new_session=True,  # its own process group, so kill() reaches java too
                 env={**os.environ, "RUST_BACKTRACE": "1"},
             )
-        self._wait_ready()
 
-    def _wait_ready(self) -> None:
-        deadline = time.monotonic() + START_TIMEOUT_S[self.kind]
+    def wait_ready(self, timeout_s: Optional[float] = None) -> None:
+        """Wait until the launched process serves; raise BrokerStartError (and kill it) otherwise."""
+        timeout_s = self.start_timeout_s if timeout_s is None else timeout_s
+        deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self._proc is None or self._proc.poll() is not None:
                 code = None if self._proc is None else self._proc.returncode
@@ -174,15 +250,24 @@ class Broker:
                 return
             time.sleep(0.1)
         self.kill()
-        raise BrokerStartError(
-            f"{self.kind} not ready on {self.bootstrap} after {START_TIMEOUT_S[self.kind]} s\n{self.log_tail()}"
-        )
+        raise BrokerStartError(f"{self.kind} not ready on {self.bootstrap} after {timeout_s} s\n{self.log_tail()}")
+
+    def wait_exit(self, timeout_s: float) -> Optional[int]:
+        """Wait up to `timeout_s` for the process to end by itself: its exit code, or None if it
+        is still running."""
+        if self._proc is None:
+            return None
+        try:
+            return self._proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            return None
 
     def stop(self) -> None:
         """Graceful stop (SIGTERM, as an operator would), SIGKILL if it outlives the deadline."""
         if not self.running:
             return
         assert self._proc is not None
+        self._signal(signal.SIGCONT)  # a paused broker cannot act on SIGTERM
         self._signal(signal.SIGTERM)
         try:
             self._proc.wait(timeout=STOP_TIMEOUT_S)
@@ -201,12 +286,28 @@ class Broker:
         self.stop()
         self.start()
 
+    def pause(self) -> None:
+        """SIGSTOP the process group: the broker freezes (no heartbeats, no answers)."""
+        if self.running:
+            self._signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """SIGCONT after `pause()`."""
+        if self.running:
+            self._signal(signal.SIGCONT)
+
     def _signal(self, sig: int) -> None:
         assert self._proc is not None
         try:
             os.killpg(self._proc.pid, sig)
         except ProcessLookupError:
             pass
+
+    def log_text(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
 
     def log_tail(self, lines: int = 60) -> str:
         try:

@@ -81,6 +81,16 @@ def stop_on_sigterm() -> threading.Event:
     return stop
 
 
+# A group member may be told to leave while the interpreter is still starting, the client
+# library still importing or its consumer still connecting (the soak stops members a few seconds
+# after starting them, on a loaded machine). The handler is therefore installed as this module is
+# imported, which the drivers do before importing their client library, and SIGTERM, which
+# harness/members.py starts them with blocked, is unblocked only then: a stop that early is
+# delivered to the handler, and the loop ends at once and closes gracefully.
+GROUP_STOP = stop_on_sigterm() if sys.argv[1:2] == ["group-consume"] else None
+signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+
+
 def emit_now(doc) -> None:
     """One JSON line, flushed at once: a member killed right after printing a record still
     reports it (its offset is committed only after it is printed)."""
@@ -164,7 +174,7 @@ def group_loop(args, poll, commit) -> None:
     Stops after --count records, after --idle-ms without records once one arrived, at
     --timeout-ms, or on SIGTERM/SIGINT.
     """
-    stop = stop_on_sigterm()
+    stop = GROUP_STOP if GROUP_STOP is not None else stop_on_sigterm()
     wanted = args.count if args.count is not None else sys.maxsize
     deadline = time.monotonic() + args.timeout_ms / 1000
     printed, last = 0, 0.0

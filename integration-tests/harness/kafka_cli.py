@@ -7,7 +7,7 @@ reference broker runs, so these are exactly the tools operators use.
 """
 
 import subprocess
-from typing import Any, Optional
+from typing import Any, Dict, List, Optional
 
 from .paths import KAFKA_LIBS, TESTS_DIR
 
@@ -42,3 +42,26 @@ def run(tool_main_class: str, *args: Any, timeout: float = 120, input: Optional[
     if check and proc.returncode != 0:
         raise CliError(argv, proc.returncode, proc.stdout, proc.stderr)
     return proc
+
+
+def parse_topic_description(text: str) -> Dict:
+    """kafka-topics --describe output: a header line of tab-separated `Key: value` fields, then
+    one indented line per partition. Returns {"header": {...}, "partitions": {id: {...}}}."""
+    header: Dict[str, str] = {}
+    partitions: Dict[int, Dict[str, str]] = {}
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        fields = {}
+        for field in line.strip().split("\t"):
+            key, _, value = field.partition(":")
+            fields[key.strip()] = value.strip()
+        if "Partition" in fields:
+            partitions[int(fields["Partition"])] = fields
+        elif "PartitionCount" in fields:
+            header = fields
+    return {"header": header, "partitions": partitions}
+
+
+def ids(text: str) -> List[int]:
+    return [int(x) for x in text.split(",") if x.strip()]

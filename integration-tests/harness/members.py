@@ -37,14 +37,23 @@ class MemberProcess:
     name: str
     records: List[dict]
 
-    def _start(self, argv: List[str], **popen) -> None:
+    def _start(self, argv: List[str], *, sigterm_blocked: bool = False, **popen) -> None:
+        """`sigterm_blocked`: start the process with SIGTERM blocked (the mask is inherited
+        through exec) for a driver that unblocks it once its handler is installed, so a stop
+        that comes while the interpreter is still starting is delivered then, not lost to the
+        default action."""
         self.killed = False
         self._stderr: List[str] = []
         self._lock = threading.Lock()
-        self.proc = subprocess.Popen(
-            argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
-            start_new_session=True, **popen,
-        )
+        previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM}) if sigterm_blocked else None
+        try:
+            self.proc = subprocess.Popen(
+                argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+                start_new_session=True, **popen,
+            )
+        finally:
+            if previous is not None:
+                signal.pthread_sigmask(signal.SIG_SETMASK, previous)
         self._readers = [threading.Thread(target=self._read_out, daemon=True),
                          threading.Thread(target=self._read_err, daemon=True)]
         for t in self._readers:
@@ -148,7 +157,9 @@ class GroupMember(MemberProcess):
         self.records: List[dict] = []
         self.events: List[dict] = []
         self.final: Optional[dict] = None
-        self._start(self.argv, cwd=TESTS_DIR, env={**os.environ, **env} if env else None)
+        # The Python drivers unblock SIGTERM in harness/driver_cli.py, after installing the handler.
+        self._start(self.argv, cwd=TESTS_DIR, env={**os.environ, **env} if env else None,
+                    sigterm_blocked=client in ("confluent", "kafka_python"))
 
     def _on_stdout(self, doc: dict, line: str) -> None:
         if "event" in doc:

@@ -11,6 +11,7 @@ TESTS_DIR = Path(__file__).resolve().parent.parent
 REPO_DIR = TESTS_DIR.parent
 KAFKA_LIBS = Path(os.environ.get("KAFKA_LIBS", REPO_DIR / ".cache" / "kafka" / "libs"))
 KAFKA_REF_SCRIPT = TESTS_DIR / "scripts" / "kafka-ref.sh"
+KAFKA_CLUSTER_SCRIPT = TESTS_DIR / "scripts" / "kafka-cluster-ref.sh"
 
 
 def brook_bin() -> Path:

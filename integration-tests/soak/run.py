@@ -38,6 +38,7 @@ import json
 import random
 import re
 import shutil
+import signal
 import sys
 import tempfile
 import threading
@@ -184,9 +185,23 @@ class Group:
             "joined": self.joined, "left": self.left, "killed": self.killed,
             "rebalances": max(len(generations) - 1, 0),
             "commit_failures": sum(1 for m in self.all for e in m.events if e.get("event") == "commit-failed"),
-            "failed_members": [m.name for m in self.all if not m.killed and m.proc.returncode not in (0, None)
-                               and not (m.client == "java" and m.proc.returncode == JVM_SIGTERM_EXIT)],
+            "failed_members": [f"{m.name} (exit {m.proc.returncode}): {m.stderr_tail(5)[-600:]}"
+                               for m in self.all if failed(m)],
         }
+
+
+def failed(m) -> bool:
+    """A member that ended badly: not killed on purpose, a non-zero exit, and not one of
+    the two ends a SIGTERM causes on its own: the JVM's exit through its shutdown hooks, or
+    the signal's default action on a member stopped before its driver installed a handler
+    (a JVM or node still starting on a loaded machine), which had printed nothing yet."""
+    code = m.proc.returncode
+    if m.killed or code in (0, None):
+        return False
+    if m.client == "java" and code == JVM_SIGTERM_EXIT:
+        return False
+    stopped_while_starting = code in (-signal.SIGTERM, 128 + signal.SIGTERM) and not m.events and not m.records
+    return not stopped_while_starting
 
 
 def pick_client(groups, g, rng, max_java: int) -> str:

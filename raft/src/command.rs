@@ -68,21 +68,97 @@ pub enum Command {
         broker_id: Option<i32>,
         configs: BTreeMap<String, String>,
     },
-    /// A broker announces itself; re-registration (after a restart) replaces the old entry.
+    /// A broker announces itself; re-registration (after a restart, with a new incarnation
+    /// id) replaces the old entry. The registration starts fenced and its epoch is the
+    /// entry's log index; the partitions it led under an older incarnation lose it as
+    /// leader (its log may have lost an unflushed tail), the unfence elects it again.
     RegisterBroker {
         broker_id: i32,
         host: String,
         port: u16,
         rack: Option<String>,
+        #[serde(default)]
+        incarnation_id: Uuid,
+    },
+    /// The controller saw no heartbeat for `broker.session.timeout.ms`, or the broker is
+    /// stopping: it leads nothing (partitions it led get another in-sync leader, or with
+    /// unclean leader election enabled the first active replica, or none) and leaves every
+    /// ISR it is not the last member of. Ignored for another epoch.
+    FenceBroker {
+        broker_id: i32,
+        broker_epoch: u64,
+        #[serde(default)]
+        reason: FenceReason,
+    },
+    /// A fenced broker heartbeats again and has caught up: it may lead the partitions that
+    /// are leaderless and list it in their ISR (or, with unclean leader election enabled,
+    /// leaderless ones with no active ISR member). It joins no ISR: the leader adds it
+    /// with [`Command::AlterPartition`] once it caught up. Ignored for another epoch or a
+    /// broker in controlled shutdown.
+    UnfenceBroker {
+        broker_id: i32,
+        broker_epoch: u64,
+    },
+    /// The cluster id, written once: the first writer wins, later ones are no-ops.
+    SetClusterId {
+        cluster_id: String,
+    },
+    /// Hands `broker_id` the next `block_size` producer ids (Kafka's AllocateProducerIds),
+    /// so producer ids are unique across the cluster.
+    AllocateProducerIds {
+        broker_id: i32,
+        block_size: i64,
     },
     /// A partition's leader or ISR changed. As in KRaft's `PartitionChangeRecord`, the
-    /// leader epoch is bumped only when the leader changes.
+    /// leader epoch is bumped only when the leader changes. Unconditional: kept for logs
+    /// written before [`Command::AlterPartition`]; new code proposes that instead.
     SetPartitionLeaderIsr {
         topic_id: Uuid,
         partition: i32,
         leader: i32,
         isr: Vec<i32>,
     },
+    /// The partition leader's ISR change, a compare-and-set against the image (Kafka's
+    /// AlterPartition, KIP-497 / KIP-903). Checked in this order: the topic and partition
+    /// exist; `broker_id` is registered with `broker_epoch` as its current epoch
+    /// ([`ApplyError::StaleBrokerEpoch`]); `leader_epoch` is the current one
+    /// ([`ApplyError::FencedLeaderEpoch`] if older, [`ApplyError::InvalidRequest`] if newer);
+    /// `broker_id` is the current leader ([`ApplyError::InvalidRequest`]); `partition_epoch`
+    /// is the current one ([`ApplyError::InvalidUpdateVersion`]); `isr` is non-empty, holds
+    /// the leader, no duplicates and only replicas ([`ApplyError::InvalidRequest`]); every
+    /// broker it adds is registered, unfenced and not shutting down
+    /// ([`ApplyError::IneligibleReplica`]). On success the ISR is replaced and the partition
+    /// epoch bumped; leader and leader epoch stay.
+    AlterPartition {
+        topic_id: Uuid,
+        partition: i32,
+        /// The sender, which must lead the partition.
+        broker_id: i32,
+        broker_epoch: u64,
+        leader_epoch: i32,
+        partition_epoch: i32,
+        isr: Vec<i32>,
+    },
+    /// Kafka's ElectLeaders for the listed `(topic id, partition)` pairs; unknown ones are
+    /// skipped (the proposer reports per-partition errors, see
+    /// [`preferred_leader_electable`](crate::election::preferred_leader_electable) and
+    /// [`unclean_electable`](crate::election::unclean_electable)). Partitions the election
+    /// does not apply to are left unchanged.
+    ElectLeaders {
+        partitions: Vec<(Uuid, i32)>,
+        election: ElectionType,
+    },
+}
+
+/// Which leader an [`Command::ElectLeaders`] picks (Kafka's `ElectionType`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ElectionType {
+    /// The first replica, if it is in the ISR, active and not already leading.
+    Preferred,
+    /// For a leaderless partition only: the first active ISR member in replica order, else
+    /// the first active replica, whose ISR becomes that replica alone (it may lack
+    /// acknowledged records: data loss is accepted to regain availability).
+    Unclean,
 }
 
 impl Command {
@@ -98,8 +174,24 @@ impl Command {
             Command::ReplaceBrokerConfigs { .. } => "replace_broker_configs",
             Command::RegisterBroker { .. } => "register_broker",
             Command::SetPartitionLeaderIsr { .. } => "set_partition_leader_isr",
+            Command::FenceBroker { .. } => "fence_broker",
+            Command::UnfenceBroker { .. } => "unfence_broker",
+            Command::SetClusterId { .. } => "set_cluster_id",
+            Command::AllocateProducerIds { .. } => "allocate_producer_ids",
+            Command::AlterPartition { .. } => "alter_partition",
+            Command::ElectLeaders { .. } => "elect_leaders",
         }
     }
+}
+
+/// Why a broker is fenced.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum FenceReason {
+    /// No heartbeat within the session timeout.
+    #[default]
+    SessionExpired,
+    /// SIGTERM: the broker asked to stop (KRaft's controlled shutdown).
+    ControlledShutdown,
 }
 
 /// Why a committed command changed nothing. Every voter computes the same error.
@@ -115,6 +207,33 @@ pub enum ApplyError {
     UnknownPartition { topic: String, partition: i32 },
     #[error("invalid partitions for topic {topic:?}: {reason}")]
     InvalidPartitions { topic: String, reason: String },
+    #[error("broker {broker_id} is not registered")]
+    UnknownBroker { broker_id: i32 },
+    /// Also returned by [`Command::AlterPartition`] for a sender that is not registered,
+    /// with `current` 0.
+    #[error("broker {broker_id} epoch {given} is stale (current {current})")]
+    StaleBrokerEpoch {
+        broker_id: i32,
+        given: u64,
+        current: u64,
+    },
+    /// An AlterPartition from a leader epoch older than the partition's (Kafka's
+    /// FENCED_LEADER_EPOCH): the sender no longer leads under that epoch.
+    #[error("leader epoch {given} is fenced (current leader epoch {current})")]
+    FencedLeaderEpoch { given: i32, current: i32 },
+    /// An AlterPartition whose partition epoch is not the partition's (Kafka's
+    /// INVALID_UPDATE_VERSION): the ISR changed since the sender last saw it.
+    #[error("partition epoch {given} is not the current partition epoch {current}")]
+    InvalidUpdateVersion { given: i32, current: i32 },
+    /// An AlterPartition adding a broker to the ISR that is not registered, fenced or in
+    /// controlled shutdown (Kafka's INELIGIBLE_REPLICA).
+    #[error("broker {broker_id} is not eligible to join the ISR (unregistered, fenced or shutting down)")]
+    IneligibleReplica { broker_id: i32 },
+    /// A malformed or misdirected request (Kafka's INVALID_REQUEST).
+    #[error("invalid request: {reason}")]
+    InvalidRequest { reason: String },
+    #[error("invalid producer id block size {block_size}")]
+    InvalidProducerIdBlock { block_size: i64 },
 }
 
 /// What applying one log entry produced; the raft response type (`C::R`).
@@ -145,5 +264,66 @@ mod tests {
         let json = serde_json::to_string(&err).expect("serializable");
         let back: ApplyResult = serde_json::from_str(&json).expect("round trip");
         assert_eq!(back, err);
+    }
+
+    #[test]
+    fn alter_partition_and_elect_leaders_round_trip_through_json() {
+        let alter = Command::AlterPartition {
+            topic_id: Uuid::from_u128(3),
+            partition: 2,
+            broker_id: 1,
+            broker_epoch: 42,
+            leader_epoch: 5,
+            partition_epoch: 9,
+            isr: vec![1, 3],
+        };
+        let json = serde_json::to_string(&alter).expect("serializable");
+        assert_eq!(
+            json,
+            format!(
+                "{{\"AlterPartition\":{{\"topic_id\":\"{}\",\"partition\":2,\"broker_id\":1,\
+                 \"broker_epoch\":42,\"leader_epoch\":5,\"partition_epoch\":9,\"isr\":[1,3]}}}}",
+                Uuid::from_u128(3)
+            )
+        );
+        let back: Command = serde_json::from_str(&json).expect("round trip");
+        assert_eq!(back, alter);
+        assert_eq!(back.kind(), "alter_partition");
+
+        for election in [ElectionType::Preferred, ElectionType::Unclean] {
+            let elect = Command::ElectLeaders {
+                partitions: vec![(Uuid::from_u128(3), 0), (Uuid::from_u128(4), 7)],
+                election,
+            };
+            let json = serde_json::to_string(&elect).expect("serializable");
+            let back: Command = serde_json::from_str(&json).expect("round trip");
+            assert_eq!(back, elect);
+            assert_eq!(back.kind(), "elect_leaders");
+        }
+        let json = serde_json::to_string(&ElectionType::Unclean).expect("serializable");
+        assert_eq!(json, "\"Unclean\"");
+    }
+
+    #[test]
+    fn the_alter_partition_errors_round_trip_through_json() {
+        for err in [
+            ApplyError::FencedLeaderEpoch {
+                given: 1,
+                current: 2,
+            },
+            ApplyError::InvalidUpdateVersion {
+                given: 3,
+                current: 4,
+            },
+            ApplyError::IneligibleReplica { broker_id: 5 },
+            ApplyError::InvalidRequest {
+                reason: "broker 2 is not the leader of t-0 (leader 1)".into(),
+            },
+        ] {
+            let json = serde_json::to_string(&err).expect("serializable");
+            let back: ApplyError = serde_json::from_str(&json).expect("round trip");
+            assert_eq!(back, err);
+            assert!(!err.to_string().is_empty());
+        }
     }
 }

@@ -44,8 +44,6 @@ pub enum RaftError {
     },
     #[error("initializing the metadata quorum failed")]
     Initialize(#[source] Box<openraft::error::RaftError<u64, InitializeError<u64, BasicNode>>>),
-    #[error("no metadata quorum leader was elected within {waited:?}")]
-    NoLeader { waited: Duration },
     #[error("the raft core task failed to stop")]
     Shutdown(#[source] tokio::task::JoinError),
 }
@@ -56,8 +54,8 @@ pub enum ProposeError {
     /// Committed, but applying it changed nothing (duplicate topic, unknown topic id, …).
     #[error("metadata command rejected")]
     Apply(#[from] ApplyError),
-    /// Only the leader accepts proposals; the broker forwards or retries
-    /// (Kafka's NOT_CONTROLLER).
+    /// No leader could be reached (a heartbeat is not retried: the next one follows soon).
+    /// `propose` itself forwards and retries, so it ends in `Timeout` instead.
     #[error("this node is not the metadata leader (leader: {leader_id:?} at {leader_addr:?})")]
     NotLeader {
         leader_id: Option<u64>,
@@ -65,6 +63,11 @@ pub enum ProposeError {
     },
     #[error("metadata quorum cannot accept the command: {reason}")]
     Unavailable { reason: String },
+    /// No leader committed the command within the deadline, or it committed but this node
+    /// has not applied it yet: the outcome is unknown, the caller may retry
+    /// (Kafka's REQUEST_TIMED_OUT).
+    #[error("metadata command not confirmed within {waited:?}: {reason}")]
+    Timeout { waited: Duration, reason: String },
     #[error("raft core stopped")]
     Fatal(#[source] Box<Fatal<u64>>),
 }

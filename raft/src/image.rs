@@ -14,15 +14,29 @@ use openraft::LogId;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+/// No leader: every in-sync replica is fenced (Kafka's `-1`).
+pub const NO_LEADER: i32 = -1;
+
 /// A partition's replicas, leader and in-sync replicas.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PartitionImage {
     pub partition: i32,
+    /// The leading broker, or [`NO_LEADER`].
     pub leader: i32,
     /// Bumped on every leader change (KIP-101 / KIP-279 fencing).
     pub leader_epoch: i32,
     pub replicas: Vec<i32>,
     pub isr: Vec<i32>,
+    /// Bumped on every change of leader or ISR (KRaft's partition epoch): the version an
+    /// AlterPartition compare-and-set is checked against.
+    #[serde(default)]
+    pub partition_epoch: i32,
+}
+
+impl PartitionImage {
+    pub fn has_leader(&self) -> bool {
+        self.leader != NO_LEADER
+    }
 }
 
 /// A topic: its id, partitions and dynamic (non-default) configs.
@@ -34,13 +48,44 @@ pub struct TopicImage {
     pub configs: BTreeMap<String, String>,
 }
 
-/// A broker's advertised endpoint, as registered with the quorum.
+/// A broker's registration with the quorum (KRaft's `RegisterBrokerRecord` plus its
+/// fencing state).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BrokerRegistration {
     pub broker_id: i32,
+    /// The advertised client endpoint.
     pub host: String,
     pub port: u16,
     pub rack: Option<String>,
+    /// A random id per process start: a restarted broker registers with a new one and
+    /// replaces its old registration.
+    #[serde(default)]
+    pub incarnation_id: Uuid,
+    /// The raft log index of the registration: requests and heartbeats carrying an older
+    /// epoch come from a previous incarnation.
+    #[serde(default)]
+    pub broker_epoch: u64,
+    /// A fenced broker leads nothing and is left out of Metadata. Registration starts
+    /// fenced; the controller unfences on the first heartbeat of a caught-up broker.
+    #[serde(default)]
+    pub fenced: bool,
+    /// The broker is stopping (SIGTERM): fenced, and not to be unfenced by a late heartbeat.
+    #[serde(default)]
+    pub in_controlled_shutdown: bool,
+}
+
+impl BrokerRegistration {
+    /// May lead partitions and appear in Metadata.
+    pub fn is_active(&self) -> bool {
+        !self.fenced && !self.in_controlled_shutdown
+    }
+}
+
+/// A block of producer ids handed to one broker (Kafka's AllocateProducerIds).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProducerIdBlock {
+    pub first: i64,
+    pub len: i64,
 }
 
 /// The whole cluster metadata after applying the log up to `applied`.
@@ -52,6 +97,12 @@ pub struct MetadataImage {
     pub brokers: BTreeMap<i32, BrokerRegistration>,
     /// Dynamic broker configs; the `None` key holds the cluster-wide defaults.
     pub broker_configs: BTreeMap<Option<i32>, BTreeMap<String, String>>,
+    /// The cluster id, set once by the first node to find it unset.
+    pub cluster_id: Option<String>,
+    /// The first producer id no broker has been given yet.
+    pub next_producer_id: i64,
+    /// The newest producer-id block of each broker.
+    pub producer_id_blocks: BTreeMap<i32, ProducerIdBlock>,
     /// The last raft log entry reflected in this image (`None` before the first one).
     pub applied: Option<LogId<u64>>,
 }
@@ -79,6 +130,16 @@ impl MetadataImage {
         self.brokers.get(&broker_id)
     }
 
+    /// Registered brokers that are neither fenced nor shutting down, by id.
+    pub fn active_brokers(&self) -> impl Iterator<Item = &BrokerRegistration> {
+        self.brokers.values().filter(|b| b.is_active())
+    }
+
+    /// Whether `broker_id` is registered and active.
+    pub fn is_active(&self, broker_id: i32) -> bool {
+        self.brokers.get(&broker_id).is_some_and(|b| b.is_active())
+    }
+
     /// Dynamic configs of one broker (`Some(id)`) or the cluster default (`None`).
     pub fn broker_configs(&self, broker_id: Option<i32>) -> Option<&BTreeMap<String, String>> {
         self.broker_configs.get(&broker_id)
@@ -96,6 +157,9 @@ impl MetadataImage {
             && self.topic_names_by_id == other.topic_names_by_id
             && self.brokers == other.brokers
             && self.broker_configs == other.broker_configs
+            && self.cluster_id == other.cluster_id
+            && self.next_producer_id == other.next_producer_id
+            && self.producer_id_blocks == other.producer_id_blocks
     }
 }
 
@@ -106,6 +170,12 @@ struct ImageRepr {
     topics: Vec<TopicImage>,
     brokers: Vec<BrokerRegistration>,
     broker_configs: Vec<BrokerConfigsRepr>,
+    #[serde(default)]
+    cluster_id: Option<String>,
+    #[serde(default)]
+    next_producer_id: i64,
+    #[serde(default)]
+    producer_id_blocks: Vec<(i32, ProducerIdBlock)>,
     applied: Option<LogId<u64>>,
 }
 
@@ -125,6 +195,9 @@ impl From<MetadataImage> for ImageRepr {
                 .into_iter()
                 .map(|(broker_id, configs)| BrokerConfigsRepr { broker_id, configs })
                 .collect(),
+            cluster_id: image.cluster_id,
+            next_producer_id: image.next_producer_id,
+            producer_id_blocks: image.producer_id_blocks.into_iter().collect(),
             applied: image.applied,
         }
     }
@@ -150,6 +223,9 @@ impl From<ImageRepr> for MetadataImage {
                 .into_iter()
                 .map(|b| (b.broker_id, b.configs))
                 .collect(),
+            cluster_id: repr.cluster_id,
+            next_producer_id: repr.next_producer_id,
+            producer_id_blocks: repr.producer_id_blocks.into_iter().collect(),
             applied: repr.applied,
         }
     }
@@ -176,6 +252,7 @@ mod tests {
                         leader_epoch: 3,
                         replicas: vec![1, 2],
                         isr: vec![1],
+                        partition_epoch: 4,
                     },
                 )]),
                 configs: BTreeMap::from([("cleanup.policy".into(), "compact".into())]),

@@ -13,20 +13,40 @@
 
 mod apply;
 pub mod command;
+mod config;
+pub mod controller;
+pub mod election;
 mod error;
+mod forward;
 pub mod image;
+mod leader_gone;
+mod learner;
+pub mod liveness;
 pub mod log_store;
+mod monitor;
 pub mod network;
 mod quorum;
+mod service;
 pub mod state_machine;
 
 use std::io::Cursor;
 
-pub use command::{ApplyError, ApplyResult, Command, PartitionAssignment};
+pub use command::{
+    ApplyError, ApplyResult, Command, ElectionType, FenceReason, PartitionAssignment,
+};
+pub use config::{NodeRole, QuorumConfig};
+pub use election::{
+    preferred_leader_electable, unclean_electable, unclean_leader_election_enabled,
+    ElectionRefusal, UNCLEAN_LEADER_ELECTION_ENABLE,
+};
 pub use error::{ProposeError, RaftError};
-pub use image::{BrokerRegistration, MetadataImage, PartitionImage, TopicImage};
-pub use openraft::{BasicNode, LogId};
-pub use quorum::{MetadataQuorum, QuorumConfig};
+pub use forward::{HEARTBEAT_TIMEOUT, PROPOSE_TIMEOUT};
+pub use image::{
+    BrokerRegistration, MetadataImage, PartitionImage, ProducerIdBlock, TopicImage, NO_LEADER,
+};
+pub use liveness::{Heartbeat, HeartbeatReply, Liveness, REGISTRATION_PROBE};
+pub use openraft::{BasicNode, LogId, RaftMetrics, ServerState};
+pub use quorum::MetadataQuorum;
 
 openraft::declare_raft_types!(
     /// The openraft type configuration of the metadata quorum.

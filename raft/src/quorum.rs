@@ -1,57 +1,95 @@
-//! [`MetadataQuorum`]: the facade the broker uses — start, propose, read the image, stop.
+//! [`MetadataQuorum`]: the facade the broker uses — start, wait until ready, propose,
+//! heartbeat, read the image, stop.
 //!
-//! Startup mirrors a KRaft node with `process.roles=broker,controller`: open the raft log
+//! Startup, like a KRaft node: bind the peer listener, open the raft log
 //! (`<data_dir>/raft-log`) and the snapshot (`<data_dir>/metadata-snapshot`), re-apply the
-//! committed log past the snapshot, initialize the voter set if this node has never been
-//! part of one, then wait for a leader. Nothing assumes a single voter: with several, the
-//! same code elects over the peer transport, and `propose` on a follower returns
-//! [`ProposeError::NotLeader`] with the leader's id and address.
+//! committed log past the snapshot, then
+//! - a voter (`process.roles` has `controller`) initializes the voter set if it has never
+//!   been part of one (every voter does; the losers get `NotAllowed`, which is fine);
+//! - a learner (`process.roles=broker`) asks the leader to add it (`learner.rs`).
+//!
+//! [`MetadataQuorum::start`] returns as soon as the node runs: it never waits for peers, so
+//! down or misconfigured voters cannot make it fail. [`MetadataQuorum::wait_ready`] then
+//! waits, without a deadline, for a leader (and, on a learner, for the catch-up); meanwhile
+//! a background task logs a WARN every few seconds naming the unreachable voters
+//! (`monitor.rs`). The broker awaits `wait_ready` before serving, with its own shutdown
+//! signal alongside.
+//!
+//! `propose` and `heartbeat` work on every node: a non-leader forwards them to the leader
+//! (`forward.rs`), which answers them in `service.rs`, locally or from the peer server.
+//!
+//! Ownership: the quorum owns the raft core, the peer server and one background task
+//! (leadership monitor, preceded by the join on a learner); `shutdown` stops all of them.
+//! Thread-safety: every method takes `&self`; share it by `Arc`.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use openraft::error::{ClientWriteError, InitializeError};
-use openraft::{BasicNode, Config, Raft, SnapshotPolicy};
+use openraft::error::{Fatal, InitializeError};
+use openraft::{BasicNode, Raft, RaftMetrics};
+use tokio::net::TcpListener;
 use tokio::sync::watch;
+use tokio::task::JoinHandle;
 
 use crate::command::Command;
+use crate::config::{NodeRole, QuorumConfig};
 use crate::error::{ProposeError, RaftError};
+use crate::forward::{Forwarder, PROPOSE_TIMEOUT};
 use crate::image::MetadataImage;
+use crate::leader_gone::{self, LeaderContact};
+use crate::liveness::{Heartbeat, HeartbeatReply, Liveness};
 use crate::log_store::LogStore;
+use crate::network::pool::PeerPool;
 use crate::network::{serve, NetworkFactory, RaftServer};
+use crate::service::PeerService;
 use crate::state_machine::StateMachineStore;
-use crate::TypeConfig;
+use crate::{learner, monitor, TypeConfig};
 
-/// How long `start` waits for a leader. A multi-voter cluster needs a majority up.
-const LEADER_WAIT: Duration = Duration::from_secs(60);
-
-/// Where and how this node takes part in the metadata quorum.
-#[derive(Debug, Clone)]
-pub struct QuorumConfig {
-    pub node_id: u64,
-    /// Holds `raft-log/` and `metadata-snapshot/`.
-    pub data_dir: PathBuf,
-    /// Every voter's peer-RPC address (`host:port`); empty means "this node alone".
-    pub voters: BTreeMap<u64, String>,
-    /// Where to serve peer RPC; `None` for a single voter that needs no peers.
-    pub listen: Option<SocketAddr>,
-}
+/// How long `snapshot` waits for the snapshot to be on disk.
+const SNAPSHOT_WAIT: Duration = Duration::from_secs(60);
 
 /// A running member of the metadata quorum.
 pub struct MetadataQuorum {
     node_id: u64,
+    role: NodeRole,
     raft: Raft<TypeConfig>,
     images: watch::Receiver<Arc<MetadataImage>>,
+    liveness: Arc<Liveness>,
+    forwarder: Forwarder,
+    /// On a learner: the index to have applied to be caught up, once the leader accepted it.
+    joined: watch::Receiver<Option<u64>>,
     server: Option<RaftServer>,
+    task: JoinHandle<()>,
+    /// Campaigns early when the leader's process is gone (`leader_gone.rs`).
+    leader_gone_task: JoinHandle<()>,
 }
 
 impl MetadataQuorum {
-    /// Opens storage, joins (or first initializes) the voter set and waits for a leader.
+    /// Opens storage, starts serving peers and joins the quorum; returns once the node runs,
+    /// without waiting for a leader (see [`MetadataQuorum::wait_ready`]).
     pub async fn start(config: QuorumConfig) -> Result<Self, RaftError> {
-        let voters = voter_set(&config)?;
+        config.check()?;
+        let raft_config = config.raft_config()?;
+        let lease = Duration::from_millis(raft_config.election_timeout_max);
+        // Bind before anything else: a voter alone on port 0 advertises the bound address,
+        // and a taken port fails start before storage is opened.
+        let (listener, bound) = match config.listen {
+            Some(addr) => {
+                let bind = async {
+                    let listener = TcpListener::bind(addr).await?;
+                    let bound = listener.local_addr()?;
+                    Ok::<_, std::io::Error>((listener, bound))
+                };
+                let (listener, bound) = bind
+                    .await
+                    .map_err(|source| RaftError::Listen { addr, source })?;
+                (Some(listener), Some(bound))
+            }
+            None => (None, None),
+        };
+
         let dir = config.data_dir.clone();
         tokio::fs::create_dir_all(&dir)
             .await
@@ -66,21 +104,6 @@ impl MetadataQuorum {
             .await
             .map_err(storage_error("opening the metadata snapshot"))?;
         let images = state_machine.subscribe();
-
-        let raft_config = Config {
-            cluster_name: "brook-metadata".into(),
-            // Kafka's controller.quorum.election.timeout.ms defaults to 1000 ms.
-            heartbeat_interval: 250,
-            election_timeout_min: 1000,
-            election_timeout_max: 2000,
-            snapshot_policy: SnapshotPolicy::LogsSinceLast(1000),
-            max_in_snapshot_log_to_keep: 100,
-            ..Default::default()
-        }
-        .validate()
-        .map_err(|e| RaftError::InvalidConfig {
-            reason: e.to_string(),
-        })?;
         let raft = Raft::new(
             config.node_id,
             Arc::new(raft_config),
@@ -94,69 +117,111 @@ impl MetadataQuorum {
             source: Box::new(source),
         })?;
 
-        let server = match config.listen {
-            Some(addr) => match serve(addr, raft.clone()).await {
+        let liveness = Arc::new(Liveness::new(config.broker_session_timeout));
+        let leader_contact = Arc::new(LeaderContact::default());
+        let service = Arc::new(PeerService::new(
+            config.node_id,
+            raft.clone(),
+            liveness.clone(),
+            images.clone(),
+            leader_contact.clone(),
+        ));
+        let pool = Arc::new(PeerPool::default());
+        let (joined_tx, joined) = watch::channel(None);
+        let server = match listener {
+            Some(listener) => match serve(listener, service.clone()) {
                 Ok(server) => Some(server),
                 Err(source) => {
-                    // Stop the raft tasks so that storage is closed before reporting.
-                    if let Err(stop) = raft.shutdown().await {
-                        tracing::warn!(error = %stop, "metadata quorum did not stop cleanly");
-                    }
-                    return Err(RaftError::Listen { addr, source });
+                    stop_raft(&raft).await;
+                    return Err(RaftError::Listen {
+                        addr: bound.unwrap_or_else(|| ([0, 0, 0, 0], 0).into()),
+                        source,
+                    });
                 }
             },
             None => None,
         };
-        let quorum = MetadataQuorum {
+
+        let joining = match config.role {
+            NodeRole::Voter => initialize(&raft, &config, bound).await.map(|()| None),
+            NodeRole::Learner => config.advertised_addr(bound).map(Some),
+        };
+        let advertised = match joining {
+            Ok(advertised) => advertised,
+            Err(e) => {
+                if let Some(server) = server {
+                    server.shutdown().await;
+                }
+                stop_raft(&raft).await;
+                return Err(e);
+            }
+        };
+        let leader_gone_task = tokio::spawn(leader_gone::run(
+            config.node_id,
+            raft.clone(),
+            leader_contact,
+            config.voters.clone(),
+            lease,
+        ));
+        let metrics = raft.metrics();
+        let task = match advertised {
+            None => tokio::spawn(monitor::watch_leader(
+                config.node_id,
+                metrics,
+                config.voters.clone(),
+            )),
+            Some(advertised) => tokio::spawn(learner::run(
+                learner::Join {
+                    node_id: config.node_id,
+                    advertised,
+                    voters: config.voters.clone(),
+                    pool: pool.clone(),
+                    joined: joined_tx,
+                },
+                metrics,
+            )),
+        };
+        let forwarder =
+            Forwarder::new(config.node_id, service, pool, config.voters, images.clone());
+        Ok(MetadataQuorum {
             node_id: config.node_id,
+            role: config.role,
             raft,
             images,
+            liveness,
+            forwarder,
+            joined,
             server,
+            task,
+            leader_gone_task,
+        })
+    }
+
+    /// Waits (without a deadline: bound it with the caller's shutdown signal) until a
+    /// leader is known; on the leader, until its first entry of the term is committed (so
+    /// the image holds everything committed before); on a learner, until the leader has
+    /// accepted it and its image has applied the log as of that moment. Fails only when
+    /// the raft core stops.
+    pub async fn wait_ready(&self) -> Result<(), RaftError> {
+        let stopped = || RaftError::Fatal {
+            context: "waiting for the metadata quorum",
+            source: Box::new(Fatal::Stopped),
         };
-
-        match quorum.join(voters).await {
-            Ok(()) => Ok(quorum),
-            Err(e) => {
-                // Stop the raft tasks so that storage is closed before reporting.
-                if let Err(stop) = quorum.shutdown().await {
-                    tracing::warn!(error = %stop, "metadata quorum did not stop cleanly");
-                }
-                Err(e)
-            }
+        let mut catch_up_to = 0;
+        if self.role == NodeRole::Learner {
+            let mut joined = self.joined.clone();
+            catch_up_to = joined
+                .wait_for(Option::is_some)
+                .await
+                .map_err(|_| stopped())?
+                .unwrap_or_default();
         }
-    }
-
-    /// Initializes the voter set if this node never had one, then waits for a leader.
-    async fn join(&self, voters: BTreeMap<u64, BasicNode>) -> Result<(), RaftError> {
-        let initialized = self
-            .raft
-            .is_initialized()
-            .await
-            .map_err(|source| RaftError::Fatal {
-                context: "reading the initial state",
-                source: Box::new(source),
-            })?;
-        if !initialized {
-            tracing::info!(node_id = self.node_id, voters = ?voters.keys().collect::<Vec<_>>(), "initializing metadata quorum");
-            match self.raft.initialize(voters).await {
-                Ok(()) => {}
-                // Another voter got there first and already replicated the membership to us.
-                Err(openraft::error::RaftError::APIError(InitializeError::NotAllowed(_))) => {}
-                Err(e) => return Err(RaftError::Initialize(Box::new(e))),
-            }
-        }
-        self.wait_for_leader().await
-    }
-
-    async fn wait_for_leader(&self) -> Result<(), RaftError> {
         let metrics = self
             .raft
-            .wait(Some(LEADER_WAIT))
+            .wait(None)
             .metrics(|m| m.current_leader.is_some(), "metadata leader known")
             .await
-            .map_err(|_| RaftError::NoLeader {
-                waited: LEADER_WAIT,
-            })?;
+            .map_err(|_| stopped())?;
         if metrics.current_leader == Some(self.node_id) {
             // A new leader commits a blank entry of its term first; waiting for it makes the
             // local image include everything committed before this start.
@@ -164,27 +229,39 @@ impl MetadataQuorum {
                 tracing::warn!(error = %e, "metadata leader lost right after election");
             }
         }
-        tracing::info!(node_id = self.node_id, leader = ?metrics.current_leader, "metadata quorum ready");
+        let mut images = self.images.clone();
+        images
+            .wait_for(|image| image.applied_index() >= catch_up_to)
+            .await
+            .map_err(|_| stopped())?;
+        tracing::info!(node_id = self.node_id, role = ?self.role, leader = ?self.leader(), "metadata quorum ready");
         Ok(())
     }
 
-    /// Replicates `cmd`; returns once it is committed and applied on this (leader) node.
+    /// Replicates `cmd` through the leader (from any node) and returns once this node's
+    /// image has applied it. Retries leader changes for up to 10 s, then `Timeout`.
     pub async fn propose(&self, cmd: Command) -> Result<(), ProposeError> {
-        match self.raft.client_write(cmd).await {
-            Ok(response) => response.data.map_err(ProposeError::Apply),
-            Err(openraft::error::RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => {
-                Err(ProposeError::NotLeader {
-                    leader_id: f.leader_id,
-                    leader_addr: f.leader_node.map(|n: BasicNode| n.addr),
-                })
-            }
-            Err(openraft::error::RaftError::APIError(ClientWriteError::ChangeMembershipError(
-                e,
-            ))) => Err(ProposeError::Unavailable {
-                reason: e.to_string(),
-            }),
-            Err(openraft::error::RaftError::Fatal(f)) => Err(ProposeError::Fatal(Box::new(f))),
-        }
+        self.propose_within(cmd, PROPOSE_TIMEOUT).await
+    }
+
+    /// [`MetadataQuorum::propose`] with the caller's deadline (e.g. a request timeout).
+    pub async fn propose_within(
+        &self,
+        cmd: Command,
+        timeout: Duration,
+    ) -> Result<(), ProposeError> {
+        self.forwarder.propose(cmd, timeout).await
+    }
+
+    /// A broker heartbeat: answered here if this node leads, else forwarded to the leader
+    /// once (about 1 s at most); `NotLeader` / `Unavailable` when no leader answers.
+    pub async fn heartbeat(&self, hb: Heartbeat) -> Result<HeartbeatReply, ProposeError> {
+        self.forwarder.heartbeat(hb).await
+    }
+
+    /// The heartbeat state used while this node leads.
+    pub fn liveness(&self) -> Arc<Liveness> {
+        self.liveness.clone()
     }
 
     /// The newest applied image.
@@ -201,9 +278,61 @@ impl MetadataQuorum {
         self.node_id
     }
 
+    pub fn role(&self) -> NodeRole {
+        self.role
+    }
+
     /// The current leader's node id, if one is known.
     pub fn leader(&self) -> Option<u64> {
         self.raft.metrics().borrow().current_leader
+    }
+
+    /// Whether this node believes it leads (a partitioned leader believes so until it
+    /// hears of a higher term; `raft_metrics().millis_since_quorum_ack` tells how fresh).
+    pub fn is_leader(&self) -> bool {
+        self.leader() == Some(self.node_id)
+    }
+
+    /// openraft's view: term, last log index, applied, per-node replication progress (on
+    /// the leader), membership — what DescribeQuorum reports.
+    pub fn raft_metrics(&self) -> RaftMetrics<u64, BasicNode> {
+        self.raft.metrics().borrow().clone()
+    }
+
+    /// Holds this broker's attachments (`network/attach.rs`) to every other voter until
+    /// the returned future is dropped: the controller then learns of this process's death
+    /// when its connections close. Call again with the new epoch after re-registering.
+    pub async fn hold_attachments(&self, broker_id: i32, broker_epoch: u64) {
+        let voters: Vec<String> = {
+            let metrics = self.raft.metrics();
+            let m = metrics.borrow();
+            let config = &m.membership_config;
+            config
+                .voter_ids()
+                .filter(|&id| id != self.node_id)
+                .filter_map(|id| config.membership().get_node(&id).map(|n| n.addr.clone()))
+                .collect()
+        };
+        crate::network::attach::hold(voters, broker_id, broker_epoch).await;
+    }
+
+    /// The voters of the current membership.
+    pub fn voters(&self) -> Vec<u64> {
+        let metrics = self.raft.metrics();
+        let ids = metrics.borrow().membership_config.voter_ids().collect();
+        ids
+    }
+
+    /// The learners (broker-only nodes) of the current membership.
+    pub fn learners(&self) -> Vec<u64> {
+        let metrics = self.raft.metrics();
+        let ids = metrics
+            .borrow()
+            .membership_config
+            .membership()
+            .learner_ids()
+            .collect();
+        ids
     }
 
     /// The peer-RPC address actually bound, when listening.
@@ -224,7 +353,7 @@ impl MetadataQuorum {
                 source: Box::new(source),
             })?;
         self.raft
-            .wait(Some(LEADER_WAIT))
+            .wait(Some(SNAPSHOT_WAIT))
             .metrics(|m| m.snapshot >= applied, "snapshot built")
             .await
             .map_err(|_| RaftError::Storage {
@@ -240,12 +369,25 @@ impl MetadataQuorum {
         Ok(())
     }
 
-    /// Stops the peer listener and the raft tasks; storage is closed when they end.
+    /// Stops the background task, the peer listener and the raft tasks; storage is closed
+    /// when they end.
     pub async fn shutdown(self) -> Result<(), RaftError> {
+        // The task only loops over network calls and waits; aborting it loses nothing.
+        self.task.abort();
+        let _ = self.task.await;
+        self.leader_gone_task.abort();
+        let _ = self.leader_gone_task.await;
         if let Some(server) = self.server {
             server.shutdown().await;
         }
         self.raft.shutdown().await.map_err(RaftError::Shutdown)
+    }
+}
+
+/// Stops the raft tasks so that storage is closed before an error is reported.
+async fn stop_raft(raft: &Raft<TypeConfig>) {
+    if let Err(stop) = raft.shutdown().await {
+        tracing::warn!(error = %stop, "metadata quorum did not stop cleanly");
     }
 }
 
@@ -256,23 +398,38 @@ fn storage_error(context: &'static str) -> impl FnOnce(openraft::StorageError<u6
     }
 }
 
-/// The initial voter set: the configured voters, or this node alone.
-fn voter_set(config: &QuorumConfig) -> Result<BTreeMap<u64, BasicNode>, RaftError> {
-    if config.voters.is_empty() {
-        let addr = config.listen.map(|a| a.to_string()).unwrap_or_default();
-        return Ok(BTreeMap::from([(config.node_id, BasicNode { addr })]));
+/// Initializes the voter set if this voter never had one: the configured voters, or this
+/// node alone at its bound address.
+async fn initialize(
+    raft: &Raft<TypeConfig>,
+    config: &QuorumConfig,
+    bound: Option<SocketAddr>,
+) -> Result<(), RaftError> {
+    let initialized = raft
+        .is_initialized()
+        .await
+        .map_err(|source| RaftError::Fatal {
+            context: "reading the initial state",
+            source: Box::new(source),
+        })?;
+    if initialized {
+        return Ok(());
     }
-    if !config.voters.contains_key(&config.node_id) {
-        return Err(RaftError::InvalidConfig {
-            reason: format!(
-                "node {} is not among the voters {:?}",
-                config.node_id, config.voters
-            ),
-        });
+    let voters: BTreeMap<u64, BasicNode> = if config.voters.is_empty() {
+        let addr = bound.map(|a| a.to_string()).unwrap_or_default();
+        BTreeMap::from([(config.node_id, BasicNode { addr })])
+    } else {
+        config
+            .voters
+            .iter()
+            .map(|(&id, addr)| (id, BasicNode { addr: addr.clone() }))
+            .collect()
+    };
+    tracing::info!(node_id = config.node_id, voters = ?voters.keys().collect::<Vec<_>>(), "initializing metadata quorum");
+    match raft.initialize(voters).await {
+        Ok(()) => Ok(()),
+        // Another voter got there first and already replicated the membership to us.
+        Err(openraft::error::RaftError::APIError(InitializeError::NotAllowed(_))) => Ok(()),
+        Err(e) => Err(RaftError::Initialize(Box::new(e))),
     }
-    Ok(config
-        .voters
-        .iter()
-        .map(|(&id, addr)| (id, BasicNode { addr: addr.clone() }))
-        .collect())
 }

@@ -1,4 +1,4 @@
-//! The raft state machine: applies committed [`Command`]s to the [`MetadataImage`],
+//! The raft state machine: applies committed [`Command`](crate::Command)s to the [`MetadataImage`],
 //! publishes each new image on a `watch`, and builds / installs / persists snapshots.
 //!
 //! Persistence follows openraft's "persistent snapshot" model: `apply` only changes memory;
@@ -240,7 +240,7 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
             let result = match entry.payload {
                 EntryPayload::Blank => Ok(()),
                 EntryPayload::Normal(cmd) => {
-                    let result = apply(image, &cmd);
+                    let result = apply(image, &cmd, entry.log_id.index);
                     if let Err(e) = &result {
                         tracing::debug!(log_id = %entry.log_id, kind = cmd.kind(), error = %e, "metadata command rejected");
                     }

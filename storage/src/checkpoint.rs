@@ -1,12 +1,18 @@
-//! The per-log-directory `log-start-offset-checkpoint` file (Kafka's
-//! `OffsetCheckpointFile`): where each partition's log starts, so that a restart does not
-//! resurrect records that retention or DeleteRecords removed.
+//! Per-log-directory offset checkpoint files (Kafka's `OffsetCheckpointFile`):
+//! - `log-start-offset-checkpoint`: where each partition's log starts, so that a restart
+//!   does not resurrect records that retention or DeleteRecords removed. Only partitions
+//!   whose log start lies above 0 are listed, and with none the file is absent.
+//! - `replication-offset-checkpoint`: each partition's high watermark. Every open log is
+//!   listed and the file is written even when empty, because its absence means "a log
+//!   directory from before replication" (see `LogManager::open`).
+//! - `recovery-point-offset-checkpoint`: each partition's recovery point (below it the
+//!   log is fsynced and opens without a scan, `log/load.rs`). Absent or malformed, every
+//!   log is recovered fully.
 //!
 //! Format (Kafka's, text): a version line `0`, a count line, then one
-//! `<topic> <partition> <offset>` line per partition. Only partitions whose log start lies
-//! above 0 are listed, and with none the file is absent. Replaced atomically: write a tmp file, fsync, rename, fsync the
-//! directory, so a crash leaves the old or the new file, never a torn one. Synchronous:
-//! call from blocking threads.
+//! `<topic> <partition> <offset>` line per partition. Replaced atomically: write a tmp
+//! file, fsync, rename, fsync the directory, so a crash leaves the old or the new file,
+//! never a torn one. Synchronous: call from blocking threads.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -16,11 +22,15 @@ use std::path::Path;
 use crate::error::{io_err, Result};
 use crate::recovery::sync_dir;
 
-/// The file's name inside each log directory.
+/// The log start offset checkpoint's name inside each log directory.
 pub const FILE_NAME: &str = "log-start-offset-checkpoint";
+/// The high watermark checkpoint's name inside each log directory.
+pub const REPLICATION_FILE_NAME: &str = "replication-offset-checkpoint";
+/// The recovery point checkpoint's name inside each log directory.
+pub const RECOVERY_POINT_FILE_NAME: &str = "recovery-point-offset-checkpoint";
 const VERSION: &str = "0";
 
-/// Log start offsets by (topic, partition).
+/// Offsets by (topic, partition).
 pub type Offsets = BTreeMap<(String, i32), i64>;
 
 /// Renders the file's text.
@@ -54,41 +64,73 @@ pub fn parse(text: &str) -> Option<Offsets> {
     (offsets.len() == count).then_some(offsets)
 }
 
+/// What `write_named` does when there is nothing to list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WhenEmpty {
+    /// Remove the file: absent and empty mean the same (log start offsets).
+    RemoveFile,
+    /// Write a file with no entries: its presence carries meaning (high watermarks).
+    WriteFile,
+}
+
 /// Reads `<log_dir>/log-start-offset-checkpoint`; a missing file is empty. A malformed
 /// file is ignored with a WARN, as Kafka does (the logs then start at their first
 /// segment, which retention only ever deletes whole).
 pub fn read(log_dir: &Path) -> Result<Offsets> {
-    let path = log_dir.join(FILE_NAME);
+    Ok(read_named(log_dir, FILE_NAME)?.unwrap_or_default())
+}
+
+/// Reads `<log_dir>/<name>`: `None` when the file does not exist; a malformed file reads
+/// as present but empty, with a WARN (callers treat a missing entry conservatively).
+pub fn read_named(log_dir: &Path, name: &str) -> Result<Option<Offsets>> {
+    let path = log_dir.join(name);
     let text = match fs::read_to_string(&path) {
         Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Offsets::new()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(io_err("read checkpoint", &path)(e)),
     };
-    Ok(parse(&text).unwrap_or_else(|| {
-        tracing::warn!(path = %path.display(), "malformed log start offset checkpoint ignored");
+    Ok(Some(parse(&text).unwrap_or_else(|| {
+        tracing::warn!(path = %path.display(), "malformed offset checkpoint ignored");
         Offsets::new()
-    }))
+    })))
 }
 
 /// Atomically replaces `<log_dir>/log-start-offset-checkpoint` with `offsets`; with no
 /// offsets the file is removed instead (absent and empty mean the same).
 pub fn write(log_dir: &Path, offsets: &Offsets) -> Result<()> {
-    let path = log_dir.join(FILE_NAME);
-    if offsets.is_empty() {
+    write_named(log_dir, FILE_NAME, offsets, WhenEmpty::RemoveFile)
+}
+
+/// Atomically replaces `<log_dir>/<name>` with `offsets`.
+pub fn write_named(
+    log_dir: &Path,
+    name: &str,
+    offsets: &Offsets,
+    when_empty: WhenEmpty,
+) -> Result<()> {
+    let path = log_dir.join(name);
+    if offsets.is_empty() && when_empty == WhenEmpty::RemoveFile {
         return match fs::remove_file(&path) {
             Ok(()) => sync_dir(log_dir),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
             Err(e) => Err(io_err("remove checkpoint", &path)(e)),
         };
     }
-    let tmp = log_dir.join(format!("{FILE_NAME}.tmp"));
+    write_atomically(log_dir, name, &render(offsets))
+}
+
+/// Replaces `<dir>/<name>` with `text`: tmp file, fsync, rename, fsync the directory, so
+/// a crash leaves the old or the new content, never a torn file.
+pub(crate) fn write_atomically(dir: &Path, name: &str, text: &str) -> Result<()> {
+    let path = dir.join(name);
+    let tmp = dir.join(format!("{name}.tmp"));
     let mut file = fs::File::create(&tmp).map_err(io_err("create checkpoint", &tmp))?;
-    file.write_all(render(offsets).as_bytes())
+    file.write_all(text.as_bytes())
         .and_then(|()| file.sync_all())
         .map_err(io_err("write checkpoint", &tmp))?;
     drop(file);
     fs::rename(&tmp, &path).map_err(io_err("rename checkpoint", &path))?;
-    sync_dir(log_dir)
+    sync_dir(dir)
 }
 
 #[cfg(test)]
@@ -127,6 +169,25 @@ mod tests {
         assert_eq!(read(dir.path()).expect("read"), Offsets::new());
         assert!(!dir.path().join(FILE_NAME).exists());
         assert!(!dir.path().join(format!("{FILE_NAME}.tmp")).exists());
+    }
+
+    #[test]
+    fn a_named_file_distinguishes_absent_from_empty() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let name = REPLICATION_FILE_NAME;
+        assert_eq!(read_named(dir.path(), name).expect("read"), None);
+        write_named(dir.path(), name, &Offsets::new(), WhenEmpty::WriteFile).expect("write");
+        assert_eq!(
+            read_named(dir.path(), name).expect("read"),
+            Some(Offsets::new())
+        );
+        write_named(dir.path(), name, &sample(), WhenEmpty::WriteFile).expect("write");
+        assert_eq!(read_named(dir.path(), name).expect("read"), Some(sample()));
+        fs::write(dir.path().join(name), "garbage").expect("write");
+        assert_eq!(
+            read_named(dir.path(), name).expect("read"),
+            Some(Offsets::new())
+        );
     }
 
     #[test]

@@ -54,6 +54,10 @@ pub enum StorageError {
         current_epoch: i16,
         received_epoch: i16,
     },
+    /// A follower append whose batch would not lie after the log's (or the previous
+    /// batch's) last offset: the replica fetched from the wrong place.
+    #[error("follower append out of order: batch base offset {got}, expected at least {expected_at_least}")]
+    NonMonotonicFollowerAppend { expected_at_least: i64, got: i64 },
     /// A batch already in the log no longer parses (the file changed under us).
     #[error("corrupt log {path} at position {position}: {reason}")]
     CorruptLog {

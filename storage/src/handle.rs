@@ -6,23 +6,52 @@
 //! append fast path: a write that only copies into the page cache (no roll, no fsync due)
 //! runs inline when the lock is free, because the hand-off to the blocking pool cost more
 //! than the write itself (profile in issue 5). Cheap getters read atomics published after
-//! every operation, and a `watch` channel carries the log end offset after each append
-//! (the broker's long-poll fetch waits on it).
+//! every operation, and a `watch` channel carries the log end offset, notified when the
+//! log end offset or the high watermark changes (consumers' long-poll fetches wait for
+//! the high watermark, followers' for the log end offset).
+//!
+//! The high watermark lives here, not in the `Log`: the broker moves it from async code
+//! (follower fetches, ISR changes) and must not take the partition lock to do so. It is
+//! kept within [log start, log end] by `set_high_watermark` and by every operation that
+//! moves those bounds (a truncation lowers it, DeleteRecords / retention raise it).
 //!
 //! Cancellation: dropping a returned future does not cancel the blocking operation; an
 //! append that has started will complete and be published.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, Ordering};
 use std::sync::Arc;
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use parking_lot::Mutex;
 use tokio::sync::watch;
 
 use crate::config::LogConfig;
 use crate::error::{Result, StorageError};
-use crate::log::{AppendInfo, Log, MinOneBatch, ReadResult, RetentionOutcome, TimestampOffset};
+use crate::log::{
+    AppendInfo, FollowerAppend, Log, MinOneBatch, ReadResult, RetentionOutcome, TimestampOffset,
+};
+
+/// `latest_epoch` when the log has no leader epoch (epochs are never negative).
+const NO_EPOCH: i32 = i32::MIN;
+
+/// What is published to the atomics after every operation.
+#[derive(Debug, Clone, Copy)]
+struct Snapshot {
+    log_start_offset: i64,
+    log_end_offset: i64,
+    latest_epoch: i32,
+}
+
+impl Snapshot {
+    fn of(log: &Log) -> Self {
+        Snapshot {
+            log_start_offset: log.log_start_offset(),
+            log_end_offset: log.log_end_offset(),
+            latest_epoch: log.latest_epoch().unwrap_or(NO_EPOCH),
+        }
+    }
+}
 
 #[derive(Debug)]
 struct Shared {
@@ -33,6 +62,10 @@ struct Shared {
     log: Mutex<Option<Log>>,
     log_end_offset: AtomicI64,
     log_start_offset: AtomicI64,
+    /// Within [log start, log end]; see the module docs.
+    high_watermark: AtomicI64,
+    /// The log's latest leader epoch, `NO_EPOCH` for none.
+    latest_epoch: AtomicI32,
     /// `cleanup.policy` contains `compact` (mirrors the log's config for the produce
     /// path, which must refuse key-less records on such topics without taking the lock).
     compacted: AtomicBool,
@@ -46,8 +79,11 @@ pub struct LogHandle {
 }
 
 impl LogHandle {
+    /// A handle whose high watermark starts at the log end offset (a new log, or one
+    /// whose owner sets it from a checkpoint next).
     pub(crate) fn new(topic: &str, partition: i32, log: Log) -> Self {
         let (appends, _) = watch::channel(log.log_end_offset());
+        let snapshot = Snapshot::of(&log);
         LogHandle {
             shared: Arc::new(Shared {
                 topic: topic.to_string(),
@@ -55,6 +91,8 @@ impl LogHandle {
                 dir: log.dir().to_path_buf(),
                 log_end_offset: AtomicI64::new(log.log_end_offset()),
                 log_start_offset: AtomicI64::new(log.log_start_offset()),
+                high_watermark: AtomicI64::new(snapshot.log_end_offset),
+                latest_epoch: AtomicI32::new(snapshot.latest_epoch),
                 compacted: AtomicBool::new(log.config().cleanup_compact),
                 log: Mutex::new(Some(log)),
                 appends,
@@ -84,12 +122,49 @@ impl LogHandle {
         self.shared.log_start_offset.load(Ordering::Acquire)
     }
 
+    /// The high watermark: offsets below it are committed (replicated to the ISR).
+    pub fn high_watermark(&self) -> i64 {
+        self.shared.high_watermark.load(Ordering::SeqCst)
+    }
+
+    /// Sets the high watermark, clamped to [log start, log end]; notifies
+    /// `subscribe_appends` receivers if it changed and returns the stored value. Atomics
+    /// only (plus the watch channel's short internal lock): callable from async code.
+    pub fn set_high_watermark(&self, high_watermark: i64) -> i64 {
+        let shared = &self.shared;
+        let mut changed = false;
+        loop {
+            let start = shared.log_start_offset.load(Ordering::SeqCst);
+            let end = shared.log_end_offset.load(Ordering::SeqCst);
+            let clamped = high_watermark.min(end).max(start);
+            changed |= shared.high_watermark.swap(clamped, Ordering::SeqCst) != clamped;
+            // A concurrent operation may have moved the bounds after we read them and
+            // clamped before our store: re-check, so a stale bound never sticks (that
+            // operation clamps after publishing its bounds, so one of us sees the other).
+            let still_start = shared.log_start_offset.load(Ordering::SeqCst) == start;
+            let still_end = shared.log_end_offset.load(Ordering::SeqCst) == end;
+            if still_start && still_end {
+                if changed {
+                    self.notify();
+                }
+                return clamped;
+            }
+        }
+    }
+
+    /// The latest leader epoch of the log (as of the last operation).
+    pub fn latest_epoch(&self) -> Option<i32> {
+        let epoch = self.shared.latest_epoch.load(Ordering::Acquire);
+        (epoch != NO_EPOCH).then_some(epoch)
+    }
+
     /// Whether the log's `cleanup.policy` contains `compact` (as last configured).
     pub fn is_compacted(&self) -> bool {
         self.shared.compacted.load(Ordering::Acquire)
     }
 
-    /// A receiver of the log end offset, updated after every append.
+    /// A receiver of the log end offset, notified when the log end offset or the high
+    /// watermark changes (read the latter with `high_watermark`).
     pub fn subscribe_appends(&self) -> watch::Receiver<i64> {
         self.shared.appends.subscribe()
     }
@@ -121,15 +196,64 @@ impl LogHandle {
         leader_epoch: i32,
         now_ms: i64,
     ) -> Option<Result<AppendInfo>> {
+        self.try_inline(|log| log.try_append_inline(records, leader_epoch, now_ms))
+    }
+
+    /// Runs `f` on this thread when the partition lock is free; `None` when it is taken or
+    /// `f` declines (`Ok(None)`: nothing done), so the caller takes the blocking pool.
+    fn try_inline<R>(&self, f: impl FnOnce(&mut Log) -> Result<Option<R>>) -> Option<Result<R>> {
         let mut guard = self.shared.log.try_lock()?;
         let log = guard.as_mut()?;
-        let result = log
-            .try_append_inline(records, leader_epoch, now_ms)
-            .transpose()?;
-        let (start, end) = (log.log_start_offset(), log.log_end_offset());
+        let result = f(log).transpose()?;
+        // Published under the lock: publishes in log order, so the bounds (and the high
+        // watermark clamped to them) never step back to an older operation's values.
+        self.publish(Snapshot::of(log));
         drop(guard);
-        self.publish(start, end);
         Some(result)
+    }
+
+    /// See [`Log::append_as_follower`]: the leader's batches, stored unchanged. Like a
+    /// leader's append, the common case (no roll, no fsync, no new epoch) is a write into
+    /// the page cache done on this thread; profiling a 3-node acks=all run showed the
+    /// blocking pool's hand-offs (two context switches per call) as the largest cost.
+    pub async fn append_as_follower(&self, records: Bytes, now_ms: i64) -> Result<FollowerAppend> {
+        if let Some(result) =
+            self.try_inline(|log| log.try_append_as_follower_inline(&records, now_ms))
+        {
+            return result;
+        }
+        self.run(move |log| log.append_as_follower(&records, now_ms))
+            .await
+    }
+
+    /// See [`Log::truncate_to`]; returns the new log end offset. The high watermark is
+    /// lowered with it if needed.
+    pub async fn truncate_to(&self, offset: i64) -> Result<i64> {
+        self.run(move |log| log.truncate_to(offset)).await
+    }
+
+    /// See [`Log::truncate_fully_and_start_at`]; the high watermark becomes `offset`.
+    pub async fn truncate_fully_and_start_at(&self, offset: i64) -> Result<()> {
+        self.run(move |log| log.truncate_fully_and_start_at(offset))
+            .await
+    }
+
+    /// See [`Log::end_offset_for_epoch`] (OffsetForLeaderEpoch, and every follower fetch's
+    /// divergence check): an in-memory lookup, done on this thread when the lock is free.
+    pub async fn end_offset_for_epoch(&self, epoch: i32) -> Result<(i32, i64)> {
+        if let Some(found) = self.shared.log.try_lock().and_then(|guard| {
+            // A read: nothing to publish, unlike `try_inline`.
+            guard.as_ref().map(|log| log.end_offset_for_epoch(epoch))
+        }) {
+            return Ok(found);
+        }
+        self.run(move |log| Ok(log.end_offset_for_epoch(epoch)))
+            .await
+    }
+
+    /// See [`Log::assign_epoch_start`]: this broker leads from `epoch` on.
+    pub async fn assign_epoch_start(&self, epoch: i32) -> Result<()> {
+        self.run(move |log| log.assign_epoch_start(epoch)).await
     }
 
     /// See [`Log::read`].
@@ -207,9 +331,8 @@ impl LogHandle {
             dir: self.shared.dir.clone(),
         })?;
         let result = f(log);
-        let (start, end) = (log.log_start_offset(), log.log_end_offset());
+        self.publish(Snapshot::of(log)); // under the lock: see `try_append_inline`
         drop(guard);
-        self.publish(start, end);
         result
     }
 
@@ -231,17 +354,41 @@ impl LogHandle {
             })?
     }
 
-    fn publish(&self, log_start_offset: i64, log_end_offset: i64) {
-        self.shared
+    /// Publishes the log's bounds and epoch, clamps the high watermark into the new
+    /// bounds (bounds first: see `set_high_watermark`), and notifies receivers if the log
+    /// end offset or the high watermark changed.
+    fn publish(&self, snapshot: Snapshot) {
+        let shared = &self.shared;
+        shared
+            .latest_epoch
+            .store(snapshot.latest_epoch, Ordering::Release);
+        shared
             .log_start_offset
-            .store(log_start_offset, Ordering::Release);
-        self.shared
+            .store(snapshot.log_start_offset, Ordering::SeqCst);
+        shared
             .log_end_offset
-            .store(log_end_offset, Ordering::Release);
-        self.shared.appends.send_if_modified(|leo| {
-            let changed = *leo != log_end_offset;
-            *leo = log_end_offset;
+            .store(snapshot.log_end_offset, Ordering::SeqCst);
+        let clamp = |hw: i64| {
+            let clamped = hw
+                .min(snapshot.log_end_offset)
+                .max(snapshot.log_start_offset);
+            (clamped != hw).then_some(clamped)
+        };
+        let hw_changed = shared
+            .high_watermark
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, clamp)
+            .is_ok();
+        let end = snapshot.log_end_offset;
+        shared.appends.send_if_modified(|leo| {
+            let changed = *leo != end || hw_changed;
+            *leo = end;
             changed
         });
+    }
+
+    /// Wakes every receiver without touching the value: only `publish` writes the log
+    /// end offset, so a racing notification never stores a stale one.
+    fn notify(&self) {
+        self.shared.appends.send_modify(|_| {});
     }
 }

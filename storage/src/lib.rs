@@ -16,6 +16,7 @@ pub mod index;
 pub mod log;
 pub mod log_manager;
 pub mod offsets;
+pub mod producer_snapshot;
 pub mod producer_state;
 mod records;
 mod recovery;
@@ -29,5 +30,8 @@ pub use cleaner::CleanOutcome;
 pub use config::LogConfig;
 pub use error::{Result, StorageError};
 pub use handle::LogHandle;
-pub use log::{AppendInfo, Log, MinOneBatch, ReadResult, RetentionOutcome, TimestampOffset};
+pub use log::{
+    AppendInfo, FollowerAppend, LeaderEpochCache, LoadStats, Log, MinOneBatch, ReadResult,
+    RetentionOutcome, TimestampOffset,
+};
 pub use log_manager::LogManager;

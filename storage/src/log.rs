@@ -1,6 +1,7 @@
 //! One partition's log (Kafka's `LocalLog` + the append/read half of `UnifiedLog`):
-//! its segments ordered by base offset, `log_start_offset`, `log_end_offset` and the
-//! idempotent producer state.
+//! its segments ordered by base offset, `log_start_offset`, `log_end_offset`, the
+//! idempotent producer state, the leader epoch cache and the recovery point. Opening
+//! is `log/load.rs`; the recovery point and producer snapshots `log/recovery_point.rs`.
 //!
 //! Invariants: segments do not overlap and only the last (active) one is written;
 //! `log_end_offset` is the offset after the last batch; an append is validated entirely
@@ -16,14 +17,22 @@ use bytes::{Bytes, BytesMut};
 use crate::config::LogConfig;
 use crate::error::{io_err, Result, StorageError};
 use crate::producer_state::ProducerStateManager;
-use crate::recovery::{scan_segment_files, sync_dir};
+use crate::recovery::sync_dir;
 use crate::segment::Segment;
 
 mod append;
 mod clean;
 mod deletion;
+pub mod epoch_cache;
+mod follower;
+mod load;
+mod recovery_point;
+mod truncate;
 
 pub use deletion::RetentionOutcome;
+pub use epoch_cache::LeaderEpochCache;
+pub use follower::FollowerAppend;
+pub use load::LoadStats;
 
 /// The result of an append.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,7 +78,15 @@ pub struct Log {
     segments: BTreeMap<i64, Segment>,
     log_start_offset: i64,
     log_end_offset: i64,
+    /// Every byte below it is fsynced (`log/recovery_point.rs`).
+    recovery_point: i64,
+    /// The newest producer snapshot file's offset.
+    snapshot_offset: Option<i64>,
+    /// What the open trusted and scanned.
+    load_stats: LoadStats,
     producers: ProducerStateManager,
+    /// Leader epoch → start offset (`log/epoch_cache.rs`), persisted by each operation.
+    epochs: LeaderEpochCache,
     unflushed_messages: u64,
     last_flush_ms: i64,
     /// Renamed `.deleted` segment files and when they may be unlinked.
@@ -79,56 +96,6 @@ pub struct Log {
 }
 
 impl Log {
-    /// Opens the log in `dir` (created if missing), recovering every segment: torn or
-    /// corrupt tails are truncated (and later segments dropped), indexes rebuilt, and the
-    /// producer state replayed from the batch headers.
-    pub fn open(dir: &Path, config: LogConfig, now_ms: i64) -> Result<Self> {
-        fs::create_dir_all(dir).map_err(io_err("create log dir", dir))?;
-        // A clean interrupted by a crash is rolled back or completed first.
-        crate::cleaner::swap::complete_interrupted_cleans(dir)?;
-        let bases = scan_segment_files(dir)?;
-        let mut producers = ProducerStateManager::new();
-        let mut segments = BTreeMap::new();
-        let mut next_offset: Option<i64> = None;
-        let mut drop_rest = false;
-        for base in bases {
-            let mut segment = Segment::open(dir, base, &config, now_ms)?;
-            if drop_rest || next_offset.is_some_and(|next| base < next) {
-                tracing::warn!(dir = %dir.display(), base_offset = base, "deleting segment after a corrupt or overlapping one");
-                segment.delete()?;
-                drop_rest = true;
-                continue;
-            }
-            let truncated = segment.recover(&config, &mut |h| producers.update(h))?;
-            drop_rest = truncated > 0;
-            next_offset = Some(segment.next_offset());
-            segments.insert(base, segment);
-        }
-        if segments.is_empty() {
-            let mut segment = Segment::open(dir, 0, &config, now_ms)?;
-            segment.recover(&config, &mut |_| {})?;
-            segments.insert(0, segment);
-            sync_dir(dir)?;
-        }
-        let log_start_offset = segments.keys().next().copied().unwrap_or_default();
-        let log_end_offset = segments
-            .values()
-            .next_back()
-            .map_or(0, Segment::next_offset);
-        Ok(Log {
-            dir: dir.to_path_buf(),
-            config,
-            segments,
-            log_start_offset,
-            log_end_offset,
-            producers,
-            unflushed_messages: 0,
-            last_flush_ms: now_ms,
-            pending_deletions: Vec::new(),
-            cleaner: crate::cleaner::CleanerState::load(dir),
-        })
-    }
-
     pub fn dir(&self) -> &Path {
         &self.dir
     }
@@ -153,6 +120,30 @@ impl Log {
         &self.producers
     }
 
+    /// The leader epoch cache (read-only; the log keeps it in step with its data).
+    pub fn leader_epoch_cache(&self) -> &LeaderEpochCache {
+        &self.epochs
+    }
+
+    /// The latest leader epoch recorded in this log.
+    pub fn latest_epoch(&self) -> Option<i32> {
+        self.epochs.latest_epoch()
+    }
+
+    /// OffsetForLeaderEpoch: see [`LeaderEpochCache::end_offset_for`], with this log end
+    /// offset.
+    pub fn end_offset_for_epoch(&self, epoch: i32) -> (i32, i64) {
+        self.epochs.end_offset_for(epoch, self.log_end_offset)
+    }
+
+    /// Records that `epoch` starts at the log end offset (Kafka's `makeLeader`: a broker
+    /// becoming leader with a new epoch, before it appends anything). An epoch not newer
+    /// than the latest one changes nothing.
+    pub fn assign_epoch_start(&mut self, epoch: i32) -> Result<()> {
+        self.epochs.assign_if_newer(epoch, self.log_end_offset);
+        self.epochs.flush()
+    }
+
     /// Replaces the topic config; it applies from the next append.
     pub fn set_config(&mut self, config: LogConfig) {
         for segment in self.segments.values_mut() {
@@ -164,13 +155,23 @@ impl Log {
     /// Closes the active segment (fsynced, as Kafka flushes on roll) and starts a new
     /// one at the log end offset.
     fn roll(&mut self, now_ms: i64) -> Result<()> {
-        self.active().flush()?;
-        let mut segment = Segment::open(&self.dir, self.log_end_offset, &self.config, now_ms)?;
+        self.roll_at(self.log_end_offset, now_ms)
+    }
+
+    /// Like `roll`, with the new segment based at `base_offset` (`>=` the log end
+    /// offset: a follower rolls at the incoming batch's base offset, as Kafka's
+    /// `LocalLog.roll(expectedNextOffset)`, so its relative offsets always fit).
+    fn roll_at(&mut self, base_offset: i64, now_ms: i64) -> Result<()> {
+        // Everything written so far becomes durable and the recovery point moves to the
+        // log end, with a producer snapshot there (Kafka snapshots on roll too).
+        self.flush_to_end()?;
+        self.snapshot_at_recovery_point()?;
+        let mut segment = Segment::open(&self.dir, base_offset, &self.config, now_ms)?;
         // Clears any stale index left by a crashed earlier attempt at this offset.
         segment.recover(&self.config, &mut |_| {})?;
         sync_dir(&self.dir)?;
-        tracing::debug!(dir = %self.dir.display(), base_offset = self.log_end_offset, "segment rolled");
-        self.segments.insert(self.log_end_offset, segment);
+        tracing::debug!(dir = %self.dir.display(), base_offset, "segment rolled");
+        self.segments.insert(base_offset, segment);
         Ok(())
     }
 
@@ -274,19 +275,22 @@ impl Log {
             .map(|(offset, timestamp)| TimestampOffset { offset, timestamp }))
     }
 
-    /// Fsyncs the active segment (older ones were fsynced when they rolled).
+    /// Fsyncs what is not yet durable (the active segment; older ones were fsynced when
+    /// they rolled, unless recovered after a crash) and moves the recovery point to the
+    /// log end offset.
     pub fn flush(&mut self, now_ms: i64) -> Result<()> {
-        self.active().flush()?;
+        self.flush_to_end()?;
         self.unflushed_messages = 0;
         self.last_flush_ms = now_ms;
         Ok(())
     }
 
     /// Flushes and closes the log. A log with nothing appended since its last flush (or
-    /// since it was opened) is closed without an fsync: on a broker with many quiet
-    /// partitions, three fsyncs each made a clean shutdown take seconds.
+    /// since it was opened with its recovery point at its end) is closed without an
+    /// fsync: on a broker with many quiet partitions, three fsyncs each made a clean
+    /// shutdown take seconds.
     pub fn close(mut self, now_ms: i64) -> Result<()> {
-        if self.unflushed_messages == 0 {
+        if self.unflushed_messages == 0 && self.recovery_point >= self.log_end_offset {
             return Ok(());
         }
         self.flush(now_ms)

@@ -6,7 +6,12 @@
 //! fewest partitions. Deletion renames the directory to `<name>.<nanos>-delete` first (so
 //! a crash mid-delete never resurrects a partial log) and `open` finishes such leftovers.
 //! Each directory's `log-start-offset-checkpoint` is applied on open and rewritten by
-//! `checkpoint_log_start_offsets` (and after a deletion).
+//! `checkpoint_log_start_offsets` (and after a deletion); likewise its
+//! `replication-offset-checkpoint` (high watermarks) and `checkpoint_high_watermarks`,
+//! which the broker calls periodically (Kafka: every 5 s) and `shutdown` calls last;
+//! and its `recovery-point-offset-checkpoint` (`checkpoint_recovery_points`, called
+//! periodically by the broker and by `shutdown` after the final flush), whose offsets let
+//! `open` skip scanning what was fsynced.
 //! Methods are synchronous and do file I/O: call them at startup or from
 //! `spawn_blocking`. The map lock is held only for map operations and creation.
 
@@ -17,12 +22,26 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use parking_lot::Mutex;
 
-use crate::checkpoint;
+use crate::checkpoint::{self, WhenEmpty, RECOVERY_POINT_FILE_NAME, REPLICATION_FILE_NAME};
 pub use crate::config::LogConfig;
 use crate::error::{io_err, Result, StorageError};
 use crate::handle::LogHandle;
 use crate::log::Log;
 use crate::recovery::sync_dir;
+
+/// A log and the recovery point to checkpoint for it.
+type RecoveryPoint = (LogHandle, i64);
+
+/// The `(log, offset)` pairs of the logs in `log_dir`, as a checkpoint's entries.
+fn offsets_in<'a>(
+    log_dir: &Path,
+    pairs: impl Iterator<Item = (&'a LogHandle, i64)>,
+) -> checkpoint::Offsets {
+    pairs
+        .filter(|(h, _)| h.dir().parent() == Some(log_dir))
+        .map(|(h, offset)| ((h.topic().to_string(), h.partition()), offset))
+        .collect()
+}
 
 /// Threads closing (fsyncing) logs at a clean shutdown.
 const SHUTDOWN_FLUSH_THREADS: usize = 8;
@@ -91,6 +110,12 @@ impl LogManager {
         for log_dir in log_dirs {
             fs::create_dir_all(log_dir).map_err(io_err("create log dir", log_dir))?;
             let log_starts = checkpoint::read(log_dir)?;
+            let high_watermarks = checkpoint::read_named(log_dir, REPLICATION_FILE_NAME)?;
+            // Missing (a crash before the first checkpoint, or a directory from before
+            // recovery points) or malformed (`read_named` warns): every log starts from
+            // recovery point 0, a full scan.
+            let recovery_points = checkpoint::read_named(log_dir, RECOVERY_POINT_FILE_NAME)?;
+            let mut warned_missing = false;
             for entry in fs::read_dir(log_dir).map_err(io_err("list log dir", log_dir))? {
                 let entry = entry.map_err(io_err("list log dir", log_dir))?;
                 let path = entry.path();
@@ -115,15 +140,36 @@ impl LogManager {
                         second: path,
                     });
                 }
-                let mut log = Log::open(&path, default_config.clone(), now)?;
+                if recovery_points.is_none() && !warned_missing {
+                    warned_missing = true;
+                    tracing::warn!(dir = %log_dir.display(), "no recovery point checkpoint; recovering every log fully");
+                }
+                let recovery_point = recovery_points
+                    .as_ref()
+                    .and_then(|points| points.get(&(topic.clone(), partition)).copied())
+                    .unwrap_or(0);
+                let mut log = Log::open_with_recovery_point(
+                    &path,
+                    default_config.clone(),
+                    now,
+                    recovery_point,
+                )?;
                 if let Some(start) = log_starts.get(&(topic.clone(), partition)) {
                     log.restore_log_start_offset(*start);
                 }
-                tracing::info!(topic = %topic, partition, log_end_offset = log.log_end_offset(), "log recovered");
-                logs.insert(
-                    (topic.clone(), partition),
-                    LogHandle::new(&topic, partition, log),
-                );
+                let stats = log.load_stats();
+                tracing::info!(topic = %topic, partition, log_end_offset = log.log_end_offset(), recovery_point, trusted_segments = stats.trusted_segments, scanned_segments = stats.scanned_segments, "log recovered");
+                let handle = LogHandle::new(&topic, partition, log);
+                // Without a checkpoint file the directory predates replication: every
+                // record was acknowledged by this single broker and consumers could read
+                // up to the log end, so the high watermark stays there (`new`'s default).
+                // With one, a partition missing from it has nothing committed beyond its
+                // log start (Kafka reads it as 0, clamped to the log start).
+                if let Some(checkpointed) = &high_watermarks {
+                    let hw = checkpointed.get(&(topic.clone(), partition)).copied();
+                    handle.set_high_watermark(hw.unwrap_or(0));
+                }
+                logs.insert((topic.clone(), partition), handle);
             }
         }
         let manager = LogManager {
@@ -135,7 +181,70 @@ impl LogManager {
         // Drops entries of logs that no longer exist, so a re-created topic of the same
         // name never inherits an old log start offset.
         manager.checkpoint_log_start_offsets()?;
+        // Written at once, so a crash before the first periodic checkpoint does not make
+        // the next start take this directory for a pre-replication one.
+        manager.checkpoint_high_watermarks()?;
+        // Drops entries of logs that no longer exist (a re-created partition must never
+        // trust an old recovery point).
+        manager.checkpoint_recovery_points()?;
         Ok(manager)
+    }
+
+    /// Writes every log directory's `recovery-point-offset-checkpoint` from the logs'
+    /// current recovery points, first snapshotting the producer state of each log whose
+    /// recovery point moved (`Log::checkpoint_recovery_point`, under its lock). Every
+    /// open log is listed; with none the file is removed. No data is fsynced here: a
+    /// point moves only when its log flushes or rolls. Blocking.
+    pub fn checkpoint_recovery_points(&self) -> Result<()> {
+        let handles = self.logs();
+        let mut points = Vec::with_capacity(handles.len());
+        for handle in &handles {
+            match handle.with_log_blocking(Log::checkpoint_recovery_point) {
+                Ok(point) => points.push((handle.clone(), point)),
+                // Deleted since `logs()`: no longer listed.
+                Err(StorageError::LogDeleted { .. }) => {}
+                // One log's disk error must not cost the others their points: this one
+                // is left out, so its next open recovers it fully.
+                Err(e) => {
+                    tracing::error!(topic = handle.topic(), partition = handle.partition(), error = %e, "recovery point checkpoint of a log failed")
+                }
+            }
+        }
+        self.write_recovery_points(&points)
+    }
+
+    /// Writes the recovery point checkpoint of every log directory from `points`.
+    fn write_recovery_points(&self, points: &[RecoveryPoint]) -> Result<()> {
+        let _writer = self.checkpoint_lock.lock();
+        for log_dir in &self.log_dirs {
+            let offsets = offsets_in(log_dir, points.iter().map(|(h, point)| (h, *point)));
+            // With no logs, absent and empty mean the same (nothing to recover).
+            checkpoint::write_named(
+                log_dir,
+                RECOVERY_POINT_FILE_NAME,
+                &offsets,
+                WhenEmpty::RemoveFile,
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Writes every log directory's `replication-offset-checkpoint` from the logs'
+    /// current high watermarks (every open log is listed; the file is written even with
+    /// none, see `open`). Blocking.
+    pub fn checkpoint_high_watermarks(&self) -> Result<()> {
+        let _writer = self.checkpoint_lock.lock();
+        let handles = self.logs();
+        for log_dir in &self.log_dirs {
+            let offsets = offsets_in(log_dir, handles.iter().map(|h| (h, h.high_watermark())));
+            checkpoint::write_named(
+                log_dir,
+                REPLICATION_FILE_NAME,
+                &offsets,
+                WhenEmpty::WriteFile,
+            )?;
+        }
+        Ok(())
     }
 
     /// Writes every log directory's `log-start-offset-checkpoint` from the logs' current
@@ -144,12 +253,8 @@ impl LogManager {
         let _writer = self.checkpoint_lock.lock();
         let handles = self.logs();
         for log_dir in &self.log_dirs {
-            let offsets: checkpoint::Offsets = handles
-                .iter()
-                .filter(|h| h.dir().parent() == Some(log_dir.as_path()))
-                .filter(|h| h.log_start_offset() > 0)
-                .map(|h| ((h.topic().to_string(), h.partition()), h.log_start_offset()))
-                .collect();
+            let started = handles.iter().filter(|h| h.log_start_offset() > 0);
+            let offsets = offsets_in(log_dir, started.map(|h| (h, h.log_start_offset())));
             checkpoint::write(log_dir, &offsets)?;
         }
         Ok(())
@@ -216,13 +321,19 @@ impl LogManager {
         sync_dir(&parent)?;
         fs::remove_dir_all(&doomed).map_err(io_err("delete log dir", &doomed))?;
         self.checkpoint_log_start_offsets()?;
+        // A re-created partition of the same name must not inherit the old high watermark.
+        self.checkpoint_high_watermarks()?;
+        // Nor the old recovery point.
+        self.checkpoint_recovery_points()?;
         tracing::info!(topic, partition, "log deleted");
         Ok(true)
     }
 
-    /// Flushes and closes every log (clean shutdown).
+    /// Flushes and closes every log (clean shutdown), then writes the recovery points
+    /// (each log's end, with a producer snapshot there), so the next start scans nothing.
     pub fn shutdown(&self) -> Result<()> {
         self.checkpoint_log_start_offsets()?;
+        self.checkpoint_high_watermarks()?;
         let handles: Vec<LogHandle> = std::mem::take(&mut *self.logs.lock())
             .into_values()
             .collect();
@@ -232,28 +343,39 @@ impl LogManager {
         let workers = SHUTDOWN_FLUSH_THREADS.min(handles.len()).max(1);
         let queue = Mutex::new(handles.into_iter());
         let next = || queue.lock().next();
-        let failures: Vec<StorageError> = std::thread::scope(|scope| {
+        let results: Vec<(Vec<RecoveryPoint>, Vec<StorageError>)> = std::thread::scope(|scope| {
             let threads: Vec<_> = (0..workers)
                 .map(|_| {
                     scope.spawn(|| {
+                        let mut closed = Vec::new();
                         let mut failed = Vec::new();
                         while let Some(handle) = next() {
+                            match handle.with_log_blocking(|log| log.flush_for_shutdown(now)) {
+                                Ok(point) => closed.push((handle.clone(), point)),
+                                Err(StorageError::LogDeleted { .. }) => continue,
+                                // Not listed: the next open recovers it fully.
+                                Err(e) => failed.push(e),
+                            }
                             if let Some(log) = handle.take_blocking() {
                                 if let Err(e) = log.close(now) {
                                     failed.push(e);
                                 }
                             }
                         }
-                        failed
+                        (closed, failed)
                     })
                 })
                 .collect();
             threads
                 .into_iter()
-                .flat_map(|t| t.join().unwrap_or_default())
+                .map(|t| t.join().unwrap_or_default())
                 .collect()
         });
-        failures.into_iter().next().map_or(Ok(()), Err)
+        let (points, failures): (Vec<_>, Vec<_>) = results.into_iter().unzip();
+        let points: Vec<RecoveryPoint> = points.into_iter().flatten().collect();
+        // Written even if some log failed: the others then restart without a scan.
+        let written = self.write_recovery_points(&points);
+        failures.into_iter().flatten().next().map_or(written, Err)
     }
 
     /// The log directory holding the fewest partitions (Kafka's placement rule).

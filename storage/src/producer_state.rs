@@ -6,7 +6,8 @@
 //! (same epoch, same first and last sequence) is acknowledged with its original offsets;
 //! an older epoch is fenced; within an epoch the first sequence must follow the last one
 //! (wrapping at `i32::MAX`); a new epoch must start at sequence 0; an unknown producer id
-//! may start anywhere. Rebuilt on recovery by replaying batch headers. Pure: no I/O.
+//! may start anywhere. Rebuilt on recovery from the latest producer snapshot
+//! (`producer_snapshot.rs`) plus the batch headers after it. Pure: no I/O.
 
 use std::collections::{HashMap, VecDeque};
 
@@ -44,7 +45,7 @@ pub enum SequenceCheck {
 }
 
 /// All producers of one partition.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ProducerStateManager {
     producers: HashMap<i64, ProducerEntry>,
 }
@@ -71,6 +72,18 @@ impl ProducerStateManager {
     /// Applies a staged copy after its append was written.
     pub fn merge(&mut self, staged: ProducerStateManager) {
         self.producers.extend(staged.producers);
+    }
+
+    /// Every tracked producer, in no particular order (for the producer snapshot file).
+    pub fn entries(&self) -> impl Iterator<Item = (i64, &ProducerEntry)> {
+        self.producers.iter().map(|(id, e)| (*id, e))
+    }
+
+    /// A state holding exactly `entries` (loaded from a producer snapshot file).
+    pub fn from_entries(entries: impl IntoIterator<Item = (i64, ProducerEntry)>) -> Self {
+        ProducerStateManager {
+            producers: entries.into_iter().collect(),
+        }
     }
 
     /// Number of producer ids tracked.

@@ -4,7 +4,8 @@
 //! Invariants: the `.log` file holds whole, CRC-valid batches with increasing offsets
 //! from `base_offset`, up to `size` bytes (bytes past `size` are a torn write and are
 //! overwritten or truncated); every batch's offsets fit in u32 relative to the base; the
-//! indexes are hints rebuilt by `recover`. Not thread-safe: the owning `Log` serialises
+//! indexes are hints rebuilt by `recover`, or, below the recovery point, checked and kept
+//! by `load_trusted` (`segment/trusted.rs`). Not thread-safe: the owning `Log` serialises
 //! access.
 
 use std::fs::{self, File, OpenOptions};
@@ -19,6 +20,8 @@ use crate::index::{time, OffsetEntry, OffsetIndex, TimeEntry, TimeIndex};
 use crate::records;
 use crate::recovery::read_valid_batch;
 pub use crate::roll::{roll_reason, IncomingAppend, RollReason, RollState};
+
+mod trusted;
 
 /// Suffix of a segment file awaiting deletion (`file.delete.delay.ms`).
 pub const DELETED_SUFFIX: &str = ".deleted";
@@ -59,6 +62,64 @@ impl IndexCursor {
         self.bytes_since_last_entry += header.size() as u64;
         let max = self.max_timestamp?;
         due.then_some(((header.last_offset(), position), max))
+    }
+}
+
+/// Index entries and scan state rebuilt from a segment's batches, in order (shared by
+/// recovery and truncation, so both produce the indexes a live append would have).
+struct Rebuild {
+    cursor: IndexCursor,
+    offsets: Vec<OffsetEntry>,
+    times: Vec<TimeEntry>,
+    max_offset_entries: usize,
+    max_time_entries: usize,
+    interval: u64,
+    first_ts: Option<i64>,
+    next_offset: i64,
+}
+
+impl Rebuild {
+    fn new(base_offset: i64, config: &LogConfig) -> Self {
+        Rebuild {
+            cursor: IndexCursor::default(),
+            offsets: Vec::new(),
+            times: Vec::new(),
+            max_offset_entries: (config.segment_index_bytes / 8).max(1) as usize,
+            max_time_entries: (config.segment_index_bytes / 12).max(1) as usize,
+            interval: config.index_interval_bytes,
+            first_ts: None,
+            next_offset: base_offset,
+        }
+    }
+
+    fn observe(
+        &mut self,
+        offset_index: &OffsetIndex,
+        time_index: &TimeIndex,
+        header: &BatchHeader,
+        position: u64,
+    ) {
+        if let Some(((offset, pos), (ts, ts_offset))) =
+            self.cursor.observe(header, position, self.interval)
+        {
+            if let Some(e) = offset_index.entry(offset, pos) {
+                let increasing = self
+                    .offsets
+                    .last()
+                    .is_none_or(|l| l.relative_offset < e.relative_offset);
+                if self.offsets.len() < self.max_offset_entries && increasing {
+                    self.offsets.push(e);
+                }
+            }
+            if let Some(e) = time_index.entry(ts, ts_offset) {
+                if self.times.len() < self.max_time_entries && time::accepts(self.times.last(), &e)
+                {
+                    self.times.push(e);
+                }
+            }
+        }
+        self.first_ts.get_or_insert(header.max_timestamp);
+        self.next_offset = header.next_offset();
     }
 }
 
@@ -175,46 +236,22 @@ impl Segment {
     ) -> Result<u64> {
         let file_size = self.size;
         let mut reader = BufReader::with_capacity(64 * 1024, &self.file);
-        let mut cursor = IndexCursor::default();
-        let mut offsets: Vec<OffsetEntry> = Vec::new();
-        let mut times: Vec<TimeEntry> = Vec::new();
-        let max_offset_entries = (config.segment_index_bytes / 8).max(1) as usize;
-        let max_time_entries = (config.segment_index_bytes / 12).max(1) as usize;
+        let mut rebuild = Rebuild::new(self.base_offset, config);
         let mut position = 0u64;
-        let mut next_offset = self.base_offset;
-        let mut first_ts = None;
         let mut buf = vec![0u8; BATCH_HEADER_LEN];
         while position < file_size {
             let Some(header) = read_valid_batch(
                 &mut reader,
                 &mut buf,
                 file_size - position,
-                next_offset,
+                rebuild.next_offset,
                 self.base_offset,
             ) else {
                 break;
             };
-            if let Some(((offset, pos), (ts, ts_offset))) =
-                cursor.observe(&header, position, config.index_interval_bytes)
-            {
-                if let Some(e) = self.offset_index.entry(offset, pos) {
-                    let increasing = offsets
-                        .last()
-                        .is_none_or(|l| l.relative_offset < e.relative_offset);
-                    if offsets.len() < max_offset_entries && increasing {
-                        offsets.push(e);
-                    }
-                }
-                if let Some(e) = self.time_index.entry(ts, ts_offset) {
-                    if times.len() < max_time_entries && time::accepts(times.last(), &e) {
-                        times.push(e);
-                    }
-                }
-            }
-            first_ts.get_or_insert(header.max_timestamp);
+            rebuild.observe(&self.offset_index, &self.time_index, &header, position);
             on_batch(&header);
             position += header.size() as u64;
-            next_offset = header.next_offset();
         }
         let truncated = file_size - position;
         if truncated > 0 {
@@ -226,13 +263,61 @@ impl Segment {
                 .sync_all()
                 .map_err(io_err("fsync segment", &self.log_path))?;
         }
-        self.offset_index.replace(offsets)?;
-        self.time_index.replace(times)?;
-        self.size = position;
-        self.cursor = cursor;
-        self.first_batch_timestamp = first_ts;
-        self.next_offset = next_offset;
+        self.install(rebuild, position)?;
         Ok(truncated)
+    }
+
+    /// Kafka's `LogSegment.truncateTo`: removes every batch from the first one whose last
+    /// offset is `>= offset` (a batch spanning `offset` goes whole), fsyncs the file, and
+    /// rebuilds the indexes from the remaining batch headers (no CRC: they were checked on
+    /// append or recovery). Returns the number of bytes removed.
+    pub fn truncate_to(&mut self, offset: i64, config: &LogConfig) -> Result<u64> {
+        let Some((cut, _)) = self.find_batch(offset)? else {
+            return Ok(0);
+        };
+        let mut rebuild = Rebuild::new(self.base_offset, config);
+        let mut position = 0u64;
+        while position < cut {
+            let Some(header) = self.header_at(position)? else {
+                break;
+            };
+            rebuild.observe(&self.offset_index, &self.time_index, &header, position);
+            position += header.size() as u64;
+        }
+        // The file first: the indexes are hints that recovery rebuilds anyway.
+        self.file
+            .set_len(cut)
+            .map_err(io_err("truncate segment", &self.log_path))?;
+        self.file
+            .sync_all()
+            .map_err(io_err("fsync segment", &self.log_path))?;
+        let removed = self.size - cut;
+        self.install(rebuild, cut)?;
+        self.offset_index.flush()?;
+        self.time_index.flush()?;
+        Ok(removed)
+    }
+
+    /// Calls `f` with every batch header, in order (positional reads of the headers
+    /// only; used to rebuild producer state after a truncation).
+    pub fn for_each_header(&self, f: &mut dyn FnMut(&BatchHeader)) -> Result<()> {
+        let mut position = 0u64;
+        while let Some(header) = self.header_at(position)? {
+            f(&header);
+            position += header.size() as u64;
+        }
+        Ok(())
+    }
+
+    /// Replaces the indexes and the scan state with a rebuild covering `size` bytes.
+    fn install(&mut self, rebuild: Rebuild, size: u64) -> Result<()> {
+        self.offset_index.replace(rebuild.offsets)?;
+        self.time_index.replace(rebuild.times)?;
+        self.size = size;
+        self.cursor = rebuild.cursor;
+        self.first_batch_timestamp = rebuild.first_ts;
+        self.next_offset = rebuild.next_offset;
+        Ok(())
     }
 
     /// Appends already validated and stamped batches (`headers` holds each batch's

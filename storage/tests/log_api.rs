@@ -259,7 +259,12 @@ async fn the_handle_appends_reads_and_notifies() {
         log.read(0, 10, 4, MinOneBatch::Yes).await,
         Err(StorageError::LogDeleted { .. })
     ));
-    assert!(common::files(dir.path()).is_empty());
+    // Only the (empty) high watermark checkpoint remains: its presence marks the
+    // directory as written by a replication-aware broker.
+    assert_eq!(
+        common::files(dir.path()),
+        vec![brook_storage::checkpoint::REPLICATION_FILE_NAME.to_string()]
+    );
     assert!(manager
         .get_or_create("bad/name", 0, small_config())
         .is_err());

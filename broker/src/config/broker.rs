@@ -47,6 +47,23 @@ pub struct BrokerConfig {
     pub listener_security_protocol_map: BTreeMap<String, String>,
     pub controller_listener_names: Vec<String>,
     pub controller_quorum_voters: Vec<QuorumVoter>,
+    /// `controller.quorum.bootstrap.servers` as `host:port` strings.
+    pub controller_quorum_bootstrap_servers: Vec<String>,
+    pub controller_quorum_election_timeout_ms: u64,
+    pub controller_quorum_fetch_timeout_ms: u64,
+    pub broker_rack: Option<String>,
+    pub broker_session_timeout_ms: u64,
+    pub broker_heartbeat_interval_ms: u64,
+    /// `replica.lag.time.max.ms`: a follower not caught up for this long leaves the ISR.
+    pub replica_lag_time_max_ms: u64,
+    /// `replica.fetch.wait.max.ms`: a follower's long-poll wait at the leader.
+    pub replica_fetch_wait_max_ms: i32,
+    /// `replica.fetch.max.bytes`: a follower fetch's bytes per partition.
+    pub replica_fetch_max_bytes: i32,
+    /// `auto.leader.rebalance.enable`: the controller moves leadership back to preferred
+    /// replicas every `leader.imbalance.check.interval.seconds`.
+    pub auto_leader_rebalance_enable: bool,
+    pub leader_imbalance_check_interval_seconds: u64,
     pub log_dirs: Vec<PathBuf>,
     pub num_partitions: i32,
     pub default_replication_factor: i16,
@@ -162,7 +179,7 @@ impl BrokerConfig {
                 "At least one log directory must be defined via log.dirs or log.dir.",
             ));
         }
-        let process_roles = split_list(g.text("process.roles"))
+        let mut process_roles: Vec<ProcessRole> = split_list(g.text("process.roles"))
             .iter()
             .map(|r| {
                 if r == "controller" {
@@ -172,6 +189,7 @@ impl BrokerConfig {
                 }
             })
             .collect();
+        process_roles.dedup();
         let mut config = BrokerConfig {
             node_id: g.int("node.id")?,
             process_roles,
@@ -181,6 +199,27 @@ impl BrokerConfig {
             controller_listener_names,
             controller_quorum_voters: parse_quorum_voters(g.text("controller.quorum.voters"))
                 .map_err(|r| g.invalid("controller.quorum.voters", r))?,
+            controller_quorum_bootstrap_servers: split_list(
+                g.text("controller.quorum.bootstrap.servers"),
+            )
+            .into_iter()
+            .filter(|s| !s.is_empty())
+            .collect(),
+            controller_quorum_election_timeout_ms: g
+                .narrow("controller.quorum.election.timeout.ms")?,
+            controller_quorum_fetch_timeout_ms: g.narrow("controller.quorum.fetch.timeout.ms")?,
+            broker_rack: g
+                .opt("broker.rack")
+                .filter(|r| !r.is_empty())
+                .map(str::to_owned),
+            broker_session_timeout_ms: g.narrow("broker.session.timeout.ms")?,
+            broker_heartbeat_interval_ms: g.narrow("broker.heartbeat.interval.ms")?,
+            replica_lag_time_max_ms: g.narrow("replica.lag.time.max.ms")?,
+            replica_fetch_wait_max_ms: g.int("replica.fetch.wait.max.ms")?,
+            replica_fetch_max_bytes: g.int("replica.fetch.max.bytes")?,
+            auto_leader_rebalance_enable: g.text("auto.leader.rebalance.enable") == "true",
+            leader_imbalance_check_interval_seconds: g
+                .narrow("leader.imbalance.check.interval.seconds")?,
             log_dirs,
             num_partitions: g.int("num.partitions")?,
             default_replication_factor: g.narrow("default.replication.factor")?,
@@ -219,6 +258,7 @@ impl BrokerConfig {
             layers: layers.clone(),
         };
         config.topic_defaults = TopicConfig::resolve(&config, &BTreeMap::new())?;
+        super::roles::check(&config)?;
         Ok(config)
     }
 }

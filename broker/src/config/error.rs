@@ -30,6 +30,9 @@ pub enum ConfigError {
     /// A required key (no default) was not set.
     #[error("Missing required configuration \"{key}\" which has no default value.")]
     Missing { key: String },
+    /// Keys that are valid alone but contradict each other (roles, voters, listeners).
+    #[error("Invalid configuration ({keys}): {reason}")]
+    Contradiction { keys: String, reason: String },
     /// A `--override` argument without `=`.
     #[error("invalid --override '{arg}': expected key=value")]
     BadOverride { arg: String },
@@ -60,6 +63,7 @@ impl ConfigError {
             | ConfigError::UnknownBrokerKey { key }
             | ConfigError::ReadOnly { key }
             | ConfigError::Missing { key } => Some(key),
+            ConfigError::Contradiction { keys, .. } => Some(keys),
             ConfigError::BadOverride { .. } | ConfigError::Io { .. } => None,
         }
     }

@@ -172,9 +172,16 @@ pub fn parse_quorum_voters(value: &str) -> Result<Vec<QuorumVoter>, String> {
         .collect()
 }
 
-/// Validator for `controller.quorum.voters`.
+/// Validator for `controller.quorum.voters`: well-formed entries, each node id once.
 pub fn check_quorum_voters(value: &str) -> Result<(), String> {
-    parse_quorum_voters(value).map(|_| ())
+    let voters = parse_quorum_voters(value)?;
+    let mut seen = std::collections::BTreeSet::new();
+    for v in &voters {
+        if !seen.insert(v.node_id) {
+            return Err(format!("node id {} appears more than once", v.node_id));
+        }
+    }
+    Ok(())
 }
 
 /// Parses `metrics.listener`: empty disables the endpoint.

@@ -17,6 +17,7 @@ mod keys_table;
 pub mod listener;
 pub mod load;
 pub mod properties;
+pub mod roles;
 pub mod topic;
 pub mod topic_config;
 pub mod value;
@@ -31,6 +32,7 @@ pub use describe::{
 };
 pub use error::ConfigError;
 pub use listener::{Listener, QuorumVoter};
+pub use roles::{ClusterMode, QuorumRole};
 pub use topic::{normalize_topic_overrides, validate_topic_overrides};
 pub use topic_config::{CleanupPolicy, CompressionType, TimestampType, TopicConfig};
 pub use value::ConfigType;

@@ -48,7 +48,7 @@ pub fn publish(broker: &Broker) {
         }
         for ((topic, partition), committed) in broker.groups.fetch_offsets(&group_id) {
             if let Some(log) = broker.replicas.existing(&topic, partition) {
-                let lag = (log.log_end_offset() - committed.offset).max(0);
+                let lag = (log.high_watermark() - committed.offset).max(0);
                 metrics::set_consumer_lag(&group_id, &topic, partition, lag);
             }
         }

@@ -1,49 +1,55 @@
-//! Producer ids for InitProducerId.
+//! Producer ids for InitProducerId, unique across the cluster and across restarts.
 //!
-//! Ids must never repeat across restarts: the log keeps producer state by id, and a new
-//! producer handed an old id would collide with its sequences. Each process start takes
-//! the block above `start_ms << 20` (Kafka's ids are positive i64s; the clock in ms
-//! needs 41 bits), so a restart after at least one millisecond never reuses an id unless
-//! one run handed out more than 2^20 ids per millisecond of the gap.
+//! As Kafka's `RPCProducerIdManager` does, each broker takes blocks of
+//! [`BLOCK_SIZE`] ids from the controller (`Command::AllocateProducerIds`, committed
+//! through the metadata quorum, so no two brokers and no two starts of one broker ever get
+//! the same block) and hands them out from memory. A block lost by a crash is simply
+//! skipped. Ids of data written before blocks existed were `start_ms << 20` (above 2^60),
+//! far beyond any block this counter reaches.
 
-use std::sync::atomic::{AtomicI64, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
+use brook_raft::Command;
 
+use crate::broker::Broker;
+use crate::error::BrokerError;
+
+/// Ids per block (Kafka's `ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE`).
+pub const BLOCK_SIZE: i64 = 1000;
+
+/// The ids left in this broker's current block: `next..end`.
+#[derive(Default)]
 pub struct ProducerIdAllocator {
-    next: AtomicI64,
+    block: tokio::sync::Mutex<(i64, i64)>,
 }
 
 impl ProducerIdAllocator {
     pub fn new() -> Self {
-        let now_ms = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_millis() as i64)
-            .unwrap_or(1);
-        ProducerIdAllocator {
-            next: AtomicI64::new(now_ms << 20),
+        Self::default()
+    }
+
+    /// The next producer id, fetching a new block through the quorum when this one is used
+    /// up. The async mutex serialises block fetches; it is held across the proposal on
+    /// purpose (one fetch at a time, others wait for its block).
+    pub async fn allocate(&self, broker: &Broker) -> Result<i64, BrokerError> {
+        let mut block = self.block.lock().await;
+        if block.0 >= block.1 {
+            broker
+                .quorum
+                .propose(Command::AllocateProducerIds {
+                    broker_id: broker.node_id,
+                    block_size: BLOCK_SIZE,
+                })
+                .await?;
+            let image = broker.image();
+            let got = image
+                .producer_id_blocks
+                .get(&broker.node_id)
+                .ok_or_else(|| {
+                    BrokerError::InvalidRequest("producer id block missing after allocation".into())
+                })?;
+            *block = (got.first, got.first + got.len);
         }
-    }
-
-    pub fn allocate(&self) -> i64 {
-        self.next.fetch_add(1, Ordering::Relaxed)
-    }
-}
-
-impl Default for ProducerIdAllocator {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ids_are_positive_and_distinct() {
-        let ids = ProducerIdAllocator::new();
-        let a = ids.allocate();
-        let b = ids.allocate();
-        assert!(a > 0 && b == a + 1);
+        let id = block.0;
+        block.0 += 1;
+        Ok(id)
     }
 }

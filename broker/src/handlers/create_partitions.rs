@@ -1,14 +1,16 @@
 //! CreatePartitions: grow a topic to `count` partitions (never shrink: Kafka answers
-//! `INVALID_PARTITIONS`), led by this broker until replica placement arrives.
+//! `INVALID_PARTITIONS`), placed over the active brokers like a new topic's (with the
+//! replication factor of partition 0), or where the request's `assignments` say.
 
 use brook_protocol::kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
 use brook_protocol::kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse};
 use brook_protocol::kafka_protocol::protocol::StrBytes;
 use brook_protocol::kafka_protocol::ResponseError;
-use brook_raft::{Command, PartitionAssignment};
+use brook_raft::Command;
 
 use crate::broker::Broker;
 use crate::error::BrokerError;
+use crate::metadata::topics;
 
 pub async fn handle(
     broker: &Broker,
@@ -34,28 +36,42 @@ pub async fn handle(
                             topic.count
                         ),
                     ))
-                } else if req.validate_only {
-                    Ok(())
                 } else {
-                    let leader = broker.node_id;
-                    let partitions = (current..topic.count)
-                        .map(|partition| PartitionAssignment {
-                            partition,
-                            replicas: vec![leader],
-                            leader,
-                        })
+                    let rf = existing
+                        .partitions
+                        .values()
+                        .next()
+                        .map_or(1, |p| p.replicas.len() as i16);
+                    let explicit: Vec<Vec<i32>> = topic
+                        .assignments
+                        .iter()
+                        .flatten()
+                        .map(|a| a.broker_ids.iter().map(|b| b.0).collect())
                         .collect();
-                    broker
-                        .quorum
-                        .propose(Command::CreatePartitions {
-                            topic_id: existing.topic_id,
-                            partitions,
-                        })
-                        .await
-                        .map_err(|e| {
-                            let e = BrokerError::from(e);
-                            (e.code(), e.to_string())
-                        })
+                    let placed = if topic.assignments.is_none() {
+                        topics::place(&image, current, topic.count - current, rf)
+                    } else if explicit.len() as i32 != topic.count - current {
+                        Err(BrokerError::InvalidReplicaAssignment(format!(
+                            "{} assignments given for {} new partitions",
+                            explicit.len(),
+                            topic.count - current
+                        )))
+                    } else {
+                        topics::check_explicit(&image, current, &explicit)
+                    };
+                    let err = |e: BrokerError| (e.code(), e.to_string());
+                    match placed {
+                        Err(e) => Err(err(e)),
+                        Ok(_) if req.validate_only => Ok(()),
+                        Ok(partitions) => broker
+                            .quorum
+                            .propose(Command::CreatePartitions {
+                                topic_id: existing.topic_id,
+                                partitions,
+                            })
+                            .await
+                            .map_err(|e| err(BrokerError::from(e))),
+                    }
                 }
             }
         };

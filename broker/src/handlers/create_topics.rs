@@ -29,24 +29,53 @@ pub async fn handle(
                 configs.insert(c.name.to_string(), value.to_string());
             }
         }
+        let mut explicit: Vec<(i32, Vec<i32>)> = topic
+            .assignments
+            .iter()
+            .map(|a| {
+                (
+                    a.partition_index,
+                    a.broker_ids.iter().map(|b| b.0).collect(),
+                )
+            })
+            .collect();
+        explicit.sort_by_key(|(p, _)| *p);
+        let numbered = explicit
+            .iter()
+            .map(|(p, _)| *p)
+            .eq(0..explicit.len() as i32);
+        let assignments: Vec<Vec<i32>> = explicit.into_iter().map(|(_, r)| r).collect();
         let new_topic = NewTopic {
             name: name.clone(),
-            partitions: if topic.num_partitions == -1 {
+            partitions: if !assignments.is_empty() {
+                assignments.len() as i32
+            } else if topic.num_partitions == -1 {
                 broker.config.num_partitions
             } else {
                 topic.num_partitions
             },
-            replication_factor: if topic.replication_factor == -1 {
+            replication_factor: if !assignments.is_empty() {
+                assignments[0].len() as i16
+            } else if topic.replication_factor == -1 {
                 broker.config.default_replication_factor
             } else {
                 topic.replication_factor
             },
             configs: configs.clone(),
+            assignments,
         };
         let (partitions, replication_factor) = (new_topic.partitions, new_topic.replication_factor);
-        let outcome = if !topic.assignments.is_empty() {
+        // Kafka: assignments exclude numPartitions/replicationFactor, and must number the
+        // partitions 0..n.
+        let outcome = if !topic.assignments.is_empty()
+            && (topic.num_partitions != -1 || topic.replication_factor != -1)
+        {
             Err(BrokerError::InvalidRequest(
-                "manual replica assignments are not supported yet".into(),
+                "Both numPartitions or replicationFactor and replicasAssignments were set. Both cannot be used at the same time.".into(),
+            ))
+        } else if !numbered {
+            Err(BrokerError::InvalidReplicaAssignment(
+                "partitions should be a consecutive 0-based integer sequence".into(),
             ))
         } else if req.validate_only {
             topics::validate(broker, &new_topic).map(|()| None)

@@ -7,9 +7,9 @@
 //! start never moves back). Whole segments below the new start are deleted (their files
 //! renamed `.deleted`, unlinked after `file.delete.delay.ms`), and the new start is
 //! persisted in the log-start-offset checkpoint before the answer, so a restart never
-//! resurrects the records. `low_watermark` is the new log start offset. Brook has a
-//! single replica, so the high watermark is the log end offset and there is nothing to
-//! wait for (`timeout_ms` is moot).
+//! resurrects the records. `low_watermark` is the new log start offset; the high watermark
+//! bounds it (followers apply the new start when their next fetch reports it); the answer
+//! does not wait for them (`timeout_ms` is moot).
 
 use brook_protocol::kafka_protocol::messages::delete_records_response::{
     DeleteRecordsPartitionResult, DeleteRecordsTopicResult,
@@ -48,6 +48,7 @@ pub async fn handle(
                     broker.node_id,
                     &name,
                     p.partition_index,
+                    None,
                 )
                 .await
             {
@@ -55,7 +56,7 @@ pub async fn handle(
                 Ok(_) if !deletes(&config, &image, &name) => Err(ResponseError::PolicyViolation),
                 Ok(log) => {
                     let before = log.log_start_offset();
-                    let high_watermark = log.log_end_offset();
+                    let high_watermark = log.high_watermark();
                     let target = if p.offset == HIGH_WATERMARK {
                         high_watermark
                     } else {

@@ -17,15 +17,18 @@ pub fn handle(
     _version: i16,
 ) -> DescribeClusterResponse {
     let image = broker.image();
+    // Fenced brokers only when asked for (v2+, KIP-1073), flagged as such.
     let brokers = image
         .brokers
         .values()
+        .filter(|b| b.is_active() || req.include_fenced_brokers)
         .map(|b| {
             DescribeClusterBroker::default()
                 .with_broker_id(BrokerId(b.broker_id))
                 .with_host(StrBytes::from_string(b.host.clone()))
                 .with_port(i32::from(b.port))
                 .with_rack(b.rack.clone().map(StrBytes::from_string))
+                .with_is_fenced(!b.is_active())
         })
         .collect();
     DescribeClusterResponse::default()

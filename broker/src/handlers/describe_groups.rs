@@ -24,6 +24,12 @@ pub fn handle(broker: &Broker, req: DescribeGroupsRequest, version: i16) -> Desc
             } else {
                 i32::MIN
             };
+            if let Err(e) = broker.groups.coordinates(&group_id) {
+                return DescribedGroup::default()
+                    .with_group_id(group_id)
+                    .with_error_code(crate::error::group_code(&e).code())
+                    .with_authorized_operations(operations);
+            }
             let Some(d) = broker.groups.describe(&group_id) else {
                 let mut g = DescribedGroup::default()
                     .with_group_id(group_id)

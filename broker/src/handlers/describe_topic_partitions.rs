@@ -75,6 +75,15 @@ pub async fn handle(
                     .with_leader_epoch(p.leader_epoch)
                     .with_replica_nodes(p.replicas.iter().copied().map(BrokerId).collect())
                     .with_isr_nodes(p.isr.iter().copied().map(BrokerId).collect())
+                    .with_offline_replicas(super::leader_hint::offline_replicas(
+                        &image,
+                        &p.replicas,
+                    ))
+                    .with_error_code(if p.has_leader() {
+                        0
+                    } else {
+                        ResponseError::LeaderNotAvailable.code()
+                    })
                     .with_eligible_leader_replicas(Some(Vec::new()))
                     .with_last_known_elr(Some(Vec::new())),
             );

@@ -8,15 +8,20 @@
 //! partition's append watch is subscribed before that partition is read, so an append
 //! landing between the read and the wait still wakes it. Incremental fetch sessions
 //! (KIP-227) are in `fetch_session`.
+//!
+//! Consumers read up to the high watermark. A follower (replica id from v15's
+//! `ReplicaState`, or `replica_id` before) reads up to the log end, its fetch offset becomes
+//! its log end offset at the leader (`replication::leader`), and a `last_fetched_epoch` that
+//! ended earlier here is answered with `diverging_epoch` so it truncates first.
 
 use std::future::Future;
 use std::task::Poll;
 use std::time::Duration;
 
 use brook_protocol::kafka_protocol::messages::fetch_response::{
-    FetchableTopicResponse, PartitionData,
+    EpochEndOffset, FetchableTopicResponse, LeaderIdAndEpoch, NodeEndpoint, PartitionData,
 };
-use brook_protocol::kafka_protocol::messages::{FetchRequest, FetchResponse, TopicName};
+use brook_protocol::kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, TopicName};
 use brook_protocol::kafka_protocol::protocol::StrBytes;
 use brook_protocol::kafka_protocol::ResponseError;
 use brook_storage::MinOneBatch;
@@ -26,6 +31,7 @@ use tokio::time::Instant;
 use crate::broker::Broker;
 use crate::error::BrokerError;
 use crate::fetch_session::{SessionLookup, SessionPartition};
+use crate::handlers::leader_hint;
 use crate::metrics;
 
 /// Longest a fetch waits for `min_bytes`, whatever the client asks.
@@ -35,10 +41,35 @@ struct Wanted {
     key: SessionPartition,
     fetch_offset: i64,
     partition_max_bytes: i32,
+    /// KIP-320's `current_leader_epoch` (-1: unchecked).
+    current_leader_epoch: i32,
+    /// A follower's epoch of its last batch (v12+; -1: none), for divergence detection.
+    last_fetched_epoch: i32,
+}
+
+/// Who fetches: a consumer (id -1) or a follower broker and the broker epoch of its
+/// registration (v15's `ReplicaState`; -1 before).
+#[derive(Debug, Clone, Copy)]
+struct Replica {
+    id: i32,
+    epoch: i64,
 }
 
 pub async fn handle(broker: &Broker, req: FetchRequest, version: i16) -> FetchResponse {
     let by_id = version >= 13;
+    // A follower names itself: `ReplicaState` (with its broker epoch) from v15,
+    // `replica_id` before.
+    let replica = if version >= 15 {
+        Replica {
+            id: req.replica_state.replica_id.0,
+            epoch: req.replica_state.replica_epoch,
+        }
+    } else {
+        Replica {
+            id: req.replica_id.0,
+            epoch: -1,
+        }
+    };
     let image = broker.image();
     let key_of = |name: &TopicName, id: &uuid::Uuid, partition: i32| {
         let topic = if by_id {
@@ -52,18 +83,18 @@ pub async fn handle(broker: &Broker, req: FetchRequest, version: i16) -> FetchRe
             partition,
         }
     };
-    let requested: Vec<(SessionPartition, i64, i32)> = req
+    let asked: Vec<Wanted> = req
         .topics
         .iter()
         .flat_map(|t| {
             t.partitions
                 .iter()
-                .map(|p| {
-                    (
-                        key_of(&t.topic, &t.topic_id, p.partition),
-                        p.fetch_offset,
-                        p.partition_max_bytes,
-                    )
+                .map(|p| Wanted {
+                    key: key_of(&t.topic, &t.topic_id, p.partition),
+                    fetch_offset: p.fetch_offset,
+                    partition_max_bytes: p.partition_max_bytes,
+                    current_leader_epoch: p.current_leader_epoch,
+                    last_fetched_epoch: p.last_fetched_epoch,
                 })
                 .collect::<Vec<_>>()
         })
@@ -96,16 +127,28 @@ pub async fn handle(broker: &Broker, req: FetchRequest, version: i16) -> FetchRe
         }
     };
     let wanted = if session_id == 0 {
-        to_wanted(requested)
+        asked
     } else {
         // A new session starts from exactly what was asked; an incremental request
-        // changes the session's set, and the whole set is fetched.
+        // changes the session's set, and the whole set is fetched. The session keeps
+        // offsets and sizes; leader epochs are checked only for the partitions this
+        // request names.
+        let epochs: std::collections::HashMap<SessionPartition, i32> = asked
+            .iter()
+            .map(|w| (w.key.clone(), w.current_leader_epoch))
+            .collect();
+        let requested = asked
+            .into_iter()
+            .map(|w| (w.key, w.fetch_offset, w.partition_max_bytes))
+            .collect();
         let forgotten: &[SessionPartition] = if incremental { &forgotten } else { &[] };
         broker
             .fetch_sessions
             .update(session_id, requested, forgotten)
             .into_iter()
             .map(|(key, s)| Wanted {
+                current_leader_epoch: epochs.get(&key).copied().unwrap_or(-1),
+                last_fetched_epoch: -1,
                 key,
                 fetch_offset: s.fetch_offset,
                 partition_max_bytes: s.partition_max_bytes,
@@ -117,12 +160,15 @@ pub async fn handle(broker: &Broker, req: FetchRequest, version: i16) -> FetchRe
     let deadline = Instant::now() + wait;
     let read_committed = req.isolation_level == 1;
     let results = loop {
-        let (results, mut appended) = read_all(broker, &wanted, req.max_bytes).await;
+        let (results, mut appended) = read_all(broker, &wanted, req.max_bytes, replica).await;
         let gathered: usize = results
             .iter()
             .map(|(_, d)| d.records.as_ref().map_or(0, |r| r.len()))
             .sum();
-        let any_error = results.iter().any(|(_, d)| d.error_code != 0);
+        // An error or a divergence is answered at once, as Kafka does.
+        let any_error = results
+            .iter()
+            .any(|(_, d)| d.error_code != 0 || d.diverging_epoch.end_offset >= 0);
         if gathered >= req.min_bytes.max(0) as usize || any_error || Instant::now() >= deadline {
             break results;
         }
@@ -131,12 +177,16 @@ pub async fn handle(broker: &Broker, req: FetchRequest, version: i16) -> FetchRe
             _ = broker.stopping.cancelled() => false,
         };
         if !woken {
-            break read_all(broker, &wanted, req.max_bytes).await.0;
+            break read_all(broker, &wanted, req.max_bytes, replica).await.0;
         }
     };
 
     let mut topics: Vec<FetchableTopicResponse> = Vec::new();
+    let mut hinted_leaders = std::collections::BTreeSet::new();
     for (key, mut data) in results {
+        if data.current_leader.leader_id.0 >= 0 {
+            hinted_leaders.insert(data.current_leader.leader_id.0);
+        }
         if read_committed {
             data.aborted_transactions = Some(Vec::new());
         }
@@ -173,20 +223,24 @@ pub async fn handle(broker: &Broker, req: FetchRequest, version: i16) -> FetchRe
             t.partitions.push(data);
         }
     }
-    FetchResponse::default()
+    let mut response = FetchResponse::default()
         .with_session_id(session_id)
-        .with_responses(topics)
-}
-
-fn to_wanted(requested: Vec<(SessionPartition, i64, i32)>) -> Vec<Wanted> {
-    requested
-        .into_iter()
-        .map(|(key, fetch_offset, partition_max_bytes)| Wanted {
-            key,
-            fetch_offset,
-            partition_max_bytes,
-        })
-        .collect()
+        .with_responses(topics);
+    if version >= 16 && !hinted_leaders.is_empty() {
+        let image = broker.image();
+        let endpoints = leader_hint::endpoints(&image, hinted_leaders)
+            .map(|b| {
+                let (id, host, port, rack) = super::leader_hint::endpoint_fields(b);
+                NodeEndpoint::default()
+                    .with_node_id(id)
+                    .with_host(host)
+                    .with_port(port)
+                    .with_rack(rack)
+            })
+            .collect();
+        response = response.with_node_endpoints(endpoints);
+    }
+    response
 }
 
 /// Completes when any of the watches changes (or its log goes away).
@@ -209,6 +263,7 @@ async fn read_all(
     broker: &Broker,
     wanted: &[Wanted],
     max_bytes: i32,
+    replica: Replica,
 ) -> (
     Vec<(SessionPartition, PartitionData)>,
     Vec<watch::Receiver<i64>>,
@@ -224,7 +279,7 @@ async fn read_all(
             .with_high_watermark(-1)
             .with_last_stable_offset(-1)
             .with_log_start_offset(-1)
-            .with_preferred_read_replica(brook_protocol::kafka_protocol::messages::BrokerId(-1));
+            .with_preferred_read_replica(BrokerId(-1));
         if w.key.topic.is_empty() {
             out.push((
                 w.key.clone(),
@@ -232,30 +287,64 @@ async fn read_all(
             ));
             continue;
         }
-        let log = match broker
-            .replicas
-            .partition(
-                || broker.effective_config(),
-                &image,
-                broker.node_id,
-                &w.key.topic,
-                w.key.partition,
-            )
-            .await
-        {
-            Ok(log) => log,
+        let log = if replica.id >= 0 {
+            follower_view(broker, &image, w, replica).await
+        } else {
+            broker
+                .replicas
+                .partition(
+                    || broker.effective_config(),
+                    &image,
+                    broker.node_id,
+                    &w.key.topic,
+                    w.key.partition,
+                    Some(w.current_leader_epoch),
+                )
+                .await
+                .map(Ok)
+        };
+        let log = match log {
+            Ok(Ok(log)) => log,
+            Ok(Err(diverging)) => {
+                let (epoch_end, high_watermark, log_start) = diverging;
+                out.push((
+                    w.key.clone(),
+                    base.with_diverging_epoch(epoch_end)
+                        .with_high_watermark(high_watermark)
+                        .with_last_stable_offset(high_watermark)
+                        .with_log_start_offset(log_start),
+                ));
+                continue;
+            }
             Err(e) => {
-                out.push((w.key.clone(), base.with_error_code(e.code().code())));
+                let mut data = base.with_error_code(e.code().code());
+                if let Some((leader, epoch)) = leader_hint::from_error(&e, broker.node_id) {
+                    data = data.with_current_leader(
+                        LeaderIdAndEpoch::default()
+                            .with_leader_id(BrokerId(leader))
+                            .with_leader_epoch(epoch),
+                    );
+                }
+                out.push((w.key.clone(), data));
                 continue;
             }
         };
+        // Subscribed before the bounds are read: a change after the read still wakes us.
         watches.push(log.subscribe_appends());
         let log_end = log.log_end_offset();
+        let high_watermark = log.high_watermark();
+        let bound = if replica.id >= 0 {
+            log_end
+        } else {
+            high_watermark
+        };
         let base = base
-            .with_high_watermark(log_end)
-            .with_last_stable_offset(log_end)
+            .with_high_watermark(high_watermark)
+            .with_last_stable_offset(high_watermark)
             .with_log_start_offset(log.log_start_offset());
-        if w.fetch_offset == log_end {
+        // Consumers read up to the high watermark, followers up to the log end; an offset
+        // between the two is valid for a consumer, just nothing to read yet.
+        if w.fetch_offset >= bound && w.fetch_offset <= log_end {
             out.push((w.key.clone(), base.with_records(Some(bytes::Bytes::new()))));
             continue;
         }
@@ -265,7 +354,7 @@ async fn read_all(
         } else {
             MinOneBatch::Yes
         };
-        match log.read(w.fetch_offset, limit, log_end, min_one).await {
+        match log.read(w.fetch_offset, limit, bound, min_one).await {
             Ok(read) => {
                 budget = budget.saturating_sub(read.records.len());
                 any_data |= !read.records.is_empty();
@@ -282,4 +371,67 @@ async fn read_all(
         }
     }
     (out, watches)
+}
+
+/// What a follower's fetch of one partition sees (the leader side of Kafka's
+/// `Partition.fetchRecords` for replicas): the leader state at the request's epoch; a
+/// `last_fetched_epoch` whose end here is before the fetch offset (or an epoch this leader
+/// does not know) answers `diverging_epoch` with nothing read and the follower state
+/// untouched; otherwise the fetch offset becomes the follower's log end offset, the high
+/// watermark may advance, and the follower reads up to the log end.
+async fn follower_view(
+    broker: &Broker,
+    image: &brook_raft::MetadataImage,
+    w: &Wanted,
+    replica: Replica,
+) -> Result<Result<brook_storage::LogHandle, (EpochEndOffset, i64, i64)>, BrokerError> {
+    let replica_id = replica.id;
+    let state = broker
+        .replicas
+        .leader(
+            || broker.effective_config(),
+            image,
+            broker.node_id,
+            &w.key.topic,
+            w.key.partition,
+            Some(w.current_leader_epoch),
+        )
+        .await?;
+    let log = state.log.clone();
+    if w.last_fetched_epoch >= 0 {
+        let (epoch, end) = log.end_offset_for_epoch(w.last_fetched_epoch).await?;
+        if end < w.fetch_offset || epoch < w.last_fetched_epoch {
+            let diverging = EpochEndOffset::default()
+                .with_epoch(epoch)
+                .with_end_offset(end);
+            return Ok(Err((
+                diverging,
+                log.high_watermark(),
+                log.log_start_offset(),
+            )));
+        }
+    }
+    let now_ms = brook_storage::log_manager::now_ms();
+    if !state.record_fetch(
+        replica_id,
+        replica.epoch,
+        w.fetch_offset,
+        log.log_end_offset(),
+        now_ms,
+    ) {
+        return Err(BrokerError::NotLeaderOrFollower {
+            topic: w.key.topic.clone(),
+            partition: w.key.partition,
+            leader: broker.node_id,
+            leader_epoch: state.leader_epoch,
+        });
+    }
+    if let Some(part) = image.partition(&w.key.topic, w.key.partition) {
+        let before = log.high_watermark();
+        state.maybe_advance_high_watermark(part, broker.node_id);
+        if !part.isr.contains(&replica_id) || log.high_watermark() != before {
+            broker.replicas.wake_isr_task();
+        }
+    }
+    Ok(Ok(log))
 }

@@ -14,7 +14,7 @@ use brook_protocol::kafka_protocol::ResponseError;
 use tracing::warn;
 
 use crate::broker::Broker;
-use crate::coordinator::group::records::{partition_for, OFFSETS_TOPIC};
+use crate::coordinator::group::records::group_partition;
 use crate::metadata::offsets_topic;
 
 const GROUP_KEY: i8 = 0;
@@ -93,20 +93,15 @@ fn find(broker: &Broker, key_type: i8, key: &str) -> (Option<ResponseError>, Opt
         _ => return (Some(ResponseError::InvalidRequest), None),
     }
     let image = broker.image();
-    let leader = image.topic(OFFSETS_TOPIC).and_then(|topic| {
-        let partitions = i32::try_from(topic.partitions.len()).ok()?;
-        let partition = topic.partitions.get(&partition_for(key, partitions))?;
-        Some(partition.leader)
-    });
-    let Some(leader) = leader else {
+    let Some(leader) = group_partition(&image, key).map(|p| p.leader) else {
         return (Some(ResponseError::CoordinatorNotAvailable), None);
     };
-    match image.broker(leader) {
+    match image.broker(leader).filter(|b| b.is_active()) {
         Some(reg) => (
             None,
             Some((reg.broker_id, reg.host.clone(), i32::from(reg.port))),
         ),
-        // Not registered yet (start-up): clients retry on this code.
+        // No leader, or its broker is fenced: clients retry on this code.
         None => (Some(ResponseError::CoordinatorNotAvailable), None),
     }
 }

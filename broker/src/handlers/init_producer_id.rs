@@ -10,7 +10,7 @@ use brook_protocol::kafka_protocol::ResponseError;
 
 use crate::broker::Broker;
 
-pub fn handle(
+pub async fn handle(
     broker: &Broker,
     req: InitProducerIdRequest,
     _version: i16,
@@ -27,7 +27,13 @@ pub fn handle(
             .with_producer_id(req.producer_id)
             .with_producer_epoch(req.producer_epoch + 1);
     }
-    InitProducerIdResponse::default()
-        .with_producer_id(ProducerId(broker.producer_ids.allocate()))
-        .with_producer_epoch(0)
+    match broker.producer_ids.allocate(broker).await {
+        Ok(id) => InitProducerIdResponse::default()
+            .with_producer_id(ProducerId(id))
+            .with_producer_epoch(0),
+        Err(e) => InitProducerIdResponse::default()
+            .with_error_code(e.code().code())
+            .with_producer_id(ProducerId(-1))
+            .with_producer_epoch(-1),
+    }
 }

@@ -19,6 +19,7 @@ const EARLIEST_LOCAL: i64 = -4;
 
 pub async fn handle(broker: &Broker, req: ListOffsetsRequest, version: i16) -> ListOffsetsResponse {
     let image = broker.image();
+    let from_replica = req.replica_id.0 >= 0;
     let mut topics = Vec::with_capacity(req.topics.len());
     for topic in req.topics {
         let name = topic.name.to_string();
@@ -42,21 +43,34 @@ pub async fn handle(broker: &Broker, req: ListOffsetsRequest, version: i16) -> L
                     broker.node_id,
                     &name,
                     p.partition_index,
+                    // KIP-320: a client with an older (or newer) leader epoch must refresh.
+                    Some(p.current_leader_epoch),
                 )
                 .await
             {
                 Err(e) => Err(e.code()),
                 Ok(log) => match p.timestamp {
-                    LATEST => Ok((log.log_end_offset(), -1)),
+                    // Consumers see up to the high watermark; a follower (replica id >= 0)
+                    // asks for the log end (Kafka's `fetchOffsetForTimestamp`).
+                    LATEST if from_replica => Ok((log.log_end_offset(), -1)),
+                    LATEST => Ok((log.high_watermark(), -1)),
                     EARLIEST | EARLIEST_LOCAL => Ok((log.log_start_offset(), -1)),
                     MAX_TIMESTAMP => match log.max_timestamp_offset().await {
-                        Ok(Some(found)) => exact(&log, found, Target::MaxTimestamp).await,
+                        Ok(Some(found)) => visible(
+                            &log,
+                            from_replica,
+                            exact(&log, found, Target::MaxTimestamp).await,
+                        ),
                         Ok(None) => Ok((-1, -1)),
                         Err(e) => Err(BrokerError::from(e).code()),
                     },
                     ts if ts < 0 => Err(ResponseError::InvalidRequest),
                     ts => match log.offset_for_timestamp(ts).await {
-                        Ok(Some(found)) => exact(&log, found, Target::AtOrAfter(ts)).await,
+                        Ok(Some(found)) => visible(
+                            &log,
+                            from_replica,
+                            exact(&log, found, Target::AtOrAfter(ts)).await,
+                        ),
                         Ok(None) => Ok((-1, -1)),
                         Err(e) => Err(BrokerError::from(e).code()),
                     },
@@ -88,4 +102,17 @@ async fn exact(
         .await
         .map(|r| (r.offset, r.timestamp))
         .map_err(|e| e.code())
+}
+
+/// A timestamp lookup's answer as a consumer may see it: a record at or past the high
+/// watermark is not there yet (-1, -1).
+fn visible(
+    log: &brook_storage::LogHandle,
+    from_replica: bool,
+    found: Result<(i64, i64), ResponseError>,
+) -> Result<(i64, i64), ResponseError> {
+    match found {
+        Ok((offset, _)) if !from_replica && offset >= log.high_watermark() => Ok((-1, -1)),
+        other => other,
+    }
 }

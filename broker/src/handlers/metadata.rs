@@ -28,7 +28,11 @@ pub async fn handle(broker: &Broker, req: MetadataRequest, version: i16) -> Meta
         Some(list) => version == 0 && list.is_empty(),
     };
     let topics: Vec<MetadataResponseTopic> = match req.topics {
-        _ if all_topics => image.topics.values().map(topic_entry).collect(),
+        _ if all_topics => image
+            .topics
+            .values()
+            .map(|t| topic_entry(&image, t))
+            .collect(),
         None => Vec::new(),
         Some(requested) => {
             let mut entries = Vec::with_capacity(requested.len());
@@ -64,7 +68,7 @@ pub async fn handle(broker: &Broker, req: MetadataRequest, version: i16) -> Meta
                     }
                 }
                 match image.topic(&name) {
-                    Some(topic) => entries.push(topic_entry(topic)),
+                    Some(topic) => entries.push(topic_entry(&image, topic)),
                     None if topics::validate_name(&name).is_err() => {
                         entries.push(error_topic(&name, ResponseError::InvalidTopicException))
                     }
@@ -102,19 +106,22 @@ pub async fn handle(broker: &Broker, req: MetadataRequest, version: i16) -> Meta
         .with_topics(topics)
 }
 
-/// The controller as clients see it: the metadata quorum's leader.
+/// The controller as clients see it: the metadata quorum's leader when it is an active
+/// broker (clients can reach it), else this broker, which forwards what needs the leader.
 pub fn controller_id(broker: &Broker) -> i32 {
+    let image = broker.image();
     broker
         .quorum
         .leader()
         .and_then(|id| i32::try_from(id).ok())
+        .filter(|&id| image.is_active(id))
         .unwrap_or(broker.node_id)
 }
 
+/// Only active brokers: a fenced or stopping broker leaves Metadata (KRaft does the same).
 fn brokers(image: &MetadataImage) -> Vec<MetadataResponseBroker> {
     image
-        .brokers
-        .values()
+        .active_brokers()
         .map(|b| {
             MetadataResponseBroker::default()
                 .with_node_id(BrokerId(b.broker_id))
@@ -131,17 +138,26 @@ fn error_topic(name: &str, error: ResponseError) -> MetadataResponseTopic {
         .with_error_code(error.code())
 }
 
-fn topic_entry(topic: &TopicImage) -> MetadataResponseTopic {
+/// A topic's partitions; a leaderless partition carries LEADER_NOT_AVAILABLE and leader -1,
+/// and replicas on inactive brokers are listed as offline (v5+).
+fn topic_entry(image: &MetadataImage, topic: &TopicImage) -> MetadataResponseTopic {
     let partitions = topic
         .partitions
         .values()
         .map(|p| {
+            let error = if p.has_leader() {
+                0
+            } else {
+                ResponseError::LeaderNotAvailable.code()
+            };
             MetadataResponsePartition::default()
+                .with_error_code(error)
                 .with_partition_index(p.partition)
                 .with_leader_id(BrokerId(p.leader))
                 .with_leader_epoch(p.leader_epoch)
                 .with_replica_nodes(p.replicas.iter().copied().map(BrokerId).collect())
                 .with_isr_nodes(p.isr.iter().copied().map(BrokerId).collect())
+                .with_offline_replicas(super::leader_hint::offline_replicas(image, &p.replicas))
         })
         .collect();
     MetadataResponseTopic::default()

@@ -18,13 +18,16 @@ pub mod delete_topics;
 pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_groups;
+pub mod describe_quorum;
 pub mod describe_topic_partitions;
+pub mod elect_leaders;
 pub mod fetch;
 pub mod find_coordinator;
 pub mod heartbeat;
 pub mod incremental_alter_configs;
 pub mod init_producer_id;
 pub mod join_group;
+pub mod leader_hint;
 pub mod leave_group;
 pub mod list_groups;
 pub mod list_offsets;
@@ -32,6 +35,7 @@ pub mod metadata;
 pub mod offset_commit;
 pub mod offset_delete;
 pub mod offset_fetch;
+pub mod offset_for_leader_epoch;
 pub mod produce;
 pub mod sync_group;
 
@@ -46,13 +50,16 @@ pub const HANDLERS: &[ApiKey] = &[
     ApiKey::CreateTopics,
     ApiKey::DeleteTopics,
     ApiKey::DeleteRecords,
+    ApiKey::OffsetForLeaderEpoch,
     ApiKey::InitProducerId,
     ApiKey::DescribeConfigs,
     ApiKey::AlterConfigs,
     ApiKey::CreatePartitions,
     ApiKey::IncrementalAlterConfigs,
     ApiKey::DescribeCluster,
+    ApiKey::DescribeQuorum,
     ApiKey::DescribeTopicPartitions,
+    ApiKey::ElectLeaders,
     ApiKey::FindCoordinator,
     ApiKey::JoinGroup,
     ApiKey::SyncGroup,
@@ -103,11 +110,14 @@ pub async fn handle(
         RequestKind::DeleteRecords(req) => {
             ResponseKind::DeleteRecords(delete_records::handle(broker, req, v).await)
         }
+        RequestKind::OffsetForLeaderEpoch(req) => ResponseKind::OffsetForLeaderEpoch(
+            offset_for_leader_epoch::handle(broker, req, v).await,
+        ),
         RequestKind::CreatePartitions(req) => {
             ResponseKind::CreatePartitions(create_partitions::handle(broker, req, v).await)
         }
         RequestKind::InitProducerId(req) => {
-            ResponseKind::InitProducerId(init_producer_id::handle(broker, req, v))
+            ResponseKind::InitProducerId(init_producer_id::handle(broker, req, v).await)
         }
         RequestKind::DescribeConfigs(req) => {
             ResponseKind::DescribeConfigs(describe_configs::handle(broker, req, v))
@@ -121,9 +131,15 @@ pub async fn handle(
         RequestKind::DescribeCluster(req) => {
             ResponseKind::DescribeCluster(describe_cluster::handle(broker, req, v))
         }
+        RequestKind::DescribeQuorum(req) => {
+            ResponseKind::DescribeQuorum(describe_quorum::handle(broker, req, v))
+        }
         RequestKind::DescribeTopicPartitions(req) => ResponseKind::DescribeTopicPartitions(
             describe_topic_partitions::handle(broker, req, v).await,
         ),
+        RequestKind::ElectLeaders(req) => {
+            ResponseKind::ElectLeaders(elect_leaders::handle(broker, req, v).await)
+        }
         RequestKind::FindCoordinator(req) => {
             ResponseKind::FindCoordinator(find_coordinator::handle(broker, req, v).await)
         }

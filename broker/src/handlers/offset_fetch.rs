@@ -16,6 +16,7 @@ use brook_protocol::kafka_protocol::protocol::StrBytes;
 use brook_storage::offsets::CommittedOffset;
 
 use crate::broker::Broker;
+use crate::error::group_code;
 
 /// (topic → partition → committed offset, if any) for one group.
 type Answer = BTreeMap<String, BTreeMap<i32, Option<CommittedOffset>>>;
@@ -28,6 +29,9 @@ pub fn handle(broker: &Broker, req: OffsetFetchRequest, version: i16) -> OffsetF
                 .map(|t| (t.name.to_string(), t.partition_indexes.clone()))
                 .collect::<Vec<_>>()
         });
+        if let Err(e) = broker.groups.coordinates(&req.group_id) {
+            return OffsetFetchResponse::default().with_error_code(group_code(&e).code());
+        }
         let answer = answer(broker, &req.group_id, wanted);
         let topics = answer
             .into_iter()
@@ -61,6 +65,11 @@ pub fn handle(broker: &Broker, req: OffsetFetchRequest, version: i16) -> OffsetF
                     .map(|t| (t.name.to_string(), t.partition_indexes.clone()))
                     .collect::<Vec<_>>()
             });
+            if let Err(e) = broker.groups.coordinates(&g.group_id) {
+                return OffsetFetchResponseGroup::default()
+                    .with_group_id(g.group_id.clone())
+                    .with_error_code(group_code(&e).code());
+            }
             let topics = answer(broker, &g.group_id, wanted)
                 .into_iter()
                 .map(|(topic, partitions)| {

@@ -1,17 +1,28 @@
 //! Produce: each partition's record batches go to its log as bytes — storage validates
 //! the batch headers and CRCs, checks idempotent sequences, stamps offsets and writes;
 //! no record is decoded here, except on compacted topics, whose records must all have a
-//! key (`partition::compacted_keys`, INVALID_RECORD). On a single broker the high
-//! watermark is the log end, so acks=1 and acks=all complete when the append does; acks=0
-//! sends no response.
+//! key (`partition::compacted_keys`, INVALID_RECORD). Only the partition's leader appends;
+//! elsewhere the answer is NOT_LEADER_OR_FOLLOWER with the leader's id, epoch and endpoint
+//! (KIP-951, v10+). acks=0 sends no response; acks=1 answers after the leader's append;
+//! acks=all is refused with NOT_ENOUGH_REPLICAS (nothing written) while the ISR is smaller
+//! than `min.insync.replicas`, else answered once the high watermark covers every
+//! partition's append (`replication::acks`): every partition of the request is appended
+//! first, then the waits run, so a request's latency is its slowest partition's, not the
+//! sum.
+
+use std::collections::BTreeSet;
 
 use brook_protocol::kafka_protocol::messages::produce_response::{
-    PartitionProduceResponse, TopicProduceResponse,
+    LeaderIdAndEpoch, NodeEndpoint, PartitionProduceResponse, TopicProduceResponse,
 };
-use brook_protocol::kafka_protocol::messages::{ProduceRequest, ProduceResponse, TopicName};
+use brook_protocol::kafka_protocol::messages::{
+    BrokerId, ProduceRequest, ProduceResponse, TopicName,
+};
 use brook_protocol::kafka_protocol::ResponseError;
 use bytes::BytesMut;
 use tracing::debug;
+
+use std::sync::Arc;
 
 use crate::broker::Broker;
 use crate::coordinator::group::records::OFFSETS_TOPIC;
@@ -19,14 +30,14 @@ use crate::error::BrokerError;
 use crate::metadata::topics;
 use crate::metrics;
 use crate::partition::compacted_keys::{reject_keyless, KeylessRecords};
+use crate::replication::acks::{self, NotReplicated};
+use crate::replication::leader::LeaderPartition;
 
-pub async fn handle(
-    broker: &Broker,
-    req: ProduceRequest,
-    _version: i16,
-) -> Option<ProduceResponse> {
+pub async fn handle(broker: &Broker, req: ProduceRequest, version: i16) -> Option<ProduceResponse> {
     let acks = req.acks;
-    let mut responses = Vec::with_capacity(req.topic_data.len());
+    let timeout = std::time::Duration::from_millis(req.timeout_ms.max(0) as u64);
+    // Phase one appends every partition; phase two waits for the acks=all ones.
+    let mut appended = Vec::new();
     for topic in req.topic_data {
         let name = resolve_name(broker, &topic.name, &topic.topic_id).await;
         let mut partitions = Vec::with_capacity(topic.partition_data.len());
@@ -48,27 +59,82 @@ pub async fn handle(
                     Some(name) if name == OFFSETS_TOPIC => {
                         Err(ResponseError::InvalidTopicException.into())
                     }
-                    Some(name) => append(broker, name, data.index, data.records).await,
+                    Some(name) => append(broker, name, data.index, data.records, acks).await,
                     None => Err(ResponseError::UnknownTopicOrPartition.into()),
                 }
             };
-            partitions.push(match result {
+            partitions.push((response, result));
+        }
+        appended.push((topic.name, topic.topic_id, partitions));
+    }
+    let mut responses = Vec::with_capacity(appended.len());
+    let mut hinted_leaders = BTreeSet::new();
+    for (name, topic_id, partitions) in appended {
+        let mut answered = Vec::with_capacity(partitions.len());
+        for (response, result) in partitions {
+            let result = match result {
+                Ok((ok, Some(state))) if acks == -1 => acks::wait_for_high_watermark(
+                    broker.quorum.subscribe(),
+                    &state,
+                    broker.node_id,
+                    ok.last_offset + 1,
+                    timeout,
+                    &broker.stopping,
+                )
+                .await
+                .map(|()| ok)
+                .map_err(Refused::from),
+                Ok((ok, _)) => Ok(ok),
+                Err(e) => Err(e),
+            };
+            answered.push(match result {
                 Ok(ok) => response
                     .with_base_offset(ok.base_offset)
                     .with_log_append_time_ms(ok.log_append_time.unwrap_or(-1))
                     .with_log_start_offset(ok.log_start_offset),
                 Err(Refused::Code(code)) => response.with_error_code(code.code()),
+                Err(Refused::Moved {
+                    leader,
+                    leader_epoch,
+                }) => {
+                    hinted_leaders.insert(leader);
+                    response
+                        .with_error_code(ResponseError::NotLeaderOrFollower.code())
+                        .with_current_leader(
+                            LeaderIdAndEpoch::default()
+                                .with_leader_id(BrokerId(leader))
+                                .with_leader_epoch(leader_epoch),
+                        )
+                }
                 Err(Refused::Keyless(keyless)) => keyless.response(response),
             });
         }
         responses.push(
             TopicProduceResponse::default()
-                .with_name(topic.name)
-                .with_topic_id(topic.topic_id)
-                .with_partition_responses(partitions),
+                .with_name(name)
+                .with_topic_id(topic_id)
+                .with_partition_responses(answered),
         );
     }
-    (acks != 0).then(|| ProduceResponse::default().with_responses(responses))
+    if acks == 0 {
+        return None;
+    }
+    let mut response = ProduceResponse::default().with_responses(responses);
+    if version >= 10 && !hinted_leaders.is_empty() {
+        let image = broker.image();
+        let endpoints = super::leader_hint::endpoints(&image, hinted_leaders)
+            .map(|b| {
+                let (id, host, port, rack) = super::leader_hint::endpoint_fields(b);
+                NodeEndpoint::default()
+                    .with_node_id(id)
+                    .with_host(host)
+                    .with_port(port)
+                    .with_rack(rack)
+            })
+            .collect();
+        response = response.with_node_endpoints(endpoints);
+    }
+    Some(response)
 }
 
 /// The topic a produce names (v13+ by id), auto-creating a named topic when allowed.
@@ -90,6 +156,11 @@ async fn resolve_name(broker: &Broker, name: &TopicName, topic_id: &uuid::Uuid) 
 /// Why a partition's records were not appended.
 enum Refused {
     Code(ResponseError),
+    /// Led elsewhere (or nowhere yet: leader -1).
+    Moved {
+        leader: i32,
+        leader_epoch: i32,
+    },
     /// A compacted topic's batch holds key-less records (INVALID_RECORD with details).
     Keyless(KeylessRecords),
 }
@@ -100,31 +171,63 @@ impl From<ResponseError> for Refused {
     }
 }
 
+impl From<NotReplicated> for Refused {
+    fn from(e: NotReplicated) -> Self {
+        match e {
+            NotReplicated::Moved {
+                leader,
+                leader_epoch,
+            } => Refused::Moved {
+                leader,
+                leader_epoch,
+            },
+            e => Refused::Code(e.code()),
+        }
+    }
+}
+
+/// Appends as leader; returns what was appended and, for a new append, the leader state
+/// whose high watermark an acks=all answer waits for.
 async fn append(
     broker: &Broker,
     topic: &str,
     partition: i32,
     records: Option<bytes::Bytes>,
-) -> Result<brook_storage::AppendInfo, Refused> {
+    acks: i16,
+) -> Result<(brook_storage::AppendInfo, Option<Arc<LeaderPartition>>), Refused> {
     let Some(records) = records.filter(|r| !r.is_empty()) else {
         return Err(ResponseError::CorruptMessage.into());
     };
     let image = broker.image();
-    let leader_epoch = image
-        .partition(topic, partition)
-        .map(|p| p.leader_epoch)
-        .unwrap_or(0);
-    let log = broker
+    let state = broker
         .replicas
-        .partition(
+        .leader(
             || broker.effective_config(),
             &image,
             broker.node_id,
             topic,
             partition,
+            None,
         )
         .await
-        .map_err(|e| e.code())?;
+        .map_err(|e| match e {
+            BrokerError::NotLeaderOrFollower {
+                leader,
+                leader_epoch,
+                ..
+            } => Refused::Moved {
+                leader,
+                leader_epoch,
+            },
+            e => Refused::Code(e.code()),
+        })?;
+    let leader_epoch = state.leader_epoch;
+    let log = state.log.clone();
+    let part = image.partition(topic, partition);
+    if acks == -1 && part.is_some_and(|p| p.isr.len() < state.effective_min_isr(p)) {
+        // Kafka refuses before writing, so a retry cannot duplicate the records.
+        return Err(ResponseError::NotEnoughReplicas.into());
+    }
     if log.is_compacted() {
         reject_keyless(topic, partition, &records)
             .await
@@ -146,5 +249,8 @@ async fn append(
         );
     }
     metrics::set_log_end_offset(topic, partition, log.log_end_offset());
-    Ok(info)
+    if let Some(part) = part {
+        state.maybe_advance_high_watermark(part, broker.node_id);
+    }
+    Ok((info, Some(state)))
 }

@@ -10,6 +10,30 @@ use uuid::Uuid;
 
 const FILE: &str = "meta.properties";
 
+/// The cluster id stored in `dir`, if the directory was formatted before; refuses a
+/// directory formatted for another node id.
+pub fn read_cluster_id(dir: &Path, node_id: i32) -> anyhow::Result<Option<String>> {
+    let path = dir.join(FILE);
+    let Ok(text) = fs::read_to_string(&path) else {
+        return Ok(None);
+    };
+    let value = |key: &str| {
+        text.lines()
+            .filter_map(|l| l.split_once('='))
+            .find(|(k, _)| k.trim() == key)
+            .map(|(_, v)| v.trim().to_string())
+    };
+    if let Some(stored) = value("node.id") {
+        if stored != node_id.to_string() {
+            bail!(
+                "{} belongs to node.id {stored}, not {node_id}",
+                path.display()
+            );
+        }
+    }
+    Ok(value("cluster.id"))
+}
+
 /// Reads the cluster id, or creates the file with a new one (or `wanted`).
 pub fn load_or_create(dir: &Path, node_id: i32, wanted: Option<String>) -> anyhow::Result<String> {
     fs::create_dir_all(dir).with_context(|| format!("creating log dir {}", dir.display()))?;

@@ -3,7 +3,9 @@
 //! topic by name), with `offsets.topic.num.partitions` partitions and the configs of
 //! Kafka's `GroupCoordinator.groupMetadataTopicConfigs`: `cleanup.policy=compact`,
 //! `segment.bytes=offsets.topic.segment.bytes`, `compression.type=producer`.
-//! `offsets.topic.replication.factor` is capped at the registered brokers (one node: 1).
+//! `offsets.topic.replication.factor` (default 3) is capped at the active brokers (one
+//! node: 1); its partitions are placed over the brokers like any topic's, so the groups'
+//! coordinators spread over the cluster.
 
 use std::collections::BTreeMap;
 
@@ -20,7 +22,7 @@ pub async fn ensure(broker: &Broker) -> Result<(), BrokerError> {
         return Ok(());
     }
     let config = &broker.config;
-    let brokers = i16::try_from(broker.image().brokers.len().max(1)).unwrap_or(i16::MAX);
+    let brokers = i16::try_from(broker.image().active_brokers().count().max(1)).unwrap_or(i16::MAX);
     let configs = BTreeMap::from([
         ("cleanup.policy".to_string(), "compact".to_string()),
         (
@@ -36,6 +38,7 @@ pub async fn ensure(broker: &Broker) -> Result<(), BrokerError> {
             partitions: config.offsets_topic_num_partitions,
             replication_factor: config.offsets_topic_replication_factor.min(brokers),
             configs,
+            assignments: Vec::new(),
         },
     )
     .await;

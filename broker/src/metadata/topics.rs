@@ -1,13 +1,15 @@
 //! Topic creation shared by CreateTopics and auto-creation: name validation as Kafka
-//! does it, partition assignment (this single broker leads every partition for now;
-//! replicas come with the cluster work), config validation, then a proposal to the
-//! metadata quorum.
+//! does it, replica placement over the active brokers (`cluster::placement`, or the
+//! request's explicit assignments), config validation, then a proposal to the metadata
+//! quorum (forwarded to its leader from any node).
 
 use std::collections::BTreeMap;
 
 use base64::Engine;
-use brook_raft::{Command, PartitionAssignment};
+use brook_raft::{Command, MetadataImage, PartitionAssignment};
 use uuid::Uuid;
+
+use crate::cluster::placement::{self, Candidate};
 
 use crate::broker::Broker;
 use crate::config::validate_topic_overrides;
@@ -48,6 +50,78 @@ pub struct NewTopic {
     pub partitions: i32,
     pub replication_factor: i16,
     pub configs: BTreeMap<String, String>,
+    /// Explicit replica lists, partition 0 first (CreateTopics `assignments`); empty:
+    /// placed by Brook.
+    pub assignments: Vec<Vec<i32>>,
+}
+
+/// Places `count` new partitions starting at `first` with `replication_factor` replicas
+/// each over the active brokers; INVALID_REPLICATION_FACTOR when there are too few.
+pub fn place(
+    image: &MetadataImage,
+    first: i32,
+    count: i32,
+    replication_factor: i16,
+) -> Result<Vec<PartitionAssignment>, BrokerError> {
+    let brokers: Vec<Candidate> = image
+        .active_brokers()
+        .map(|b| Candidate {
+            broker_id: b.broker_id,
+            rack: b.rack.clone(),
+        })
+        .collect();
+    let random = Uuid::new_v4().as_u64_pair().0;
+    let placed =
+        placement::place(&brokers, first, count, replication_factor, random).map_err(|e| {
+            BrokerError::InvalidReplicationFactor {
+                requested: e.requested,
+                brokers: e.available,
+            }
+        })?;
+    Ok(assignments_from(first, placed))
+}
+
+/// Checks explicit replica lists: non-empty, distinct, registered brokers, one size.
+pub fn check_explicit(
+    image: &MetadataImage,
+    first: i32,
+    lists: &[Vec<i32>],
+) -> Result<Vec<PartitionAssignment>, BrokerError> {
+    let size = lists.first().map_or(0, Vec::len);
+    for (i, replicas) in lists.iter().enumerate() {
+        let bad = |why: &str| {
+            BrokerError::InvalidReplicaAssignment(format!(
+                "partition {}: {why} ({replicas:?})",
+                i64::from(first) + i as i64
+            ))
+        };
+        if replicas.is_empty() {
+            return Err(bad("no replicas"));
+        }
+        if replicas.len() != size {
+            return Err(bad("every partition must have the same number of replicas"));
+        }
+        let distinct: std::collections::BTreeSet<_> = replicas.iter().collect();
+        if distinct.len() != replicas.len() {
+            return Err(bad("a broker is listed twice"));
+        }
+        if let Some(unknown) = replicas.iter().find(|&&b| image.broker(b).is_none()) {
+            return Err(bad(&format!("broker {unknown} is not registered")));
+        }
+    }
+    Ok(assignments_from(first, lists.to_vec()))
+}
+
+fn assignments_from(first: i32, lists: Vec<Vec<i32>>) -> Vec<PartitionAssignment> {
+    lists
+        .into_iter()
+        .zip(first..)
+        .map(|(replicas, partition)| PartitionAssignment {
+            partition,
+            leader: replicas.first().copied().unwrap_or(-1),
+            replicas,
+        })
+        .collect()
 }
 
 /// Checks a creation without proposing it (CreateTopics `validate_only` uses this too).
@@ -61,12 +135,16 @@ pub fn validate(broker: &Broker, topic: &NewTopic) -> Result<(), BrokerError> {
             },
         )));
     }
-    let brokers = broker.image().brokers.len().max(1);
-    if topic.replication_factor <= 0 || topic.replication_factor as usize > brokers {
-        return Err(BrokerError::InvalidReplicationFactor {
-            requested: topic.replication_factor,
-            brokers,
-        });
+    if topic.assignments.is_empty() {
+        let brokers = broker.image().active_brokers().count().max(1);
+        if topic.replication_factor <= 0 || topic.replication_factor as usize > brokers {
+            return Err(BrokerError::InvalidReplicationFactor {
+                requested: topic.replication_factor,
+                brokers,
+            });
+        }
+    } else {
+        check_explicit(&broker.image(), 0, &topic.assignments)?;
     }
     validate_topic_overrides(&topic.configs)?;
     if broker.image().topic(&topic.name).is_some() {
@@ -83,14 +161,12 @@ pub fn validate(broker: &Broker, topic: &NewTopic) -> Result<(), BrokerError> {
 pub async fn create(broker: &Broker, topic: NewTopic) -> Result<Uuid, BrokerError> {
     validate(broker, &topic)?;
     let topic_id = Uuid::new_v4();
-    let leader = broker.node_id;
-    let partitions = (0..topic.partitions)
-        .map(|partition| PartitionAssignment {
-            partition,
-            replicas: vec![leader],
-            leader,
-        })
-        .collect();
+    let image = broker.image();
+    let partitions = if topic.assignments.is_empty() {
+        place(&image, 0, topic.partitions, topic.replication_factor)?
+    } else {
+        check_explicit(&image, 0, &topic.assignments)?
+    };
     broker
         .quorum
         .propose(Command::CreateTopic {
@@ -123,6 +199,7 @@ pub async fn auto_create(broker: &Broker, name: &str) -> Result<bool, BrokerErro
             partitions: broker.config.num_partitions,
             replication_factor: broker.config.default_replication_factor,
             configs: BTreeMap::new(),
+            assignments: Vec::new(),
         },
     )
     .await;

@@ -28,7 +28,15 @@ pub async fn serve(
 ) -> anyhow::Result<Vec<SocketAddr>> {
     let permits = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     let mut bound = Vec::new();
-    for listener in broker.config.listeners.clone() {
+    // Controller listeners carry the metadata quorum's raft traffic, bound by the quorum.
+    let client_listeners = broker
+        .config
+        .listeners
+        .iter()
+        .filter(|l| !broker.config.is_controller_listener(&l.name))
+        .cloned()
+        .collect::<Vec<_>>();
+    for listener in client_listeners {
         for (addr, fallback) in bind_addresses(&listener)? {
             let socket = match TcpListener::bind(addr).await {
                 Ok(socket) => socket,

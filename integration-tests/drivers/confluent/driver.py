@@ -15,6 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # integration-tests/, for harness
 
+from harness import driver_cli as cli  # noqa: E402  (first: it installs the SIGTERM handler)
 from confluent_kafka import (  # noqa: E402
     OFFSET_BEGINNING,
     OFFSET_END,
@@ -37,7 +38,6 @@ from confluent_kafka.admin import (  # noqa: E402
     ResourceType,
 )
 
-from harness import driver_cli as cli  # noqa: E402
 
 TIMEOUT_S = 30.0
 

@@ -16,13 +16,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # integration-tests/, for harness
 
+from harness import driver_cli as cli  # noqa: E402  (first: it installs the SIGTERM handler)
 from kafka import (  # noqa: E402
     ConsumerRebalanceListener, KafkaConsumer, KafkaProducer, OffsetAndMetadata, TopicPartition,
 )
 from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, NewPartitions, NewTopic  # noqa: E402
 from kafka.errors import for_code  # noqa: E402
 
-from harness import driver_cli as cli  # noqa: E402
 
 TIMEOUT_MS = 30000
 # DescribeConfigs config_source codes (KIP-226) -> the names the Java admin client prints.

@@ -1,5 +1,5 @@
-//! The client side of peer RPC: one [`PeerClient`] per target voter, created by openraft
-//! through [`NetworkFactory`].
+//! The client side of the raft RPCs: one [`PeerClient`] per target node, created by
+//! openraft through [`NetworkFactory`].
 //!
 //! Each call sends one request frame and waits for one response frame on a lazily opened
 //! `TcpStream`, bounded by openraft's hard TTL for the RPC. Any I/O error or timeout drops the
@@ -24,7 +24,8 @@ use openraft::raft::{
 use openraft::{AnyError, BasicNode};
 use tokio::net::TcpStream;
 
-use super::{read_frame, write_frame, FrameError, RpcRequest, RpcResponse};
+use super::conn::{connect, exchange, CallError};
+use super::{RpcRequest, RpcResponse};
 use crate::TypeConfig;
 
 type NodeId = u64;
@@ -46,24 +47,16 @@ impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
     }
 }
 
-/// The connection to one peer voter.
+/// The connection to one peer.
 pub struct PeerClient {
     target: NodeId,
     addr: String,
     conn: Option<TcpStream>,
 }
 
-/// Why one call failed, before it is mapped to openraft's error for the RPC type.
-enum CallError {
-    Connect(std::io::Error),
-    Frame(FrameError),
-    Closed,
-    TimedOut(Duration),
-}
-
 impl PeerClient {
     async fn call(&mut self, request: RpcRequest, ttl: Duration) -> Result<RpcResponse, CallError> {
-        let result = tokio::time::timeout(ttl, self.exchange(request)).await;
+        let result = tokio::time::timeout(ttl, self.exchange(&request)).await;
         let result = match result {
             Ok(r) => r,
             Err(_) => Err(CallError::TimedOut(ttl)),
@@ -75,25 +68,12 @@ impl PeerClient {
         result
     }
 
-    async fn exchange(&mut self, request: RpcRequest) -> Result<RpcResponse, CallError> {
-        if self.conn.is_none() {
-            let stream = TcpStream::connect(&self.addr)
-                .await
-                .map_err(CallError::Connect)?;
-            // Raft messages are small and latency-bound; do not wait for Nagle.
-            stream.set_nodelay(true).map_err(CallError::Connect)?;
-            self.conn = Some(stream);
-        }
-        let Some(conn) = self.conn.as_mut() else {
-            return Err(CallError::Closed);
+    async fn exchange(&mut self, request: &RpcRequest) -> Result<RpcResponse, CallError> {
+        let conn = match self.conn.as_mut() {
+            Some(conn) => conn,
+            None => self.conn.insert(connect(&self.addr).await?),
         };
-        write_frame(conn, &request)
-            .await
-            .map_err(CallError::Frame)?;
-        read_frame(conn)
-            .await
-            .map_err(CallError::Frame)?
-            .ok_or(CallError::Closed)
+        exchange(conn, request).await
     }
 
     fn map_err<E: Error>(&self, err: CallError) -> RPCError<NodeId, BasicNode, E> {

@@ -1,14 +1,20 @@
-//! Peer RPC between metadata voters: AppendEntries, Vote and InstallSnapshot over TCP.
+//! Peer RPC between quorum members over TCP: the three raft RPCs (AppendEntries, Vote,
+//! InstallSnapshot) and three of Brook's own, all answered by the metadata leader:
+//! `Propose` (a forwarded [`Command`]), `AddLearner` (a broker-only node asking to follow
+//! the log, KRaft's observer) and `Heartbeat` (broker liveness, never logged).
 //!
 //! Wire format (see `raft/FORMAT.md`): each message is a frame of a 4-byte big-endian length
 //! followed by that many bytes of serde_json. A connection carries one request, then its
-//! response, then the next request; the client keeps one connection per peer and reconnects
-//! after any error. Frames above [`MAX_FRAME_BYTES`] are refused on both sides, so a corrupt
-//! length cannot make a peer allocate without bound.
+//! response, then the next request; clients reconnect after any error. Frames above
+//! [`MAX_FRAME_BYTES`] are refused on both sides, so a corrupt length cannot make a peer
+//! allocate without bound.
 //!
-//! A single-voter quorum never uses this module; it exists for multi-voter clusters.
+//! Clients: [`PeerClient`] (one per target, created by openraft for the raft RPCs) and
+//! `PeerPool` (pooled connections for forwarded requests). Server: [`RaftServer`].
 
 mod client;
+mod conn;
+pub(crate) mod pool;
 mod server;
 
 use openraft::error::{InstallSnapshotError, RaftError};
@@ -21,20 +27,39 @@ use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 pub use client::{NetworkFactory, PeerClient};
-pub use server::{serve, RaftServer};
+pub(crate) use server::serve;
+pub(crate) mod attach;
+pub use server::RaftServer;
 
+use crate::command::{ApplyResult, Command};
+use crate::liveness::{Heartbeat, HeartbeatReply};
 use crate::TypeConfig;
 
 /// Largest frame accepted: snapshot chunks default to 3 MiB and append batches are bounded
 /// by openraft's `max_payload_entries`, so 64 MiB leaves ample headroom.
 pub const MAX_FRAME_BYTES: usize = 64 * 1024 * 1024;
 
-/// A request from one voter to another.
+/// A request from one quorum member to another.
 #[derive(Debug, Serialize, Deserialize)]
 pub enum RpcRequest {
     AppendEntries(AppendEntriesRequest<TypeConfig>),
     Vote(VoteRequest<u64>),
     InstallSnapshot(InstallSnapshotRequest<TypeConfig>),
+    /// Replicate this command; sent by a non-leader to the leader.
+    Propose(Command),
+    /// Add the sender as a learner (non-voting member) reachable at `addr`.
+    AddLearner {
+        node_id: u64,
+        addr: String,
+    },
+    /// A broker's liveness heartbeat, forwarded to the leader (the controller).
+    Heartbeat(Heartbeat),
+    /// A broker process holds this connection open for as long as it lives (`attach.rs`):
+    /// every voter sees the moment it closes, so a killed broker is fenced at once.
+    Attach {
+        broker_id: i32,
+        broker_epoch: u64,
+    },
 }
 
 /// The answer to an [`RpcRequest`] of the same variant.
@@ -43,6 +68,36 @@ pub enum RpcResponse {
     AppendEntries(Result<AppendEntriesResponse<u64>, RaftError<u64>>),
     Vote(Result<VoteResponse<u64>, RaftError<u64>>),
     InstallSnapshot(Result<InstallSnapshotResponse<u64>, RaftError<u64, InstallSnapshotError>>),
+    Propose(LeaderReply<Committed>),
+    /// `Ok(index)`: the learner is a member; it is caught up once it has applied `index`.
+    AddLearner(LeaderReply<u64>),
+    Heartbeat(LeaderReply<HeartbeatReply>),
+    Attach,
+}
+
+/// The answer to a request only the leader serves.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum LeaderReply<T> {
+    Ok(T),
+    /// This node is not the leader; retry at the one named, if known.
+    NotLeader {
+        leader_id: Option<u64>,
+        leader_addr: Option<String>,
+    },
+    /// The leader could not serve the request now (lost leadership mid-way, timed out,
+    /// refused the request); the reason is for logs.
+    Unavailable {
+        reason: String,
+    },
+}
+
+/// A forwarded proposal, committed and applied on the leader.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Committed {
+    /// The raft log index of the entry: the proposer waits until its own image has
+    /// applied it, so that it reads its own write.
+    pub index: u64,
+    pub result: ApplyResult,
 }
 
 /// Why a frame could not be read or written.
@@ -114,5 +169,33 @@ mod tests {
         let huge = (MAX_FRAME_BYTES as u32 + 1).to_be_bytes();
         let err = read_frame::<_, Vec<u32>>(&mut &huge[..]).await;
         assert!(matches!(err, Err(FrameError::TooLarge { len }) if len == MAX_FRAME_BYTES + 1));
+    }
+
+    #[test]
+    fn brook_rpcs_have_the_documented_json_shape() {
+        let add = RpcRequest::AddLearner {
+            node_id: 4,
+            addr: "127.0.0.1:9093".into(),
+        };
+        assert_eq!(
+            serde_json::to_string(&add).expect("serializable"),
+            r#"{"AddLearner":{"node_id":4,"addr":"127.0.0.1:9093"}}"#
+        );
+        let committed = RpcResponse::Propose(LeaderReply::Ok(Committed {
+            index: 12,
+            result: Ok(()),
+        }));
+        assert_eq!(
+            serde_json::to_string(&committed).expect("serializable"),
+            r#"{"Propose":{"Ok":{"index":12,"result":{"Ok":null}}}}"#
+        );
+        let redirect: LeaderReply<u64> = LeaderReply::NotLeader {
+            leader_id: Some(2),
+            leader_addr: Some("h:1".into()),
+        };
+        assert_eq!(
+            serde_json::to_string(&redirect).expect("serializable"),
+            r#"{"NotLeader":{"leader_id":2,"leader_addr":"h:1"}}"#
+        );
     }
 }

@@ -1,5 +1,5 @@
-//! The server side of peer RPC: accepts voter connections and hands each request to the
-//! local `Raft`.
+//! The server side of peer RPC: accepts connections from other quorum members, hands raft
+//! RPCs to the local `Raft` and leader-only requests to the `PeerService`.
 //!
 //! Ownership: [`serve`] spawns one accept task that owns a `JoinSet` of connection tasks;
 //! [`RaftServer::shutdown`] (or dropping the server) aborts the accept task, and dropping its
@@ -10,16 +10,16 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use openraft::Raft;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 use tokio::task::{JoinHandle, JoinSet};
 
-use super::{read_frame, write_frame, RpcRequest, RpcResponse};
-use crate::TypeConfig;
+use super::{read_frame, write_frame, LeaderReply, RpcRequest, RpcResponse};
+use crate::service::{PeerService, LEADER_CALL_TIMEOUT};
 
-/// Connections served at once; a quorum has a handful of voters, each with a few streams.
-pub const MAX_PEER_CONNECTIONS: usize = 64;
+/// Connections served at once: per peer, openraft's one per target plus the forwarding
+/// pool's (at most `pool::MAX_IN_FLIGHT`), for a handful of voters and learners.
+pub const MAX_PEER_CONNECTIONS: usize = 256;
 
 /// A running peer-RPC listener.
 pub struct RaftServer {
@@ -47,19 +47,23 @@ impl Drop for RaftServer {
     }
 }
 
-/// Binds `addr` and serves peer RPC for `raft` until the returned server is shut down.
-pub async fn serve(addr: SocketAddr, raft: Raft<TypeConfig>) -> std::io::Result<RaftServer> {
-    let listener = TcpListener::bind(addr).await?;
+/// Serves peer RPC on an already bound `listener` until the returned server is shut down.
+/// (The caller binds first so that a voter listening on port 0 knows its address before
+/// the raft node exists.)
+pub(crate) fn serve(
+    listener: TcpListener,
+    service: Arc<PeerService>,
+) -> std::io::Result<RaftServer> {
     let local_addr = listener.local_addr()?;
     tracing::info!(%local_addr, "raft peer listener started");
-    let accept_task = tokio::spawn(accept_loop(listener, raft));
+    let accept_task = tokio::spawn(accept_loop(listener, service));
     Ok(RaftServer {
         local_addr,
         accept_task,
     })
 }
 
-async fn accept_loop(listener: TcpListener, raft: Raft<TypeConfig>) {
+async fn accept_loop(listener: TcpListener, service: Arc<PeerService>) {
     let limit = Arc::new(Semaphore::new(MAX_PEER_CONNECTIONS));
     let mut connections = JoinSet::new();
     loop {
@@ -76,20 +80,46 @@ async fn accept_loop(listener: TcpListener, raft: Raft<TypeConfig>) {
                 continue;
             }
         };
-        let raft = raft.clone();
+        let service = service.clone();
         connections.spawn(async move {
-            serve_connection(stream, peer, raft).await;
+            serve_connection(stream, peer, service).await;
             drop(permit);
         });
     }
 }
 
-async fn serve_connection(mut stream: TcpStream, peer: SocketAddr, raft: Raft<TypeConfig>) {
+async fn serve_connection(mut stream: TcpStream, peer: SocketAddr, service: Arc<PeerService>) {
     if let Err(e) = stream.set_nodelay(true) {
         tracing::debug!(%peer, error = %e, "set_nodelay failed");
     }
+    // Set once the peer attaches a broker to this connection; its drop (however the loop
+    // ends) tells liveness that the broker's connection closed.
+    let mut _attached: Option<super::attach::Attached> = None;
+    // The leader whose AppendEntries this connection carries: its close, once the loop
+    // ends, may mean that leader's process is gone (`leader_gone.rs`).
+    let mut leader_on_connection: Option<u64> = None;
+    serve_requests(
+        &mut stream,
+        peer,
+        &service,
+        &mut _attached,
+        &mut leader_on_connection,
+    )
+    .await;
+    if let Some(leader) = leader_on_connection {
+        service.leader_contact().connection_closed(leader);
+    }
+}
+
+async fn serve_requests(
+    stream: &mut TcpStream,
+    peer: SocketAddr,
+    service: &PeerService,
+    attached: &mut Option<super::attach::Attached>,
+    leader_on_connection: &mut Option<u64>,
+) {
     loop {
-        let request: RpcRequest = match read_frame(&mut stream).await {
+        let request: RpcRequest = match read_frame(stream).await {
             Ok(Some(request)) => request,
             Ok(None) => {
                 tracing::debug!(%peer, "raft peer disconnected");
@@ -105,17 +135,58 @@ async fn serve_connection(mut stream: TcpStream, peer: SocketAddr, raft: Raft<Ty
             }
         };
         let response = match request {
+            RpcRequest::Attach {
+                broker_id,
+                broker_epoch,
+            } => {
+                *attached = Some(super::attach::Attached::new(
+                    service.liveness(),
+                    broker_id,
+                    broker_epoch,
+                ));
+                RpcResponse::Attach
+            }
             RpcRequest::AppendEntries(rpc) => {
-                RpcResponse::AppendEntries(raft.append_entries(rpc).await)
+                if let Some(leader) = rpc.vote.leader_id().voted_for() {
+                    service.leader_contact().heard(leader);
+                    *leader_on_connection = Some(leader);
+                }
+                answer(service, RpcRequest::AppendEntries(rpc)).await
             }
-            RpcRequest::Vote(rpc) => RpcResponse::Vote(raft.vote(rpc).await),
-            RpcRequest::InstallSnapshot(rpc) => {
-                RpcResponse::InstallSnapshot(raft.install_snapshot(rpc).await)
-            }
+            request => answer(service, request).await,
         };
-        if let Err(e) = write_frame(&mut stream, &response).await {
+        if let Err(e) = write_frame(stream, &response).await {
             tracing::debug!(%peer, error = %e, "raft peer response not delivered");
             return;
         }
+    }
+}
+
+async fn answer(service: &PeerService, request: RpcRequest) -> RpcResponse {
+    let raft = service.raft();
+    match request {
+        RpcRequest::AppendEntries(rpc) => {
+            RpcResponse::AppendEntries(raft.append_entries(rpc).await)
+        }
+        RpcRequest::Vote(rpc) => RpcResponse::Vote(raft.vote(rpc).await),
+        RpcRequest::InstallSnapshot(rpc) => {
+            RpcResponse::InstallSnapshot(raft.install_snapshot(rpc).await)
+        }
+        RpcRequest::Propose(cmd) => RpcResponse::Propose(
+            // A stopped raft core here is this node's problem, not the proposer's: to the
+            // proposer it is just an unavailable leader.
+            service
+                .propose(cmd, LEADER_CALL_TIMEOUT)
+                .await
+                .unwrap_or_else(|fatal| LeaderReply::Unavailable {
+                    reason: fatal.to_string(),
+                }),
+        ),
+        RpcRequest::AddLearner { node_id, addr } => {
+            RpcResponse::AddLearner(service.add_learner(node_id, addr).await)
+        }
+        RpcRequest::Heartbeat(hb) => RpcResponse::Heartbeat(service.heartbeat(&hb)),
+        // Handled by the connection loop, which owns the attachment.
+        RpcRequest::Attach { .. } => RpcResponse::Attach,
     }
 }

@@ -2,8 +2,9 @@
 //! wrapper they share.
 //!
 //! Indexes are hints: they are kept in memory, appended to their file as entries are
-//! added, and rebuilt by recovery whenever they disagree with the log. Nothing ever trusts
-//! them over the log itself. Plain positional file I/O, no mmap.
+//! added, and rebuilt by recovery whenever they disagree with the log. Only a segment
+//! below the recovery point keeps them without a scan, after the consistency checks of
+//! `segment/trusted.rs`. Plain positional file I/O, no mmap.
 
 pub mod offset;
 pub mod time;

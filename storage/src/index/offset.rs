@@ -54,6 +54,11 @@ impl OffsetIndex {
         &self.entries
     }
 
+    /// The index file's length in bytes (a trusted open checks it holds whole entries).
+    pub(crate) fn file_len(&self) -> u64 {
+        self.file.len()
+    }
+
     pub fn is_full(&self) -> bool {
         self.entries.len() >= self.max_entries
     }

@@ -1,11 +1,12 @@
 //! The appending half of a partition log (Kafka's `UnifiedLog.appendAsLeader`): validate
 //! a produce's batches, check producer sequences, stamp offsets and the leader epoch,
-//! roll if needed, write, index, and fsync when the flush policy says so.
+//! record a new leader epoch in the epoch cache, roll if needed, write, index, and fsync
+//! when the flush policy says so.
 //!
 //! An append is split in two: `prepare` validates and stamps without changing the log, and
 //! `commit` writes. That split lets `try_append_inline` refuse, before anything changed,
-//! an append that would roll a segment or fsync (file creation and fsync may take
-//! milliseconds), so `LogHandle` can run the common case — a buffered write into the page
+//! an append that would roll a segment, fsync, or write the leader epoch checkpoint (file
+//! creation and fsync may take milliseconds), so `LogHandle` can run the common case — a buffered write into the page
 //! cache — on the calling thread and send only those to the blocking pool.
 //!
 //! Invariant: a rejected or refused append changes nothing (the producer state is staged
@@ -26,6 +27,8 @@ struct Prepared {
     next: i64,
     log_append_time: Option<i64>,
     incoming: IncomingAppend,
+    /// The leader epoch stamped on the batches.
+    leader_epoch: i32,
 }
 
 enum Prepare {
@@ -64,6 +67,7 @@ impl Log {
             Prepare::Duplicate(info) => Ok(Some(info)),
             Prepare::New(prepared) if self.needs_roll(&prepared) => Ok(None),
             Prepare::New(prepared) if self.flush_due(&prepared, now_ms) => Ok(None),
+            Prepare::New(prepared) if self.is_new_epoch(prepared.leader_epoch) => Ok(None),
             Prepare::New(prepared) => self.commit(records, prepared, now_ms).map(Some),
         }
     }
@@ -119,7 +123,14 @@ impl Log {
             next,
             log_append_time,
             incoming,
+            leader_epoch,
         }))
+    }
+
+    /// Whether appending with `leader_epoch` adds an entry to the epoch cache (a file
+    /// write and fsync: rare, once per epoch, so never done inline).
+    pub(super) fn is_new_epoch(&self, leader_epoch: i32) -> bool {
+        leader_epoch >= 0 && self.epochs.latest_epoch().is_none_or(|l| leader_epoch > l)
     }
 
     fn needs_roll(&self, prepared: &Prepared) -> bool {
@@ -146,6 +157,15 @@ impl Log {
             self.roll(now_ms)?;
         }
         let flush_due = self.flush_due(&prepared, now_ms);
+        // Before the data, as Kafka's `UnifiedLog.append`: an entry starting at the log
+        // end offset with no data yet is what a new leader records anyway, and recovery
+        // trims or rebuilds the file from the batch headers after a crash.
+        if self
+            .epochs
+            .assign_if_newer(prepared.leader_epoch, self.log_end_offset)
+        {
+            self.epochs.flush()?;
+        }
         let config = self.config.clone();
         self.active_mut()
             .append(records, &prepared.headers, &config)?;
@@ -210,12 +230,14 @@ mod tests {
     fn an_inline_append_writes_when_no_roll_or_flush_is_due() {
         let dir = tempfile::tempdir().expect("tempdir");
         let mut log = Log::open(dir.path(), LogConfig::default(), 0).expect("open");
+        // The first append of epoch 7 writes the epoch checkpoint: not inline.
+        log.append(&mut batch(), 7, 1_000).expect("first append");
         let info = log
             .try_append_inline(&mut batch(), 7, 1_000)
             .expect("append")
             .expect("done inline");
-        assert_eq!((info.base_offset, info.last_offset), (0, 2));
-        assert_eq!(log.log_end_offset(), 3);
+        assert_eq!((info.base_offset, info.last_offset), (3, 5));
+        assert_eq!(log.log_end_offset(), 6);
         assert_eq!(log.segment_count(), 1);
     }
 
@@ -253,6 +275,28 @@ mod tests {
         assert_eq!((log.log_end_offset(), log.segment_count()), (3, 1));
         let info = log.append(&mut batch(), 7, 1_001).expect("rolls");
         assert_eq!((info.base_offset, log.segment_count()), (3, 2));
+    }
+
+    #[test]
+    fn an_inline_append_refuses_a_new_leader_epoch_and_the_append_records_it() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut log = Log::open(dir.path(), LogConfig::default(), 0).expect("open");
+        assert_eq!(
+            log.try_append_inline(&mut batch(), 7, 1_000)
+                .expect("valid"),
+            None
+        );
+        assert_eq!(log.latest_epoch(), None);
+        log.append(&mut batch(), 7, 1_000).expect("append");
+        assert_eq!(log.leader_epoch_cache().latest(), Some((7, 0)));
+        let info = log
+            .try_append_inline(&mut batch(), 7, 1_000)
+            .expect("valid")
+            .expect("same epoch: inline");
+        assert_eq!(info.base_offset, 3);
+        log.append(&mut batch(), 9, 1_000).expect("append");
+        assert_eq!(log.leader_epoch_cache().latest(), Some((9, 6)));
+        assert_eq!(log.end_offset_for_epoch(7), (7, 6));
     }
 
     #[test]

@@ -106,16 +106,31 @@ impl Log {
         ) {
             self.delete_oldest(d.count, now_ms)?;
         }
+        self.trim_epochs_to_log_start()?;
+        self.raise_recovery_point_to_log_start()?;
         Ok(self.log_start_offset)
     }
 
     /// Applies a checkpointed log start offset after open: the start moves forward to it,
     /// bounded by the log end offset (recovery must not resurrect deleted records).
+    /// The epoch cache is trimmed in memory only: an entry below the log start left in
+    /// the file is harmless (every open trims again after this call) and is dropped from
+    /// the file by the next operation that flushes the cache.
     pub fn restore_log_start_offset(&mut self, offset: i64) {
         let restored = offset.min(self.log_end_offset);
         if restored > self.log_start_offset {
             self.log_start_offset = restored;
         }
+        // The recovery point is not raised here: that would need a flush, and a point
+        // below the start only means the next open scans a little more.
+        self.epochs.truncate_from_start(self.log_start_offset);
+    }
+
+    /// Kafka's `maybeIncrementLogStartOffset` also trims the leader epoch cache: epochs
+    /// wholly below the log start are forgotten.
+    fn trim_epochs_to_log_start(&mut self) -> Result<()> {
+        self.epochs.truncate_from_start(self.log_start_offset);
+        self.epochs.flush()
     }
 
     /// Unlinks the `.deleted` files whose `file.delete.delay.ms` is over; returns how many.
@@ -162,9 +177,11 @@ impl Log {
             self.log_start_offset = self.log_start_offset.max(*first);
         }
         result?;
+        self.raise_recovery_point_to_log_start()?;
         if deleted > 0 {
             sync_dir(&self.dir)?;
             self.purge_deleted_files(now_ms)?;
+            self.trim_epochs_to_log_start()?;
         }
         Ok(deleted)
     }

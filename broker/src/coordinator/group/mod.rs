@@ -15,6 +15,7 @@
 //! A third task expires offsets (`offsets.retention.minutes`, see `retention`).
 
 mod lifecycle;
+mod loading;
 mod offsets;
 pub mod offsets_log;
 #[cfg(test)]
@@ -106,33 +107,7 @@ impl GroupCoordinator {
                 offsets_log::replay(&store, &partition_log).await?;
             }
         }
-        let loaded = store
-            .run_blocking(|s| {
-                let mut out = Vec::new();
-                for group in s.list_groups()? {
-                    let metadata = s.get_group(&group)?;
-                    let offsets = s.fetch(&group)?;
-                    out.push((group, metadata, offsets));
-                }
-                Ok(out)
-            })
-            .await?;
-        let now = Instant::now();
-        let mut groups = HashMap::new();
-        let mut offsets = HashMap::new();
-        for (group_id, metadata, committed) in loaded {
-            let group = match metadata.map(|m| snapshot::decode(&group_id, &m, now)) {
-                Some(Ok(g)) => g,
-                Some(Err(e)) => {
-                    error!(group = %group_id, error = %e, "stored group metadata unreadable; group starts empty");
-                    Group::new(&group_id)
-                }
-                None => Group::new(&group_id),
-            };
-            groups.insert(group_id.clone(), group);
-            let map: OffsetMap = committed.into_iter().map(|(t, p, c)| ((t, p), c)).collect();
-            offsets.insert(group_id, map);
-        }
+        let (groups, offsets) = loading::read_groups(&store, |_| true).await?;
         let shared = Arc::new(Shared {
             config,
             store,
@@ -153,6 +128,15 @@ impl GroupCoordinator {
         &self.shared.config
     }
 
+    /// NOT_COORDINATOR unless this broker leads the group's `__consumer_offsets`
+    /// partition (COORDINATOR_NOT_AVAILABLE while nobody does).
+    pub fn coordinates(&self, group_id: &str) -> Result<(), GroupError> {
+        match &self.shared.log {
+            Some(log) => log.coordinates(group_id),
+            None => Ok(()),
+        }
+    }
+
     /// Runs `f` on the group (if it exists) under the lock, then queues its metadata
     /// for the writer if `f` changed it.
     pub fn with_group<T>(&self, group_id: &str, f: impl FnOnce(Option<&mut Group>) -> T) -> T {
@@ -170,6 +154,7 @@ impl GroupCoordinator {
         if group_id.is_empty() {
             return Err(GroupError::InvalidGroupId);
         }
+        self.coordinates(group_id)?;
         let cfg = &self.shared.config;
         if req.session_timeout_ms < cfg.min_session_timeout_ms
             || req.session_timeout_ms > cfg.max_session_timeout_ms
@@ -203,6 +188,7 @@ impl GroupCoordinator {
 
     /// SyncGroup: hands out the leader's assignment, waiting for the leader if needed.
     pub async fn sync(&self, group_id: &str, req: SyncRequest) -> Result<SyncResult, GroupError> {
+        self.coordinates(group_id)?;
         let reply = self.with_group(group_id, |g| match g {
             Some(g) => g.sync(req, Instant::now()),
             None => SyncReply::Done(Err(GroupError::UnknownMemberId)),
@@ -232,6 +218,7 @@ impl GroupCoordinator {
         instance_id: Option<&str>,
         generation_id: i32,
     ) -> Result<(), GroupError> {
+        self.coordinates(group_id)?;
         self.with_group(group_id, |g| match g {
             Some(g) => g.heartbeat(member_id, instance_id, generation_id, Instant::now()),
             None => Err(GroupError::UnknownMemberId),
@@ -244,6 +231,9 @@ impl GroupCoordinator {
         group_id: &str,
         members: &[(String, Option<String>)],
     ) -> Vec<Result<(), GroupError>> {
+        if let Err(e) = self.coordinates(group_id) {
+            return members.iter().map(|_| Err(e.clone())).collect();
+        }
         self.with_group(group_id, |g| match g {
             Some(g) => members
                 .iter()
@@ -256,12 +246,13 @@ impl GroupCoordinator {
         })
     }
 
-    /// (group id, protocol type, state) of every group.
+    /// (group id, protocol type, state) of every group this broker coordinates.
     pub fn list(&self) -> Vec<(String, String, GroupState)> {
         let groups = self.shared.groups.lock();
         let mut out: Vec<_> = groups
             .values()
             .filter(|g| g.state != GroupState::Dead)
+            .filter(|g| self.coordinates(&g.group_id).is_ok())
             .map(|g| {
                 let protocol_type = g.protocol_type.clone().unwrap_or_default();
                 (g.group_id.clone(), protocol_type, g.state)
@@ -273,6 +264,7 @@ impl GroupCoordinator {
 
     /// DeleteGroups for one group: only an Empty group goes, with its offsets.
     pub async fn delete_group(&self, group_id: &str) -> Result<(), GroupError> {
+        self.coordinates(group_id)?;
         let mut tombstones;
         {
             let mut groups = self.shared.groups.lock();

@@ -34,6 +34,7 @@ impl GroupCoordinator {
         if group_id.is_empty() {
             return Err(GroupError::InvalidGroupId.into());
         }
+        self.coordinates(group_id)?;
         {
             let mut groups = self.shared.groups.lock();
             match groups.get(group_id) {
@@ -86,6 +87,7 @@ impl GroupCoordinator {
         group_id: &str,
         partitions: Vec<(String, i32)>,
     ) -> Result<Vec<Result<(), GroupError>>, BrokerError> {
+        self.coordinates(group_id)?;
         let subscribed: BTreeSet<String> = {
             let groups = self.shared.groups.lock();
             let group = groups.get(group_id).ok_or(GroupError::GroupIdNotFound)?;

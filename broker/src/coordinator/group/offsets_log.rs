@@ -33,6 +33,10 @@ use super::Shared;
 use crate::config::BrokerConfig;
 use crate::error::BrokerError;
 use crate::partition::ReplicaManager;
+use crate::replication::acks::{self, NotReplicated};
+
+/// How long a coordinator write waits for the ISR (Kafka's `offsets.commit.timeout.ms`).
+const COMMIT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// How much of a partition one replay read returns.
 const REPLAY_READ_BYTES: usize = 1 << 20;
@@ -80,6 +84,62 @@ impl OffsetsLog {
             .filter(|n| *n > 0)
     }
 
+    /// The log of `partition`, which this broker leads (NOT_LEADER_OR_FOLLOWER otherwise).
+    async fn led_log(
+        &self,
+        image: &MetadataImage,
+        partition: i32,
+    ) -> Result<LogHandle, BrokerError> {
+        self.replicas
+            .partition(
+                || self.broker_config(image),
+                image,
+                self.node_id,
+                OFFSETS_TOPIC,
+                partition,
+                None,
+            )
+            .await
+    }
+
+    /// This broker's config with the image's dynamic layers (`Broker::effective_config`
+    /// for a holder of the image rather than of the broker).
+    fn broker_config(&self, image: &MetadataImage) -> BrokerConfig {
+        let empty = Default::default();
+        self.config.with_dynamic(
+            image.broker_configs(None).unwrap_or(&empty),
+            image.broker_configs(Some(self.node_id)).unwrap_or(&empty),
+        )
+    }
+
+    /// The log of `partition` when this broker leads it (for loading its groups).
+    pub async fn open(&self, partition: i32) -> Result<Option<LogHandle>, BrokerError> {
+        let image = self.images.borrow().clone();
+        if image
+            .partition(OFFSETS_TOPIC, partition)
+            .is_none_or(|p| p.leader != self.node_id)
+        {
+            return Ok(None);
+        }
+        let log = self.led_log(&image, partition).await?;
+        Ok(Some(log))
+    }
+
+    /// Whether this broker coordinates `group_id`: it leads the group's partition of
+    /// `__consumer_offsets`. Before the topic exists (a single node's first groups) it
+    /// does.
+    pub fn coordinates(&self, group_id: &str) -> Result<(), super::GroupError> {
+        let image = self.images.borrow().clone();
+        if image.topic(OFFSETS_TOPIC).is_none() {
+            return Ok(());
+        }
+        match records::group_partition(&image, group_id) {
+            Some(p) if p.leader == self.node_id => Ok(()),
+            Some(p) if !p.has_leader() => Err(super::GroupError::CoordinatorNotAvailable),
+            _ => Err(super::GroupError::NotCoordinator),
+        }
+    }
+
     /// Appends `records` (all of groups mapping to `partition`) durably, then applies
     /// them to `store`. Returns once the log is fsynced and the store updated.
     pub async fn write(
@@ -97,28 +157,41 @@ impl OffsetsLog {
         let leader_epoch = image
             .partition(OFFSETS_TOPIC, partition)
             .map_or(0, |p| p.leader_epoch);
-        let log = self
+        let state = self
             .replicas
-            .partition(
-                || {
-                    let empty = Default::default();
-                    self.config.with_dynamic(
-                        image.broker_configs(None).unwrap_or(&empty),
-                        image.broker_configs(Some(self.node_id)).unwrap_or(&empty),
-                    )
-                },
+            .leader(
+                || self.broker_config(&image),
                 &image,
                 self.node_id,
                 OFFSETS_TOPIC,
                 partition,
+                None,
             )
             .await?;
+        let log = state.log.clone();
+        let leader_epoch = state.leader_epoch.max(leader_epoch);
         let now_ms = brook_storage::log_manager::now_ms();
         let batch = encode_batch(&records, now_ms)?;
         let appended = log.append(batch, leader_epoch, now_ms).await?;
-        // The durability point: Kafka acknowledges a commit once it is in the log; a
-        // single node has no follower to rely on, so the log is fsynced first.
+        // The durability point: Kafka acknowledges a commit once every in-sync replica
+        // holds it (the coordinator writes with acks=all); the log is also fsynced, so a
+        // single node, with no follower to rely on, loses nothing acknowledged either.
         log.flush(now_ms).await?;
+        acks::wait_for_high_watermark(
+            self.images.clone(),
+            &state,
+            self.node_id,
+            appended.last_offset + 1,
+            COMMIT_TIMEOUT,
+            &tokio_util::sync::CancellationToken::new(),
+        )
+        .await
+        .map_err(|e| match e {
+            NotReplicated::Moved { .. } => BrokerError::Group(super::GroupError::NotCoordinator),
+            // Kafka's coordinator answers these (NOT_ENOUGH_REPLICAS*, REQUEST_TIMED_OUT)
+            // with COORDINATOR_NOT_AVAILABLE: the client retries.
+            _ => BrokerError::Group(super::GroupError::CoordinatorNotAvailable),
+        })?;
         store
             .run_blocking(move |s| s.apply(partition, &records, appended.last_offset))
             .await?;

@@ -32,6 +32,17 @@ pub fn partition_for(group_id: &str, partitions: i32) -> i32 {
     abs % partitions.max(1)
 }
 
+/// The `__consumer_offsets` partition coordinating `group_id` in `image`, if the topic
+/// exists: FindCoordinator answers its leader, and only that broker serves the group.
+pub fn group_partition<'a>(
+    image: &'a brook_raft::MetadataImage,
+    group_id: &str,
+) -> Option<&'a brook_raft::PartitionImage> {
+    let topic = image.topic(OFFSETS_TOPIC)?;
+    let partitions = i32::try_from(topic.partitions.len()).ok()?;
+    topic.partitions.get(&partition_for(group_id, partitions))
+}
+
 /// Kafka's wire primitives for these schemas (big-endian, non-flexible).
 #[derive(Default)]
 pub(super) struct Writer(pub Vec<u8>);

@@ -48,6 +48,9 @@ pub enum GroupError {
     InvalidSessionTimeout(i32),
     #[error("the coordinator is not available")]
     CoordinatorNotAvailable,
+    /// The group's `__consumer_offsets` partition is led by another broker.
+    #[error("this broker is not the group's coordinator")]
+    NotCoordinator,
     #[error("group not found")]
     GroupIdNotFound,
     #[error("the group still has members")]

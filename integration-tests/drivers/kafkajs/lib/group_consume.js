@@ -104,10 +104,19 @@ async function groupConsume(kafka, o) {
       next = String(Number(message.offset) + 1)
     }
     if (next === null) return
-    // Heartbeat through the delay: the member stays in the group unless frozen.
+    // Heartbeat through the delay: the member stays in the group unless frozen. A heartbeat
+    // that fails (the member was frozen past its session and resumed with the heartbeat still
+    // unsent) ends the wait, and the member commits what it handled, as the other clients'
+    // members do: the broker, not this member's heartbeat, must refuse the stale commit.
     const until = Date.now() + commitDelayMs
     while (Date.now() < until) {
-      await heartbeat()
+      try {
+        await heartbeat()
+      } catch (e) {
+        if (!events) throw e
+        process.stderr.write(`heartbeat during the commit delay: ${e.message}\n`)
+        break
+      }
       await new Promise(resolve => setTimeout(resolve, Math.min(200, Math.max(0, until - Date.now()))))
     }
     await commit(batch.topic, batch.partition, next)

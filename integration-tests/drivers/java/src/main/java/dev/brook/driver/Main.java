@@ -41,6 +41,10 @@ public final class Main {
                 return ConsumeCommand.run(base, args);
             case "group-consume":
                 return GroupConsumeCommand.run(base, args);
+            case "create-topics-loop":
+                return CreateTopicsLoopCommand.run(base, args);
+            case "produce-stream":
+                return ProduceStreamCommand.run(base, args);
             case "metadata":
             case "create-topic":
             case "delete-topic":

@@ -1,0 +1,12 @@
+//! This broker's life in the cluster, KRaft's `BrokerLifecycleManager`: register with the
+//! quorum (refusing to take over a node id another live process holds), heartbeat the
+//! controller, wait to be unfenced before serving, re-register if the controller forgot
+//! this incarnation, and fence itself on SIGTERM (controlled shutdown). Plus the pure
+//! replica placement (`placement`) and the quorum settings derived from the config
+//! (`quorum_config`).
+
+pub mod attachment;
+pub mod heartbeat;
+pub mod placement;
+pub mod quorum_config;
+pub mod registration;

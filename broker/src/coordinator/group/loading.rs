@@ -1,0 +1,110 @@
+//! Loading and unloading groups as this broker gains and loses the leadership of
+//! `__consumer_offsets` partitions (Kafka's `GroupMetadataManager.loadGroupsForPartition`
+//! / `removeGroupsForPartition`): a new leader replays the partition's log into the offset
+//! store, then reads the partition's groups and commits back into memory; a broker that
+//! stops leading a partition drops its groups from memory (their members rejoin at the
+//! new coordinator; nothing is deleted from disk).
+
+use std::collections::{BTreeSet, HashMap};
+use std::time::Instant;
+
+use brook_storage::offsets::OffsetStore;
+use tracing::{error, info};
+
+use super::records::{partition_for, OFFSETS_TOPIC};
+use super::{offsets_log, snapshot, Group, GroupCoordinator, OffsetMap};
+use crate::error::BrokerError;
+
+/// Groups and their commits read from `store`, for the group ids `wanted` accepts.
+pub(super) async fn read_groups(
+    store: &OffsetStore,
+    wanted: impl Fn(&str) -> bool + Send + 'static,
+) -> Result<(HashMap<String, Group>, HashMap<String, OffsetMap>), BrokerError> {
+    let loaded = store
+        .run_blocking(move |s| {
+            let mut out = Vec::new();
+            for group in s.list_groups()? {
+                if !wanted(&group) {
+                    continue;
+                }
+                let metadata = s.get_group(&group)?;
+                let offsets = s.fetch(&group)?;
+                out.push((group, metadata, offsets));
+            }
+            Ok(out)
+        })
+        .await?;
+    let now = Instant::now();
+    let mut groups = HashMap::new();
+    let mut offsets = HashMap::new();
+    for (group_id, metadata, committed) in loaded {
+        let group = match metadata.map(|m| snapshot::decode(&group_id, &m, now)) {
+            Some(Ok(g)) => g,
+            Some(Err(e)) => {
+                error!(group = %group_id, error = %e, "stored group metadata unreadable; group starts empty");
+                Group::new(&group_id)
+            }
+            None => Group::new(&group_id),
+        };
+        groups.insert(group_id.clone(), group);
+        let map: OffsetMap = committed.into_iter().map(|(t, p, c)| ((t, p), c)).collect();
+        offsets.insert(group_id, map);
+    }
+    Ok((groups, offsets))
+}
+
+impl GroupCoordinator {
+    /// This broker now leads `partitions` of `__consumer_offsets` (of `count`): replay
+    /// their logs into the store and load their groups. Groups already in memory (this
+    /// broker coordinated them all along) are kept as they are.
+    pub async fn load_partitions(
+        &self,
+        partitions: &BTreeSet<i32>,
+        count: i32,
+    ) -> Result<(), BrokerError> {
+        let Some(log) = &self.shared.log else {
+            return Ok(());
+        };
+        for &partition in partitions {
+            if let Some(handle) = log.open(partition).await? {
+                offsets_log::replay(&self.shared.store, &handle).await?;
+            }
+        }
+        let wanted = partitions.clone();
+        let (groups, offsets) = read_groups(&self.shared.store, move |g| {
+            wanted.contains(&partition_for(g, count))
+        })
+        .await?;
+        let loaded = groups.len();
+        {
+            let mut in_memory = self.shared.groups.lock();
+            let mut committed = self.shared.offsets.lock();
+            for (id, group) in groups {
+                if let std::collections::hash_map::Entry::Vacant(slot) = in_memory.entry(id) {
+                    if let Some(map) = offsets.get(slot.key()) {
+                        committed.insert(slot.key().clone(), map.clone());
+                    }
+                    slot.insert(group);
+                }
+            }
+        }
+        info!(topic = OFFSETS_TOPIC, partitions = ?partitions, groups = loaded, "loaded group coordinator partitions");
+        Ok(())
+    }
+
+    /// This broker no longer leads `partitions`: forget their groups (parked joins and
+    /// syncs end with COORDINATOR_NOT_AVAILABLE and the members find the new coordinator).
+    pub fn unload_partitions(&self, partitions: &BTreeSet<i32>, count: i32) {
+        let owned = |g: &str| partitions.contains(&partition_for(g, count));
+        let removed = {
+            let mut groups = self.shared.groups.lock();
+            let before = groups.len();
+            groups.retain(|id, _| !owned(id));
+            before - groups.len()
+        };
+        self.shared.offsets.lock().retain(|id, _| !owned(id));
+        if removed > 0 {
+            info!(topic = OFFSETS_TOPIC, partitions = ?partitions, groups = removed, "unloaded groups of partitions led elsewhere");
+        }
+    }
+}

@@ -1,0 +1,102 @@
+//! DescribeQuorum (KIP-595/KIP-853): the metadata quorum as `kafka-metadata-quorum
+//! describe --status / --replication` shows it — leader, leader epoch (the raft term),
+//! high watermark (the last applied metadata entry), each voter's and observer's log end
+//! offset. Kafka's brokers forward this request to the controller; every Brook node is a
+//! member of the quorum, so it answers from its own view: the leader knows every
+//! follower's replicated position, a follower reports only its own and `-1` for the others.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use brook_protocol::kafka_protocol::messages::describe_quorum_response::{
+    Listener, Node, PartitionData, ReplicaState, TopicData,
+};
+use brook_protocol::kafka_protocol::messages::{
+    BrokerId, DescribeQuorumRequest, DescribeQuorumResponse, TopicName,
+};
+use brook_protocol::kafka_protocol::protocol::StrBytes;
+use brook_protocol::kafka_protocol::ResponseError;
+
+use crate::broker::Broker;
+
+/// The metadata log's name in KRaft.
+const METADATA_TOPIC: &str = "__cluster_metadata";
+
+pub fn handle(broker: &Broker, req: DescribeQuorumRequest, version: i16) -> DescribeQuorumResponse {
+    let asks_for_metadata = req.topics.iter().any(|t| {
+        t.topic_name.0.as_str() == METADATA_TOPIC
+            && t.partitions.iter().any(|p| p.partition_index == 0)
+    });
+    if !asks_for_metadata {
+        return DescribeQuorumResponse::default()
+            .with_error_code(ResponseError::UnknownTopicOrPartition.code());
+    }
+    let m = broker.quorum.raft_metrics();
+    let now_ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64);
+    let own_end = m.last_log_index.map_or(-1, |i| i as i64);
+    let high_watermark = m.last_applied.map_or(-1, |l| l.index as i64);
+    let is_leader = m.current_leader == Some(m.id);
+    let state = |id: u64| {
+        let end = if id == m.id {
+            Some(own_end)
+        } else {
+            m.replication
+                .as_ref()
+                .and_then(|r| r.get(&id))
+                .map(|matched| matched.map_or(-1, |l| l.index as i64))
+        };
+        let seen = if end.is_some() && (is_leader || id == m.id) {
+            now_ms
+        } else {
+            -1
+        };
+        let caught_up = match end {
+            Some(e) if e >= high_watermark && seen > 0 => now_ms,
+            _ => -1,
+        };
+        ReplicaState::default()
+            .with_replica_id(BrokerId(i32::try_from(id).unwrap_or(-1)))
+            .with_log_end_offset(end.unwrap_or(-1))
+            .with_last_fetch_timestamp(seen)
+            .with_last_caught_up_timestamp(caught_up)
+    };
+    let membership = m.membership_config.membership();
+    let voters: Vec<ReplicaState> = membership.voter_ids().map(state).collect();
+    let observers: Vec<ReplicaState> = membership.learner_ids().map(state).collect();
+    let partition = PartitionData::default()
+        .with_partition_index(0)
+        .with_leader_id(BrokerId(
+            m.current_leader
+                .and_then(|l| i32::try_from(l).ok())
+                .unwrap_or(-1),
+        ))
+        .with_leader_epoch(i32::try_from(m.current_term).unwrap_or(i32::MAX))
+        .with_high_watermark(high_watermark)
+        .with_current_voters(voters)
+        .with_observers(observers);
+    let mut response = DescribeQuorumResponse::default().with_topics(vec![TopicData::default()
+        .with_topic_name(TopicName(StrBytes::from_static_str(METADATA_TOPIC)))
+        .with_partitions(vec![partition])]);
+    if version >= 2 {
+        let nodes = membership
+            .voter_ids()
+            .filter_map(|id| {
+                let addr = &membership.get_node(&id)?.addr;
+                let (host, port) = addr.rsplit_once(':')?;
+                Some(
+                    Node::default()
+                        .with_node_id(BrokerId(i32::try_from(id).ok()?))
+                        .with_listeners(vec![Listener::default()
+                            .with_name(StrBytes::from_static_str("CONTROLLER"))
+                            .with_host(StrBytes::from_string(
+                                host.trim_matches(['[', ']']).to_string(),
+                            ))
+                            .with_port(port.parse().ok()?)]),
+                )
+            })
+            .collect();
+        response = response.with_nodes(nodes);
+    }
+    response
+}

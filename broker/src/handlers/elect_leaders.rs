@@ -1,0 +1,162 @@
+//! ElectLeaders (key 43; `kafka-leader-election.sh`, `Admin.electLeaders`): preferred
+//! (type 0: the first replica leads again once it is back in the ISR) or unclean (type 1: a
+//! leaderless partition gets any live replica, accepting the loss of what only the dead
+//! ISR held). Any broker answers: the election is one `Command::ElectLeaders` through the
+//! quorum, and each partition's result is read from the image it produced.
+//!
+//! Per partition, as Kafka's controller answers: ELECTION_NOT_NEEDED (already led by the
+//! preferred replica / has a leader), PREFERRED_LEADER_NOT_AVAILABLE (the preferred
+//! replica is not an active ISR member), ELIGIBLE_LEADERS_NOT_AVAILABLE (no live replica),
+//! UNKNOWN_TOPIC_OR_PARTITION. Without a partition list every partition is considered and
+//! only those an election concerns are reported.
+
+use brook_protocol::kafka_protocol::messages::elect_leaders_response::{
+    PartitionResult, ReplicaElectionResult,
+};
+use brook_protocol::kafka_protocol::messages::{
+    ElectLeadersRequest, ElectLeadersResponse, TopicName,
+};
+use brook_protocol::kafka_protocol::protocol::StrBytes;
+use brook_protocol::kafka_protocol::ResponseError;
+use brook_raft::{
+    preferred_leader_electable, unclean_electable, Command, ElectionRefusal, ElectionType,
+    MetadataImage,
+};
+use tracing::info;
+
+use crate::broker::Broker;
+
+const PREFERRED: i8 = 0;
+const UNCLEAN: i8 = 1;
+
+pub async fn handle(
+    broker: &Broker,
+    req: ElectLeadersRequest,
+    _version: i16,
+) -> ElectLeadersResponse {
+    let election = match req.election_type {
+        PREFERRED => ElectionType::Preferred,
+        UNCLEAN => ElectionType::Unclean,
+        _ => {
+            return ElectLeadersResponse::default()
+                .with_error_code(ResponseError::InvalidRequest.code());
+        }
+    };
+    let image = broker.image();
+    let all = req.topic_partitions.is_none();
+    let asked: Vec<(String, i32)> = match req.topic_partitions {
+        Some(topics) => topics
+            .into_iter()
+            .flat_map(|t| {
+                let name = t.topic.to_string();
+                t.partitions.into_iter().map(move |p| (name.clone(), p))
+            })
+            .collect(),
+        None => image
+            .topics
+            .values()
+            .flat_map(|t| t.partitions.keys().map(move |&p| (t.name.clone(), p)))
+            .collect(),
+    };
+    // Phase one: what an election could change; the rest is answered from the image.
+    let mut results: Vec<(String, i32, Result<Option<i32>, ResponseError>)> = Vec::new();
+    let mut candidates = Vec::new();
+    for (topic, partition) in asked {
+        let result = check(&image, &topic, partition, election);
+        if let Ok(Some(_)) = result {
+            if let Some(t) = image.topic(&topic) {
+                candidates.push((t.topic_id, partition));
+            }
+        }
+        if all && result == Err(ResponseError::ElectionNotNeeded) {
+            continue;
+        }
+        results.push((topic, partition, result));
+    }
+    if !candidates.is_empty() {
+        if let Err(e) = broker
+            .quorum
+            .propose(Command::ElectLeaders {
+                partitions: candidates,
+                election,
+            })
+            .await
+        {
+            return ElectLeadersResponse::default()
+                .with_error_code(crate::error::BrokerError::from(e).code().code());
+        }
+    }
+    // Phase two: each candidate's outcome in the image the election produced.
+    let after = broker.image();
+    let mut by_topic: std::collections::BTreeMap<String, Vec<PartitionResult>> =
+        std::collections::BTreeMap::new();
+    for (topic, partition, result) in results {
+        let outcome = match result {
+            Ok(Some(expected)) => match after.partition(&topic, partition) {
+                Some(p) if p.leader == expected => {
+                    info!(%topic, partition, leader = expected, ?election, "leader elected");
+                    Ok(())
+                }
+                _ => Err(match election {
+                    ElectionType::Preferred => ResponseError::PreferredLeaderNotAvailable,
+                    ElectionType::Unclean => ResponseError::EligibleLeadersNotAvailable,
+                }),
+            },
+            Ok(None) => Ok(()),
+            Err(e) => Err(e),
+        };
+        let entry = PartitionResult::default().with_partition_id(partition);
+        by_topic.entry(topic).or_default().push(match outcome {
+            Ok(()) => entry,
+            Err(e) => entry
+                .with_error_code(e.code())
+                .with_error_message(Some(StrBytes::from_string(message(e)))),
+        });
+    }
+    ElectLeadersResponse::default().with_replica_election_results(
+        by_topic
+            .into_iter()
+            .map(|(topic, partition_result)| {
+                ReplicaElectionResult::default()
+                    .with_topic(TopicName(StrBytes::from_string(topic)))
+                    .with_partition_result(partition_result)
+            })
+            .collect(),
+    )
+}
+
+/// `Ok(Some(leader))`: an election would make `leader` lead; `Err`: why it would not.
+fn check(
+    image: &MetadataImage,
+    topic: &str,
+    partition: i32,
+    election: ElectionType,
+) -> Result<Option<i32>, ResponseError> {
+    let p = image
+        .partition(topic, partition)
+        .ok_or(ResponseError::UnknownTopicOrPartition)?;
+    let refused = |r: ElectionRefusal| match r {
+        ElectionRefusal::ElectionNotNeeded => ResponseError::ElectionNotNeeded,
+        ElectionRefusal::PreferredLeaderNotAvailable => ResponseError::PreferredLeaderNotAvailable,
+        ElectionRefusal::EligibleLeadersNotAvailable => ResponseError::EligibleLeadersNotAvailable,
+    };
+    match election {
+        ElectionType::Preferred => preferred_leader_electable(image, p)
+            .map(|()| p.replicas.first().copied())
+            .map_err(refused),
+        ElectionType::Unclean => unclean_electable(image, p).map(Some).map_err(refused),
+    }
+}
+
+fn message(e: ResponseError) -> String {
+    match e {
+        ResponseError::ElectionNotNeeded => "Leader election not needed for topic partition.",
+        ResponseError::PreferredLeaderNotAvailable => "The preferred leader was not available.",
+        ResponseError::EligibleLeadersNotAvailable => {
+            "Eligible topic partition leaders are not available."
+        }
+        ResponseError::UnknownTopicOrPartition => "This server does not host this topic-partition.",
+        _ => "Leader election failed.",
+    }
+    .to_string()
+}

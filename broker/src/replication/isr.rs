@@ -1,0 +1,150 @@
+//! The leader's ISR task (Kafka's `maybeShrinkIsr` / `maybeExpandIsr` + AlterPartition):
+//! for every partition this broker leads it recomputes the high watermark and the ISR it
+//! wants (`LeaderPartition::wanted_isr`), and proposes each change to the metadata quorum
+//! as `Command::AlterPartition`, a compare-and-set on the leader and partition epochs. The
+//! new ISR counts only once committed and applied here: until then the committed one
+//! holds the high watermark, so a leader that cannot reach the quorum never acknowledges
+//! alone what its lost followers no longer replicate.
+//!
+//! It runs every `replica.lag.time.max.ms / 2` (Kafka's check interval) and whenever a
+//! follower fetch says a follower may have caught up (`ReplicaManager::wake_isr_task`),
+//! one proposal at a time; a refused proposal (stale epochs, ineligible replica) is
+//! simply tried again with the next image.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use brook_raft::{ApplyError, Command, ProposeError};
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info, warn};
+
+use crate::broker::Broker;
+
+pub async fn run(broker: Arc<Broker>, shutdown: CancellationToken) {
+    let lag_max_ms = broker.config.replica_lag_time_max_ms.max(1) as i64;
+    let tick = Duration::from_millis((lag_max_ms as u64 / 2).clamp(100, 5_000));
+    let wakeup = broker.replicas.isr_wakeup();
+    let mut last_checkpoint = tokio::time::Instant::now();
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = wakeup.notified() => {}
+            _ = tokio::time::sleep(tick) => {}
+        }
+        check_all(&broker, lag_max_ms, &shutdown).await;
+        // Kafka checkpoints high watermarks every 5 s (`replica.high.watermark.checkpoint
+        // .interval.ms`); a restart then exposes nothing beyond what was replicated then.
+        if last_checkpoint.elapsed() >= CHECKPOINT_INTERVAL {
+            last_checkpoint = tokio::time::Instant::now();
+            if let Err(e) = broker.replicas.checkpoint_high_watermarks().await {
+                warn!(error = %e, "writing the high-watermark checkpoint failed");
+            }
+            // Kafka writes recovery points every `log.flush.offset.checkpoint.interval.ms`
+            // (60 s); riding on the 5 s high-watermark tick is cheaper than a second timer
+            // and only bounds restart work more tightly (no data fsync happens here).
+            if let Err(e) = broker.replicas.checkpoint_recovery_points().await {
+                warn!(error = %e, "writing the recovery point checkpoint failed");
+            }
+        }
+    }
+}
+
+const CHECKPOINT_INTERVAL: Duration = Duration::from_secs(5);
+
+async fn check_all(broker: &Broker, lag_max_ms: i64, shutdown: &CancellationToken) {
+    let node_id = broker.node_id;
+    let image = broker.image();
+    broker.replicas.retain_leaders(&image, node_id);
+    // Partitions led since start-up (or whose start failed) get their leader state here,
+    // so their high watermark moves even before the first produce or follower fetch.
+    let led: Vec<(String, i32)> = image
+        .topics
+        .values()
+        .flat_map(|t| {
+            t.partitions
+                .values()
+                .filter(|p| p.leader == node_id)
+                .map(|p| (t.name.clone(), p.partition))
+        })
+        .collect();
+    let known: std::collections::HashSet<(String, i32)> = broker
+        .replicas
+        .leaders()
+        .iter()
+        .map(|l| (l.topic.clone(), l.partition))
+        .collect();
+    for (topic, partition) in led.into_iter().filter(|k| !known.contains(k)) {
+        if let Err(e) = broker
+            .replicas
+            .leader(
+                || broker.effective_config(),
+                &image,
+                node_id,
+                &topic,
+                partition,
+                None,
+            )
+            .await
+        {
+            debug!(%topic, partition, error = %e, "cannot start leading yet");
+        }
+    }
+    for state in broker.replicas.leaders() {
+        if shutdown.is_cancelled() {
+            return;
+        }
+        let image = broker.image();
+        let Some(topic) = image.topic(&state.topic) else {
+            continue;
+        };
+        let Some(part) = topic.partitions.get(&state.partition) else {
+            continue;
+        };
+        if part.leader != node_id || part.leader_epoch != state.leader_epoch {
+            continue;
+        }
+        state.maybe_advance_high_watermark(part, node_id);
+        let now_ms = brook_storage::log_manager::now_ms();
+        // The controller's own rule (`is_active`), plus the fetching incarnation's epoch.
+        let eligible = |broker_id: i32, epoch: i64| {
+            image.is_active(broker_id)
+                && (epoch < 0
+                    || image
+                        .broker(broker_id)
+                        .is_some_and(|b| u64::try_from(epoch) == Ok(b.broker_epoch)))
+        };
+        let wanted = state.wanted_isr(part, node_id, now_ms, lag_max_ms, eligible);
+        if wanted == part.isr {
+            continue;
+        }
+        let cmd = Command::AlterPartition {
+            topic_id: topic.topic_id,
+            partition: state.partition,
+            broker_id: node_id,
+            broker_epoch: broker.broker_epoch(),
+            leader_epoch: part.leader_epoch,
+            partition_epoch: part.partition_epoch,
+            isr: wanted.clone(),
+        };
+        match broker.quorum.propose(cmd).await {
+            Ok(()) => {
+                let shrunk = part.isr.len() > wanted.len();
+                crate::metrics::record_isr_change(shrunk);
+                info!(topic = %state.topic, partition = state.partition, from = ?part.isr, to = ?wanted,
+                    "{}", if shrunk { "ISR shrunk" } else { "ISR expanded" });
+            }
+            Err(ProposeError::Apply(
+                e @ (ApplyError::InvalidUpdateVersion { .. }
+                | ApplyError::FencedLeaderEpoch { .. }
+                | ApplyError::IneligibleReplica { .. }
+                | ApplyError::StaleBrokerEpoch { .. }),
+            )) => {
+                debug!(topic = %state.topic, partition = state.partition, error = %e, "ISR change refused; retrying with the next image");
+            }
+            Err(e) => {
+                warn!(topic = %state.topic, partition = state.partition, error = %e, "ISR change not committed");
+                return;
+            }
+        }
+    }
+}

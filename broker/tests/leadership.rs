@@ -1,0 +1,395 @@
+//! Leadership on the wire, against three real `brook` processes on loopback: a broker that
+//! does not lead a partition answers Produce v11 with NOT_LEADER_OR_FOLLOWER plus the
+//! leader's id, epoch and endpoint (KIP-951), and the leader checks the
+//! `current_leader_epoch` of Fetch and ListOffsets (KIP-320): older → FENCED_LEADER_EPOCH,
+//! newer → UNKNOWN_LEADER_EPOCH. Brook-only in detail (it inspects tagged fields no client
+//! exposes), so it lives with the crate, encoding requests with kafka-protocol.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::thread::sleep;
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::{
+    ApiKey, BrokerId, CreateTopicsRequest, CreateTopicsResponse, FetchRequest, FetchResponse,
+    ListOffsetsRequest, ListOffsetsResponse, MetadataRequest, MetadataResponse, ProduceRequest,
+    ProduceResponse, RequestHeader, ResponseHeader, TopicName,
+};
+use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, StrBytes};
+use kafka_protocol::records::{
+    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+};
+
+const NOT_LEADER_OR_FOLLOWER: i16 = 6;
+const FENCED_LEADER_EPOCH: i16 = 74;
+const UNKNOWN_LEADER_EPOCH: i16 = 75;
+const TOPIC: &str = "leadership";
+
+struct Node {
+    id: i32,
+    port: u16,
+    args: Vec<String>,
+    child: Option<Child>,
+}
+
+impl Node {
+    fn start(&mut self) {
+        let child = Command::new(env!("CARGO_BIN_EXE_brook"))
+            .args(&self.args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn brook");
+        self.child = Some(child);
+    }
+
+    /// SIGTERM (a controlled shutdown), then wait for the exit.
+    fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let pid = i32::try_from(child.id()).expect("pid fits i32");
+            // `kill(1)` rather than libc keeps the test free of `unsafe`.
+            let _ = Command::new("kill")
+                .arg("-TERM")
+                .arg(pid.to_string())
+                .status();
+            let _ = child.wait();
+        }
+    }
+
+    fn bootstrap(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+/// Three combined nodes (ids 1-3) on one quorum, plus `broker_only` nodes (ids 4…) that
+/// follow it as learners.
+fn cluster(dir: &Path, broker_only: i32) -> Vec<Node> {
+    let controllers: Vec<u16> = (0..3).map(|_| free_port()).collect();
+    let voters = controllers
+        .iter()
+        .enumerate()
+        .map(|(i, p)| format!("{}@127.0.0.1:{p}", i + 1))
+        .collect::<Vec<_>>()
+        .join(",");
+    (1..=3 + broker_only)
+        .map(|id| {
+            let port = free_port();
+            let (roles, listeners) = match controllers.get(id as usize - 1) {
+                Some(controller) => (
+                    "broker,controller",
+                    format!("PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller}"),
+                ),
+                None => ("broker", format!("PLAINTEXT://127.0.0.1:{port}")),
+            };
+            let settings = [
+                format!("node.id={id}"),
+                format!("process.roles={roles}"),
+                format!("controller.quorum.voters={voters}"),
+                format!("listeners={listeners}"),
+                "controller.listener.names=CONTROLLER".to_string(),
+                "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT"
+                    .to_string(),
+                format!("log.dirs={}", dir.join(format!("node-{id}")).display()),
+                "metrics.listener=".to_string(),
+                "broker.heartbeat.interval.ms=500".to_string(),
+            ];
+            Node {
+                id,
+                port,
+                args: settings
+                    .iter()
+                    .flat_map(|s| ["--override".to_string(), s.clone()])
+                    .collect(),
+                child: None,
+            }
+        })
+        .collect()
+}
+
+fn wait_until<T>(what: &str, mut probe: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(v) = probe() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        sleep(Duration::from_millis(100));
+    }
+}
+
+/// One request, one response, on a fresh connection.
+fn call<Req: Encodable + HeaderVersion, Resp: Decodable + HeaderVersion>(
+    bootstrap: &str,
+    api: ApiKey,
+    version: i16,
+    request: &Req,
+) -> std::io::Result<Resp> {
+    let mut stream = TcpStream::connect(bootstrap)?;
+    stream.set_read_timeout(Some(Duration::from_secs(20)))?;
+    let header = RequestHeader::default()
+        .with_request_api_key(api as i16)
+        .with_request_api_version(version)
+        .with_correlation_id(7)
+        .with_client_id(Some(StrBytes::from_static_str("leadership-test")));
+    let mut body = BytesMut::new();
+    header
+        .encode(&mut body, Req::header_version(version))
+        .map_err(std::io::Error::other)?;
+    request
+        .encode(&mut body, version)
+        .map_err(std::io::Error::other)?;
+    let len = u32::try_from(body.len()).map_err(std::io::Error::other)?;
+    stream.write_all(&len.to_be_bytes())?;
+    stream.write_all(&body)?;
+    let mut len = [0u8; 4];
+    stream.read_exact(&mut len)?;
+    let mut frame = vec![0u8; u32::from_be_bytes(len) as usize];
+    stream.read_exact(&mut frame)?;
+    let mut frame = Bytes::from(frame);
+    ResponseHeader::decode(&mut frame, Resp::header_version(version))
+        .map_err(std::io::Error::other)?;
+    Resp::decode(&mut frame, version).map_err(std::io::Error::other)
+}
+
+/// (leader, leader epoch) per partition, as `bootstrap` sees them.
+fn leaders(bootstrap: &str) -> Option<Vec<(i32, i32)>> {
+    let request = MetadataRequest::default()
+        .with_topics(Some(vec![MetadataRequestTopic::default()
+            .with_name(Some(TopicName(StrBytes::from_static_str(TOPIC))))]));
+    let response: MetadataResponse = call(bootstrap, ApiKey::Metadata, 12, &request).ok()?;
+    let topic = response.topics.first()?;
+    let mut out: Vec<(i32, i32, i32)> = topic
+        .partitions
+        .iter()
+        .map(|p| (p.partition_index, p.leader_id.0, p.leader_epoch))
+        .collect();
+    out.sort_unstable();
+    Some(out.into_iter().map(|(_, l, e)| (l, e)).collect())
+}
+
+fn one_record_batch() -> Bytes {
+    let record = Record {
+        transactional: false,
+        control: false,
+        partition_leader_epoch: -1,
+        producer_id: -1,
+        producer_epoch: -1,
+        timestamp_type: TimestampType::Creation,
+        offset: 0,
+        sequence: -1,
+        timestamp: 1_700_000_000_000,
+        key: Some(Bytes::from_static(b"k")),
+        value: Some(Bytes::from_static(b"v")),
+        headers: Default::default(),
+        delete_horizon: false,
+    };
+    let mut buf = BytesMut::new();
+    let options = RecordEncodeOptions {
+        version: 2,
+        compression: Compression::None,
+    };
+    RecordBatchEncoder::encode(&mut buf, &[record], &options).expect("encode batch");
+    buf.freeze()
+}
+
+/// An acks=all Produce of one record to `partition` of the test topic.
+fn produce_one(partition: i32) -> ProduceRequest {
+    ProduceRequest::default()
+        .with_acks(-1)
+        .with_timeout_ms(10_000)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(TopicName(StrBytes::from_static_str(TOPIC)))
+            .with_partition_data(vec![PartitionProduceData::default()
+                .with_index(partition)
+                .with_records(Some(one_record_batch()))])])
+}
+
+fn fetch_error(bootstrap: &str, partition: i32, current_leader_epoch: i32) -> (i16, i32) {
+    let request = FetchRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_max_wait_ms(0)
+        .with_min_bytes(0)
+        .with_max_bytes(1 << 20)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic(TopicName(StrBytes::from_static_str(TOPIC)))
+            .with_partitions(vec![FetchPartition::default()
+                .with_partition(partition)
+                .with_current_leader_epoch(current_leader_epoch)
+                .with_fetch_offset(0)
+                .with_partition_max_bytes(1 << 20)])]);
+    let response: FetchResponse =
+        call(bootstrap, ApiKey::Fetch, 12, &request).expect("fetch answered");
+    let p = &response.responses[0].partitions[0];
+    (p.error_code, p.current_leader.leader_epoch)
+}
+
+fn list_offsets_error(bootstrap: &str, partition: i32, current_leader_epoch: i32) -> i16 {
+    let request = ListOffsetsRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_topics(vec![ListOffsetsTopic::default()
+            .with_name(TopicName(StrBytes::from_static_str(TOPIC)))
+            .with_partitions(vec![ListOffsetsPartition::default()
+                .with_partition_index(partition)
+                .with_current_leader_epoch(current_leader_epoch)
+                .with_timestamp(-1)])]);
+    let response: ListOffsetsResponse =
+        call(bootstrap, ApiKey::ListOffsets, 7, &request).expect("list offsets answered");
+    response.topics[0].partitions[0].error_code
+}
+
+fn started(dir: &Path, broker_only: i32) -> Vec<Node> {
+    let mut nodes = cluster(dir, broker_only);
+    for node in nodes.iter_mut() {
+        node.start();
+    }
+    for node in &nodes {
+        wait_until("the client listeners", || {
+            TcpStream::connect(node.bootstrap()).ok()
+        });
+    }
+    nodes
+}
+
+fn create_topic(via: &Node, partitions: i32) {
+    let create = CreateTopicsRequest::default()
+        .with_timeout_ms(30_000)
+        .with_topics(vec![CreatableTopic::default()
+            .with_name(TopicName(StrBytes::from_static_str(TOPIC)))
+            .with_num_partitions(partitions)
+            .with_replication_factor(1)]);
+    let created: CreateTopicsResponse =
+        call(&via.bootstrap(), ApiKey::CreateTopics, 7, &create).expect("create answered");
+    assert_eq!(created.topics[0].error_code, 0, "{created:?}");
+}
+
+#[test]
+fn a_broker_only_node_follows_the_quorum_as_a_learner_and_serves_what_it_leads() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let nodes = started(dir.path(), 1);
+    let learner = &nodes[3];
+    // Created through the learner: forwarded to the quorum leader, visible to it at once.
+    create_topic(learner, 8);
+    let led = leaders(&learner.bootstrap()).expect("metadata from the learner");
+    let mut by_broker: Vec<i32> = led.iter().map(|(b, _)| *b).collect();
+    by_broker.sort_unstable();
+    by_broker.dedup();
+    assert_eq!(
+        by_broker,
+        vec![1, 2, 3, 4],
+        "8 partitions over 4 active brokers: {led:?}"
+    );
+    let metadata: MetadataResponse = call(
+        &nodes[0].bootstrap(),
+        ApiKey::Metadata,
+        12,
+        &MetadataRequest::default(),
+    )
+    .expect("metadata answered");
+    let mut brokers: Vec<i32> = metadata.brokers.iter().map(|b| b.node_id.0).collect();
+    brokers.sort_unstable();
+    assert_eq!(brokers, vec![1, 2, 3, 4]);
+    assert!(
+        (1..=3).contains(&metadata.controller_id.0),
+        "the controller is a voter"
+    );
+    let own = led
+        .iter()
+        .position(|(b, _)| *b == 4)
+        .expect("a partition led by node 4");
+    let produce = produce_one(i32::try_from(own).expect("partition index"));
+    let stored: ProduceResponse =
+        call(&learner.bootstrap(), ApiKey::Produce, 11, &produce).expect("produce answered");
+    let p = &stored.responses[0].partition_responses[0];
+    assert_eq!((p.error_code, p.base_offset), (0, 0), "{stored:?}");
+}
+
+#[test]
+fn a_non_leader_points_to_the_leader_and_the_leader_fences_stale_epochs() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut nodes = started(dir.path(), 0);
+    create_topic(&nodes[1], 3);
+    let first = wait_until("every partition led", || {
+        leaders(&nodes[0].bootstrap()).filter(|l| l.len() == 3 && l.iter().all(|(b, _)| *b > 0))
+    });
+
+    // KIP-951: produce to a broker that does not lead partition 0.
+    let (leader, epoch) = first[0];
+    let elsewhere = nodes.iter().find(|n| n.id != leader).expect("a non-leader");
+    let produce = produce_one(0);
+    let moved: ProduceResponse =
+        call(&elsewhere.bootstrap(), ApiKey::Produce, 11, &produce).expect("produce answered");
+    let p = &moved.responses[0].partition_responses[0];
+    assert_eq!(p.error_code, NOT_LEADER_OR_FOLLOWER, "{moved:?}");
+    assert_eq!(
+        (p.current_leader.leader_id.0, p.current_leader.leader_epoch),
+        (leader, epoch)
+    );
+    let leader_node = nodes.iter().find(|n| n.id == leader).expect("the leader");
+    let endpoint = moved.node_endpoints.iter().find(|e| e.node_id.0 == leader);
+    assert_eq!(
+        endpoint.map(|e| (e.host.to_string(), e.port)),
+        Some(("127.0.0.1".to_string(), i32::from(leader_node.port))),
+        "{moved:?}"
+    );
+    let stored: ProduceResponse =
+        call(&leader_node.bootstrap(), ApiKey::Produce, 11, &produce).expect("produce answered");
+    assert_eq!(stored.responses[0].partition_responses[0].error_code, 0);
+
+    // A controlled shutdown and restart of the leader moves partition 0's epoch on twice
+    // (leaderless, then led again): requests with the first epoch are now fenced.
+    let index = nodes
+        .iter()
+        .position(|n| n.id == leader)
+        .expect("leader index");
+    nodes[index].stop();
+    nodes[index].start();
+    let bootstrap = nodes[index].bootstrap();
+    let now = wait_until("partition 0 led again with a newer epoch", || {
+        leaders(&bootstrap)
+            .map(|l| l[0])
+            .filter(|&(l, e)| l == leader && e > epoch)
+    });
+    assert_eq!(
+        fetch_error(&bootstrap, 0, epoch),
+        (FENCED_LEADER_EPOCH, now.1)
+    );
+    assert_eq!(
+        fetch_error(&bootstrap, 0, now.1 + 1).0,
+        UNKNOWN_LEADER_EPOCH
+    );
+    assert_eq!(fetch_error(&bootstrap, 0, now.1).0, 0);
+    assert_eq!(
+        list_offsets_error(&bootstrap, 0, epoch),
+        FENCED_LEADER_EPOCH
+    );
+    assert_eq!(
+        list_offsets_error(&bootstrap, 0, now.1 + 1),
+        UNKNOWN_LEADER_EPOCH
+    );
+    assert_eq!(list_offsets_error(&bootstrap, 0, now.1), 0);
+}

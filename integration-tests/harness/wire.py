@@ -1,0 +1,287 @@
+"""Single Kafka requests sent to ONE chosen broker, over a plain socket.
+
+The cluster tests need what no client library offers: "ask broker 2 itself" (its own metadata
+view, leader epochs, a group's coordinator) and "send this admin request to that broker, not to
+the controller the client would pick". Each call opens a connection to `bootstrap` (HOST:PORT),
+sends one request at a fixed, non-flexible version that Apache Kafka 4.x and Brook both accept,
+and returns the decoded response as plain dicts. Schemas follow Kafka's message JSON files
+(clients/src/main/resources/common/message/*.json); field names are Kafka's, in snake_case.
+
+Invariant: a call never retries; a connection error raises OSError, and error codes are
+returned for the caller to assert on (see ERRORS for the names used in messages).
+"""
+
+import socket
+import struct
+from typing import Dict, List, Optional
+
+CLIENT_ID = b"brook-cluster-tests"
+TIMEOUT_S = 10.0
+
+ERRORS = {
+    0: "NONE", 3: "UNKNOWN_TOPIC_OR_PARTITION", 5: "LEADER_NOT_AVAILABLE", 6: "NOT_LEADER_OR_FOLLOWER",
+    7: "REQUEST_TIMED_OUT", 14: "COORDINATOR_LOAD_IN_PROGRESS", 15: "COORDINATOR_NOT_AVAILABLE",
+    36: "TOPIC_ALREADY_EXISTS", 37: "INVALID_PARTITIONS", 38: "INVALID_REPLICATION_FACTOR",
+    41: "NOT_CONTROLLER",
+}
+
+# -- a minimal codec: a schema is a list of (name, type); type is a primitive name or
+#    ("array", schema-or-primitive). Strings are "string" (non-null) or "nstring" (nullable).
+_FIXED = {"int8": ">b", "int16": ">h", "int32": ">i", "int64": ">q", "bool": ">?"}
+
+
+def _encode(schema, value) -> bytes:
+    if isinstance(schema, list):
+        return b"".join(_encode(t, value[name]) for name, t in schema)
+    if isinstance(schema, tuple):  # ("array", element)
+        if value is None:
+            return struct.pack(">i", -1)
+        return struct.pack(">i", len(value)) + b"".join(_encode(schema[1], v) for v in value)
+    if schema in _FIXED:
+        return struct.pack(_FIXED[schema], value)
+    if schema in ("string", "nstring"):
+        if value is None:
+            return struct.pack(">h", -1)
+        raw = value.encode()
+        return struct.pack(">h", len(raw)) + raw
+    raise ValueError(schema)
+
+
+class _Reader:
+    def __init__(self, data: bytes):
+        self.data, self.pos = data, 0
+
+    def take(self, n: int) -> bytes:
+        chunk = self.data[self.pos:self.pos + n]
+        if len(chunk) != n:
+            raise ValueError("response truncated")
+        self.pos += n
+        return chunk
+
+    def read(self, schema):
+        if isinstance(schema, list):
+            return {name: self.read(t) for name, t in schema}
+        if isinstance(schema, tuple):
+            (n,) = struct.unpack(">i", self.take(4))
+            return None if n < 0 else [self.read(schema[1]) for _ in range(n)]
+        if schema in _FIXED:
+            fmt = _FIXED[schema]
+            return struct.unpack(fmt, self.take(struct.calcsize(fmt)))[0]
+        if schema in ("string", "nstring"):
+            (n,) = struct.unpack(">h", self.take(2))
+            return None if n < 0 else self.take(n).decode()
+        raise ValueError(schema)
+
+
+def A(element) -> tuple:
+    return ("array", element)
+
+
+def call(bootstrap: str, api_key: int, version: int, request_schema, request: dict, response_schema,
+         timeout: float = TIMEOUT_S) -> dict:
+    """Send one request (header v1) to `bootstrap` and decode the response (header v0)."""
+    host, _, port = bootstrap.rpartition(":")
+    body = struct.pack(">hhih", api_key, version, 7, len(CLIENT_ID)) + CLIENT_ID + _encode(request_schema, request)
+    with socket.create_connection((host, int(port)), timeout=timeout) as s:
+        s.settimeout(timeout)
+        s.sendall(struct.pack(">i", len(body)) + body)
+        (size,) = struct.unpack(">i", _recv_exact(s, 4))
+        reader = _Reader(_recv_exact(s, size))
+    (correlation_id,) = struct.unpack(">i", reader.take(4))
+    if correlation_id != 7:
+        raise ValueError(f"correlation id {correlation_id} != 7")
+    return reader.read(response_schema)
+
+
+def _recv_exact(s: socket.socket, n: int) -> bytes:
+    buf = b""
+    while len(buf) < n:
+        chunk = s.recv(n - len(buf))
+        if not chunk:
+            raise ConnectionError("connection closed mid-response")
+        buf += chunk
+    return buf
+
+
+# -- Metadata v8 (api 3) -----------------------------------------------------------------------
+_METADATA_REQ = [("topics", A([("name", "string")])), ("allow_auto_topic_creation", "bool"),
+                 ("include_cluster_authorized_operations", "bool"), ("include_topic_authorized_operations", "bool")]
+_METADATA_RESP = [
+    ("throttle_time_ms", "int32"),
+    ("brokers", A([("node_id", "int32"), ("host", "string"), ("port", "int32"), ("rack", "nstring")])),
+    ("cluster_id", "nstring"),
+    ("controller_id", "int32"),
+    ("topics", A([
+        ("error_code", "int16"), ("name", "string"), ("is_internal", "bool"),
+        ("partitions", A([("error_code", "int16"), ("partition_index", "int32"), ("leader_id", "int32"),
+                          ("leader_epoch", "int32"), ("replica_nodes", A("int32")), ("isr_nodes", A("int32")),
+                          ("offline_replicas", A("int32"))])),
+        ("topic_authorized_operations", "int32")])),
+    ("cluster_authorized_operations", "int32"),
+]
+
+
+def metadata(bootstrap: str, topics: Optional[List[str]] = None) -> dict:
+    """This broker's own metadata view (no auto-creation). `topics=None`: all topics.
+    Returns {"controller_id", "cluster_id", "brokers": {id: "host:port"},
+    "topics": {name: {"error": code, "partitions": {p: {"error", "leader", "epoch", "replicas", "isr"}}}}}."""
+    request = {"topics": None if topics is None else [{"name": t} for t in topics],
+               "allow_auto_topic_creation": False, "include_cluster_authorized_operations": False,
+               "include_topic_authorized_operations": False}
+    r = call(bootstrap, 3, 8, _METADATA_REQ, request, _METADATA_RESP)
+    return {
+        "controller_id": r["controller_id"],
+        "cluster_id": r["cluster_id"],
+        "brokers": {b["node_id"]: f"{b['host']}:{b['port']}" for b in r["brokers"]},
+        "topics": {
+            t["name"]: {
+                "error": t["error_code"],
+                "partitions": {
+                    p["partition_index"]: {"error": p["error_code"], "leader": p["leader_id"], "epoch": p["leader_epoch"],
+                                           "replicas": p["replica_nodes"], "isr": p["isr_nodes"]}
+                    for p in t["partitions"]
+                },
+            }
+            for t in r["topics"]
+        },
+    }
+
+
+# -- FindCoordinator v2 (api 10) ----------------------------------------------------------------
+def find_coordinator(bootstrap: str, group: str) -> dict:
+    """{"error": code, "node_id": id} of `group`'s coordinator, as `bootstrap` answers."""
+    r = call(bootstrap, 10, 2, [("key", "string"), ("key_type", "int8")], {"key": group, "key_type": 0},
+             [("throttle_time_ms", "int32"), ("error_code", "int16"), ("error_message", "nstring"),
+              ("node_id", "int32"), ("host", "string"), ("port", "int32")])
+    return {"error": r["error_code"], "node_id": r["node_id"], "message": r["error_message"]}
+
+
+# -- CreateTopics v4 (api 19) -------------------------------------------------------------------
+def create_topics(bootstrap: str, topics: Dict[str, tuple], timeout_ms: int = 30000) -> Dict[str, int]:
+    """`topics`: {name: (partitions, replication_factor, {config: value})} -> {name: error code}."""
+    schema = [("topics", A([("name", "string"), ("num_partitions", "int32"), ("replication_factor", "int16"),
+                           ("assignments", A([("partition_index", "int32"), ("broker_ids", A("int32"))])),
+                           ("configs", A([("name", "string"), ("value", "nstring")]))])),
+              ("timeout_ms", "int32"), ("validate_only", "bool")]
+    request = {"topics": [{"name": n, "num_partitions": p, "replication_factor": rf, "assignments": [],
+                           "configs": [{"name": k, "value": v} for k, v in (cfg or {}).items()]}
+                          for n, (p, rf, cfg) in topics.items()],
+               "timeout_ms": timeout_ms, "validate_only": False}
+    r = call(bootstrap, 19, 4, schema, request,
+             [("throttle_time_ms", "int32"),
+              ("topics", A([("name", "string"), ("error_code", "int16"), ("error_message", "nstring")]))],
+             timeout=timeout_ms / 1000 + 5)
+    return {t["name"]: t["error_code"] for t in r["topics"]}
+
+
+# -- DeleteTopics v3 (api 20) -------------------------------------------------------------------
+def delete_topics(bootstrap: str, names: List[str], timeout_ms: int = 30000) -> Dict[str, int]:
+    r = call(bootstrap, 20, 3, [("topic_names", A("string")), ("timeout_ms", "int32")],
+             {"topic_names": names, "timeout_ms": timeout_ms},
+             [("throttle_time_ms", "int32"), ("responses", A([("name", "string"), ("error_code", "int16")]))],
+             timeout=timeout_ms / 1000 + 5)
+    return {t["name"]: t["error_code"] for t in r["responses"]}
+
+
+# -- CreatePartitions v1 (api 37) ---------------------------------------------------------------
+def create_partitions(bootstrap: str, counts: Dict[str, int], timeout_ms: int = 30000) -> Dict[str, int]:
+    """`counts`: {topic: new total partition count} -> {topic: error code}."""
+    schema = [("topics", A([("name", "string"), ("count", "int32"), ("assignments", A([("broker_ids", A("int32"))]))])),
+              ("timeout_ms", "int32"), ("validate_only", "bool")]
+    request = {"topics": [{"name": n, "count": c, "assignments": None} for n, c in counts.items()],
+               "timeout_ms": timeout_ms, "validate_only": False}
+    r = call(bootstrap, 37, 1, schema, request,
+             [("throttle_time_ms", "int32"),
+              ("results", A([("name", "string"), ("error_code", "int16"), ("error_message", "nstring")]))],
+             timeout=timeout_ms / 1000 + 5)
+    return {t["name"]: t["error_code"] for t in r["results"]}
+
+
+# -- IncrementalAlterConfigs v0 (api 44) --------------------------------------------------------
+TOPIC_RESOURCE = 2
+OP_SET, OP_DELETE = 0, 1
+
+
+def incremental_alter_topic_configs(bootstrap: str, topic: str, ops: Dict[str, Optional[str]]) -> int:
+    """`ops`: {name: value (SET) or None (DELETE)} on one topic -> its error code."""
+    schema = [("resources", A([("resource_type", "int8"), ("resource_name", "string"),
+                               ("configs", A([("name", "string"), ("config_operation", "int8"), ("value", "nstring")]))])),
+              ("validate_only", "bool")]
+    request = {"resources": [{"resource_type": TOPIC_RESOURCE, "resource_name": topic,
+                              "configs": [{"name": k, "config_operation": OP_SET if v is not None else OP_DELETE,
+                                           "value": v} for k, v in ops.items()]}],
+               "validate_only": False}
+    r = call(bootstrap, 44, 0, schema, request,
+             [("throttle_time_ms", "int32"),
+              ("responses", A([("error_code", "int16"), ("error_message", "nstring"), ("resource_type", "int8"),
+                               ("resource_name", "string")]))])
+    (only,) = r["responses"]
+    return only["error_code"]
+
+
+# -- DescribeConfigs v1 (api 32) ----------------------------------------------------------------
+def describe_topic_configs(bootstrap: str, topic: str, names: Optional[List[str]] = None) -> dict:
+    """{"error": code, "configs": {name: value}} for one topic, as `bootstrap` answers."""
+    schema = [("resources", A([("resource_type", "int8"), ("resource_name", "string"), ("configuration_keys", A("string"))])),
+              ("include_synonyms", "bool")]
+    r = call(bootstrap, 32, 1, schema,
+             {"resources": [{"resource_type": TOPIC_RESOURCE, "resource_name": topic, "configuration_keys": names}],
+              "include_synonyms": False},
+             [("throttle_time_ms", "int32"),
+              ("results", A([("error_code", "int16"), ("error_message", "nstring"), ("resource_type", "int8"),
+                             ("resource_name", "string"),
+                             ("configs", A([("name", "string"), ("value", "nstring"), ("read_only", "bool"),
+                                            ("config_source", "int8"), ("is_sensitive", "bool"),
+                                            ("synonyms", A([("name", "string"), ("value", "nstring"),
+                                                            ("source", "int8")]))]))]))])
+    (only,) = r["results"]
+    return {"error": only["error_code"], "configs": {c["name"]: c["value"] for c in only["configs"] or []}}
+
+
+# -- DeleteRecords v1 (api 21) ------------------------------------------------------------------
+def delete_records(bootstrap: str, topic: str, offsets: Dict[int, int], timeout_ms: int = 30000) -> Dict[int, dict]:
+    """`offsets`: {partition: delete-before offset} -> {partition: {"error", "low_watermark"}}."""
+    schema = [("topics", A([("name", "string"), ("partitions", A([("partition_index", "int32"), ("offset", "int64")]))])),
+              ("timeout_ms", "int32")]
+    request = {"topics": [{"name": topic, "partitions": [{"partition_index": p, "offset": o} for p, o in offsets.items()]}],
+               "timeout_ms": timeout_ms}
+    r = call(bootstrap, 21, 1, schema, request,
+             [("throttle_time_ms", "int32"),
+              ("topics", A([("name", "string"),
+                            ("partitions", A([("partition_index", "int32"), ("low_watermark", "int64"),
+                                              ("error_code", "int16")]))]))],
+             timeout=timeout_ms / 1000 + 5)
+    return {p["partition_index"]: {"error": p["error_code"], "low_watermark": p["low_watermark"]}
+            for t in r["topics"] for p in t["partitions"]}
+
+
+# -- ListOffsets v4 (api 2) ---------------------------------------------------------------------
+EARLIEST, LATEST = -2, -1
+
+
+def list_offsets(bootstrap: str, topic: str, partitions: List[int], timestamp: int = EARLIEST) -> Dict[int, dict]:
+    """{partition: {"error", "offset", "leader_epoch"}} as `bootstrap` answers (only a leader answers)."""
+    schema = [("replica_id", "int32"), ("isolation_level", "int8"),
+              ("topics", A([("name", "string"), ("partitions", A([("partition_index", "int32"),
+                                                                  ("current_leader_epoch", "int32"),
+                                                                  ("timestamp", "int64")]))]))]
+    request = {"replica_id": -1, "isolation_level": 0,
+               "topics": [{"name": topic, "partitions": [{"partition_index": p, "current_leader_epoch": -1,
+                                                          "timestamp": timestamp} for p in partitions]}]}
+    r = call(bootstrap, 2, 4, schema, request,
+             [("throttle_time_ms", "int32"),
+              ("topics", A([("name", "string"),
+                            ("partitions", A([("partition_index", "int32"), ("error_code", "int16"),
+                                              ("timestamp", "int64"), ("offset", "int64"),
+                                              ("leader_epoch", "int32")]))]))])
+    return {p["partition_index"]: {"error": p["error_code"], "offset": p["offset"], "leader_epoch": p["leader_epoch"]}
+            for t in r["topics"] for p in t["partitions"]}
+
+
+def error_name(code: int) -> str:
+    return ERRORS.get(code, str(code))
+
+
+def leaders(md: dict, topic: str) -> Dict[int, int]:
+    """{partition: leader id} of `topic` in a `metadata()` answer."""
+    return {p: info["leader"] for p, info in md["topics"][topic]["partitions"].items()}

@@ -1,0 +1,219 @@
+//! The requests only the metadata leader serves — `Propose`, `AddLearner`, `Heartbeat` —
+//! answered the same way whether they come from this node (`MetadataQuorum`) or from a peer
+//! (the peer server). A non-leader answers [`LeaderReply::NotLeader`] with the leader it
+//! knows, so the caller can go there.
+//!
+//! Every wait on raft is bounded ([`LEADER_CALL_TIMEOUT`]): openraft 0.9 keeps a leader that
+//! lost its quorum believing it leads until it sees a higher term, and its `client_write`
+//! would then wait forever. Thread-safety: shared by `Arc`; no locks of its own.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use openraft::error::{ClientWriteError, Fatal, ForwardToLeader};
+use openraft::{BasicNode, ChangeMembers, Raft, RaftMetrics};
+use tokio::sync::watch;
+
+use crate::command::Command;
+use crate::image::MetadataImage;
+use crate::leader_gone::LeaderContact;
+use crate::liveness::{Heartbeat, HeartbeatReply, Liveness};
+use crate::network::{Committed, LeaderReply};
+use crate::TypeConfig;
+
+/// How long the leader works on one request before answering `Unavailable`.
+pub(crate) const LEADER_CALL_TIMEOUT: Duration = Duration::from_secs(10);
+
+type WriteError = openraft::error::RaftError<u64, ClientWriteError<u64, BasicNode>>;
+
+pub(crate) struct PeerService {
+    node_id: u64,
+    raft: Raft<TypeConfig>,
+    liveness: Arc<Liveness>,
+    images: watch::Receiver<Arc<MetadataImage>>,
+    leader_contact: Arc<LeaderContact>,
+}
+
+impl PeerService {
+    pub(crate) fn new(
+        node_id: u64,
+        raft: Raft<TypeConfig>,
+        liveness: Arc<Liveness>,
+        images: watch::Receiver<Arc<MetadataImage>>,
+        leader_contact: Arc<LeaderContact>,
+    ) -> Self {
+        PeerService {
+            node_id,
+            raft,
+            liveness,
+            images,
+            leader_contact,
+        }
+    }
+
+    /// What the peer server saw of the leaders' connections (`leader_gone.rs`).
+    pub(crate) fn leader_contact(&self) -> &LeaderContact {
+        &self.leader_contact
+    }
+
+    pub(crate) fn liveness(&self) -> Arc<Liveness> {
+        self.liveness.clone()
+    }
+
+    pub(crate) fn raft(&self) -> &Raft<TypeConfig> {
+        &self.raft
+    }
+
+    pub(crate) fn metrics(&self) -> RaftMetrics<u64, BasicNode> {
+        self.raft.metrics().borrow().clone()
+    }
+
+    pub(crate) fn is_leader(&self) -> bool {
+        self.raft.metrics().borrow().current_leader == Some(self.node_id)
+    }
+
+    /// The leader this node knows of, with its address from the membership.
+    pub(crate) fn leader(&self) -> (Option<u64>, Option<String>) {
+        let metrics = self.raft.metrics();
+        let metrics = metrics.borrow();
+        let leader = metrics.current_leader;
+        let addr = leader.and_then(|id| {
+            metrics
+                .membership_config
+                .membership()
+                .get_node(&id)
+                .map(|n| n.addr.clone())
+        });
+        (leader, addr)
+    }
+
+    fn not_leader<T>(&self) -> LeaderReply<T> {
+        let (leader_id, leader_addr) = self.leader();
+        LeaderReply::NotLeader {
+            leader_id,
+            leader_addr,
+        }
+    }
+
+    /// Replicates `cmd` if this node leads; the reply carries its log index and apply result.
+    /// `Err` only when this node's raft core has stopped.
+    pub(crate) async fn propose(
+        &self,
+        cmd: Command,
+        timeout: Duration,
+    ) -> Result<LeaderReply<Committed>, Box<Fatal<u64>>> {
+        let timeout = timeout.min(LEADER_CALL_TIMEOUT);
+        match tokio::time::timeout(timeout, self.raft.client_write(cmd)).await {
+            Ok(Ok(response)) => Ok(LeaderReply::Ok(Committed {
+                index: response.log_id.index,
+                result: response.data,
+            })),
+            Ok(Err(e)) => write_reply(e),
+            Err(_) => Ok(LeaderReply::Unavailable {
+                reason: format!("not committed within {timeout:?}"),
+            }),
+        }
+    }
+
+    /// Makes `node_id` a learner reachable at `addr` (idempotent). The reply is the index
+    /// the learner must apply to have caught up with the log as of its joining.
+    pub(crate) async fn add_learner(&self, node_id: u64, addr: String) -> LeaderReply<u64> {
+        if !self.is_leader() {
+            return self.not_leader();
+        }
+        let metrics = self.metrics();
+        let membership = metrics.membership_config.membership();
+        if membership.voter_ids().any(|id| id == node_id) {
+            return LeaderReply::Unavailable {
+                reason: format!("node {node_id} is a voter, it cannot join as a learner"),
+            };
+        }
+        let node = BasicNode { addr };
+        let write = match membership.get_node(&node_id) {
+            // A restarted learner: nothing to change, but it must still catch up to what is
+            // committed now, which a linearizable read point gives.
+            Some(known) if *known == node => {
+                return match tokio::time::timeout(
+                    LEADER_CALL_TIMEOUT,
+                    self.raft.ensure_linearizable(),
+                )
+                .await
+                {
+                    Ok(Ok(read)) => LeaderReply::Ok(read.map_or(0, |id| id.index)),
+                    Ok(Err(e)) => match e.into_api_error() {
+                        Some(openraft::error::CheckIsLeaderError::ForwardToLeader(f)) => {
+                            forward_reply(f)
+                        }
+                        other => LeaderReply::Unavailable {
+                            reason: format!("{other:?}"),
+                        },
+                    },
+                    Err(_) => LeaderReply::Unavailable {
+                        reason: "leadership not confirmed in time".into(),
+                    },
+                };
+            }
+            // Same learner, new address (it listens on an ephemeral port): `AddNodes` never
+            // replaces a node, `SetNodes` does; replication streams are rebuilt with it.
+            Some(_) => {
+                tracing::info!(node_id, addr = %node.addr, "metadata learner moved");
+                let change = ChangeMembers::SetNodes(BTreeMap::from([(node_id, node)]));
+                tokio::time::timeout(
+                    LEADER_CALL_TIMEOUT,
+                    self.raft.change_membership(change, true),
+                )
+                .await
+            }
+            None => {
+                tracing::info!(node_id, addr = %node.addr, "adding metadata learner");
+                tokio::time::timeout(
+                    LEADER_CALL_TIMEOUT,
+                    self.raft.add_learner(node_id, node, false),
+                )
+                .await
+            }
+        };
+        match write {
+            Ok(Ok(response)) => LeaderReply::Ok(response.log_id.index),
+            Ok(Err(e)) => write_reply(e).unwrap_or_else(|fatal| LeaderReply::Unavailable {
+                reason: fatal.to_string(),
+            }),
+            Err(_) => LeaderReply::Unavailable {
+                reason: "membership change not committed in time".into(),
+            },
+        }
+    }
+
+    /// Answers a broker heartbeat from the leader's liveness state.
+    pub(crate) fn heartbeat(&self, hb: &Heartbeat) -> LeaderReply<HeartbeatReply> {
+        if !self.is_leader() {
+            return self.not_leader();
+        }
+        // Clone the `Arc` so the watch's lock is not held while liveness works.
+        let image = self.images.borrow().clone();
+        LeaderReply::Ok(self.liveness.on_heartbeat(hb, &image, Instant::now()))
+    }
+}
+
+fn forward_reply<T>(f: ForwardToLeader<u64, BasicNode>) -> LeaderReply<T> {
+    LeaderReply::NotLeader {
+        leader_id: f.leader_id,
+        leader_addr: f.leader_node.map(|n| n.addr),
+    }
+}
+
+/// Maps a failed raft write to a reply; a stopped raft core is the caller's to report.
+fn write_reply<T>(e: WriteError) -> Result<LeaderReply<T>, Box<Fatal<u64>>> {
+    match e {
+        openraft::error::RaftError::APIError(ClientWriteError::ForwardToLeader(f)) => {
+            Ok(forward_reply(f))
+        }
+        openraft::error::RaftError::APIError(ClientWriteError::ChangeMembershipError(e)) => {
+            Ok(LeaderReply::Unavailable {
+                reason: e.to_string(),
+            })
+        }
+        openraft::error::RaftError::Fatal(f) => Err(Box::new(f)),
+    }
+}

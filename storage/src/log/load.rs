@@ -1,0 +1,156 @@
+//! Opening a partition log (Kafka's `LogLoader`): segments wholly below the recovery
+//! point are opened from their indexes (`Segment::load_trusted`), the others recovered
+//! by a full scan, and the producer state loaded from a snapshot plus the batch headers
+//! after it.
+//!
+//! The bound below which a segment is trusted is `min(recovery point, snapshot offset)`
+//! of the newest producer snapshot at or below the recovery point. Both only ever cover
+//! fsynced data; the snapshot bound also keeps a stale checkpoint safe: a truncation
+//! deletes (durably) every snapshot above its new end before anything new is appended,
+//! so data written after it is always scanned even if the checkpoint file still names an
+//! older, higher recovery point. Without a snapshot nothing is trusted (a full scan, as
+//! before recovery points existed). The first segment that is not trusted ends the
+//! trusted range: it and every later one are scanned, torn tails truncated.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::Path;
+
+use crate::config::LogConfig;
+use crate::error::{io_err, Result};
+use crate::log::{LeaderEpochCache, Log};
+use crate::producer_snapshot;
+use crate::producer_state::ProducerStateManager;
+use crate::recovery::{scan_segment_files, sync_dir};
+use crate::segment::{file_name, Segment};
+
+/// How much of the log an open scanned (for logs and tests).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LoadStats {
+    /// Segments opened from their indexes without a scan.
+    pub trusted_segments: usize,
+    /// Segments recovered by a full scan.
+    pub scanned_segments: usize,
+}
+
+impl Log {
+    /// Opens the log in `dir` (created if missing) with no recovery point: every segment
+    /// is recovered (torn or corrupt tails truncated and later segments dropped, indexes
+    /// rebuilt, producer state replayed from the batch headers). The leader epoch cache
+    /// is its checkpoint merged with the epochs of the batch headers (as Kafka's
+    /// `LogSegment.recover`), trimmed to the recovered log.
+    pub fn open(dir: &Path, config: LogConfig, now_ms: i64) -> Result<Self> {
+        Self::open_with_recovery_point(dir, config, now_ms, 0)
+    }
+
+    /// Like [`Log::open`], trusting what lies below `recovery_point` (the offset below
+    /// which the log was known fsynced, from `recovery-point-offset-checkpoint`): see the
+    /// module docs. 0 recovers everything.
+    pub fn open_with_recovery_point(
+        dir: &Path,
+        config: LogConfig,
+        now_ms: i64,
+        recovery_point: i64,
+    ) -> Result<Self> {
+        fs::create_dir_all(dir).map_err(io_err("create log dir", dir))?;
+        // A clean interrupted by a crash is rolled back or completed first.
+        crate::cleaner::swap::complete_interrupted_cleans(dir)?;
+        let bases = scan_segment_files(dir)?;
+        let snapshot = match recovery_point {
+            0 => None,
+            _ => producer_snapshot::latest_at_or_below(dir, recovery_point)?,
+        };
+        // Batches below `replay_from` are already in the snapshot's state.
+        let (mut producers, replay_from, trust_below) = match snapshot {
+            Some((offset, state)) => (state, offset, Some(offset.min(recovery_point))),
+            None => (ProducerStateManager::new(), i64::MIN, None),
+        };
+        let mut epochs = LeaderEpochCache::load(dir)?;
+        let mut segments = BTreeMap::new();
+        let mut stats = LoadStats::default();
+        let mut next_offset: Option<i64> = None;
+        let mut drop_rest = false;
+        for base in bases {
+            let indexes_present = ["index", "timeindex"]
+                .iter()
+                .all(|ext| dir.join(file_name(base, ext)).exists());
+            let mut segment = Segment::open(dir, base, &config, now_ms)?;
+            if drop_rest || next_offset.is_some_and(|next| base < next) {
+                tracing::warn!(dir = %dir.display(), base_offset = base, "deleting segment after a corrupt or overlapping one");
+                segment.delete()?;
+                drop_rest = true;
+                continue;
+            }
+            // Decided per segment: one whose indexes are missing or inconsistent is
+            // recovered by a scan, and the segments after it may still be trusted.
+            let trusted = trust_below.is_some_and(|bound| base < bound)
+                && indexes_present
+                && segment.load_trusted(&config)?
+                && trust_below.is_some_and(|bound| segment.next_offset() <= bound);
+            if trusted {
+                stats.trusted_segments += 1;
+            } else {
+                let truncated = segment.recover(&config, &mut |h| {
+                    if h.base_offset >= replay_from {
+                        producers.update(h);
+                    }
+                    epochs.assign_if_newer(h.partition_leader_epoch, h.base_offset);
+                })?;
+                stats.scanned_segments += 1;
+                drop_rest = truncated > 0;
+            }
+            next_offset = Some(segment.next_offset());
+            segments.insert(base, segment);
+        }
+        if segments.is_empty() {
+            let mut segment = Segment::open(dir, 0, &config, now_ms)?;
+            segment.recover(&config, &mut |_| {})?;
+            segments.insert(0, segment);
+            sync_dir(dir)?;
+        }
+        let log_start_offset = segments.keys().next().copied().unwrap_or_default();
+        let log_end_offset = segments
+            .values()
+            .next_back()
+            .map_or(0, Segment::next_offset);
+        if log_end_offset < replay_from {
+            // Corruption cut the log below the snapshot: its state includes batches that
+            // are gone, so rebuild from every remaining header (rare; a header-only read).
+            tracing::warn!(dir = %dir.display(), snapshot_offset = replay_from, log_end_offset, "log ends below its producer snapshot; replaying every batch header");
+            producers = ProducerStateManager::new();
+            for segment in segments.values() {
+                segment.for_each_header(&mut |h| producers.update(h))?;
+            }
+        }
+        // Snapshots above the end describe batches that no longer exist (Kafka's
+        // `truncateAndReload` on load).
+        let snapshot_offset = producer_snapshot::delete_above(dir, log_end_offset)?;
+        epochs.truncate_from_end(log_end_offset);
+        epochs.truncate_from_start(log_start_offset);
+        epochs.flush()?;
+        tracing::debug!(dir = %dir.display(), recovery_point, trusted = stats.trusted_segments, scanned = stats.scanned_segments, "log loaded");
+        Ok(Log {
+            dir: dir.to_path_buf(),
+            config,
+            segments,
+            log_start_offset,
+            log_end_offset,
+            // Data above the checkpointed point may be only in the page cache (a killed
+            // process): it is not known durable until the next flush.
+            recovery_point: recovery_point.clamp(0, log_end_offset),
+            snapshot_offset,
+            load_stats: stats,
+            producers,
+            epochs,
+            unflushed_messages: 0,
+            last_flush_ms: now_ms,
+            pending_deletions: Vec::new(),
+            cleaner: crate::cleaner::CleanerState::load(dir),
+        })
+    }
+
+    /// How much the open of this log scanned.
+    pub fn load_stats(&self) -> LoadStats {
+        self.load_stats
+    }
+}

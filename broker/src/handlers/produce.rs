@@ -171,6 +171,22 @@ impl From<ResponseError> for Refused {
     }
 }
 
+impl From<BrokerError> for Refused {
+    fn from(e: BrokerError) -> Self {
+        match e {
+            BrokerError::NotLeaderOrFollower {
+                leader,
+                leader_epoch,
+                ..
+            } => Refused::Moved {
+                leader,
+                leader_epoch,
+            },
+            e => Refused::Code(e.code()),
+        }
+    }
+}
+
 impl From<NotReplicated> for Refused {
     fn from(e: NotReplicated) -> Self {
         match e {
@@ -209,18 +225,7 @@ async fn append(
             partition,
             None,
         )
-        .await
-        .map_err(|e| match e {
-            BrokerError::NotLeaderOrFollower {
-                leader,
-                leader_epoch,
-                ..
-            } => Refused::Moved {
-                leader,
-                leader_epoch,
-            },
-            e => Refused::Code(e.code()),
-        })?;
+        .await?;
     let leader_epoch = state.leader_epoch;
     let log = state.log.clone();
     let part = image.partition(topic, partition);

@@ -1,6 +1,7 @@
 """Produce and fetch semantics a client relies on beyond the matrix: acks=0 (no response,
 data still written), long polling that wakes as soon as data arrives (not at max_wait_ms),
-max_bytes smaller than a batch still makes progress (minOneMessage), and dynamic broker
+max_bytes smaller than a batch still makes progress (minOneMessage), fetches that span
+segment rolls or end inside a batch return whole batches in order, and dynamic broker
 configs (the cluster-wide default) flowing into a topic's effective config.
 """
 
@@ -67,6 +68,21 @@ def test_max_bytes_smaller_than_a_batch_still_makes_progress(broker, topic):
                            "--from", "earliest", "--max-bytes", "1024")
     assert [(r["offset"], r["key"]) for r in consumed] == [(i, f"k{i}") for i in range(20)]
     assert all(r["value"] == "x" * 5000 for r in consumed)
+
+
+def test_fetches_spanning_segment_rolls_or_ending_inside_a_batch_return_whole_batches(broker, topic):
+    # 1 MiB segments (Kafka 4's minimum) and ~3 MiB of records: a consumer allowed 4 MB per
+    # fetch reads across several segments in one response; one allowed 1,500 bytes gets
+    # limits that end inside the producer's (much larger) batches.
+    drivers.run("java", "create-topic", broker.bootstrap, "--topic", topic, "--partitions", "1",
+                "--config", "segment.bytes=1048576")
+    records = [{"key": f"k{i}", "value": f"{i:06d}" + "v" * 994} for i in range(3000)]
+    drivers.run("java", "produce", broker.bootstrap, "--topic", topic, "--codec", "none", records=records)
+    expected = [(i, r["key"], r["value"]) for i, r in enumerate(records)]
+    for max_bytes in ("4000000", "1500"):
+        consumed = drivers.run("java", "consume", broker.bootstrap, "--topic", topic, "--count", "3000",
+                               "--from", "earliest", "--max-bytes", max_bytes)
+        assert [(r["offset"], r["key"], r["value"]) for r in consumed] == expected, max_bytes
 
 
 def test_a_cluster_default_broker_config_reaches_topics_that_do_not_override_it(broker, topic):

@@ -6,6 +6,7 @@
 //! This crate does no I/O: it turns bytes into typed requests and typed responses into
 //! bytes. Record batches inside requests stay untouched `Bytes` slices of the frame.
 
+pub mod chunked;
 pub mod error;
 pub mod error_response;
 pub mod frame;
@@ -16,4 +17,4 @@ pub mod versions;
 pub use error::ProtocolError;
 pub use kafka_protocol;
 pub use request::{decode_request, Decoded, DecodedRequest};
-pub use response::encode_response;
+pub use response::{encode_response, encode_response_chunks};

@@ -6,7 +6,51 @@ use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, ResponseHeader, ResponseKind};
 use kafka_protocol::protocol::Encodable;
 
+use crate::chunked::ChunkedBuf;
 use crate::ProtocolError;
+
+/// Encodes a whole response frame, size prefix included, as chunks to write in order: a
+/// fetch response's record sets are chunks of their own, the very `Bytes` the handler
+/// read (`chunked.rs`), so their bytes are never copied into a response buffer.
+pub fn encode_response_chunks(
+    api_key: ApiKey,
+    api_version: i16,
+    correlation_id: i32,
+    body: &ResponseKind,
+) -> Result<Vec<Bytes>, ProtocolError> {
+    let ResponseKind::Fetch(fetch) = body else {
+        return encode_response(api_key, api_version, correlation_id, body).map(|b| vec![b]);
+    };
+    let encode_err = |e: anyhow::Error| ProtocolError::Encode {
+        api_key,
+        api_version,
+        reason: e.to_string(),
+    };
+    let record_sets = fetch
+        .responses
+        .iter()
+        .flat_map(|t| t.partitions.iter())
+        .filter_map(|p| p.records.clone());
+    let mut buf = ChunkedBuf::sharing(record_sets);
+    buf.put_i32(0); // size, patched below (the first chunk never starts with a record set)
+    ResponseHeader::default()
+        .with_correlation_id(correlation_id)
+        .encode(&mut buf, api_key.response_header_version(api_version))
+        .map_err(encode_err)?;
+    fetch.encode(&mut buf, api_version).map_err(encode_err)?;
+    let size = i32::try_from(buf.len() - 4).map_err(|_| ProtocolError::Encode {
+        api_key,
+        api_version,
+        reason: format!("response of {} bytes is too large", buf.len()),
+    })?;
+    let mut chunks = buf.into_chunks();
+    if let Some(first) = chunks.first_mut() {
+        let mut head = BytesMut::from(&first[..]);
+        head[..4].copy_from_slice(&size.to_be_bytes());
+        *first = head.freeze();
+    }
+    Ok(chunks)
+}
 
 /// Encodes a whole response frame, size prefix included.
 pub fn encode_response(

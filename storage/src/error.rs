@@ -116,11 +116,15 @@ pub enum StorageError {
 pub type Result<T, E = StorageError> = std::result::Result<T, E>;
 
 /// Builds a `map_err` closure that wraps an `io::Error` with what was being done and where.
-pub(crate) fn io_err(context: &'static str, path: &Path) -> impl FnOnce(io::Error) -> StorageError {
-    let path = path.to_path_buf();
+/// The path is copied only when there is an error: appends and reads call this on every
+/// operation.
+pub(crate) fn io_err<'a>(
+    context: &'static str,
+    path: &'a Path,
+) -> impl FnOnce(io::Error) -> StorageError + 'a {
     move |source| StorageError::Io {
         context,
-        path,
+        path: path.to_path_buf(),
         source,
     }
 }

@@ -29,7 +29,8 @@ use tokio::sync::watch;
 use crate::config::LogConfig;
 use crate::error::{Result, StorageError};
 use crate::log::{
-    AppendInfo, FollowerAppend, Log, MinOneBatch, ReadResult, RetentionOutcome, TimestampOffset,
+    AppendInfo, FollowerAppend, Log, MinOneBatch, ReadPlan, ReadResult, RetentionOutcome,
+    TimestampOffset,
 };
 
 /// `latest_epoch` when the log has no leader epoch (epochs are never negative).
@@ -70,6 +71,30 @@ struct Shared {
     /// path, which must refuse key-less records on such topics without taking the lock).
     compacted: AtomicBool,
     appends: watch::Sender<i64>,
+}
+
+/// A read planned under the partition lock, executed without it (`log/read.rs`).
+#[derive(Debug)]
+pub struct PlannedRead {
+    handle: LogHandle,
+    plan: ReadPlan,
+}
+
+impl PlannedRead {
+    /// Reads at most `max_bytes` (no more than planned). Blocking file I/O: call it on a
+    /// blocking thread. A read raced by a truncation is redone under the lock.
+    pub fn execute(&self, max_bytes: usize, min_one_batch: MinOneBatch) -> Result<ReadResult> {
+        if let Some(read) = self.plan.execute(max_bytes, min_one_batch)? {
+            return Ok(read);
+        }
+        self.handle
+            .with_log_blocking(|log| self.plan.read_locked(log, max_bytes, min_one_batch))
+    }
+
+    /// The most bytes the read was planned for.
+    pub fn max_bytes(&self) -> usize {
+        self.plan.max_bytes()
+    }
 }
 
 /// A cheap-to-clone handle on one partition log.
@@ -256,7 +281,8 @@ impl LogHandle {
         self.run(move |log| log.assign_epoch_start(epoch)).await
     }
 
-    /// See [`Log::read`].
+    /// See [`Log::read`]: planned under the partition lock (memory only, on this thread
+    /// when the lock is free), read on the blocking pool without it.
     pub async fn read(
         &self,
         offset: i64,
@@ -264,8 +290,42 @@ impl LogHandle {
         high_watermark_exclusive: i64,
         min_one_batch: MinOneBatch,
     ) -> Result<ReadResult> {
-        self.run(move |log| log.read(offset, max_bytes, high_watermark_exclusive, min_one_batch))
+        let planned = self
+            .plan_read(offset, max_bytes, high_watermark_exclusive)
+            .await?;
+        tokio::task::spawn_blocking(move || planned.execute(max_bytes, min_one_batch))
             .await
+            .map_err(|e| StorageError::TaskFailed {
+                reason: e.to_string(),
+            })?
+    }
+
+    /// See [`Log::plan_read`]: the first half of a read, to be finished by
+    /// [`PlannedRead::execute`] on a blocking thread (a fetch runs all its partitions'
+    /// reads in one blocking-pool hop). Waits for the lock on the blocking pool only when
+    /// another operation holds it.
+    pub async fn plan_read(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        high_watermark_exclusive: i64,
+    ) -> Result<PlannedRead> {
+        let inline = self.shared.log.try_lock().and_then(|guard| {
+            guard
+                .as_ref()
+                .map(|log| log.plan_read(offset, max_bytes, high_watermark_exclusive))
+        });
+        let plan = match inline {
+            Some(plan) => plan?,
+            None => {
+                self.run(move |log| log.plan_read(offset, max_bytes, high_watermark_exclusive))
+                    .await?
+            }
+        };
+        Ok(PlannedRead {
+            handle: self.clone(),
+            plan,
+        })
     }
 
     /// See [`Log::offset_for_timestamp`].

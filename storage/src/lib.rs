@@ -29,9 +29,9 @@ pub use batch::{BatchError, BatchHeader, TimestampType};
 pub use cleaner::CleanOutcome;
 pub use config::LogConfig;
 pub use error::{Result, StorageError};
-pub use handle::LogHandle;
+pub use handle::{LogHandle, PlannedRead};
 pub use log::{
-    AppendInfo, FollowerAppend, LeaderEpochCache, LoadStats, Log, MinOneBatch, ReadResult,
-    RetentionOutcome, TimestampOffset,
+    AppendInfo, FollowerAppend, LeaderEpochCache, LoadStats, Log, MinOneBatch, ReadPlan,
+    ReadResult, RetentionOutcome, TimestampOffset,
 };
 pub use log_manager::LogManager;

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 
 use crate::config::LogConfig;
 use crate::error::{io_err, Result, StorageError};
@@ -26,6 +26,7 @@ mod deletion;
 pub mod epoch_cache;
 mod follower;
 mod load;
+mod read;
 mod recovery_point;
 mod truncate;
 
@@ -33,6 +34,7 @@ pub use deletion::RetentionOutcome;
 pub use epoch_cache::LeaderEpochCache;
 pub use follower::FollowerAppend;
 pub use load::LoadStats;
+pub use read::ReadPlan;
 
 /// The result of an append.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -93,6 +95,9 @@ pub struct Log {
     pending_deletions: Vec<(i64, PathBuf)>,
     /// Compaction checkpoint and delete horizon (`log/clean.rs`).
     cleaner: crate::cleaner::CleanerState,
+    /// Bumped before any file is changed in place, so reads planned earlier and run
+    /// without the lock know to redo (`log/read.rs`).
+    rewrites: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl Log {
@@ -191,7 +196,9 @@ impl Log {
 
     /// Reads whole batches from the one holding `start_offset`, up to `max_bytes`, never
     /// returning a batch whose last offset reaches `max_offset_exclusive` (the high
-    /// watermark for consumers). A read at the log end offset returns nothing.
+    /// watermark for consumers). A read at the log end offset returns nothing. Under the
+    /// caller's exclusive access; `LogHandle` plans under the lock and reads outside it
+    /// (`log/read.rs`).
     pub fn read(
         &self,
         start_offset: i64,
@@ -199,45 +206,12 @@ impl Log {
         max_offset_exclusive: i64,
         min_one_batch: MinOneBatch,
     ) -> Result<ReadResult> {
-        if start_offset < self.log_start_offset || start_offset > self.log_end_offset {
-            return Err(StorageError::OffsetOutOfRange {
-                requested: start_offset,
-                log_start: self.log_start_offset,
-                log_end: self.log_end_offset,
-            });
-        }
-        let mut parts: Vec<Vec<u8>> = Vec::new();
-        let mut remaining = max_bytes as u64;
-        if start_offset < self.log_end_offset && start_offset < max_offset_exclusive {
-            let from = self
-                .segments
-                .range(..=start_offset)
-                .next_back()
-                .map_or(self.log_start_offset, |(base, _)| *base);
-            for segment in self.segments.range(from..).map(|(_, s)| s) {
-                let first = parts.is_empty() && min_one_batch == MinOneBatch::Yes;
-                let read = segment.read(start_offset, remaining, max_offset_exclusive, first)?;
-                remaining = remaining.saturating_sub(read.bytes.len() as u64);
-                if !read.bytes.is_empty() {
-                    parts.push(read.bytes);
-                }
-                if read.limited {
-                    break;
-                }
-            }
-        }
-        let records = if parts.len() == 1 {
-            Bytes::from(parts.pop().unwrap_or_default())
-        } else {
-            let mut all = BytesMut::with_capacity(parts.iter().map(Vec::len).sum());
-            parts.iter().for_each(|p| all.extend_from_slice(p));
-            all.freeze()
-        };
-        Ok(ReadResult {
-            records,
-            log_start_offset: self.log_start_offset,
-            log_end_offset: self.log_end_offset,
-        })
+        let plan = self.plan_read(start_offset, max_bytes, max_offset_exclusive)?;
+        // No truncation can run while `self` is borrowed, so the plan cannot go stale.
+        plan.execute(max_bytes, min_one_batch)?
+            .ok_or_else(|| StorageError::TaskFailed {
+                reason: "a read under the log's borrow saw a truncation".to_string(),
+            })
     }
 
     /// The first record whose timestamp is `>= timestamp` (ListOffsets by time): its

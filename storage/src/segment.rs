@@ -12,6 +12,7 @@ use std::fs::{self, File, OpenOptions};
 use std::io::BufReader;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use crate::batch::{BatchHeader, BATCH_HEADER_LEN};
 use crate::config::LogConfig;
@@ -123,20 +124,27 @@ impl Rebuild {
     }
 }
 
-/// A read from one segment.
-#[derive(Debug, Default)]
-pub struct SegmentRead {
-    pub bytes: Vec<u8>,
-    /// True when a limit (bytes or offset) stopped the read before the segment's end.
-    pub limited: bool,
+/// A segment as a read sees it after the partition lock is released (`log/read.rs`):
+/// the open file (kept readable by the `Arc` even if the segment is deleted, renamed or
+/// replaced by compaction meanwhile), where to start scanning, and where to stop.
+#[derive(Debug, Clone)]
+pub(crate) struct SegmentSource {
+    pub file: Arc<File>,
+    pub path: Arc<Path>,
+    /// The indexed position at or before the wanted batch (0 after the first segment).
+    pub position: u64,
+    /// The segment's size when the read was planned.
+    pub size: u64,
 }
 
 /// One segment of a partition log.
 #[derive(Debug)]
 pub struct Segment {
     base_offset: i64,
-    log_path: PathBuf,
-    file: File,
+    /// Shared with in-flight reads (`SegmentSource`), which use it after the partition
+    /// lock is released.
+    log_path: Arc<Path>,
+    file: Arc<File>,
     size: u64,
     offset_index: OffsetIndex,
     time_index: TimeIndex,
@@ -174,8 +182,8 @@ impl Segment {
         )?;
         Ok(Segment {
             base_offset,
-            log_path,
-            file,
+            log_path: Arc::from(log_path),
+            file: Arc::new(file),
             size,
             offset_index,
             time_index,
@@ -235,7 +243,7 @@ impl Segment {
         on_batch: &mut dyn FnMut(&BatchHeader),
     ) -> Result<u64> {
         let file_size = self.size;
-        let mut reader = BufReader::with_capacity(64 * 1024, &self.file);
+        let mut reader = BufReader::with_capacity(64 * 1024, &*self.file);
         let mut rebuild = Rebuild::new(self.base_offset, config);
         let mut position = 0u64;
         let mut buf = vec![0u8; BATCH_HEADER_LEN];
@@ -358,7 +366,7 @@ impl Segment {
             .read_exact_at(&mut buf, position)
             .map_err(io_err("read segment", &self.log_path))?;
         let header = BatchHeader::parse(&buf).map_err(|reason| StorageError::CorruptLog {
-            path: self.log_path.clone(),
+            path: self.log_path.to_path_buf(),
             position,
             reason,
         })?;
@@ -377,37 +385,18 @@ impl Segment {
         Ok(None)
     }
 
-    /// Reads whole batches starting with the one holding `start_offset`, stopping before
-    /// a batch that reaches `max_offset_exclusive` or would exceed `max_bytes` (unless it
-    /// is the first batch and `min_one_batch`, as Kafka's `minOneMessage`).
-    pub fn read(
-        &self,
-        start_offset: i64,
-        max_bytes: u64,
-        max_offset_exclusive: i64,
-        min_one_batch: bool,
-    ) -> Result<SegmentRead> {
-        let Some((begin, first)) = self.find_batch(start_offset)? else {
-            return Ok(SegmentRead::default());
-        };
-        let mut end = begin;
-        let mut next = Some(first);
-        let mut limited = false;
-        while let Some(header) = next {
-            let batch_end = end + header.size() as u64;
-            let within_bytes = batch_end - begin <= max_bytes || (end == begin && min_one_batch);
-            if header.last_offset() >= max_offset_exclusive || !within_bytes {
-                limited = true;
-                break;
-            }
-            end = batch_end;
-            next = self.header_at(end)?;
+    /// What a read starting at `start_offset` needs from this segment once the partition
+    /// lock is released: the file, the indexed position at or before the batch holding
+    /// `start_offset` (in-memory lookup, no I/O), and the size now (bytes past it may be a
+    /// later append in progress).
+    pub(crate) fn source(&self, start_offset: i64) -> SegmentSource {
+        let (_, position) = self.offset_index.lookup(start_offset);
+        SegmentSource {
+            file: Arc::clone(&self.file),
+            path: Arc::clone(&self.log_path),
+            position,
+            size: self.size,
         }
-        let mut bytes = vec![0u8; (end - begin) as usize];
-        self.file
-            .read_exact_at(&mut bytes, begin)
-            .map_err(io_err("read segment", &self.log_path))?;
-        Ok(SegmentRead { bytes, limited })
     }
 
     /// The first record (at or after `min_offset`) whose timestamp is `>= timestamp`:

@@ -3,11 +3,16 @@
 //! Per partition the read is bounded by `partition_max_bytes` and what is left of
 //! `max_bytes`; the first partition with data may exceed both by one batch so consumers
 //! always progress (Kafka's `minOneMessage`). With fewer than `min_bytes` gathered the
-//! request waits — until an append to one of its partitions wakes it to look again
-//! (Kafka's delayed fetch is keyed by partition too), or `max_wait_ms` passes. Each
-//! partition's append watch is subscribed before that partition is read, so an append
-//! landing between the read and the wait still wakes it. Incremental fetch sessions
-//! (KIP-227) are in `fetch_session`.
+//! request waits — until an append to one of its partitions wakes it to read the
+//! partitions that changed again (the others keep what they returned; Kafka's delayed
+//! fetch is keyed by partition too), or `max_wait_ms` passes and it answers with what it
+//! has. Each partition's append watch is subscribed before that partition is read, so an
+//! append landing between the read and the wait still wakes it. Incremental fetch
+//! sessions (KIP-227) are in `fetch_session`.
+//!
+//! Each pass checks and plans every partition on the runtime (memory only: the partition
+//! lock is held just to capture the segments, `brook_storage::PlannedRead`), then reads
+//! them all in one blocking-pool hop, without the partition locks.
 //!
 //! Consumers read up to the high watermark. A follower (replica id from v15's
 //! `ReplicaState`, or `replica_id` before) reads up to the log end, its fetch offset becomes
@@ -24,7 +29,7 @@ use brook_protocol::kafka_protocol::messages::fetch_response::{
 use brook_protocol::kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, TopicName};
 use brook_protocol::kafka_protocol::protocol::StrBytes;
 use brook_protocol::kafka_protocol::ResponseError;
-use brook_storage::MinOneBatch;
+use brook_storage::{MinOneBatch, PlannedRead};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
@@ -159,27 +164,47 @@ pub async fn handle(broker: &Broker, req: FetchRequest, version: i16) -> FetchRe
     let wait = Duration::from_millis(req.max_wait_ms.max(0) as u64).min(MAX_WAIT);
     let deadline = Instant::now() + wait;
     let read_committed = req.isolation_level == 1;
-    let results = loop {
-        let (results, mut appended) = read_all(broker, &wanted, req.max_bytes, replica).await;
-        let gathered: usize = results
-            .iter()
-            .map(|(_, d)| d.records.as_ref().map_or(0, |r| r.len()))
-            .sum();
+    // A long poll reads every partition once; each wake re-reads only the partitions whose
+    // log end or high watermark moved, and a timeout answers with what was already read.
+    let mut slots: Vec<Option<PartitionData>> = vec![None; wanted.len()];
+    let mut watches: Vec<Option<watch::Receiver<i64>>> = (0..wanted.len()).map(|_| None).collect();
+    let mut to_read: Vec<usize> = (0..wanted.len()).collect();
+    loop {
+        let kept = |i: usize| -> usize {
+            if to_read.binary_search(&i).is_ok() {
+                return 0;
+            }
+            record_len(slots[i].as_ref())
+        };
+        let kept_bytes: usize = (0..wanted.len()).map(kept).sum();
+        let budget = (req.max_bytes.max(0) as usize).saturating_sub(kept_bytes);
+        let reads = read_some(broker, &wanted, &to_read, budget, kept_bytes > 0, replica).await;
+        for (i, data, watch) in reads {
+            slots[i] = Some(data);
+            watches[i] = watch;
+        }
+        let gathered: usize = slots.iter().map(|d| record_len(d.as_ref())).sum();
         // An error or a divergence is answered at once, as Kafka does.
-        let any_error = results
+        let any_error = slots
             .iter()
-            .any(|(_, d)| d.error_code != 0 || d.diverging_epoch.end_offset >= 0);
+            .flatten()
+            .any(|d| d.error_code != 0 || d.diverging_epoch.end_offset >= 0);
         if gathered >= req.min_bytes.max(0) as usize || any_error || Instant::now() >= deadline {
-            break results;
+            break;
         }
         let woken = tokio::select! {
-            changed = tokio::time::timeout_at(deadline, any_changed(&mut appended)) => changed.is_ok(),
-            _ = broker.stopping.cancelled() => false,
+            changed = tokio::time::timeout_at(deadline, changed_partitions(&mut watches)) => changed.ok(),
+            _ = broker.stopping.cancelled() => None,
         };
-        if !woken {
-            break read_all(broker, &wanted, req.max_bytes, replica).await.0;
+        match woken {
+            Some(changed) => to_read = changed,
+            None => break,
         }
-    };
+    }
+    let results = wanted
+        .iter()
+        .zip(slots)
+        .filter_map(|(w, data)| data.map(|d| (w.key.clone(), d)));
 
     let mut topics: Vec<FetchableTopicResponse> = Vec::new();
     let mut hinted_leaders = std::collections::BTreeSet::new();
@@ -243,134 +268,212 @@ pub async fn handle(broker: &Broker, req: FetchRequest, version: i16) -> FetchRe
     response
 }
 
-/// Completes when any of the watches changes (or its log goes away).
-async fn any_changed(watches: &mut [watch::Receiver<i64>]) {
-    let mut changes: Vec<_> = watches.iter_mut().map(|w| Box::pin(w.changed())).collect();
+fn record_len(data: Option<&PartitionData>) -> usize {
+    data.and_then(|d| d.records.as_ref()).map_or(0, |r| r.len())
+}
+
+/// The indexes of the partitions whose watch changed (or whose log went away), once at
+/// least one has; never completes when there is nothing to watch.
+async fn changed_partitions(watches: &mut [Option<watch::Receiver<i64>>]) -> Vec<usize> {
+    let mut pending: Vec<_> = watches
+        .iter_mut()
+        .enumerate()
+        .filter_map(|(i, w)| w.as_mut().map(|w| (i, Box::pin(w.changed()))))
+        .collect();
     std::future::poll_fn(|cx| {
-        let any = changes.iter_mut().any(|c| c.as_mut().poll(cx).is_ready());
-        if any {
-            Poll::Ready(())
-        } else {
+        // Every future is polled (no short cut), so all partitions that changed are
+        // reported; none is polled again after the call that returns `Ready`.
+        let ready: Vec<usize> = pending
+            .iter_mut()
+            .filter_map(|(i, c)| c.as_mut().poll(cx).is_ready().then_some(*i))
+            .collect();
+        if ready.is_empty() {
             Poll::Pending
+        } else {
+            Poll::Ready(ready)
         }
     })
     .await
 }
 
-/// Reads every wanted partition; also returns the append watches of the partitions read,
-/// each subscribed before its read.
-async fn read_all(
+/// A partition after the checks, before its read.
+enum Prepared {
+    /// Answered without reading: an error, a divergence, or nothing to read yet.
+    Done(PartitionData),
+    /// To read, within `partition_max_bytes` and what is left of the request's budget.
+    Read(PartitionData, PlannedRead),
+}
+
+/// Reads the partitions `indexes` of `wanted` (in order), sharing `budget` bytes; the first
+/// with data may exceed it by one batch unless `had_data` (data already gathered). Checks
+/// and plans each partition here (memory only), then reads them all in one blocking-pool
+/// hop. Returns each partition's data with its append watch, subscribed before its read.
+async fn read_some(
     broker: &Broker,
     wanted: &[Wanted],
-    max_bytes: i32,
+    indexes: &[usize],
+    budget: usize,
+    had_data: bool,
     replica: Replica,
-) -> (
-    Vec<(SessionPartition, PartitionData)>,
-    Vec<watch::Receiver<i64>>,
-) {
+) -> Vec<(usize, PartitionData, Option<watch::Receiver<i64>>)> {
     let image = broker.image();
-    let mut budget = max_bytes.max(0) as usize;
-    let mut any_data = false;
-    let mut out = Vec::with_capacity(wanted.len());
-    let mut watches = Vec::with_capacity(wanted.len());
-    for w in wanted {
-        let base = PartitionData::default()
-            .with_partition_index(w.key.partition)
-            .with_high_watermark(-1)
-            .with_last_stable_offset(-1)
-            .with_log_start_offset(-1)
-            .with_preferred_read_replica(BrokerId(-1));
-        if w.key.topic.is_empty() {
-            out.push((
-                w.key.clone(),
-                base.with_error_code(ResponseError::UnknownTopicId.code()),
-            ));
-            continue;
-        }
-        let log = if replica.id >= 0 {
-            follower_view(broker, &image, w, replica).await
-        } else {
-            broker
-                .replicas
-                .partition(
-                    || broker.effective_config(),
-                    &image,
-                    broker.node_id,
-                    &w.key.topic,
-                    w.key.partition,
-                    Some(w.current_leader_epoch),
-                )
-                .await
-                .map(Ok)
-        };
-        let log = match log {
-            Ok(Ok(log)) => log,
-            Ok(Err(diverging)) => {
-                let (epoch_end, high_watermark, log_start) = diverging;
-                out.push((
-                    w.key.clone(),
-                    base.with_diverging_epoch(epoch_end)
-                        .with_high_watermark(high_watermark)
-                        .with_last_stable_offset(high_watermark)
-                        .with_log_start_offset(log_start),
-                ));
-                continue;
-            }
+    let mut prepared = Vec::with_capacity(indexes.len());
+    let mut watches = Vec::with_capacity(indexes.len());
+    for &i in indexes {
+        let Some(w) = wanted.get(i) else { continue };
+        let (p, watch) = prepare(broker, &image, w, replica).await;
+        prepared.push(p);
+        watches.push((i, watch));
+    }
+    let datas = if prepared.iter().any(|p| matches!(p, Prepared::Read(..))) {
+        let reads = tokio::task::spawn_blocking(move || read_prepared(prepared, budget, had_data));
+        match reads.await {
+            Ok(datas) => datas,
             Err(e) => {
-                let mut data = base.with_error_code(e.code().code());
-                if let Some((leader, epoch)) = leader_hint::from_error(&e, broker.node_id) {
-                    data = data.with_current_leader(
-                        LeaderIdAndEpoch::default()
-                            .with_leader_id(BrokerId(leader))
-                            .with_leader_epoch(epoch),
-                    );
-                }
-                out.push((w.key.clone(), data));
-                continue;
+                tracing::error!(error = %e, "fetch read task failed");
+                let code = ResponseError::UnknownServerError.code();
+                indexes
+                    .iter()
+                    .map(|&i| {
+                        PartitionData::default()
+                            .with_partition_index(wanted.get(i).map_or(-1, |w| w.key.partition))
+                            .with_error_code(code)
+                    })
+                    .collect()
             }
-        };
-        // Subscribed before the bounds are read: a change after the read still wakes us.
-        watches.push(log.subscribe_appends());
-        let log_end = log.log_end_offset();
-        let high_watermark = log.high_watermark();
-        let bound = if replica.id >= 0 {
-            log_end
-        } else {
-            high_watermark
-        };
-        let base = base
-            .with_high_watermark(high_watermark)
-            .with_last_stable_offset(high_watermark)
-            .with_log_start_offset(log.log_start_offset());
-        // Consumers read up to the high watermark, followers up to the log end; an offset
-        // between the two is valid for a consumer, just nothing to read yet.
-        if w.fetch_offset >= bound && w.fetch_offset <= log_end {
-            out.push((w.key.clone(), base.with_records(Some(bytes::Bytes::new()))));
-            continue;
         }
-        let limit = (w.partition_max_bytes.max(0) as usize).min(budget);
-        let min_one = if any_data {
-            MinOneBatch::No
-        } else {
-            MinOneBatch::Yes
-        };
-        match log.read(w.fetch_offset, limit, bound, min_one).await {
-            Ok(read) => {
-                budget = budget.saturating_sub(read.records.len());
-                any_data |= !read.records.is_empty();
-                out.push((
-                    w.key.clone(),
-                    base.with_log_start_offset(read.log_start_offset)
-                        .with_records(Some(read.records)),
-                ));
+    } else {
+        prepared
+            .into_iter()
+            .map(|p| match p {
+                Prepared::Done(data) | Prepared::Read(data, _) => data,
+            })
+            .collect()
+    };
+    watches
+        .into_iter()
+        .zip(datas)
+        .map(|((i, watch), data)| (i, data, watch))
+        .collect()
+}
+
+/// Runs the planned reads in order on this (blocking) thread, sharing the budget.
+fn read_prepared(
+    prepared: Vec<Prepared>,
+    mut budget: usize,
+    mut any_data: bool,
+) -> Vec<PartitionData> {
+    prepared
+        .into_iter()
+        .map(|p| match p {
+            Prepared::Done(data) => data,
+            Prepared::Read(base, planned) => {
+                let limit = planned.max_bytes().min(budget);
+                let min_one = if any_data {
+                    MinOneBatch::No
+                } else {
+                    MinOneBatch::Yes
+                };
+                match planned.execute(limit, min_one) {
+                    Ok(read) => {
+                        budget = budget.saturating_sub(read.records.len());
+                        any_data |= !read.records.is_empty();
+                        base.with_log_start_offset(read.log_start_offset)
+                            .with_records(Some(read.records))
+                    }
+                    Err(e) => base.with_error_code(BrokerError::from(e).code().code()),
+                }
             }
-            Err(e) => out.push((
-                w.key.clone(),
-                base.with_error_code(BrokerError::from(e).code().code()),
-            )),
+        })
+        .collect()
+}
+
+/// Checks one wanted partition (topic, leadership, epochs; a follower's state) and plans
+/// its read; also returns its append watch, subscribed before the bounds are read so a
+/// change after the read still wakes the fetch.
+async fn prepare(
+    broker: &Broker,
+    image: &brook_raft::MetadataImage,
+    w: &Wanted,
+    replica: Replica,
+) -> (Prepared, Option<watch::Receiver<i64>>) {
+    let base = PartitionData::default()
+        .with_partition_index(w.key.partition)
+        .with_high_watermark(-1)
+        .with_last_stable_offset(-1)
+        .with_log_start_offset(-1)
+        .with_preferred_read_replica(BrokerId(-1));
+    if w.key.topic.is_empty() {
+        let data = base.with_error_code(ResponseError::UnknownTopicId.code());
+        return (Prepared::Done(data), None);
+    }
+    let log = if replica.id >= 0 {
+        follower_view(broker, image, w, replica).await
+    } else {
+        broker
+            .replicas
+            .partition(
+                || broker.effective_config(),
+                image,
+                broker.node_id,
+                &w.key.topic,
+                w.key.partition,
+                Some(w.current_leader_epoch),
+            )
+            .await
+            .map(Ok)
+    };
+    let log = match log {
+        Ok(Ok(log)) => log,
+        Ok(Err(diverging)) => {
+            let (epoch_end, high_watermark, log_start) = diverging;
+            let data = base
+                .with_diverging_epoch(epoch_end)
+                .with_high_watermark(high_watermark)
+                .with_last_stable_offset(high_watermark)
+                .with_log_start_offset(log_start);
+            return (Prepared::Done(data), None);
+        }
+        Err(e) => {
+            let mut data = base.with_error_code(e.code().code());
+            if let Some((leader, epoch)) = leader_hint::from_error(&e, broker.node_id) {
+                data = data.with_current_leader(
+                    LeaderIdAndEpoch::default()
+                        .with_leader_id(BrokerId(leader))
+                        .with_leader_epoch(epoch),
+                );
+            }
+            return (Prepared::Done(data), None);
+        }
+    };
+    let watch = Some(log.subscribe_appends());
+    let log_end = log.log_end_offset();
+    let high_watermark = log.high_watermark();
+    // Consumers read up to the high watermark, followers up to the log end.
+    let bound = if replica.id >= 0 {
+        log_end
+    } else {
+        high_watermark
+    };
+    let base = base
+        .with_high_watermark(high_watermark)
+        .with_last_stable_offset(high_watermark)
+        .with_log_start_offset(log.log_start_offset());
+    // An offset between the bound and the log end is valid, just nothing to read yet.
+    if w.fetch_offset >= bound && w.fetch_offset <= log_end {
+        return (
+            Prepared::Done(base.with_records(Some(bytes::Bytes::new()))),
+            watch,
+        );
+    }
+    let limit = w.partition_max_bytes.max(0) as usize;
+    match log.plan_read(w.fetch_offset, limit, bound).await {
+        Ok(planned) => (Prepared::Read(base, planned), watch),
+        Err(e) => {
+            let data = base.with_error_code(BrokerError::from(e).code().code());
+            (Prepared::Done(data), watch)
         }
     }
-    (out, watches)
 }
 
 /// What a follower's fetch of one partition sees (the leader side of Kafka's

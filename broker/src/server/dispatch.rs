@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use brook_protocol::error_response::unsupported_response;
 use brook_protocol::kafka_protocol::messages::{ApiKey, RequestHeader, ResponseKind};
-use brook_protocol::{decode_request, encode_response, Decoded, DecodedRequest};
+use brook_protocol::{decode_request, encode_response_chunks, Decoded, DecodedRequest};
 use bytes::Bytes;
 use tracing::{debug, warn, Instrument};
 
@@ -21,7 +21,9 @@ use crate::metrics;
 
 /// What the connection does after a frame.
 pub enum Outcome {
-    Respond(Bytes),
+    /// The response frame as chunks to write in order (a fetch's record sets are chunks
+    /// of their own, never copied: `brook_protocol::chunked`).
+    Respond(Vec<Bytes>),
     /// Produce with acks=0: the client expects no response.
     NoResponse,
     Close(String),
@@ -96,10 +98,10 @@ fn encode_at(
     correlation_id: i32,
     response: &ResponseKind,
 ) -> Outcome {
-    match encode_response(api_key, version, correlation_id, response) {
-        Ok(bytes) => {
-            metrics::record_bytes_out(bytes.len());
-            Outcome::Respond(bytes)
+    match encode_response_chunks(api_key, version, correlation_id, response) {
+        Ok(chunks) => {
+            metrics::record_bytes_out(chunks.iter().map(Bytes::len).sum());
+            Outcome::Respond(chunks)
         }
         Err(e) => Outcome::Close(e.to_string()),
     }

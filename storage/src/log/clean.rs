@@ -31,17 +31,17 @@ fn for_each_batch(
 ) -> Result<()> {
     let mut offset = from_offset.max(segment.base_offset());
     loop {
-        let read = segment.read(offset, READ_CHUNK, i64::MAX, true)?;
-        if read.bytes.is_empty() {
+        let bytes = super::read::segment_batches(segment, offset, READ_CHUNK)?;
+        if bytes.is_empty() {
             return Ok(());
         }
-        for item in BatchIter::new(&read.bytes) {
+        for item in BatchIter::new(&bytes) {
             let (at, header) = item.map_err(|reason| StorageError::CorruptLog {
                 path: segment_path(segment),
                 position: 0,
                 reason,
             })?;
-            if !f(&read.bytes[at..at + header.size()], &header)? {
+            if !f(&bytes[at..at + header.size()], &header)? {
                 return Ok(());
             }
             offset = header.next_offset();

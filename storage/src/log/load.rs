@@ -146,6 +146,7 @@ impl Log {
             last_flush_ms: now_ms,
             pending_deletions: Vec::new(),
             cleaner: crate::cleaner::CleanerState::load(dir),
+            rewrites: Default::default(),
         })
     }
 

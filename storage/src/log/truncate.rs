@@ -34,6 +34,7 @@ impl Log {
             self.epochs.flush()?;
             return Ok(self.log_end_offset);
         }
+        self.bump_rewrites();
         if offset <= self.log_start_offset {
             self.truncate_fully_and_start_at(offset)?;
             return Ok(self.log_end_offset);
@@ -80,6 +81,7 @@ impl Log {
                 log_end: self.log_end_offset,
             });
         }
+        self.bump_rewrites();
         // The segment at `offset` first (emptied in place, or created), so the log never
         // has zero segments even if a later step fails; the others then go from the
         // highest down.

@@ -7,7 +7,7 @@ CARGO ?= cargo
 # apt-get needs root; a developer who is not root gets sudo.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run cluster build deps toolchain lint unit integration kill-test controller-failover chaos soak test bench bench-cluster bench-storage clean-data
+.PHONY: run cluster build deps toolchain lint unit integration kill-test controller-failover chaos soak test bench bench-cluster bench-storage bench-startup clean-data
 
 run: toolchain
 	$(CARGO) build --release -p brook
@@ -98,6 +98,12 @@ bench-cluster:
 bench-storage:
 	$(CARGO) bench -p brook-storage --bench log
 	python3 bench/storage_report.py --dd-dir $(CURDIR)/target/bench-tmp
+
+# Start-up against data size (bench/startup_scale.py): Brook vs Kafka with 1, 10 and 30 GB written
+# by the producer perf tool, restarted after a clean stop and after kill -9 (needs ~35 GB free).
+bench-startup:
+	$(CARGO) build --release -p brook
+	python3 bench/startup_scale.py $(ARGS)
 
 clean-data:
 	rm -rf ./data

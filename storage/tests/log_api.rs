@@ -2,22 +2,13 @@
 
 mod common;
 
-use brook_storage::batch::{validate_batch, BatchError, BatchIter};
+use brook_storage::batch::{validate_batch, BatchError};
 use brook_storage::testing::{encode_batch, TestBatch};
 use brook_storage::{
     Log, LogConfig, LogManager, MinOneBatch, StorageError, TimestampOffset, TimestampType,
 };
 use bytes::BytesMut;
-use common::{batch, small_config};
-
-fn headers(bytes: &[u8]) -> Vec<(i64, i64)> {
-    BatchIter::new(bytes)
-        .map(|r| {
-            r.map(|(_, h)| (h.base_offset, h.last_offset()))
-                .expect("valid batch")
-        })
-        .collect()
-}
+use common::{batch, headers, small_config};
 
 #[test]
 fn appends_get_consecutive_offsets_and_the_leader_epoch() {

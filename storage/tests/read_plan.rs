@@ -3,18 +3,8 @@
 
 mod common;
 
-use brook_storage::batch::BatchIter;
 use brook_storage::{Log, LogManager, MinOneBatch};
-use common::{batch, small_config};
-
-fn headers(bytes: &[u8]) -> Vec<(i64, i64)> {
-    BatchIter::new(bytes)
-        .map(|r| {
-            r.map(|(_, h)| (h.base_offset, h.last_offset()))
-                .expect("valid batch")
-        })
-        .collect()
-}
+use common::{batch, headers, small_config};
 
 /// 20 batches of 2 records over several segments; returns each batch's bytes.
 fn filled(log: &mut Log) -> Vec<Vec<u8>> {

@@ -3,6 +3,7 @@
 
 use std::path::Path;
 
+use brook_storage::batch::BatchIter;
 use brook_storage::testing::{encode_batch, TestBatch};
 use brook_storage::{Log, LogConfig, MinOneBatch};
 
@@ -33,6 +34,16 @@ pub fn read_all(log: &Log) -> Vec<u8> {
     .expect("read whole log")
     .records
     .to_vec()
+}
+
+/// Each batch's (base offset, last offset) in a read's bytes.
+pub fn headers(bytes: &[u8]) -> Vec<(i64, i64)> {
+    BatchIter::new(bytes)
+        .map(|r| {
+            r.map(|(_, h)| (h.base_offset, h.last_offset()))
+                .expect("valid batch")
+        })
+        .collect()
 }
 
 /// Sorted file names of a directory.

@@ -1,16 +1,19 @@
 """Produce and fetch semantics a client relies on beyond the matrix: acks=0 (no response,
 data still written), long polling that wakes as soon as data arrives (not at max_wait_ms),
 max_bytes smaller than a batch still makes progress (minOneMessage), fetches that span
-segment rolls or end inside a batch return whole batches in order, and dynamic broker
-configs (the cluster-wide default) flowing into a topic's effective config.
+segment rolls or end inside a batch deliver every record in order (Brook sends record sets
+from the files with sendfile, cut inside the last batch as Kafka's are; and, Brook-only,
+from memory with `brook.fetch.zero.copy=false`), and dynamic broker configs (the
+cluster-wide default) flowing into a topic's effective config.
 """
 
 import threading
 import time
 
+import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from harness import drivers, kafka_cli
+from harness import drivers, kafka_cli, paths
 
 
 def test_acks_0_writes_without_a_response(broker, topic):
@@ -70,17 +73,27 @@ def test_max_bytes_smaller_than_a_batch_still_makes_progress(broker, topic):
     assert all(r["value"] == "x" * 5000 for r in consumed)
 
 
-def test_fetches_spanning_segment_rolls_or_ending_inside_a_batch_return_whole_batches(broker, topic):
+def test_fetches_spanning_segment_rolls_or_ending_inside_a_batch_deliver_every_record_in_order(broker, topic):
+    spanning_and_cut_fetches_round_trip(broker.bootstrap, topic)
+
+
+@pytest.mark.skipif(paths.target() == "kafka", reason="brook.fetch.zero.copy is Brook's own key")
+def test_the_copying_fetch_path_delivers_the_same_records(broker_factory, topic):
+    copying = broker_factory({"brook.fetch.zero.copy": "false"})
+    spanning_and_cut_fetches_round_trip(copying.bootstrap, topic)
+
+
+def spanning_and_cut_fetches_round_trip(bootstrap, topic):
     # 1 MiB segments (Kafka 4's minimum) and ~3 MiB of records: a consumer allowed 4 MB per
     # fetch reads across several segments in one response; one allowed 1,500 bytes gets
     # limits that end inside the producer's (much larger) batches.
-    drivers.run("java", "create-topic", broker.bootstrap, "--topic", topic, "--partitions", "1",
+    drivers.run("java", "create-topic", bootstrap, "--topic", topic, "--partitions", "1",
                 "--config", "segment.bytes=1048576")
     records = [{"key": f"k{i}", "value": f"{i:06d}" + "v" * 994} for i in range(3000)]
-    drivers.run("java", "produce", broker.bootstrap, "--topic", topic, "--codec", "none", records=records)
+    drivers.run("java", "produce", bootstrap, "--topic", topic, "--codec", "none", records=records)
     expected = [(i, r["key"], r["value"]) for i, r in enumerate(records)]
     for max_bytes in ("4000000", "1500"):
-        consumed = drivers.run("java", "consume", broker.bootstrap, "--topic", topic, "--count", "3000",
+        consumed = drivers.run("java", "consume", bootstrap, "--topic", topic, "--count", "3000",
                                "--from", "earliest", "--max-bytes", max_bytes)
         assert [(r["offset"], r["key"], r["value"]) for r in consumed] == expected, max_bytes
 

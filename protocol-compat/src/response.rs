@@ -6,20 +6,23 @@ use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, ResponseHeader, ResponseKind};
 use kafka_protocol::protocol::Encodable;
 
-use crate::chunked::ChunkedBuf;
+use crate::chunked::{Chunk, ChunkLen, ChunkedBuf};
 use crate::ProtocolError;
 
 /// Encodes a whole response frame, size prefix included, as chunks to write in order: a
 /// fetch response's record sets are chunks of their own, the very `Bytes` the handler
-/// read (`chunked.rs`), so their bytes are never copied into a response buffer.
-pub fn encode_response_chunks(
+/// read, or the `externals` registered for the placeholders it put in their place
+/// (`chunked.rs`), so their bytes are never copied into a response buffer.
+pub fn encode_response_chunks<E: Clone + ChunkLen>(
     api_key: ApiKey,
     api_version: i16,
     correlation_id: i32,
     body: &ResponseKind,
-) -> Result<Vec<Bytes>, ProtocolError> {
+    externals: Vec<(Bytes, E)>,
+) -> Result<Vec<Chunk<E>>, ProtocolError> {
     let ResponseKind::Fetch(fetch) = body else {
-        return encode_response(api_key, api_version, correlation_id, body).map(|b| vec![b]);
+        return encode_response(api_key, api_version, correlation_id, body)
+            .map(|b| vec![Chunk::Bytes(b)]);
     };
     let encode_err = |e: anyhow::Error| ProtocolError::Encode {
         api_key,
@@ -32,6 +35,9 @@ pub fn encode_response_chunks(
         .flat_map(|t| t.partitions.iter())
         .filter_map(|p| p.records.clone());
     let mut buf = ChunkedBuf::sharing(record_sets);
+    for (placeholder, external) in externals {
+        buf.external(&placeholder, external);
+    }
     buf.put_i32(0); // size, patched below (the first chunk never starts with a record set)
     ResponseHeader::default()
         .with_correlation_id(correlation_id)
@@ -44,7 +50,7 @@ pub fn encode_response_chunks(
         reason: format!("response of {} bytes is too large", buf.len()),
     })?;
     let mut chunks = buf.into_chunks();
-    if let Some(first) = chunks.first_mut() {
+    if let Some(Chunk::Bytes(first)) = chunks.first_mut() {
         let mut head = BytesMut::from(&first[..]);
         head[..4].copy_from_slice(&size.to_be_bytes());
         *first = head.freeze();

@@ -28,6 +28,7 @@ use tokio::sync::watch;
 
 use crate::config::LogConfig;
 use crate::error::{Result, StorageError};
+use crate::file_records::{FetchedRecords, MIN_ZERO_COPY_BYTES};
 use crate::log::{
     AppendInfo, FollowerAppend, Log, MinOneBatch, ReadPlan, ReadResult, RetentionOutcome,
     TimestampOffset,
@@ -89,6 +90,31 @@ impl PlannedRead {
         }
         self.handle
             .with_log_blocking(|log| self.plan.read_locked(log, max_bytes, min_one_batch))
+    }
+
+    /// The read as a fetch sends it (issue #13): file ranges for a zero-copy send; bytes
+    /// when the record set is small (`MIN_ZERO_COPY_BYTES`) or when a truncation raced
+    /// the header scan (then it is read again under the lock). Unlike [`Self::execute`]
+    /// the last batch may be partial, as in Kafka's fetch responses. Blocking file I/O:
+    /// call it on a blocking thread. Returns the records and the log start offset.
+    pub fn execute_for_send(
+        &self,
+        max_bytes: usize,
+        min_one_batch: MinOneBatch,
+    ) -> Result<(FetchedRecords, i64)> {
+        if let Some(read) = self.plan.execute_ranges(max_bytes, min_one_batch)? {
+            if read.records.len() >= MIN_ZERO_COPY_BYTES {
+                return Ok((FetchedRecords::Files(read.records), read.log_start_offset));
+            }
+            let bytes = read.records.load()?;
+            if !read.records.is_stale() {
+                return Ok((FetchedRecords::Memory(bytes), read.log_start_offset));
+            }
+        }
+        let read = self
+            .handle
+            .with_log_blocking(|log| self.plan.read_locked(log, max_bytes, min_one_batch))?;
+        Ok((FetchedRecords::Memory(read.records), read.log_start_offset))
     }
 
     /// The most bytes the read was planned for.

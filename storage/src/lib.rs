@@ -11,6 +11,7 @@ pub mod checkpoint;
 pub mod cleaner;
 pub mod config;
 pub mod error;
+pub mod file_records;
 pub mod handle;
 pub mod index;
 pub mod log;
@@ -29,9 +30,10 @@ pub use batch::{BatchError, BatchHeader, TimestampType};
 pub use cleaner::CleanOutcome;
 pub use config::LogConfig;
 pub use error::{Result, StorageError};
+pub use file_records::{FetchedRecords, FileRange, FileRecords, MIN_ZERO_COPY_BYTES};
 pub use handle::{LogHandle, PlannedRead};
 pub use log::{
-    AppendInfo, FollowerAppend, LeaderEpochCache, LoadStats, Log, MinOneBatch, ReadPlan,
-    ReadResult, RetentionOutcome, TimestampOffset,
+    AppendInfo, FollowerAppend, LeaderEpochCache, LoadStats, Log, MinOneBatch, RangesRead,
+    ReadPlan, ReadResult, RetentionOutcome, TimestampOffset,
 };
 pub use log_manager::LogManager;

@@ -27,6 +27,7 @@ pub mod epoch_cache;
 mod follower;
 mod load;
 mod read;
+mod read_ranges;
 mod recovery_point;
 mod truncate;
 
@@ -35,6 +36,7 @@ pub use epoch_cache::LeaderEpochCache;
 pub use follower::FollowerAppend;
 pub use load::LoadStats;
 pub use read::ReadPlan;
+pub use read_ranges::RangesRead;
 
 /// The result of an append.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

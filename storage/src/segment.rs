@@ -135,6 +135,10 @@ pub(crate) struct SegmentSource {
     pub position: u64,
     /// The segment's size when the read was planned.
     pub size: u64,
+    /// When the read's offset bound (the high watermark) falls inside this segment: the
+    /// indexed position at or before it, where a zero-copy read starts looking for the
+    /// bound's batch (`log/read_ranges.rs`). `None`: every batch planned is below it.
+    pub bound_position: Option<u64>,
 }
 
 /// One segment of a partition log.
@@ -387,15 +391,18 @@ impl Segment {
 
     /// What a read starting at `start_offset` needs from this segment once the partition
     /// lock is released: the file, the indexed position at or before the batch holding
-    /// `start_offset` (in-memory lookup, no I/O), and the size now (bytes past it may be a
-    /// later append in progress).
-    pub(crate) fn source(&self, start_offset: i64) -> SegmentSource {
+    /// `start_offset` (in-memory lookup, no I/O), the size now (bytes past it may be a
+    /// later append in progress), and where to look for `bound_offset` if it lies inside.
+    pub(crate) fn source(&self, start_offset: i64, bound_offset: i64) -> SegmentSource {
         let (_, position) = self.offset_index.lookup(start_offset);
+        let bound_position =
+            (bound_offset < self.next_offset).then(|| self.offset_index.lookup(bound_offset).1);
         SegmentSource {
             file: Arc::clone(&self.file),
             path: Arc::clone(&self.log_path),
             position,
             size: self.size,
+            bound_position,
         }
     }
 

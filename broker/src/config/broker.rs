@@ -74,6 +74,8 @@ pub struct BrokerConfig {
     pub log_retention_check_interval_ms: u64,
     /// `log.cleaner.enable`: run the compaction task.
     pub log_cleaner_enable: bool,
+    /// `brook.fetch.zero.copy`: fetched record sets sent with `sendfile`.
+    pub fetch_zero_copy: bool,
     /// `log.cleaner.backoff.ms`: the cleaner's sleep when no log needs cleaning.
     pub log_cleaner_backoff_ms: u64,
     /// `log.cleaner.dedupe.buffer.size`: the cleaner's key-map budget in bytes.
@@ -229,6 +231,7 @@ impl BrokerConfig {
             message_max_bytes: g.narrow("message.max.bytes")?,
             log_retention_check_interval_ms: g.narrow("log.retention.check.interval.ms")?,
             log_cleaner_enable: g.text("log.cleaner.enable") == "true",
+            fetch_zero_copy: g.text("brook.fetch.zero.copy") == "true",
             log_cleaner_backoff_ms: g.narrow("log.cleaner.backoff.ms")?,
             log_cleaner_dedupe_buffer_size: g.narrow("log.cleaner.dedupe.buffer.size")?,
             num_network_threads: g.narrow("num.network.threads")?,

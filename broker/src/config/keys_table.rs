@@ -55,6 +55,8 @@ pub(super) static BROKER_KEYS: &[KeyDef] = &[
       "Rack of the broker. This will be used in rack aware replication assignment for fault tolerance. Examples: RACK1, us-east-1d"),
     k("broker.session.timeout.ms", T::Int, Some("9000"), V::AtLeast(1), M, RO,
       "The length of time in milliseconds that a broker lease lasts if no heartbeats are made."),
+    k("brook.fetch.zero.copy", T::Boolean, Some("true"), V::None, L, RO,
+      "Brook-specific: send fetched record sets of 4 KiB or more straight from the segment files with sendfile. false reads them into memory first (the path a TLS listener needs; kept to measure both)."),
     k("brook.offsets.retention.ms", T::Long, None, V::AtLeast(1), L, RO,
       "Brook-specific: when set, replaces offsets.retention.minutes with a value in milliseconds (Kafka has only the minutes key; tests need shorter retention)."),
     k("cluster.id", T::String, None, V::None, L, RO,

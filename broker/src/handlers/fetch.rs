@@ -12,7 +12,11 @@
 //!
 //! Each pass checks and plans every partition on the runtime (memory only: the partition
 //! lock is held just to capture the segments, `brook_storage::PlannedRead`), then reads
-//! them all in one blocking-pool hop, without the partition locks.
+//! them all in one blocking-pool hop, without the partition locks. Only batch headers are
+//! read: a record set of 4 KiB or more stays in its segment files and is sent with
+//! `sendfile` (zero-copy, issue #13; `server::write`), a placeholder of its length
+//! standing for it in the encoded response. Such a record set may end inside a batch, as
+//! Kafka's do. `brook.fetch.zero.copy=false` reads record sets into memory instead.
 //!
 //! Consumers read up to the high watermark. A follower (replica id from v15's
 //! `ReplicaState`, or `replica_id` before) reads up to the log end, its fetch offset becomes
@@ -23,21 +27,25 @@ use std::future::Future;
 use std::task::Poll;
 use std::time::Duration;
 
+use brook_protocol::chunked::placeholder;
 use brook_protocol::kafka_protocol::messages::fetch_response::{
     EpochEndOffset, FetchableTopicResponse, LeaderIdAndEpoch, NodeEndpoint, PartitionData,
 };
-use brook_protocol::kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, TopicName};
+use brook_protocol::kafka_protocol::messages::{
+    BrokerId, FetchRequest, FetchResponse, ResponseKind, TopicName,
+};
 use brook_protocol::kafka_protocol::protocol::StrBytes;
 use brook_protocol::kafka_protocol::ResponseError;
-use brook_storage::{MinOneBatch, PlannedRead};
+use brook_storage::{FetchedRecords, FileRecords, MinOneBatch, PlannedRead};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::broker::Broker;
 use crate::error::BrokerError;
 use crate::fetch_session::{SessionLookup, SessionPartition};
-use crate::handlers::leader_hint;
+use crate::handlers::{leader_hint, Reply};
 use crate::metrics;
+use crate::server::write::FileChunk;
 
 /// Longest a fetch waits for `min_bytes`, whatever the client asks.
 const MAX_WAIT: Duration = Duration::from_secs(30);
@@ -60,7 +68,7 @@ struct Replica {
     epoch: i64,
 }
 
-pub async fn handle(broker: &Broker, req: FetchRequest, version: i16) -> FetchResponse {
+pub async fn handle(broker: &Broker, req: FetchRequest, version: i16) -> Reply {
     let by_id = version >= 13;
     // A follower names itself: `ReplicaState` (with its broker epoch) from v15,
     // `replica_id` before.
@@ -123,12 +131,12 @@ pub async fn handle(broker: &Broker, req: FetchRequest, version: i16) -> FetchRe
         SessionLookup::New { session_id } => (session_id, false),
         SessionLookup::Incremental { session_id } => (session_id, true),
         SessionLookup::NotFound => {
-            return FetchResponse::default()
-                .with_error_code(ResponseError::FetchSessionIdNotFound.code())
+            let error = ResponseError::FetchSessionIdNotFound.code();
+            return ResponseKind::Fetch(FetchResponse::default().with_error_code(error)).into();
         }
         SessionLookup::InvalidEpoch => {
-            return FetchResponse::default()
-                .with_error_code(ResponseError::InvalidFetchSessionEpoch.code())
+            let error = ResponseError::InvalidFetchSessionEpoch.code();
+            return ResponseKind::Fetch(FetchResponse::default().with_error_code(error)).into();
         }
     };
     let wanted = if session_id == 0 {
@@ -167,6 +175,9 @@ pub async fn handle(broker: &Broker, req: FetchRequest, version: i16) -> FetchRe
     // A long poll reads every partition once; each wake re-reads only the partitions whose
     // log end or high watermark moved, and a timeout answers with what was already read.
     let mut slots: Vec<Option<PartitionData>> = vec![None; wanted.len()];
+    // The record sets left in their files, by slot (their `records` are placeholders).
+    let mut files: Vec<Option<FileRecords>> = vec![None; wanted.len()];
+    let zero_copy = broker.config.fetch_zero_copy;
     let mut watches: Vec<Option<watch::Receiver<i64>>> = (0..wanted.len()).map(|_| None).collect();
     let mut to_read: Vec<usize> = (0..wanted.len()).collect();
     loop {
@@ -178,9 +189,14 @@ pub async fn handle(broker: &Broker, req: FetchRequest, version: i16) -> FetchRe
         };
         let kept_bytes: usize = (0..wanted.len()).map(kept).sum();
         let budget = (req.max_bytes.max(0) as usize).saturating_sub(kept_bytes);
-        let reads = read_some(broker, &wanted, &to_read, budget, kept_bytes > 0, replica).await;
-        for (i, data, watch) in reads {
+        let had_data = kept_bytes > 0;
+        let reads = read_some(
+            broker, &wanted, &to_read, budget, had_data, replica, zero_copy,
+        )
+        .await;
+        for (i, data, in_files, watch) in reads {
             slots[i] = Some(data);
+            files[i] = in_files;
             watches[i] = watch;
         }
         let gathered: usize = slots.iter().map(|d| record_len(d.as_ref())).sum();
@@ -204,11 +220,13 @@ pub async fn handle(broker: &Broker, req: FetchRequest, version: i16) -> FetchRe
     let results = wanted
         .iter()
         .zip(slots)
-        .filter_map(|(w, data)| data.map(|d| (w.key.clone(), d)));
+        .zip(files)
+        .filter_map(|((w, data), f)| data.map(|d| (w.key.clone(), d, f)));
+    let mut sent_files = Vec::new();
 
     let mut topics: Vec<FetchableTopicResponse> = Vec::new();
     let mut hinted_leaders = std::collections::BTreeSet::new();
-    for (key, mut data) in results {
+    for (key, mut data, in_files) in results {
         if data.current_leader.leader_id.0 >= 0 {
             hinted_leaders.insert(data.current_leader.leader_id.0);
         }
@@ -229,6 +247,9 @@ pub async fn handle(broker: &Broker, req: FetchRequest, version: i16) -> FetchRe
         }
         if let Some(records) = &data.records {
             metrics::record_fetch(&key.topic, records.len());
+            if let Some(in_files) = in_files {
+                sent_files.push((records.clone(), FileChunk(in_files)));
+            }
         }
         let same_topic = topics.last().is_some_and(|t| {
             if by_id {
@@ -265,7 +286,10 @@ pub async fn handle(broker: &Broker, req: FetchRequest, version: i16) -> FetchRe
             .collect();
         response = response.with_node_endpoints(endpoints);
     }
-    response
+    Reply {
+        body: ResponseKind::Fetch(response),
+        files: sent_files,
+    }
 }
 
 fn record_len(data: Option<&PartitionData>) -> usize {
@@ -304,6 +328,15 @@ enum Prepared {
     Read(PartitionData, PlannedRead),
 }
 
+/// One partition's read: its data, the record set left in its files if any (then the
+/// data's `records` is its placeholder), and its append watch.
+type PartitionRead = (
+    usize,
+    PartitionData,
+    Option<FileRecords>,
+    Option<watch::Receiver<i64>>,
+);
+
 /// Reads the partitions `indexes` of `wanted` (in order), sharing `budget` bytes; the first
 /// with data may exceed it by one batch unless `had_data` (data already gathered). Checks
 /// and plans each partition here (memory only), then reads them all in one blocking-pool
@@ -315,18 +348,24 @@ async fn read_some(
     budget: usize,
     had_data: bool,
     replica: Replica,
-) -> Vec<(usize, PartitionData, Option<watch::Receiver<i64>>)> {
+    zero_copy: bool,
+) -> Vec<PartitionRead> {
     let image = broker.image();
     let mut prepared = Vec::with_capacity(indexes.len());
     let mut watches = Vec::with_capacity(indexes.len());
     for &i in indexes {
         let Some(w) = wanted.get(i) else { continue };
         let (p, watch) = prepare(broker, &image, w, replica).await;
-        prepared.push(p);
+        prepared.push((i, p));
         watches.push((i, watch));
     }
-    let datas = if prepared.iter().any(|p| matches!(p, Prepared::Read(..))) {
-        let reads = tokio::task::spawn_blocking(move || read_prepared(prepared, budget, had_data));
+    let datas = if prepared
+        .iter()
+        .any(|(_, p)| matches!(p, Prepared::Read(..)))
+    {
+        let reads = tokio::task::spawn_blocking(move || {
+            read_prepared(prepared, budget, had_data, zero_copy)
+        });
         match reads.await {
             Ok(datas) => datas,
             Err(e) => {
@@ -335,9 +374,10 @@ async fn read_some(
                 indexes
                     .iter()
                     .map(|&i| {
-                        PartitionData::default()
+                        let data = PartitionData::default()
                             .with_partition_index(wanted.get(i).map_or(-1, |w| w.key.partition))
-                            .with_error_code(code)
+                            .with_error_code(code);
+                        (data, None)
                     })
                     .collect()
             }
@@ -345,28 +385,31 @@ async fn read_some(
     } else {
         prepared
             .into_iter()
-            .map(|p| match p {
-                Prepared::Done(data) | Prepared::Read(data, _) => data,
+            .map(|(_, p)| match p {
+                Prepared::Done(data) | Prepared::Read(data, _) => (data, None),
             })
             .collect()
     };
     watches
         .into_iter()
         .zip(datas)
-        .map(|((i, watch), data)| (i, data, watch))
+        .map(|((i, watch), (data, files))| (i, data, files, watch))
         .collect()
 }
 
-/// Runs the planned reads in order on this (blocking) thread, sharing the budget.
+/// Runs the planned reads in order on this (blocking) thread, sharing the budget. Each
+/// is `(slot, prepared)`: the slot (unique within the response) picks the placeholder of
+/// a record set left in its files.
 fn read_prepared(
-    prepared: Vec<Prepared>,
+    prepared: Vec<(usize, Prepared)>,
     mut budget: usize,
     mut any_data: bool,
-) -> Vec<PartitionData> {
+    zero_copy: bool,
+) -> Vec<(PartitionData, Option<FileRecords>)> {
     prepared
         .into_iter()
-        .map(|p| match p {
-            Prepared::Done(data) => data,
+        .map(|(slot, p)| match p {
+            Prepared::Done(data) => (data, None),
             Prepared::Read(base, planned) => {
                 let limit = planned.max_bytes().min(budget);
                 let min_one = if any_data {
@@ -374,18 +417,56 @@ fn read_prepared(
                 } else {
                     MinOneBatch::Yes
                 };
-                match planned.execute(limit, min_one) {
-                    Ok(read) => {
-                        budget = budget.saturating_sub(read.records.len());
-                        any_data |= !read.records.is_empty();
-                        base.with_log_start_offset(read.log_start_offset)
-                            .with_records(Some(read.records))
+                match read_one(&planned, slot, limit, min_one, zero_copy) {
+                    Ok((records, files, log_start)) => {
+                        budget = budget.saturating_sub(records.len());
+                        any_data |= !records.is_empty();
+                        let data = base
+                            .with_log_start_offset(log_start)
+                            .with_records(Some(records));
+                        (data, files)
                     }
-                    Err(e) => base.with_error_code(BrokerError::from(e).code().code()),
+                    Err(e) => (
+                        base.with_error_code(BrokerError::from(e).code().code()),
+                        None,
+                    ),
                 }
             }
         })
         .collect()
+}
+
+/// One planned read, as the response's `records` (bytes, or the placeholder of a record
+/// set left in its files), those files, and the log start offset.
+fn read_one(
+    planned: &PlannedRead,
+    slot: usize,
+    limit: usize,
+    min_one: MinOneBatch,
+    zero_copy: bool,
+) -> brook_storage::Result<(bytes::Bytes, Option<FileRecords>, i64)> {
+    if !zero_copy {
+        let read = planned.execute(limit, min_one)?;
+        return Ok((read.records, None, read.log_start_offset));
+    }
+    match planned.execute_for_send(limit, min_one)? {
+        (FetchedRecords::Memory(bytes), log_start) => Ok((bytes, None, log_start)),
+        (FetchedRecords::Files(files), log_start) => {
+            let len = usize::try_from(files.len()).unwrap_or(usize::MAX);
+            match placeholder(slot, len) {
+                Some(stand_in) => Ok((stand_in, Some(files), log_start)),
+                // Too large to stand in for: sent from memory instead.
+                None => {
+                    let bytes = files.load()?;
+                    if files.is_stale() {
+                        let read = planned.execute(limit, min_one)?;
+                        return Ok((read.records, None, read.log_start_offset));
+                    }
+                    Ok((bytes, None, log_start))
+                }
+            }
+        }
+    }
 }
 
 /// Checks one wanted partition (topic, leadership, epochs; a follower's state) and plans

@@ -7,6 +7,7 @@ use brook_protocol::versions::codec_range;
 
 use crate::broker::Broker;
 use crate::error::BrokerError;
+use crate::server::write::FileChunk;
 
 pub mod alter_configs;
 pub mod api_versions;
@@ -79,13 +80,30 @@ pub fn serves(api_key: ApiKey, version: i16) -> bool {
     HANDLERS.contains(&api_key) && version >= range.min && version <= range.max
 }
 
+/// A handler's answer: the response, and (Fetch only) the record sets left in their
+/// files, each with the placeholder that stands for it in the response
+/// (`brook_protocol::chunked`).
+pub struct Reply {
+    pub body: ResponseKind,
+    pub files: Vec<(bytes::Bytes, FileChunk)>,
+}
+
+impl From<ResponseKind> for Reply {
+    fn from(body: ResponseKind) -> Self {
+        Reply {
+            body,
+            files: Vec::new(),
+        }
+    }
+}
+
 /// Runs the handler for a decoded request. `Ok(None)` means no response is sent
 /// (Produce with acks=0); `Err` closes the connection.
 pub async fn handle(
     broker: &Broker,
     header: &RequestHeader,
     body: RequestKind,
-) -> Result<Option<ResponseKind>, BrokerError> {
+) -> Result<Option<Reply>, BrokerError> {
     let v = header.request_api_version;
     let response = match body {
         RequestKind::ApiVersions(req) => ResponseKind::ApiVersions(api_versions::handle(&req, v)),
@@ -95,9 +113,9 @@ pub async fn handle(
         RequestKind::Produce(req) => {
             return Ok(produce::handle(broker, req, v)
                 .await
-                .map(ResponseKind::Produce))
+                .map(|r| ResponseKind::Produce(r).into()))
         }
-        RequestKind::Fetch(req) => ResponseKind::Fetch(fetch::handle(broker, req, v).await),
+        RequestKind::Fetch(req) => return Ok(Some(fetch::handle(broker, req, v).await)),
         RequestKind::ListOffsets(req) => {
             ResponseKind::ListOffsets(list_offsets::handle(broker, req, v).await)
         }
@@ -177,5 +195,5 @@ pub async fn handle(
             ))
         }
     };
-    Ok(Some(response))
+    Ok(Some(response.into()))
 }

@@ -5,14 +5,12 @@
 //! producer are appended in the order they were sent. A frame that is not a Kafka
 //! request closes this connection with one log line; other connections carry on.
 
-use std::collections::VecDeque;
-use std::io::IoSlice;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use brook_protocol::frame::split_frame;
-use bytes::{Buf, Bytes, BytesMut};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use bytes::BytesMut;
+use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn, Instrument};
@@ -20,6 +18,7 @@ use tracing::{debug, warn, Instrument};
 use crate::broker::Broker;
 use crate::metrics;
 use crate::server::dispatch::{self, Outcome};
+use crate::server::write::write_response;
 
 pub async fn run(
     stream: TcpStream,
@@ -77,7 +76,7 @@ async fn serve(
         };
         match dispatch::handle_frame(broker, frame).await {
             Outcome::Respond(chunks) => {
-                if let Err(e) = write_chunks(&mut stream, chunks).await {
+                if let Err(e) = write_response(&mut stream, chunks).await {
                     debug!(error = %e, "write failed");
                     return Ok(());
                 }
@@ -86,39 +85,4 @@ async fn serve(
             Outcome::Close(reason) => return Err(reason),
         }
     }
-}
-
-/// Writes the chunks in order with vectored writes (`writev`), so a fetch's record sets
-/// go from their read buffers to the socket without being joined first.
-async fn write_chunks(stream: &mut TcpStream, chunks: Vec<Bytes>) -> std::io::Result<()> {
-    /// iovecs per call, well under Linux's `IOV_MAX` (1024).
-    const MAX_IOVECS: usize = 64;
-    if let [only] = chunks.as_slice() {
-        return stream.write_all(only).await;
-    }
-    let mut chunks: VecDeque<Bytes> = chunks.into();
-    while !chunks.is_empty() {
-        let slices: Vec<IoSlice<'_>> = chunks
-            .iter()
-            .take(MAX_IOVECS)
-            .map(|c| IoSlice::new(c))
-            .collect();
-        let mut written = stream.write_vectored(&slices).await?;
-        if written == 0 {
-            return Err(std::io::ErrorKind::WriteZero.into());
-        }
-        while written > 0 {
-            let Some(front) = chunks.front_mut() else {
-                break;
-            };
-            if written >= front.len() {
-                written -= front.len();
-                chunks.pop_front();
-            } else {
-                front.advance(written);
-                written = 0;
-            }
-        }
-    }
-    Ok(())
 }

@@ -10,20 +10,21 @@
 use std::time::Instant;
 
 use brook_protocol::error_response::unsupported_response;
-use brook_protocol::kafka_protocol::messages::{ApiKey, RequestHeader, ResponseKind};
+use brook_protocol::kafka_protocol::messages::{ApiKey, RequestHeader};
 use brook_protocol::{decode_request, encode_response_chunks, Decoded, DecodedRequest};
 use bytes::Bytes;
 use tracing::{debug, warn, Instrument};
 
 use crate::broker::Broker;
-use crate::handlers::{self, api_versions};
+use crate::handlers::{self, api_versions, Reply};
 use crate::metrics;
+use crate::server::write::ResponseChunk;
 
 /// What the connection does after a frame.
 pub enum Outcome {
     /// The response frame as chunks to write in order (a fetch's record sets are chunks
-    /// of their own, never copied: `brook_protocol::chunked`).
-    Respond(Vec<Bytes>),
+    /// of their own, never copied: `brook_protocol::chunked`, `server::write`).
+    Respond(Vec<ResponseChunk>),
     /// Produce with acks=0: the client expects no response.
     NoResponse,
     Close(String),
@@ -45,7 +46,7 @@ pub async fn handle_frame(broker: &Broker, frame: Bytes) -> Outcome {
     let version = header.request_api_version;
     if !handlers::serves(api_key, version) {
         return match unsupported_response(&body) {
-            Some(response) => encode(api_key, &header, &response),
+            Some(response) => encode(api_key, &header, response.into()),
             None => Outcome::Close(format!(
                 "{api_key:?} v{version} is not supported and has no error field to say so"
             )),
@@ -64,7 +65,7 @@ pub async fn handle_frame(broker: &Broker, frame: Bytes) -> Outcome {
         .await;
     metrics::record_request(api_key, started.elapsed());
     match result {
-        Ok(Some(response)) => encode(api_key, &header, &response),
+        Ok(Some(reply)) => encode(api_key, &header, reply),
         Ok(None) => Outcome::NoResponse,
         Err(e) => {
             warn!(api = ?api_key, error = %e, "request failed");
@@ -77,30 +78,25 @@ fn unsupported_version(api_key: ApiKey, header: &RequestHeader) -> Outcome {
     let version = header.request_api_version;
     if api_key == ApiKey::ApiVersions {
         let response = api_versions::unsupported_version_response();
-        return encode_at(api_key, 0, header.correlation_id, &response);
+        return encode_at(api_key, 0, header.correlation_id, response.into());
     }
     debug!(api = ?api_key, version, "version outside the codec's range");
     Outcome::Close(format!("{api_key:?} v{version} cannot be decoded"))
 }
 
-fn encode(api_key: ApiKey, header: &RequestHeader, response: &ResponseKind) -> Outcome {
+fn encode(api_key: ApiKey, header: &RequestHeader, reply: Reply) -> Outcome {
     encode_at(
         api_key,
         header.request_api_version,
         header.correlation_id,
-        response,
+        reply,
     )
 }
 
-fn encode_at(
-    api_key: ApiKey,
-    version: i16,
-    correlation_id: i32,
-    response: &ResponseKind,
-) -> Outcome {
-    match encode_response_chunks(api_key, version, correlation_id, response) {
+fn encode_at(api_key: ApiKey, version: i16, correlation_id: i32, reply: Reply) -> Outcome {
+    match encode_response_chunks(api_key, version, correlation_id, &reply.body, reply.files) {
         Ok(chunks) => {
-            metrics::record_bytes_out(chunks.iter().map(Bytes::len).sum());
+            metrics::record_bytes_out(chunks.iter().map(ResponseChunk::len).sum());
             Outcome::Respond(chunks)
         }
         Err(e) => Outcome::Close(e.to_string()),

@@ -1,8 +1,10 @@
 //! The network side: listeners accept connections, each connection reads frames and
-//! answers them in order, `dispatch` routes a decoded request to its handler.
+//! answers them in order, `dispatch` routes a decoded request to its handler, `write`
+//! sends the response (record sets with `sendfile`).
 
 pub mod connection;
 pub mod dispatch;
 pub mod listener;
+pub mod write;
 
 pub use listener::serve;

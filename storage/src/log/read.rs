@@ -15,9 +15,6 @@
 //! touching a file, so a read whose generation moved is discarded and redone under the
 //! lock by its caller (`LogHandle`).
 
-use std::fs::File;
-use std::os::unix::fs::FileExt;
-use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -25,6 +22,7 @@ use bytes::{Buf, BytesMut};
 
 use crate::batch::{BatchHeader, BATCH_HEADER_LEN};
 use crate::error::{Result, StorageError};
+use crate::file_records::read_full;
 use crate::segment::SegmentSource;
 
 use super::{Log, MinOneBatch, ReadResult};
@@ -37,14 +35,14 @@ const WINDOW_SLACK: u64 = 16 * 1024;
 /// A read captured under the partition lock, to run without it.
 #[derive(Debug)]
 pub struct ReadPlan {
-    start_offset: i64,
-    max_bytes: usize,
-    max_offset_exclusive: i64,
-    sources: Vec<SegmentSource>,
-    log_start_offset: i64,
-    log_end_offset: i64,
-    generation: u64,
-    rewrites: Arc<AtomicU64>,
+    pub(super) start_offset: i64,
+    pub(super) max_bytes: usize,
+    pub(super) max_offset_exclusive: i64,
+    pub(super) sources: Vec<SegmentSource>,
+    pub(super) log_start_offset: i64,
+    pub(super) log_end_offset: i64,
+    pub(super) generation: u64,
+    pub(super) rewrites: Arc<AtomicU64>,
 }
 
 impl Log {
@@ -77,14 +75,14 @@ impl Log {
             let mut later = 0u64;
             for (base, segment) in self.segments.range(from..) {
                 if sources.is_empty() {
-                    sources.push(segment.source(start_offset));
+                    sources.push(segment.source(start_offset, max_offset_exclusive));
                     continue;
                 }
                 if *base >= max_offset_exclusive || later >= max_bytes as u64 {
                     break;
                 }
                 later += segment.size();
-                sources.push(segment.source(*base));
+                sources.push(segment.source(*base, max_offset_exclusive));
             }
         }
         Ok(ReadPlan {
@@ -178,7 +176,7 @@ pub(super) fn segment_batches(
         min_one_batch: true,
     };
     let mut out = BytesMut::new();
-    read_segment(&segment.source(start_offset), &limits, &mut out)?;
+    read_segment(&segment.source(start_offset, i64::MAX), &limits, &mut out)?;
     Ok(out.freeze())
 }
 
@@ -288,24 +286,4 @@ impl Window<'_> {
         self.filled += got as u64;
         Ok(upto <= self.filled)
     }
-}
-
-/// `pread` until `buf` is full or the file ends; the number of bytes read.
-fn read_full(file: &File, path: &Path, buf: &mut [u8], offset: u64) -> Result<usize> {
-    let mut done = 0;
-    while done < buf.len() {
-        match file.read_at(&mut buf[done..], offset + done as u64) {
-            Ok(0) => break,
-            Ok(n) => done += n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(source) => {
-                return Err(StorageError::Io {
-                    context: "read segment",
-                    path: path.to_path_buf(),
-                    source,
-                })
-            }
-        }
-    }
-    Ok(done)
 }

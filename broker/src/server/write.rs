@@ -1,0 +1,117 @@
+//! Writing one response to its connection: the encoded chunks in order, runs of
+//! in-memory chunks with vectored writes (`writev`), and record sets left in their
+//! segment files with `sendfile` (issue #13), so their bytes go from the page cache to the
+//! socket without being copied through user memory.
+
+use std::collections::VecDeque;
+use std::io::{self, IoSlice};
+
+use brook_protocol::chunked::{Chunk, ChunkLen};
+use brook_storage::FileRecords;
+use bytes::{Buf, Bytes};
+use tokio::io::{AsyncWriteExt, Interest};
+use tokio::net::TcpStream;
+
+/// A record set to send from its files.
+#[derive(Debug, Clone)]
+pub struct FileChunk(pub FileRecords);
+
+impl ChunkLen for FileChunk {
+    fn chunk_len(&self) -> usize {
+        usize::try_from(self.0.len()).unwrap_or(usize::MAX)
+    }
+}
+
+/// One piece of an encoded response.
+pub type ResponseChunk = Chunk<FileChunk>;
+
+/// iovecs per `writev`, well under Linux's `IOV_MAX` (1024).
+const MAX_IOVECS: usize = 64;
+
+/// Most bytes per `sendfile` call (Linux sends at most 0x7ffff000 per call anyway).
+const MAX_SENDFILE: u64 = 1 << 30;
+
+/// Writes the chunks in order.
+pub async fn write_response(stream: &mut TcpStream, chunks: Vec<ResponseChunk>) -> io::Result<()> {
+    let mut run: Vec<Bytes> = Vec::new();
+    for chunk in chunks {
+        match chunk {
+            Chunk::Bytes(bytes) => run.push(bytes),
+            Chunk::External(FileChunk(files)) => {
+                write_bytes(stream, std::mem::take(&mut run)).await?;
+                send_files(stream, &files).await?;
+            }
+        }
+    }
+    write_bytes(stream, run).await
+}
+
+/// Writes in-memory chunks with vectored writes, so record sets read into memory go to the
+/// socket without being joined first.
+async fn write_bytes(stream: &mut TcpStream, chunks: Vec<Bytes>) -> io::Result<()> {
+    if let [only] = chunks.as_slice() {
+        return stream.write_all(only).await;
+    }
+    let mut chunks: VecDeque<Bytes> = chunks.into();
+    while !chunks.is_empty() {
+        let slices: Vec<IoSlice<'_>> = chunks
+            .iter()
+            .take(MAX_IOVECS)
+            .map(|c| IoSlice::new(c))
+            .collect();
+        let mut written = stream.write_vectored(&slices).await?;
+        if written == 0 {
+            return Err(io::ErrorKind::WriteZero.into());
+        }
+        while written > 0 {
+            let Some(front) = chunks.front_mut() else {
+                break;
+            };
+            if written >= front.len() {
+                written -= front.len();
+                chunks.pop_front();
+            } else {
+                front.advance(written);
+                written = 0;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Sends file ranges with `sendfile`, waiting for the socket to be writable between calls.
+/// The response's size was fixed when it was encoded, so a range that can no longer be
+/// sent as planned (a truncation rewrote the file in place, or the file ended early) fails
+/// the write, which closes the connection; the client fetches again. Kafka's
+/// `FileRecords.writeTo` does the same on a truncated file.
+async fn send_files(stream: &mut TcpStream, files: &FileRecords) -> io::Result<()> {
+    for range in files.ranges() {
+        let mut position = range.position;
+        let end = range.position + range.len;
+        while position < end {
+            if files.is_stale() {
+                return Err(io::Error::other(
+                    "records were truncated between the fetch's read and its send",
+                ));
+            }
+            let count = (end - position).min(MAX_SENDFILE) as usize;
+            stream.writable().await?;
+            let sent = stream.try_io(Interest::WRITABLE, || {
+                rustix::fs::sendfile(&*stream, &*range.file, Some(&mut position), count)
+                    .map_err(io::Error::from)
+            });
+            match sent {
+                Ok(0) => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        format!("{} ended before its planned range", range.path.display()),
+                    ))
+                }
+                Ok(_) => {} // `sendfile` advanced `position`
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+    Ok(())
+}

@@ -3,7 +3,7 @@
     python3 bench/bench.py [--quick] [--rounds N] [--records N] [--partitions N]
                            [--brook-bin PATH] [--data-dir DIR] [--skip-sink] [--servers LIST]
                            [--consume-only]
-                           [--e2e-rate R] [--e2e-duration S] [--e2e-warmup S] [--skip-e2e]
+                           [--e2e-rates LIST] [--e2e-acks LIST] [--e2e-duration S] [--e2e-warmup S] [--skip-e2e]
                            [--scale-rate R] [--scale-duration S] [--skip-scale]
 
 Each round runs the null sink (the producer's ceiling; also the consumer's, serving what it was
@@ -12,12 +12,15 @@ server at a time, each started fresh on an empty data directory under the same -
 same disk). Against each broker: time from spawn to the first ApiVersions answer; RSS at idle;
 for every workload (record size x acks x compression) create the topic, run
 kafka-producer-perf-test at --throughput -1; then kafka-consumer-perf-test over each acks=1
-topic (the null sink too); RSS peak under load and steady once idle again. --consume-only produces
-only the acks=1 workloads (the data to consume) and skips the e2e and scale runs. Then, against the two brokers only:
-end-to-end latency at a fixed rate (driver.py; half of Kafka's 1 KB acks=1 maximum from the same
-round) with acks=1 and acks=all, and the scale runs (scale.py: 100 topics x 10 partitions under
-steady produce, 1,000 idle connections). Medians over rounds go to a table on stdout,
-bench/results/<UTC>.json (raw figures + machine + load) and bench/results/<UTC>.png.
+topic (the null sink too); the server's CPU-seconds (/proc/PID/stat) over each of those runs, per
+GB of record values produced or fetched; RSS peak under load and steady once idle again.
+--consume-only produces only the acks=1 workloads (the data to consume) and skips the e2e and
+scale runs. Then, against the two brokers only: the end-to-end latency curve (latency_curve.py:
+1 KB records at each --e2e-rates rate and at the broker's own producer maximum, acks=1 and
+acks=all, each point sustained or not), and the scale runs (scale.py: 100 topics x 10
+partitions under steady produce, 1,000 idle connections). Medians over rounds go to tables on
+stdout (report.py, curve_report.py), bench/results/<UTC>.json (raw figures + machine + load) and
+bench/results/<UTC>.png.
 
 Invariants: every child process has a timeout, each server is stopped (process group SIGTERM,
 then SIGKILL) before the next one starts, even on error or Ctrl-C; its data dir is then removed.
@@ -35,16 +38,17 @@ from itertools import product
 from pathlib import Path
 from typing import Dict, List, Optional
 
+import curve_report
 import driver
+import latency_curve
 import report
 import scale
-from procs import ROOT, CpuMeter, RssSampler, Server
-from workloads import Workload, consume, create_topic, produce
+from procs import GB, ROOT, CpuMeter, RssSampler, Server, cpu_figures
+from workloads import Workload, consume, create_topic, produce, reason
 
 BENCH_DIR = Path(__file__).resolve().parent
 IDLE_S = 3.0  # RSS sampling window at idle, before and after load
 KINDS = ("sink", "kafka", "brook")
-E2E_RATE_FROM = "1KB acks=1 none"  # the e2e rate is half of Kafka's maximum for this workload
 SCALE_TOPICS, SCALE_PARTITIONS, SCALE_RECORD_SIZE = 100, 10, 100
 
 
@@ -56,11 +60,8 @@ def log(msg: str) -> None:
     print(f"[{datetime.now(timezone.utc):%H:%M:%S}] {msg}", file=sys.stderr, flush=True)
 
 
-def run_server(kind: str, round_no: int, args: argparse.Namespace, e2e_rate: Optional[float]) -> Dict:
-    """Start one server, run every workload against it, stop it; returns its raw figures.
-
-    `e2e_rate` is the fixed end-to-end rate (msg/s); Kafka's own run replaces it with half of its
-    1 KB acks=1 producer maximum measured just before, unless --e2e-rate fixed it."""
+def run_server(kind: str, round_no: int, args: argparse.Namespace) -> Dict:
+    """Start one server, run every workload against it, stop it; returns its raw figures."""
     data_dir = args.data_dir / f"{kind}-r{round_no}"
     shutil.rmtree(data_dir, ignore_errors=True)
     server = Server(kind, data_dir, brook_bin=args.brook_bin, partitions=args.partitions)
@@ -88,16 +89,18 @@ def run_server(kind: str, round_no: int, args: argparse.Namespace, e2e_rate: Opt
                     if err:
                         result["errors"].append(f"{w.name}: {err}")
                         continue
+                cpu0 = server.cpu_s()
                 figures, out = produce(server.bootstrap, w, args.records, timeout_s)
-                result["produce"][w.name] = figures
+                result["produce"][w.name] = with_cpu(figures, cpu0, server.cpu_s(), args.records * w.record_size)
                 if figures is None:
                     result["errors"].append(f"produce {w.name}: {reason(out)}")
                 log(f"{kind} produce {w.name}: {short(figures, 'mb_per_s', 'MB/s')}")
             for w in workloads():
                 if w.acks != "1" or result["produce"].get(w.name) is None:
                     continue
+                cpu0 = server.cpu_s()
                 figures, out = consume(server.bootstrap, w.topic, args.records, timeout_s)
-                result["consume"][w.name] = figures
+                result["consume"][w.name] = with_cpu(figures, cpu0, server.cpu_s(), args.records * w.record_size)
                 if figures is None:
                     result["errors"].append(f"consume {w.name}: {reason(out)}")
                 log(f"{kind} consume {w.name}: {short(figures, 'fetch_mb_per_s', 'fetch MB/s')}")
@@ -107,10 +110,9 @@ def run_server(kind: str, round_no: int, args: argparse.Namespace, e2e_rate: Opt
             result["rss_peak_mb"] = rss.peak_mb("load")
             result["rss_steady_mb"] = rss.median_mb("idle-after")
             if kind != "sink":
-                if kind == "kafka" and args.e2e_rate is None:
-                    kafka_1kb = result["produce"].get(E2E_RATE_FROM) or {}
-                    e2e_rate = kafka_1kb["records_per_s"] / 2 if kafka_1kb else e2e_rate
-                run_e2e(server, rss, result, args, e2e_rate)
+                if not args.skip_e2e:
+                    latency_curve.run(server, rss, result, args.e2e_rates, args.e2e_acks, args.partitions,
+                                      args.e2e_warmup, args.e2e_duration, log)  # fmt: skip
                 run_scale(server, rss, result, args)
     except RuntimeError as e:
         result["errors"].append(str(e))
@@ -123,28 +125,12 @@ def run_server(kind: str, round_no: int, args: argparse.Namespace, e2e_rate: Opt
     return result
 
 
-def run_e2e(server: Server, rss: RssSampler, result: Dict, args: argparse.Namespace, rate: Optional[float]) -> None:
-    """End-to-end latency at a fixed rate, acks=1 then acks=all, each on a fresh topic."""
-    if args.skip_e2e:
-        return
-    if rate is None:
-        result["errors"].append("e2e: no Kafka 1KB acks=1 rate measured in this run: pass --e2e-rate")
-        return
-    result["e2e_rate"] = rate
-    for acks in ("1", "all"):
-        name, topic = f"1KB acks={acks}", f"e2e-acks-{acks}"
-        err = create_topic(server.bootstrap, topic, args.partitions)
-        if err:
-            result["errors"].append(f"e2e {name}: {err}")
-            continue
-        rss.phase = f"e2e-{acks}"
-        figures, out = driver.e2e(server.bootstrap, topic, rate, args.e2e_warmup, args.e2e_duration, acks)
-        if figures is None:
-            result["errors"].append(f"e2e {name}: {reason(out)}")
-        else:
-            figures["rss_peak_mb"] = rss.peak_mb(rss.phase)
-        result["e2e"][name] = figures
-        log(f"{server.kind} e2e {name} at {rate:,.0f} msg/s: {short(figures, 'e2e_p99_ms', 'ms p99')}")
+def with_cpu(figures: Optional[Dict], cpu0: Optional[float], cpu1: Optional[float], value_bytes: int) -> Optional[Dict]:
+    """A perf-tool run's figures plus the server's CPU-seconds over it, per GB of record values it
+    took in or served (every record, or the run failed and `figures` is None)."""
+    if figures is not None:
+        figures.update(cpu_figures(cpu0, cpu1, value_bytes / GB))
+    return figures
 
 
 def run_scale(server: Server, rss: RssSampler, result: Dict, args: argparse.Namespace) -> None:
@@ -172,14 +158,6 @@ def run_scale(server: Server, rss: RssSampler, result: Dict, args: argparse.Name
     log(f"{server.kind} scale {name}: {scale.summary(result['scale'][name])}")
 
 
-def reason(out: str) -> str:
-    """The first line of a tool's output that says what went wrong, else its tail."""
-    for line in out.splitlines():
-        if "Exception" in line or "does not support" in line or "timed out" in line or "WARNING" in line:
-            return line.strip()[:300]
-    return out[-300:].strip()
-
-
 def short(figures: Optional[Dict], key: str, unit: str) -> str:
     return "FAILED (see errors in the json)" if figures is None else f"{figures[key]:.2f} {unit}"
 
@@ -198,8 +176,12 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--consume-only", action="store_true",
                     help="produce only the acks=1 workloads (the consumer's data), consume them; no e2e, no scale")
     ap.add_argument("--keep-data", action="store_true", help="keep each broker's data dir and log")
-    ap.add_argument("--e2e-rate", type=float, help="fixed e2e rate, msg/s (default: half Kafka's 1KB acks=1 max)")
-    ap.add_argument("--e2e-duration", type=float, help="e2e measured seconds (default 30; 8 with --quick)")
+    ap.add_argument("--e2e-rates", help=f"e2e latency curve: target msg/s of 1 KB records, comma-separated; 'max' is "
+                    f"each broker's own 1KB producer maximum from this run (default {latency_curve.DEFAULT_RATES}; "
+                    f"{latency_curve.QUICK_RATES} with --quick)")  # fmt: skip
+    ap.add_argument("--e2e-acks", default=latency_curve.DEFAULT_ACKS,
+                    help=f"acks settings of the e2e curve (default {latency_curve.DEFAULT_ACKS})")
+    ap.add_argument("--e2e-duration", type=float, help="e2e measured seconds per point (default 30; 5 with --quick)")
     ap.add_argument("--e2e-warmup", type=float, help="e2e warm-up seconds (default 5; 2 with --quick)")
     ap.add_argument("--scale-rate", type=float, default=5000.0, help="scale produce rate, msg/s (default 5,000)")
     ap.add_argument("--scale-duration", type=float, help="scale produce seconds (default 30; 10 with --quick)")
@@ -209,7 +191,13 @@ def parse_args() -> argparse.Namespace:
     args = ap.parse_args()
     args.rounds = args.rounds or (1 if args.quick else 3)
     args.records = args.records or (200_000 if args.quick else 2_000_000)
-    args.e2e_duration = args.e2e_duration or (8.0 if args.quick else 30.0)
+    args.e2e_duration = args.e2e_duration or (5.0 if args.quick else 30.0)
+    try:
+        args.e2e_rates = latency_curve.parse_rates(
+            args.e2e_rates or (latency_curve.QUICK_RATES if args.quick else latency_curve.DEFAULT_RATES))
+        args.e2e_acks = latency_curve.parse_acks(args.e2e_acks)
+    except ValueError as e:
+        ap.error(f"--e2e-rates takes msg/s numbers and 'max', --e2e-acks 1 and/or all: {e}")
     args.e2e_warmup = args.e2e_warmup if args.e2e_warmup is not None else (2.0 if args.quick else 5.0)
     args.scale_duration = args.scale_duration or (10.0 if args.quick else 30.0)
     if args.rounds < 1 or args.records < 1 or args.partitions < 1:
@@ -235,7 +223,12 @@ def document(args: argparse.Namespace, stamp: str, kinds, fd_limit, load_before,
             "brook_bin": str(args.brook_bin),
             "servers": kinds,
             "consume_only": args.consume_only,
-            "e2e_rate_override": args.e2e_rate,
+            "e2e_rates": args.e2e_rates,
+            "e2e_acks": args.e2e_acks,
+            "e2e_record_size": latency_curve.SIZE,
+            "e2e_max_from": {a: latency_curve.max_from(a) for a in args.e2e_acks},
+            "e2e_sustained_if": {"min_achieved_fraction": latency_curve.MIN_ACHIEVED,
+                                 "max_p50_ms": latency_curve.MAX_P50_MS, "every_record_delivered": True},
             "e2e_warmup_s": args.e2e_warmup,
             "e2e_duration_s": args.e2e_duration,
             "scale": {"topics": SCALE_TOPICS, "partitions": SCALE_PARTITIONS, "record_size": SCALE_RECORD_SIZE,
@@ -260,6 +253,9 @@ def render(doc: Dict, json_path: Path) -> None:
     if not doc.get("complete", True):
         print(f"PARTIAL RUN: {len(doc['runs'])} server runs of rounds x servers finished")
     print(report.table(doc))
+    curve = curve_report.table(doc)
+    if curve:
+        print("\n" + curve)
     png_path = json_path.with_suffix(".png")
     report.chart(doc, png_path)
     print(f"\nraw figures: {json_path}\nchart:       {png_path}")
@@ -288,16 +284,12 @@ def main() -> int:
             args.skip_e2e = args.skip_scale = True
     load_before = os.getloadavg()
     runs = []
-    e2e_rate = args.e2e_rate
     json_path = args.results_dir / f"{stamp}.json"
     for round_no in range(1, args.rounds + 1):
         for kind in kinds:
-            runs.append(run_server(kind, round_no, args, e2e_rate))
+            runs.append(run_server(kind, round_no, args))
             if build_error:
                 runs[-1]["errors"].append(build_error)
-            if kind == "kafka" and args.e2e_rate is None:
-                # Brook runs at the rate derived from Kafka in the same round (else the last one).
-                e2e_rate = runs[-1].get("e2e_rate") or e2e_rate
             # Written after every server run: a long run that is interrupted keeps what it
             # measured ("complete": false; `--report` renders it).
             save(document(args, stamp, kinds, fd_limit, load_before, runs, complete=False), json_path)

@@ -38,17 +38,16 @@ import cluster_nodes
 import cluster_report
 import driver
 import report
-from bench import log, reason, save
+from bench import log, save
 from cluster_nodes import MIN_INSYNC_REPLICAS, REPLICATION_FACTOR, ClusterError, RunningCluster, running_cluster
-from procs import ROOT, CpuMeter, RssSampler
-from workloads import Workload, create_topic, produce
+from procs import GB, ROOT, CpuMeter, RssSampler
+from workloads import Workload, create_topic, produce, reason
 
 BENCH_DIR = Path(__file__).resolve().parent
 KINDS = ("kafka", "brook")
 IDLE_S = 3.0  # the nodes' idle CPU is measured over this window after start
 E2E_SIZE, E2E_TOPIC = 1024, "e2e-acks-all"
 TOPIC_CONFIGS = {"min.insync.replicas": str(MIN_INSYNC_REPLICAS)}
-GB = 1e9  # bytes: CPU-s per GB uses decimal gigabytes of record values
 
 
 def workloads(sizes: List[int]) -> List[Workload]:

@@ -8,15 +8,14 @@ cluster id). So the benchmark measures exactly the clusters the replication test
 
 `running_cluster()` starts one on an empty directory and, whatever happens, stops it (SIGTERM to
 every node, SIGKILL after the harness's deadline), keeps each node's log beside the data dir and
-removes the data. `node_cpu_s()` reads utime+stime of each node process from /proc/PID/stat: that
-counts every thread of the process, live or exited (for Kafka the pid is the JVM's:
-kafka-cluster-ref.sh ends in `exec java`). `check_replication()` reads the log end offset of every
+removes the data. `node_cpu_s()` reads utime+stime of each node process from /proc/PID/stat
+(procs.process_cpu_s): that counts every thread of the process, live or exited (for Kafka the pid
+is the JVM's: kafka-cluster-ref.sh ends in `exec java`). `check_replication()` reads the log end offset of every
 partition from each node's own segment files, so "replicated" does not rest on what the brokers say.
 
 Invariants: every wait polls with a deadline; only the processes the harness started are signalled.
 """
 
-import os
 import shutil
 import struct
 import sys
@@ -25,7 +24,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Dict, Iterator, List, Optional
 
-from procs import ROOT
+from procs import ROOT, process_cpu_s
 
 sys.path.insert(0, str(ROOT / "integration-tests"))
 from harness import wire  # noqa: E402  (the harness is found through the path set just above)
@@ -40,7 +39,6 @@ MIN_INSYNC_REPLICAS = 2
 OVERRIDES = {"broker.session.timeout.ms": "9000", "broker.heartbeat.interval.ms": "2000"}
 READY_TIMEOUT_S = 60.0
 REPLICATED_TIMEOUT_S = 60.0
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 # Record batch header: baseOffset int64, batchLength int32, partitionLeaderEpoch int32, magic int8,
 # crc uint32, attributes int16, lastOffsetDelta int32 -> lastOffsetDelta is at byte 23.
 BATCH_PREFIX, LAST_OFFSET_DELTA_AT = 12, 23
@@ -70,15 +68,6 @@ class RunningCluster:
 
     def log_dir(self, node_index: int) -> Path:
         return self.cluster.nodes[node_index].log_dirs
-
-
-def process_cpu_s(pid: int) -> float:
-    """CPU seconds (user + system) of every thread of `pid`, from /proc/PID/stat."""
-    with open(f"/proc/{pid}/stat") as f:
-        stat = f.read()
-    # The command name may hold spaces or parentheses: the fields start after the last ')'.
-    fields = stat[stat.rindex(")") + 2:].split()
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime, stime (fields 14 and 15 of proc(5))
 
 
 @contextmanager

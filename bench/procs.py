@@ -6,6 +6,8 @@ broker answers with error 0: the time from spawn to that answer is `startup_s`, 
 way for every kind (Kafka binds its port before it can serve, so "port open" would flatter it).
 `RssSampler` reads VmRSS from /proc/PID/status every 100 ms on a thread; the orchestrator tags
 phases ("idle-start", "load", "idle-after") and asks for the peak or median of one phase.
+`process_cpu_s()` reads a process's CPU time (utime + stime, every thread, live or exited) from
+/proc/PID/stat: both benches divide its growth over a workload by the GB that workload moved.
 
 Invariants: every wait has a deadline; `stop()` always ends with the process group gone
 (SIGTERM, then SIGKILL after STOP_TIMEOUT_S); only processes started here are signalled.
@@ -21,7 +23,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 HOST = "127.0.0.1"
 ROOT = Path(__file__).resolve().parent.parent
@@ -30,6 +32,8 @@ KAFKA_REF = ROOT / "integration-tests" / "scripts" / "kafka-ref.sh"
 NULL_SINK = Path(__file__).resolve().parent / "null_sink.py"
 START_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 30.0
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+GB = 1e9  # bytes: CPU-s per GB counts decimal gigabytes of record values
 
 
 def free_port(consecutive: int = 1) -> int:
@@ -125,6 +129,13 @@ class Server:
         # kafka-ref.sh ends in `exec java`, so the spawned pid is the JVM's.
         return None if self.proc is None else self.proc.pid
 
+    def cpu_s(self) -> Optional[float]:
+        """The server process's CPU seconds so far; None if it is not running."""
+        try:
+            return process_cpu_s(self.pid or 0)
+        except (OSError, ValueError):  # gone: the workload that needed it fails and says why
+            return None
+
     def stop(self) -> None:
         if self.proc is None or self.proc.poll() is not None:
             return
@@ -188,6 +199,22 @@ class RssSampler:
         return statistics.median(values) / 1024 if values else None
 
 
+def process_cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) of every thread of `pid`, from /proc/PID/stat (OSError if gone)."""
+    with open(f"/proc/{pid}/stat") as f:
+        stat = f.read()
+    # The command name may hold spaces or parentheses: the fields start after the last ')'.
+    fields = stat[stat.rindex(")") + 2:].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime, stime (fields 14 and 15 of proc(5))
+
+
+def cpu_figures(cpu0: Optional[float], cpu1: Optional[float], gb: float) -> Dict[str, float]:
+    """{broker_cpu_s, cpu_s_per_gb} over one workload that moved `gb` GB; {} when unmeasured."""
+    if cpu0 is None or cpu1 is None or gb <= 0:
+        return {}
+    return {"broker_cpu_s": cpu1 - cpu0, "cpu_s_per_gb": (cpu1 - cpu0) / gb}
+
+
 def _busy_s() -> Optional[float]:
     """CPU seconds all cores have spent not idle since boot (/proc/stat, USER_HZ ticks)."""
     try:
@@ -196,7 +223,7 @@ def _busy_s() -> Optional[float]:
     except (OSError, ValueError):
         return None
     idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
-    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+    return (sum(fields[:8]) - idle) / CLK_TCK
 
 
 def _own_s() -> float:

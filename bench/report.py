@@ -4,7 +4,11 @@ Medians are over rounds, counting only runs that produced a figure (a failed run
 and a figure no run produced is n/a). Ratios are Brook/Kafka for every row, so for latency and
 RSS below 1 is better for Brook, for throughput above 1 is. "Brook/sink" is Brook's producer
 (consumer) throughput as a fraction of the null sink's (serving from memory as null source), the
-ceiling of the producer (consumer) on this machine.
+ceiling of the producer (consumer) on this machine. "broker CPU-s per GB" is the server process's
+CPU-seconds over one perf-tool run per GB (10^9 bytes) of record values produced or fetched
+(bench.py, procs.process_cpu_s); the sink's is in the json, not in the table (it is Python and
+keeps nothing, so Brook/sink of it means nothing). The end-to-end latency curve has its own
+table and panels (curve_report.py).
 """
 
 import os
@@ -13,11 +17,15 @@ import statistics
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
-PRODUCE_METRICS = (("records_per_s", "records/s"), ("mb_per_s", "MB/s"), ("avg_ms", "avg latency ms"), ("p99_ms", "p99 latency ms"))
-CONSUME_METRICS = (("fetch_mb_per_s", "fetch MB/s"), ("mb_per_s", "MB/s incl. group join"))
+import curve_report
+
+PRODUCE_METRICS = (("records_per_s", "records/s"), ("mb_per_s", "MB/s"), ("avg_ms", "avg latency ms"), ("p99_ms", "p99 latency ms"),
+                   ("cpu_s_per_gb", "broker CPU-s per GB produced"))  # fmt: skip
+CONSUME_METRICS = (("fetch_mb_per_s", "fetch MB/s"), ("mb_per_s", "MB/s incl. group join"),
+                   ("cpu_s_per_gb", "broker CPU-s per GB fetched"))  # fmt: skip
 SCALARS = (("startup_s", "restart to 1st ApiVersions s"), ("first_start_s", "first start to ApiVersions s"),
            ("rss_idle_start_mb", "RSS idle MB"), ("rss_peak_mb", "RSS peak under load MB"), ("rss_steady_mb", "RSS steady after load MB"))  # fmt: skip
-THROUGHPUT = {"records_per_s", "mb_per_s"}
+THROUGHPUT = {"records_per_s", "mb_per_s", "fetch_mb_per_s"}  # the rows with a null sink column
 E2E_METRICS = (("e2e_p50_ms", "p50 ms"), ("e2e_p99_ms", "p99 ms"), ("e2e_p999_ms", "p99.9 ms"),
                ("e2e_max_ms", "max ms"), ("ack_p50_ms", "produce ack p50 ms"), ("ack_p99_ms", "produce ack p99 ms"),
                ("rss_peak_mb", "RSS peak MB"))  # fmt: skip
@@ -83,7 +91,9 @@ def medians(runs: List[Dict]) -> Dict:
             entry[section] = {}
             for w in sorted({w for r in mine for w in r.get(section) or {}}):
                 figs = [(r.get(section) or {}).get(w) or {} for r in mine]
-                keys = sorted({k for f in figs for k, v in f.items() if isinstance(v, (int, float))})
+                # bools (a curve point's "sustained") are not figures: curve_report reads them per run
+                keys = sorted({k for f in figs for k, v in f.items()
+                               if isinstance(v, (int, float)) and not isinstance(v, bool)})  # fmt: skip
                 entry[section][w] = {k: _median([f.get(k) for f in figs]) for k in keys}
         for key in [k for k, _ in SCALARS] + ["e2e_rate", "other_load_cores"]:
             entry[key] = _median([r.get(key) for r in mine])
@@ -110,11 +120,14 @@ def rows(doc: Dict) -> List[Tuple[str, Optional[float], Optional[float], Optiona
         if " acks=1 " in f" {w} ":
             for key, label in CONSUME_METRICS:
                 out.append((f"consume {w} {label}", get(kafka, "consume", w, key), get(brook, "consume", w, key),
-                            get(sink, "consume", w, key)))  # fmt: skip
+                            get(sink, "consume", w, key) if key in THROUGHPUT else None))  # fmt: skip
     for key, label in SCALARS:
         out.append((label, kafka.get(key), brook.get(key), None))
-    out.append(("e2e fixed rate msg/s (1 KB)", kafka.get("e2e_rate"), brook.get("e2e_rate"), None))
-    for w in sorted({w for srv in (kafka, brook) for w in srv.get("e2e") or {}}):
+    # Results saved before the latency curve had one fixed-rate point per acks: still shown.
+    legacy = sorted({w for srv in (kafka, brook) for w in srv.get("e2e") or {} if curve_report.parse_entry(w) is None})
+    if legacy:
+        out.append(("e2e fixed rate msg/s (1 KB)", kafka.get("e2e_rate"), brook.get("e2e_rate"), None))
+    for w in legacy:
         for key, label in E2E_METRICS:
             out.append((f"e2e {w} {label}", get(kafka, "e2e", w, key), get(brook, "e2e", w, key), None))
     for w in sorted({w for srv in (kafka, brook) for w in srv.get("scale") or {}}, reverse=True):
@@ -155,8 +168,9 @@ def table(doc: Dict) -> str:
 
 
 def chart(doc: Dict, path: Path) -> None:
-    """Six panels: producer MB/s, producer p99, consumer MB/s, RSS + startup, end-to-end
-    latency at a fixed rate, and the scale runs' latencies (log scales where ranges are wide)."""
+    """Eight panels: producer MB/s, producer p99, consumer MB/s, RSS + startup, the end-to-end
+    latency curve at acks=1 and at acks=all, broker CPU-s per GB, and the scale runs' latencies
+    (log scales where ranges are wide)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -183,7 +197,7 @@ def chart(doc: Dict, path: Path) -> None:
                     ax.text(x, 0.01 if not log else 1e-3, "n/a", ha="center", va="bottom", fontsize=7, color=color,
                             rotation=90, transform=ax.get_xaxis_transform())  # fmt: skip
         ax.margins(y=0.15)  # headroom so the legend does not cover the tallest bar
-        if log:
+        if log and any(get(kind, i) for kind, _, _ in kinds for i in range(len(labels))):  # log of nothing warns
             ax.set_yscale("log")
             ax.yaxis.set_major_locator(ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
             ax.yaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:g}"))
@@ -198,7 +212,7 @@ def chart(doc: Dict, path: Path) -> None:
     def per_workload(section: str, key: str, names: List[str]):
         return lambda kind, i: fig_of(kind, section, names[i], key)
 
-    fig, axes = plt.subplots(3, 2, figsize=(15, 15))
+    fig, axes = plt.subplots(4, 2, figsize=(15, 20))
     grouped(axes[0][0], workloads, series, per_workload("produce", "mb_per_s", workloads),
             "Producer throughput, --throughput -1 (higher is better)", "MB/s")  # fmt: skip
     grouped(axes[0][1], workloads, brokers, per_workload("produce", "p99_ms", workloads),
@@ -220,11 +234,15 @@ def chart(doc: Dict, path: Path) -> None:
     grouped(axes[1][1], [g[0] for g in rss_groups], tagged, rss, "Broker RSS (lower is better)", "MB",
             legend_loc="upper left")  # idle, the first group, is the lowest
 
-    e2e_groups = [(w, key, f"{w.split()[-1]} {label.replace(' ms', '')}") for w in ("1KB acks=1", "1KB acks=all")
-                  for key, label in E2E_METRICS if key in ("e2e_p50_ms", "e2e_p99_ms", "e2e_p999_ms", "ack_p99_ms")]  # fmt: skip
-    rate = (m.get("kafka") or {}).get("e2e_rate")
-    grouped(axes[2][0], [g[2] for g in e2e_groups], brokers, lambda kind, i: fig_of(kind, "e2e", e2e_groups[i][0], e2e_groups[i][1]),
-            f"End-to-end latency at a fixed {rate or 0:,.0f} msg/s of 1 KB (lower is better)", "ms (log)", log=True)  # fmt: skip
+    curve_report.draw(axes[2][0], doc, "1")
+    curve_report.draw(axes[2][1], doc, "all")
+
+    produced = {w for k, _, _ in brokers for w in (m.get(k) or {}).get("produce") or {}}  # --consume-only: acks=1 only
+    cpu_groups = [("produce", w) for w in workloads if w in produced] + [("consume", w) for w in consumed]
+    grouped(axes[3][0], [f"{s} {w}" for s, w in cpu_groups], brokers,
+            lambda kind, i: fig_of(kind, cpu_groups[i][0], cpu_groups[i][1], "cpu_s_per_gb"),
+            "Broker CPU-seconds per GB of record values produced / fetched (lower is better)", "CPU-s per GB (log)",
+            log=True)  # fmt: skip
 
     scale_groups = [("100x10 partitions", "metadata_p50_ms", "Metadata p50\n1,000 partitions, producing"),
                     ("100x10 partitions", "metadata_p99_ms", "Metadata p99\n1,000 partitions, producing"),
@@ -234,17 +252,17 @@ def chart(doc: Dict, path: Path) -> None:
     sc = doc["config"].get("scale") or {}
     achieved = ", ".join(f"{label} {v:,.0f}" if v is not None else f"{label} n/a" for label, v in
                          ((lb, fig_of(k, "scale", "100x10 partitions", "achieved_msg_per_s")) for k, lb, _ in brokers))  # fmt: skip
-    grouped(axes[2][1], [g[2] for g in scale_groups], brokers,
+    grouped(axes[3][1], [g[2] for g in scale_groups], brokers,
             lambda kind, i: fig_of(kind, "scale", scale_groups[i][0], scale_groups[i][1]),
             f"Scale: 100 topics x 10 partitions at {sc.get('rate', 0):,.0f} msg/s (acked/s: {achieved});\n"
             "1,000 idle connections (lower is better)", "ms (log)", log=True)  # fmt: skip
-    axes[2][1].title.set_fontsize(10)
+    axes[3][1].title.set_fontsize(10)
     cfg, mc = doc["config"], doc["machine"]
     title = (f"Brook vs Apache Kafka — medians of {cfg['rounds']} round(s), {cfg['records']:,} records, "
              f"{cfg['partitions']} partitions — {mc['cpu_model']}, {mc['cores']} cores ({doc['started_utc']})")  # fmt: skip
     if (doc.get("load") or {}).get("indicative"):
         title += "\n" + doc["load"]["note"]
     fig.suptitle(title, fontsize=11)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, 0.97))  # keep the (two-line) suptitle clear of the top panels
     fig.savefig(path, dpi=100)
     plt.close(fig)

@@ -59,6 +59,14 @@ def java(main_class: str, *args: str, timeout_s: float) -> Tuple[int, str]:
     return proc.returncode, proc.stdout + proc.stderr
 
 
+def reason(out: str) -> str:
+    """The first line of a tool's output that says what went wrong, else its tail."""
+    for line in out.splitlines():
+        if "Exception" in line or "does not support" in line or "timed out" in line or "WARNING" in line:
+            return line.strip()[:300]
+    return out[-300:].strip()
+
+
 def create_topic(bootstrap: str, topic: str, partitions: int, replication_factor: int = 1,
                  configs: Optional[Dict[str, str]] = None) -> Optional[str]:  # fmt: skip
     """kafka-topics --create; returns None on success, else the reason."""

@@ -11,7 +11,11 @@
  * *scheduled* send time, so a producer that falls behind its schedule is charged for it (no
  * coordinated omission). Only records scheduled after the warm-up are counted; after DURATION_S
  * the consumer drains for at most DRAIN_S. The producer callback gives the ack latency (also
- * from the scheduled time).
+ * from the scheduled time). receive_rate_msg_per_s is the measured records received over the
+ * time from the first to the last of them being received: at a steady latency that is RATE, a
+ * broker falling behind stretches it (its backlog arrives late), and one still draining a
+ * warm-up backlog shortens it (it then delivers faster than RATE for a while). An overloaded
+ * run still prints its figures (with what was not received), so a caller can chart it.
  *
  * scale: creates TOPICS topics x PARTITIONS partitions with the Admin client (timed: create_s), then
  * sends one record to every partition and waits for the acks (writable_s, from the same start),
@@ -47,6 +51,7 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
 public final class BenchDriver {
     static final long DRAIN_S = 15;
     static final long METADATA_WAIT_S = 60;
+    static final long CLOSE_S = 5;
 
     public static void main(String[] args) throws Exception {
         if (args.length == 8 && args[0].equals("e2e")) {
@@ -156,8 +161,10 @@ public final class BenchDriver {
         Samples ack = new Samples();
         AtomicLong errors = new AtomicLong();
         AtomicLong acked = new AtomicLong();
-        try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(producerProps(bootstrap, acks));
-             KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(cp)) {
+        // Closed explicitly with a timeout below: close() without one waits for every queued send,
+        // which after an overloaded run can outlast the caller's deadline and lose the figures.
+        KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(producerProps(bootstrap, acks));
+        try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(cp)) {
             List<TopicPartition> parts = partitionsOf(producer, topic);
             consumer.assign(parts);
             consumer.seekToBeginning(parts);
@@ -194,6 +201,8 @@ public final class BenchDriver {
             producerThread.start();
             long drainDeadline = end + DRAIN_S * 1_000_000_000L;
             long received = 0;
+            long firstReceive = 0;
+            long lastReceive = 0;
             while (System.nanoTime() < drainDeadline) {
                 ConsumerRecords<byte[], byte[]> recs = consumer.poll(Duration.ofMillis(100));
                 long now = System.nanoTime();
@@ -202,7 +211,10 @@ public final class BenchDriver {
                     long scheduled = b.getLong();
                     if (scheduled >= measureFrom && scheduled < end) {
                         e2e.add(now - scheduled);
-                        received++;
+                        if (received++ == 0) {
+                            firstReceive = now;
+                        }
+                        lastReceive = now;
                     }
                 }
                 if (now > end && !producerThread.isAlive() && received >= measuredSent.get()) {
@@ -210,12 +222,19 @@ public final class BenchDriver {
                 }
             }
             producerThread.join(TimeUnit.SECONDS.toMillis(DRAIN_S));
+            double windowS = (lastReceive - firstReceive) / 1e9;
+            String receiveRate = received > 1 && windowS > 0
+                    ? String.format(Locale.ROOT, "%.1f", (received - 1) / windowS) : "null";
             System.out.println(String.format(Locale.ROOT,
                     "{\"rate\":%.1f,\"warmup_s\":%.1f,\"duration_s\":%.1f,\"acks\":\"%s\",\"record_size\":%d,"
                     + "\"partitions\":%d,\"sent\":%d,\"acked\":%d,\"errors\":%d,\"measured_sent\":%d,"
-                    + "\"measured_received\":%d,%s,%s}",
+                    + "\"measured_received\":%d,\"receive_window_s\":%.3f,\"receive_rate_msg_per_s\":%s,%s,%s}",
                     rate, warmupS, durationS, acks, size, parts.size(), sentTotal.get(), acked.get(), errors.get(),
-                    measuredSent.get(), received, percentiles("e2e", e2e.sorted()), percentiles("ack", ack.sorted())));
+                    measuredSent.get(), received, windowS, receiveRate, percentiles("e2e", e2e.sorted()),
+                    percentiles("ack", ack.sorted())));
+            System.out.flush();
+        } finally {
+            producer.close(Duration.ofSeconds(CLOSE_S));
         }
     }
 

@@ -1,11 +1,17 @@
 //! Atomic replacement of cleaned segments, and its recovery at open.
 //!
 //! A clean of a group of segments (the first based at `B`) proceeds as:
-//! 1. write `B.log.cleaned`, fsync it;
-//! 2. rename it `B.log.swap`, fsync the directory: from here the clean is committed;
+//! 1. write `B.log.cleaned`, fsync it (without the partition lock: `CleanedWriter`,
+//!    leaving a `CleanedFile`);
+//! 2. rename it `B.log.swap`, fsync the directory: from here the clean is committed
+//!    (under the lock, once the log was checked to be unchanged: `CleanedFile::commit`);
 //! 3. rename every replaced segment's files to `*.deleted` (the delayed deletion of
 //!    retention, so readers holding them keep working);
 //! 4. rename `B.log.swap` to `B.log`, fsync the directory; indexes are rebuilt from it.
+//!
+//! A `.cleaned` file that is never committed (the log changed during the unlocked build,
+//! the build failed, the log was closed) is removed when its `CleanedFile` is dropped, or
+//! at the next open after a crash.
 //!
 //! Recovery (`complete_interrupted_cleans`, before the segments are scanned): every
 //! `*.log.cleaned` is deleted (step 1 never committed: the old segments are intact); for
@@ -37,25 +43,27 @@ fn swap_path(dir: &Path, base_offset: i64) -> PathBuf {
     dir.join(format!("{}{SWAP_SUFFIX}", file_name(base_offset, "log")))
 }
 
-/// Writes one cleaned segment (step 1) and commits it (step 2).
+/// Writes one cleaned segment (step 1).
 #[derive(Debug)]
 pub(crate) struct CleanedWriter {
-    dir: PathBuf,
-    base_offset: i64,
-    path: PathBuf,
+    // Before `file`: a writer dropped on error flushes its buffer, then the file goes.
     out: BufWriter<File>,
+    file: CleanedFile,
     written: u64,
 }
 
 impl CleanedWriter {
     pub fn create(dir: &Path, base_offset: i64) -> Result<Self> {
         let path = cleaned_path(dir, base_offset);
-        let file = File::create(&path).map_err(io_err("create cleaned segment", &path))?;
+        let out = File::create(&path).map_err(io_err("create cleaned segment", &path))?;
         Ok(CleanedWriter {
-            dir: dir.to_path_buf(),
-            base_offset,
-            path,
-            out: BufWriter::with_capacity(1 << 20, file),
+            out: BufWriter::with_capacity(1 << 20, out),
+            file: CleanedFile {
+                dir: dir.to_path_buf(),
+                base_offset,
+                path,
+                committed: false,
+            },
             written: 0,
         })
     }
@@ -63,7 +71,7 @@ impl CleanedWriter {
     pub fn write(&mut self, batch: &[u8]) -> Result<()> {
         self.out
             .write_all(batch)
-            .map_err(io_err("write cleaned segment", &self.path))?;
+            .map_err(io_err("write cleaned segment", &self.file.path))?;
         self.written += batch.len() as u64;
         Ok(())
     }
@@ -72,26 +80,53 @@ impl CleanedWriter {
         self.written
     }
 
-    /// Fsyncs the file, renames it `.swap` and fsyncs the directory.
-    pub fn commit(self) -> Result<()> {
-        let file = self
+    /// Flushes and fsyncs the file: step 1 done. On error the partial file is removed
+    /// (by the `CleanedFile`'s drop).
+    pub fn finish(self) -> Result<CleanedFile> {
+        let path = &self.file.path;
+        let out = self
             .out
             .into_inner()
-            .map_err(|e| io_err("flush cleaned segment", &self.path)(e.into_error()))?;
-        file.sync_all()
-            .map_err(io_err("fsync cleaned segment", &self.path))?;
-        drop(file);
+            .map_err(|e| io_err("flush cleaned segment", path)(e.into_error()))?;
+        out.sync_all()
+            .map_err(io_err("fsync cleaned segment", path))?;
+        Ok(self.file)
+    }
+}
+
+/// A fully written and fsynced `B.log.cleaned`, not yet committed. Dropped uncommitted,
+/// it removes its file (a failed or abandoned clean).
+#[derive(Debug)]
+pub(crate) struct CleanedFile {
+    dir: PathBuf,
+    base_offset: i64,
+    path: PathBuf,
+    committed: bool,
+}
+
+impl CleanedFile {
+    /// Step 2: renames the file `.swap` and fsyncs the directory. Under the partition
+    /// lock: from here recovery completes the replacement.
+    pub fn commit(mut self) -> Result<()> {
         let swap = swap_path(&self.dir, self.base_offset);
         fs::rename(&self.path, &swap).map_err(io_err("rename cleaned segment", &self.path))?;
+        self.committed = true;
         sync_dir(&self.dir)
     }
+}
 
-    /// Removes the partial file (a failed or abandoned clean).
-    pub fn abandon(self) {
-        let path = self.path.clone();
-        drop(self);
-        if let Err(e) = fs::remove_file(&path) {
-            tracing::warn!(path = %path.display(), error = %e, "removing an abandoned cleaned segment failed");
+impl Drop for CleanedFile {
+    fn drop(&mut self) {
+        if self.committed {
+            return;
+        }
+        match fs::remove_file(&self.path) {
+            Ok(()) => {}
+            // The log (and its directory) was deleted meanwhile.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => {
+                tracing::warn!(path = %self.path.display(), error = %e, "removing an abandoned cleaned segment failed")
+            }
         }
     }
 }

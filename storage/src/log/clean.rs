@@ -204,21 +204,18 @@ impl Log {
         if last.next_offset == first.base_offset {
             return Ok(members.iter().map(|s| s.size).sum()); // only empty segments
         }
+        // Dropped on error: the partial file is removed.
         let mut writer = CleanedWriter::create(&self.dir, first.base_offset)?;
-        let result = self.write_group(
+        self.write_group(
             members,
             ctx,
             group_last_offset,
             &mut writer,
             outcome,
             horizon,
-        );
-        if let Err(e) = result {
-            writer.abandon();
-            return Err(e);
-        }
+        )?;
         let written = writer.written();
-        writer.commit()?;
+        writer.finish()?.commit()?;
         // Committed: from here a crash is completed by `swap::complete_interrupted_cleans`.
         let due_ms = ctx.now_ms.saturating_add(self.config.file_delete_delay_ms);
         for member in members {

@@ -100,6 +100,8 @@ pub struct Log {
     /// Bumped before any file is changed in place, so reads planned earlier and run
     /// without the lock know to redo (`log/read.rs`).
     rewrites: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    /// Set while a compaction pass runs its unlocked phase (`cleaner/job.rs`).
+    cleaning: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Log {

@@ -5,26 +5,34 @@
 //! - `plan`: pure decisions (cleanable range, dirty ratio, lags, grouping);
 //! - `offset_map`: key → latest offset of the dirty section, within a memory budget;
 //! - `record`, `codec`, `rewrite`: decoding, filtering and re-encoding one batch;
+//! - `job`, `build`, `scan`: a pass captured under the partition lock, built without
+//!   it (reading the segments' open files), committed under it again;
 //! - `swap`: the atomic replacement of segments and its crash recovery;
 //! - `checkpoint`: the per-log first dirty offset.
 //!
-//! The pass itself (`Log::clean`, in `log/clean.rs`) runs synchronously under the
-//! partition lock, like retention: appends and reads wait for it, so no reader ever
-//! sees a half-replaced segment; replaced files are renamed `.deleted` and unlinked
-//! after `file.delete.delay.ms`, so a reader holding one keeps working.
+//! The pass (`Log::clean`; its locked phases in `log/clean.rs`) holds the partition
+//! lock only to capture its inputs and to swap its result in (`cleaner/job.rs`):
+//! appends and reads go on while it reads and rewrites segments. No reader ever sees a
+//! half-replaced segment: the replacement happens under the lock, and replaced files
+//! are renamed `.deleted` and unlinked after `file.delete.delay.ms`, so a reader
+//! holding one keeps working.
 //!
 //! Tombstones follow KIP-534 (delete horizon in the batch). Offsets are kept (gaps are
 //! normal). Aborted transactional records are not special-cased: they compete for
 //! their key like committed ones (Kafka discards them first; not done here).
 
+mod build;
 pub mod checkpoint;
 pub(crate) mod codec;
+pub(crate) mod job;
 pub(crate) mod offset_map;
 pub mod plan;
 pub(crate) mod record;
 pub(crate) mod rewrite;
+mod scan;
 pub(crate) mod swap;
 
+pub use job::{BuiltClean, CleanJob};
 pub use plan::{CleanPlan, SegmentInfo};
 
 /// Kafka's default `log.cleaner.dedupe.buffer.size` (128 MiB).
@@ -33,8 +41,12 @@ pub const DEFAULT_DEDUPE_BUFFER_BYTES: usize = 128 * 1024 * 1024;
 /// What a clean pass did (all zero when the log needed no cleaning).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CleanOutcome {
-    /// Whether a pass ran.
+    /// Whether a pass ran and was installed.
     pub cleaned: bool,
+    /// A pass ran but was dropped because the log changed underneath it (a truncation,
+    /// or retention / DeleteRecords deleting part of a segment group): nothing changed,
+    /// the next pass redoes it.
+    pub abandoned: bool,
     pub segments_before: usize,
     pub segments_after: usize,
     pub bytes_before: u64,

@@ -105,6 +105,10 @@ pub(crate) struct CleanedFile {
 }
 
 impl CleanedFile {
+    pub fn base_offset(&self) -> i64 {
+        self.base_offset
+    }
+
     /// Step 2: renames the file `.swap` and fsyncs the directory. Under the partition
     /// lock: from here recovery completes the replacement.
     pub fn commit(mut self) -> Result<()> {

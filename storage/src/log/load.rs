@@ -147,6 +147,7 @@ impl Log {
             pending_deletions: Vec::new(),
             cleaner: crate::cleaner::CleanerState::load(dir),
             rewrites: Default::default(),
+            cleaning: Default::default(),
         })
     }
 

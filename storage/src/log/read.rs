@@ -162,24 +162,6 @@ impl ReadPlan {
     }
 }
 
-/// Whole batches of one segment from the one holding `start_offset`, about `max_bytes`
-/// (at least one batch): the cleaner's sequential scan, under the lock.
-pub(super) fn segment_batches(
-    segment: &crate::segment::Segment,
-    start_offset: i64,
-    max_bytes: u64,
-) -> Result<bytes::Bytes> {
-    let limits = Limits {
-        start_offset,
-        max_bytes,
-        max_offset_exclusive: i64::MAX,
-        min_one_batch: true,
-    };
-    let mut out = BytesMut::new();
-    read_segment(&segment.source(start_offset, i64::MAX), &limits, &mut out)?;
-    Ok(out.freeze())
-}
-
 struct Limits {
     start_offset: i64,
     max_bytes: u64,

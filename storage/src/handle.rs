@@ -382,14 +382,39 @@ impl LogHandle {
         self.run(move |log| Ok(log.cleaning_priority(now_ms))).await
     }
 
-    /// See [`Log::clean`]: one compaction pass if due, under the partition lock.
+    /// See [`Log::clean`]: one compaction pass if due, on the blocking pool, holding the
+    /// partition lock only to capture the pass (memory only) and to install its result;
+    /// the reading and rewriting in between runs without it, so produce and fetch on
+    /// this partition go on meanwhile (`cleaner/job.rs`).
     pub async fn clean(
         &self,
         now_ms: i64,
         dedupe_buffer_bytes: usize,
     ) -> Result<crate::cleaner::CleanOutcome> {
-        self.run(move |log| log.clean(now_ms, dedupe_buffer_bytes))
+        let handle = self.clone();
+        tokio::task::spawn_blocking(move || handle.clean_blocking(now_ms, dedupe_buffer_bytes))
             .await
+            .map_err(|e| StorageError::TaskFailed {
+                reason: e.to_string(),
+            })?
+    }
+
+    fn clean_blocking(
+        &self,
+        now_ms: i64,
+        dedupe_buffer_bytes: usize,
+    ) -> Result<crate::cleaner::CleanOutcome> {
+        let Some(job) =
+            self.with_log_blocking(|log| Ok(log.prepare_clean(now_ms, dedupe_buffer_bytes)))?
+        else {
+            return Ok(crate::cleaner::CleanOutcome::default());
+        };
+        let generation = job.generation();
+        // A log deleted meanwhile drops the result unused, which removes its files.
+        match job.build() {
+            Ok(built) => self.with_log_blocking(|log| log.commit_clean(built)),
+            Err(e) => self.with_log_blocking(|log| log.clean_failed(generation, e)),
+        }
     }
 
     /// Fsyncs the active segment.

@@ -7,8 +7,10 @@
 //! `LogHandle::set_config`), so a topic switched to `compact` is picked up by the next
 //! pass. Gated on `log.cleaner.enable` (read at start, as Kafka). Owned by the caller's
 //! `TaskTracker`, stopped by the `CancellationToken`; a pass in progress finishes first
-//! (it runs on a blocking thread under the partition lock and is not cancel-safe).
-//! Each pass is logged once at INFO and counted in `brook_log_cleaner_*` metrics.
+//! (it runs on a blocking thread, holding the partition lock only to capture its inputs
+//! and to swap its result in, and is not cancel-safe). Each pass is logged once at INFO
+//! and counted in `brook_log_cleaner_*` metrics; a pass abandoned because the log
+//! changed underneath it (storage logs why) is retried after the backoff.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -33,7 +35,7 @@ pub async fn run(broker: Arc<Broker>, shutdown: CancellationToken) {
         let cleaned = clean_dirtiest(&broker.replicas, budget)
             .instrument(info_span!("log_cleaner"))
             .await;
-        let pause = if cleaned.is_some() {
+        let pause = if cleaned.is_some_and(|o| o.cleaned) {
             Duration::ZERO
         } else {
             Duration::from_millis(config.log_cleaner_backoff_ms)
@@ -45,7 +47,8 @@ pub async fn run(broker: Arc<Broker>, shutdown: CancellationToken) {
     }
 }
 
-/// Cleans the dirtiest due log, if any; returns what it did.
+/// Cleans the dirtiest due log, if any; returns what it did (`cleaned` false when the
+/// pass found nothing to do after all or was abandoned).
 pub async fn clean_dirtiest(replicas: &ReplicaManager, budget: usize) -> Option<CleanOutcome> {
     let now = now_ms();
     let mut dirtiest: Option<(f64, LogHandle)> = None;
@@ -63,6 +66,7 @@ pub async fn clean_dirtiest(replicas: &ReplicaManager, budget: usize) -> Option<
     let (ratio, log) = dirtiest?;
     let started = Instant::now();
     match log.clean(now_ms(), budget).await {
+        Ok(outcome) if !outcome.cleaned => Some(outcome),
         Ok(outcome) => {
             info!(
                 topic = log.topic(),

@@ -9,6 +9,10 @@
 //!    retention, so readers holding them keep working);
 //! 4. rename `B.log.swap` to `B.log`, fsync the directory; indexes are rebuilt from it.
 //!
+//! The directory fsyncs are the caller's, so that a pass of many groups does steps 2, 3
+//! and 4 for all of them with one fsync after step 2 and one after step 4 (each group's
+//! steps are independent: recovery completes every swap on its own).
+//!
 //! A `.cleaned` file that is never committed (the log changed during the unlocked build,
 //! the build failed, the log was closed) is removed when its `CleanedFile` is dropped, or
 //! at the next open after a crash.
@@ -109,13 +113,24 @@ impl CleanedFile {
         self.base_offset
     }
 
-    /// Step 2: renames the file `.swap` and fsyncs the directory. Under the partition
-    /// lock: from here recovery completes the replacement.
+    /// Step 2: renames the file `.swap`. Under the partition lock. The caller fsyncs the
+    /// directory before renaming any replaced segment: that fsync is the commit point,
+    /// after which recovery completes the replacement.
     pub fn commit(mut self) -> Result<()> {
         let swap = swap_path(&self.dir, self.base_offset);
         fs::rename(&self.path, &swap).map_err(io_err("rename cleaned segment", &self.path))?;
         self.committed = true;
-        sync_dir(&self.dir)
+        Ok(())
+    }
+}
+
+/// Takes back a step 2 whose directory fsync has not happened yet (a later group of the
+/// same pass failed its own step 2): best effort, a `.swap` left over is completed at
+/// the next open, which is also correct as long as its segments are unchanged.
+pub(crate) fn uncommit(dir: &Path, base_offset: i64) {
+    let swap = swap_path(dir, base_offset);
+    if let Err(e) = fs::remove_file(&swap) {
+        tracing::warn!(path = %swap.display(), error = %e, "removing an uncommitted swap segment failed");
     }
 }
 
@@ -135,12 +150,11 @@ impl Drop for CleanedFile {
     }
 }
 
-/// Step 4: `B.log.swap` becomes `B.log`.
+/// Step 4: `B.log.swap` becomes `B.log` (the caller fsyncs the directory).
 pub(crate) fn install(dir: &Path, base_offset: i64) -> Result<()> {
     let swap = swap_path(dir, base_offset);
     let log = dir.join(file_name(base_offset, "log"));
-    fs::rename(&swap, &log).map_err(io_err("install cleaned segment", &swap))?;
-    sync_dir(dir)
+    fs::rename(&swap, &log).map_err(io_err("install cleaned segment", &swap))
 }
 
 /// The offset after the last valid batch of a swap file.
@@ -196,6 +210,7 @@ pub(crate) fn complete_interrupted_cleans(dir: &Path) -> Result<()> {
         }
         tracing::info!(dir = %dir.display(), base_offset = base, next_offset = end, "completing an interrupted clean");
         install(dir, base)?;
+        changed = true;
     }
     if changed {
         sync_dir(dir)?;

@@ -161,7 +161,7 @@ impl Log {
             ..CleanOutcome::default()
         };
         let mut horizon: Option<i64> = None;
-        for group in installing {
+        for group in &installing {
             outcome.segments_before += group.members.len();
             outcome.bytes_before += group.members.iter().map(|s| s.size).sum::<u64>();
             outcome.segments_after += 1;
@@ -169,8 +169,8 @@ impl Log {
             outcome.records_removed += group.records_removed;
             outcome.unreadable_batches += group.unreadable_batches;
             horizon = horizon.max(group.delete_horizon);
-            self.install_group(group, now_ms)?;
         }
+        self.install_groups(installing, now_ms)?;
         self.cleaner.first_dirty_offset = Some(end_offset);
         self.cleaner.latest_delete_horizon = horizon;
         checkpoint::write(&self.dir, end_offset)?;
@@ -218,28 +218,49 @@ impl Log {
         }
     }
 
-    /// Replaces a group's segments by its cleaned file (steps 2-4 of `cleaner/swap.rs`).
-    fn install_group(&mut self, group: BuiltGroup, now_ms: i64) -> Result<()> {
-        let Some(file) = group.file else {
-            return Ok(()); // only empty segments: left as they are
-        };
-        let base_offset = file.base_offset();
-        file.commit()?;
-        // Committed: from here a crash is completed by `swap::complete_interrupted_cleans`.
-        let due_ms = now_ms.saturating_add(self.config.file_delete_delay_ms);
-        for member in &group.members {
-            if let Some(old) = self.segments.remove(&member.base_offset) {
-                let paths = old.rename_for_deletion()?;
-                self.pending_deletions
-                    .extend(paths.into_iter().map(|p| (due_ms, p)));
+    /// Replaces each group's segments by its cleaned file (steps 2-4 of
+    /// `cleaner/swap.rs`), every group at once: under the lock, a pass of N groups costs
+    /// three directory fsyncs instead of three per group.
+    fn install_groups(&mut self, groups: Vec<BuiltGroup>, now_ms: i64) -> Result<()> {
+        let mut committed: Vec<(i64, Vec<SegmentInfo>)> = Vec::with_capacity(groups.len());
+        for group in groups {
+            let Some(file) = group.file else {
+                continue; // only empty segments: left as they are
+            };
+            let base_offset = file.base_offset();
+            if let Err(e) = file.commit() {
+                for (base, _) in &committed {
+                    swap::uncommit(&self.dir, *base);
+                }
+                return Err(e);
             }
+            committed.push((base_offset, group.members));
         }
-        swap::install(&self.dir, base_offset)?;
-        let mut segment = Segment::open(&self.dir, base_offset, &self.config, now_ms)?;
-        segment.recover(&self.config, &mut |_| {})?;
-        segment.flush()?;
+        if committed.is_empty() {
+            return Ok(());
+        }
+        // The commit point of every group: from here a crash is completed by
+        // `swap::complete_interrupted_cleans`.
         sync_dir(&self.dir)?;
-        self.segments.insert(base_offset, segment);
-        Ok(())
+        let due_ms = now_ms.saturating_add(self.config.file_delete_delay_ms);
+        for (base_offset, members) in &committed {
+            for member in members {
+                if let Some(old) = self.segments.remove(&member.base_offset) {
+                    let paths = old.rename_for_deletion()?;
+                    self.pending_deletions
+                        .extend(paths.into_iter().map(|p| (due_ms, p)));
+                }
+            }
+            swap::install(&self.dir, *base_offset)?;
+        }
+        sync_dir(&self.dir)?;
+        for (base_offset, _) in committed {
+            let mut segment = Segment::open(&self.dir, base_offset, &self.config, now_ms)?;
+            segment.recover(&self.config, &mut |_| {})?;
+            segment.flush()?;
+            self.segments.insert(base_offset, segment);
+        }
+        // The new index files' names.
+        sync_dir(&self.dir)
     }
 }

@@ -411,10 +411,16 @@ impl LogHandle {
         };
         let generation = job.generation();
         // A log deleted meanwhile drops the result unused, which removes its files.
-        match job.build() {
-            Ok(built) => self.with_log_blocking(|log| log.commit_clean(built)),
-            Err(e) => self.with_log_blocking(|log| log.clean_failed(generation, e)),
-        }
+        let (outcome, due) = match job.build() {
+            Ok(built) => self.with_log_blocking(|log| {
+                let outcome = log.commit_clean(built)?;
+                Ok((outcome, log.take_due_deletions(now_ms)))
+            })?,
+            Err(e) => return self.with_log_blocking(|log| log.clean_failed(generation, e)),
+        };
+        // Unlinking large files frees their extents: not under the lock.
+        due.unlink()?;
+        Ok(outcome)
     }
 
     /// Fsyncs the active segment.

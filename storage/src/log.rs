@@ -31,7 +31,7 @@ mod read_ranges;
 mod recovery_point;
 mod truncate;
 
-pub use deletion::RetentionOutcome;
+pub use deletion::{DueDeletions, RetentionOutcome};
 pub use epoch_cache::LeaderEpochCache;
 pub use follower::FollowerAppend;
 pub use load::LoadStats;

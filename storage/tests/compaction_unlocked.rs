@@ -288,6 +288,51 @@ fn a_dropped_build_removes_its_files_and_frees_the_log_for_the_next_pass() {
 }
 
 #[test]
+fn a_pass_unlinks_the_deleted_files_its_commit_would_replace_during_its_build() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let delayed = LogConfig {
+        file_delete_delay_ms: 60_000,
+        ..config()
+    };
+    let mut log = Log::open(dir.path(), delayed.clone(), NOW).expect("open");
+    let mut model = Model::new();
+    fill(&mut log, &mut model, 0, 40);
+    assert!(log.clean(NOW, BUDGET).expect("first pass").cleaned);
+    // The first pass's replaced segments wait as `.deleted`, named after the bases of
+    // the segments it installed, which the next pass replaces in turn.
+    let deleted = |dir: &Path| -> Vec<String> {
+        files(dir)
+            .into_iter()
+            .filter(|f| f.ends_with(".log.deleted"))
+            .collect()
+    };
+    let waiting = deleted(dir.path());
+    assert!(!waiting.is_empty());
+    fill(&mut log, &mut model, 40, 20);
+    let built = log
+        .prepare_clean(NOW, BUDGET)
+        .expect("due")
+        .build()
+        .expect("build");
+    let left = deleted(dir.path());
+    assert!(
+        waiting.iter().any(|f| !left.contains(f)),
+        "the build unlinked the superseded files: {waiting:?} -> {left:?}"
+    );
+    let outcome = log.commit_clean(built).expect("commit");
+    assert!(outcome.cleaned);
+    // Nothing was due: the files renamed by this commit wait for their delay.
+    assert_eq!(log.take_due_deletions(NOW).unlink().expect("unlink"), 0);
+    assert!(!deleted(dir.path()).is_empty());
+    check(&log, &model, outcome.first_dirty_offset);
+    // After the delay every `.deleted` file goes (missing ones are skipped).
+    log.take_due_deletions(NOW + 60_000)
+        .unlink()
+        .expect("unlink");
+    assert!(deleted(dir.path()).is_empty());
+}
+
+#[test]
 fn a_read_planned_before_the_commit_returns_the_old_batches_whole_after_it() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut log = Log::open(dir.path(), config(), NOW).expect("open");
@@ -308,7 +353,8 @@ fn a_read_planned_before_the_commit_returns_the_old_batches_whole_after_it() {
     assert_eq!(during.map(|r| r.records), Some(old.records.clone()));
     let outcome = log.commit_clean(built).expect("commit");
     assert!(outcome.cleaned);
-    // The old files are renamed (and here already unlinked): the plan holds them open.
+    // The old files are renamed and, their delay being 0, unlinked: the plan holds them.
+    assert!(log.take_due_deletions(NOW).unlink().expect("unlink") > 0);
     let after = plan
         .execute(usize::MAX / 2, MinOneBatch::Yes)
         .expect("read")

@@ -80,6 +80,10 @@ pub struct CleanJob {
     /// producer's sequence state survives: Kafka's `lastRecordsOfActiveProducers`, also
     /// taken once at the start of a pass).
     pub(crate) last_batch_of_producer: HashMap<i64, i64>,
+    /// The log's `.deleted` files waiting for `file.delete.delay.ms`: those named after
+    /// a segment this pass replaces would be unlinked by the commit's renames, under the
+    /// lock; the build unlinks them first (`cleaner/build.rs`).
+    pub(crate) pending_deletions: Vec<PathBuf>,
     pub(crate) generation: u64,
     pub(crate) guard: CleaningGuard,
 }

@@ -76,10 +76,12 @@ impl Log {
             return Ok(CleanOutcome::default());
         };
         let generation = job.generation();
-        match job.build() {
-            Ok(built) => self.commit_clean(built),
-            Err(e) => self.clean_failed(generation, e),
-        }
+        let outcome = match job.build() {
+            Ok(built) => self.commit_clean(built)?,
+            Err(e) => return self.clean_failed(generation, e),
+        };
+        self.take_due_deletions(now_ms).unlink()?;
+        Ok(outcome)
     }
 
     /// Phase 1: captures a pass if the log is due and no other pass on it is in
@@ -116,6 +118,7 @@ impl Log {
             plan,
             segments,
             last_batch_of_producer,
+            pending_deletions: self.pending_deletion_paths(),
             generation: self.rewrites.load(Ordering::Acquire),
             guard,
         })
@@ -127,6 +130,8 @@ impl Log {
     /// and checkpoint untouched, `abandoned` set); a group wholly deleted is dropped.
     /// Otherwise exactly the single-phase pass: each group's file becomes a swap, the
     /// old segments are renamed `.deleted`, the new one is opened, then the checkpoint.
+    /// `.deleted` files whose delay is over are left to `take_due_deletions`, so that
+    /// the caller unlinks them after releasing the lock.
     pub fn commit_clean(&mut self, built: BuiltClean) -> Result<CleanOutcome> {
         if !built.guard.guards(&self.cleaning) {
             return Err(StorageError::TaskFailed {
@@ -174,7 +179,6 @@ impl Log {
         self.cleaner.first_dirty_offset = Some(end_offset);
         self.cleaner.latest_delete_horizon = horizon;
         checkpoint::write(&self.dir, end_offset)?;
-        self.purge_deleted_files(now_ms)?;
         Ok(outcome)
     }
 

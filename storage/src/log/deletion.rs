@@ -29,6 +29,29 @@ pub struct RetentionOutcome {
     pub files_unlinked: usize,
 }
 
+/// `.deleted` files to unlink, taken out of the log's pending list: unlinking a large
+/// file frees its extents (with online discard, a trim each), which can take tens of
+/// milliseconds per file, so callers that can do it after releasing the partition lock
+/// do (the cleaner).
+#[derive(Debug, Default)]
+#[must_use = "the files stay on disk until unlinked"]
+pub struct DueDeletions(pub(crate) Vec<PathBuf>);
+
+impl DueDeletions {
+    /// Unlinks the files (missing ones are skipped); returns how many were unlinked.
+    pub fn unlink(self) -> Result<usize> {
+        let mut unlinked = 0;
+        for path in self.0 {
+            match fs::remove_file(&path) {
+                Ok(()) => unlinked += 1,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(io_err("unlink deleted segment file", &path)(e)),
+            }
+        }
+        Ok(unlinked)
+    }
+}
+
 impl Log {
     /// What retention needs to know about each segment, oldest first.
     pub fn segment_stats(&self) -> Vec<SegmentStats> {
@@ -135,19 +158,25 @@ impl Log {
 
     /// Unlinks the `.deleted` files whose `file.delete.delay.ms` is over; returns how many.
     pub fn purge_deleted_files(&mut self, now_ms: i64) -> Result<usize> {
+        self.take_due_deletions(now_ms).unlink()
+    }
+
+    /// Takes the `.deleted` files whose delay is over out of the pending list, for the
+    /// caller to unlink after releasing the partition lock ([`DueDeletions::unlink`]).
+    pub fn take_due_deletions(&mut self, now_ms: i64) -> DueDeletions {
         let (due, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut self.pending_deletions)
             .into_iter()
             .partition(|(due_ms, _)| *due_ms <= now_ms);
         self.pending_deletions = waiting;
-        let mut unlinked = 0;
-        for (_, path) in due {
-            match fs::remove_file(&path) {
-                Ok(()) => unlinked += 1,
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(io_err("unlink deleted segment file", &path)(e)),
-            }
-        }
-        Ok(unlinked)
+        DueDeletions(due.into_iter().map(|(_, path)| path).collect())
+    }
+
+    /// The `.deleted` files still waiting for their delay (the cleaner's capture).
+    pub(crate) fn pending_deletion_paths(&self) -> Vec<PathBuf> {
+        self.pending_deletions
+            .iter()
+            .map(|(_, p)| p.clone())
+            .collect()
     }
 
     /// Deletes the `count` oldest segments (never the active one), renaming their files

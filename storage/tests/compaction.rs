@@ -8,93 +8,18 @@
 //! delete horizon, that each key appears at most once in the clean section and no
 //! tombstone remains there.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::Path;
 
-use brook_storage::cleaner::{decode_records, DecodedRecord};
-use brook_storage::testing::{encode_batch, TestBatch, TestRecord};
-use brook_storage::{Log, LogConfig, MinOneBatch};
+use brook_storage::cleaner::DecodedRecord;
+use brook_storage::Log;
+use common::keyed::{append, check, compact_config, readable, Model};
 use proptest::prelude::*;
 
 const BUDGET: usize = 1 << 20;
-
-fn config() -> LogConfig {
-    LogConfig {
-        segment_bytes: 400,
-        segment_ms: None,
-        cleanup_compact: true,
-        cleanup_delete: false,
-        min_cleanable_dirty_ratio: 0.0,
-        delete_retention_ms: 100,
-        file_delete_delay_ms: 0,
-        ..LogConfig::default()
-    }
-}
-
-type Model = BTreeMap<i64, (Vec<u8>, Option<Vec<u8>>)>;
-
-fn append(log: &mut Log, model: &mut Model, key: u8, value: Option<u8>, now: i64) {
-    let mut batch = TestBatch::values(now, &[]);
-    let key = vec![b'k', key];
-    let value = value.map(|v| vec![b'v'; 20 + v as usize]);
-    batch.records = vec![TestRecord {
-        key: Some(key.clone()),
-        value: value.clone(),
-        timestamp_delta: 0,
-    }];
-    let info = log
-        .append(&mut encode_batch(&batch), 0, now)
-        .expect("append");
-    model.insert(info.base_offset, (key, value));
-}
-
-fn readable(log: &Log) -> Vec<DecodedRecord> {
-    let read = log
-        .read(
-            log.log_start_offset(),
-            usize::MAX / 2,
-            i64::MAX,
-            MinOneBatch::Yes,
-        )
-        .expect("read");
-    decode_records(&read.records).expect("decodes")
-}
-
-/// The invariants that hold after any step.
-fn check(log: &Log, model: &Model, untouched_from: i64) {
-    let start = log.log_start_offset();
-    let records = readable(log);
-    let mut last = i64::MIN;
-    for (offset, key, value) in &records {
-        assert!(
-            *offset > last && *offset >= start,
-            "offsets increase from the start"
-        );
-        last = *offset;
-        let (k, v) = model.get(offset).expect("an appended offset");
-        assert_eq!((Some(k), v), (key.as_ref(), value), "content at {offset}");
-    }
-    let present: BTreeMap<i64, ()> = records.iter().map(|(o, _, _)| (*o, ())).collect();
-    let mut latest: BTreeMap<&Vec<u8>, (i64, bool)> = BTreeMap::new();
-    for (offset, (key, value)) in model.range(start..) {
-        latest.insert(key, (*offset, value.is_some()));
-        if *offset >= untouched_from {
-            assert!(
-                present.contains_key(offset),
-                "untouched offset {offset} present"
-            );
-        }
-    }
-    for (offset, live) in latest.values() {
-        if *live {
-            assert!(
-                present.contains_key(offset),
-                "latest value at {offset} present"
-            );
-        }
-    }
-}
 
 #[derive(Debug, Clone)]
 enum Op {
@@ -121,7 +46,7 @@ proptest! {
     fn compaction_keeps_the_latest_value_per_key(ops in prop::collection::vec(op(), 1..120)) {
         let dir = tempfile::tempdir().expect("tempdir");
         let mut now = 1_000_000i64;
-        let mut log = Log::open(dir.path(), config(), now).expect("open");
+        let mut log = Log::open(dir.path(), compact_config(), now).expect("open");
         let mut model = Model::new();
         let mut untouched_from = 0i64;
         for op in ops {
@@ -141,7 +66,7 @@ proptest! {
                 Op::Reopen => {
                     let start = log.log_start_offset();
                     log.close(now).expect("close");
-                    log = Log::open(dir.path(), config(), now).expect("reopen");
+                    log = Log::open(dir.path(), compact_config(), now).expect("reopen");
                     log.restore_log_start_offset(start);
                 }
                 Op::Tick => now += 60,
@@ -167,7 +92,7 @@ proptest! {
 
 /// A log of three keys over several segments; returns its dir's cleaned twin.
 fn build(dir: &Path) -> Log {
-    let mut log = Log::open(dir, config(), 1_000).expect("open");
+    let mut log = Log::open(dir, compact_config(), 1_000).expect("open");
     let mut model = Model::new();
     for i in 0..30u8 {
         append(
@@ -222,7 +147,7 @@ fn a_leftover_cleaned_file_is_discarded_and_the_old_segments_stay() {
     log.close(2_000).expect("close");
     let cleaned = dir.path().join("00000000000000000000.log.cleaned");
     fs::write(&cleaned, b"half written").expect("write");
-    let log = Log::open(dir.path(), config(), 2_000).expect("reopen");
+    let log = Log::open(dir.path(), compact_config(), 2_000).expect("reopen");
     assert!(!cleaned.exists());
     assert_eq!(readable(&log), expected);
 }
@@ -234,7 +159,7 @@ fn a_swap_with_the_old_segments_present_completes_the_clean() {
         tempfile::tempdir().expect("b"),
     );
     let (expected, _) = crashed_after_swap(a.path(), b.path());
-    let log = Log::open(b.path(), config(), 3_000).expect("recover");
+    let log = Log::open(b.path(), compact_config(), 3_000).expect("recover");
     assert_eq!(readable(&log), expected);
     assert!(fs::read_dir(b.path()).expect("list").all(|e| !e
         .map(|e| e.file_name().to_string_lossy().ends_with(".swap"))
@@ -261,7 +186,7 @@ fn a_swap_with_the_old_segments_already_deleted_completes_the_clean() {
             .expect("rename");
         }
     }
-    let log = Log::open(b.path(), config(), 3_000).expect("recover");
+    let log = Log::open(b.path(), compact_config(), 3_000).expect("recover");
     assert_eq!(readable(&log), expected);
 }
 
@@ -272,7 +197,7 @@ fn the_checkpoint_survives_a_restart_so_a_clean_log_is_not_cleaned_again() {
     let outcome = log.clean(2_000, BUDGET).expect("clean");
     assert!(outcome.cleaned && outcome.records_removed > 0);
     log.close(2_000).expect("close");
-    let mut log = Log::open(dir.path(), config(), 2_000).expect("reopen");
+    let mut log = Log::open(dir.path(), compact_config(), 2_000).expect("reopen");
     assert_eq!(
         log.clean_plan(2_000).first_dirty_offset,
         outcome.first_dirty_offset

@@ -10,95 +10,26 @@ mod common;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use brook_storage::cleaner::{decode_records, DecodedRecord};
+use brook_storage::cleaner::decode_records;
 use brook_storage::testing::{encode_batch, TestBatch, TestRecord};
 use brook_storage::{Log, LogConfig, LogManager, MinOneBatch};
 use common::files;
+use common::keyed::{append, check, compact_config, readable, Model};
 use proptest::prelude::*;
 
 const BUDGET: usize = 1 << 20;
 const NOW: i64 = 1_000_000;
 
-fn config() -> LogConfig {
-    LogConfig {
-        segment_bytes: 400,
-        segment_ms: None,
-        cleanup_compact: true,
-        cleanup_delete: false,
-        min_cleanable_dirty_ratio: 0.0,
-        delete_retention_ms: 100,
-        file_delete_delay_ms: 0,
-        ..LogConfig::default()
-    }
-}
-
-/// Offset → (key, value) of every record appended.
-type Model = BTreeMap<i64, (Vec<u8>, Option<Vec<u8>>)>;
-
-fn append(log: &mut Log, model: &mut Model, key: u8, value: Option<u8>) {
-    let mut batch = TestBatch::values(NOW, &[]);
-    let key = vec![b'k', key];
-    let value = value.map(|v| vec![b'v'; 20 + v as usize]);
-    batch.records = vec![TestRecord {
-        key: Some(key.clone()),
-        value: value.clone(),
-        timestamp_delta: 0,
-    }];
-    let info = log
-        .append(&mut encode_batch(&batch), 0, NOW)
-        .expect("append");
-    model.insert(info.base_offset, (key, value));
-}
-
 /// `count` live records over 6 keys, from `from` on (values differ per call).
 fn fill(log: &mut Log, model: &mut Model, from: u8, count: u8) {
     for i in from..from + count {
-        append(log, model, i % 6, Some(i));
+        append(log, model, i % 6, Some(i), NOW);
     }
-}
-
-fn readable(log: &Log) -> Vec<DecodedRecord> {
-    let read = log
-        .read(
-            log.log_start_offset(),
-            usize::MAX / 2,
-            i64::MAX,
-            MinOneBatch::Yes,
-        )
-        .expect("read");
-    decode_records(&read.records).expect("whole, valid batches")
 }
 
 /// The model restricted to what a truncation kept.
 fn truncate_model(model: &mut Model, log_end_offset: i64) {
     model.retain(|offset, _| *offset < log_end_offset);
-}
-
-/// Every readable record is an appended one; the latest value of every key from the
-/// log start is readable; every offset at or above `untouched_from` is readable.
-fn check(log: &Log, model: &Model, untouched_from: i64) {
-    let start = log.log_start_offset();
-    let records = readable(log);
-    let mut last = i64::MIN;
-    for (offset, key, value) in &records {
-        assert!(*offset > last && *offset >= start, "offsets increase");
-        last = *offset;
-        let (k, v) = model.get(offset).expect("an appended offset");
-        assert_eq!((Some(k), v), (key.as_ref(), value), "content at {offset}");
-    }
-    let present: BTreeMap<i64, ()> = records.iter().map(|(o, _, _)| (*o, ())).collect();
-    let mut latest: BTreeMap<&Vec<u8>, (i64, bool)> = BTreeMap::new();
-    for (offset, (key, value)) in model.range(start..) {
-        latest.insert(key, (*offset, value.is_some()));
-        if *offset >= untouched_from {
-            assert!(present.contains_key(offset), "untouched {offset} present");
-        }
-    }
-    for (offset, live) in latest.values() {
-        if *live {
-            assert!(present.contains_key(offset), "latest {offset} present");
-        }
-    }
 }
 
 /// No `.cleaned` or `.swap` file left in the log's directory.
@@ -124,7 +55,7 @@ fn compact_below(log: &Log, end: i64) {
 #[test]
 fn appends_and_reads_go_on_while_a_clean_is_built_and_survive_its_commit() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut log = Log::open(dir.path(), config(), NOW).expect("open");
+    let mut log = Log::open(dir.path(), compact_config(), NOW).expect("open");
     let mut model = Model::new();
     fill(&mut log, &mut model, 0, 60);
     let job = log.prepare_clean(NOW, BUDGET).expect("the log is due");
@@ -137,7 +68,7 @@ fn appends_and_reads_go_on_while_a_clean_is_built_and_survive_its_commit() {
     let mut during = 0u8;
     loop {
         let finished = build.is_finished();
-        append(&mut log, &mut model, during % 6, Some(100 + during));
+        append(&mut log, &mut model, during % 6, Some(100 + during), NOW);
         during += 1;
         let read = readable(&log);
         assert_eq!(read[..before.len()], before[..], "old data unchanged");
@@ -155,10 +86,10 @@ fn appends_and_reads_go_on_while_a_clean_is_built_and_survive_its_commit() {
     compact_below(&log, end);
     no_swap_files(dir.path());
     // Appends still land after the commit, and the whole thing survives a reopen.
-    append(&mut log, &mut model, 1, Some(250));
+    append(&mut log, &mut model, 1, Some(250), NOW);
     let expected = readable(&log);
     log.close(NOW).expect("close");
-    let log = Log::open(dir.path(), config(), NOW).expect("reopen");
+    let log = Log::open(dir.path(), compact_config(), NOW).expect("reopen");
     assert_eq!(readable(&log), expected);
     assert_eq!(log.clean_plan(NOW).first_dirty_offset, end);
 }
@@ -166,7 +97,7 @@ fn appends_and_reads_go_on_while_a_clean_is_built_and_survive_its_commit() {
 #[test]
 fn a_truncation_during_the_build_abandons_the_pass_and_leaves_the_log_as_it_was() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut log = Log::open(dir.path(), config(), NOW).expect("open");
+    let mut log = Log::open(dir.path(), compact_config(), NOW).expect("open");
     let mut model = Model::new();
     fill(&mut log, &mut model, 0, 40);
     let job = log.prepare_clean(NOW, BUDGET).expect("due");
@@ -194,7 +125,7 @@ fn a_truncation_during_the_build_abandons_the_pass_and_leaves_the_log_as_it_was(
 #[test]
 fn a_truncation_cutting_a_segment_under_the_build_abandons_the_pass_quietly() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut log = Log::open(dir.path(), config(), NOW).expect("open");
+    let mut log = Log::open(dir.path(), compact_config(), NOW).expect("open");
     let mut model = Model::new();
     fill(&mut log, &mut model, 0, 40);
     let job = log.prepare_clean(NOW, BUDGET).expect("due");
@@ -215,7 +146,7 @@ fn a_truncation_cutting_a_segment_under_the_build_abandons_the_pass_quietly() {
 #[test]
 fn retention_deleting_whole_groups_during_the_build_drops_them_and_installs_the_rest() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut log = Log::open(dir.path(), config(), NOW).expect("open");
+    let mut log = Log::open(dir.path(), compact_config(), NOW).expect("open");
     let mut model = Model::new();
     fill(&mut log, &mut model, 0, 60);
     // Segments near 400 bytes: no two fit one group, so each is its own group.
@@ -241,13 +172,13 @@ fn retention_deleting_whole_groups_during_the_build_drops_them_and_installs_the_
 #[test]
 fn retention_deleting_part_of_a_group_during_the_build_abandons_the_pass() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut log = Log::open(dir.path(), config(), NOW).expect("open");
+    let mut log = Log::open(dir.path(), compact_config(), NOW).expect("open");
     let mut model = Model::new();
     fill(&mut log, &mut model, 0, 60);
     // Larger groups from now on: the first cleaned group spans several segments.
     log.set_config(LogConfig {
         segment_bytes: 4_000,
-        ..config()
+        ..compact_config()
     });
     let second = log.segment_infos()[1].base_offset;
     let job = log.prepare_clean(NOW, BUDGET).expect("due");
@@ -273,7 +204,7 @@ fn retention_deleting_part_of_a_group_during_the_build_abandons_the_pass() {
 #[test]
 fn a_dropped_build_removes_its_files_and_frees_the_log_for_the_next_pass() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut log = Log::open(dir.path(), config(), NOW).expect("open");
+    let mut log = Log::open(dir.path(), compact_config(), NOW).expect("open");
     let mut model = Model::new();
     fill(&mut log, &mut model, 0, 30);
     let built = log
@@ -292,7 +223,7 @@ fn a_pass_unlinks_the_deleted_files_its_commit_would_replace_during_its_build() 
     let dir = tempfile::tempdir().expect("tempdir");
     let delayed = LogConfig {
         file_delete_delay_ms: 60_000,
-        ..config()
+        ..compact_config()
     };
     let mut log = Log::open(dir.path(), delayed.clone(), NOW).expect("open");
     let mut model = Model::new();
@@ -335,7 +266,7 @@ fn a_pass_unlinks_the_deleted_files_its_commit_would_replace_during_its_build() 
 #[test]
 fn a_read_planned_before_the_commit_returns_the_old_batches_whole_after_it() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut log = Log::open(dir.path(), config(), NOW).expect("open");
+    let mut log = Log::open(dir.path(), compact_config(), NOW).expect("open");
     let mut model = Model::new();
     fill(&mut log, &mut model, 0, 60);
     let old = log
@@ -374,7 +305,7 @@ async fn fetches_and_produces_during_a_handle_clean_see_whole_correct_batches() 
     let dir = tempfile::tempdir().expect("tempdir");
     let config = LogConfig {
         segment_bytes: 16 * 1024,
-        ..config()
+        ..compact_config()
     };
     let manager = LogManager::open(&[dir.path().to_path_buf()], config.clone()).expect("open");
     let log = manager.get_or_create("c", 0, config).expect("create");
@@ -473,10 +404,10 @@ proptest! {
         races_first in any::<bool>(),
     ) {
         let dir = tempfile::tempdir().expect("tempdir");
-        let mut log = Log::open(dir.path(), config(), NOW).expect("open");
+        let mut log = Log::open(dir.path(), compact_config(), NOW).expect("open");
         let mut model = Model::new();
         for (key, value) in before {
-            append(&mut log, &mut model, key, value);
+            append(&mut log, &mut model, key, value, NOW);
         }
         let untouched_before = log.clean_plan(NOW).first_dirty_offset;
         let Some(job) = log.prepare_clean(NOW, BUDGET) else {
@@ -492,7 +423,7 @@ proptest! {
         }
         for race in races {
             match race {
-                Race::Append { key, value } => append(&mut log, &mut model, key, value),
+                Race::Append { key, value } => append(&mut log, &mut model, key, value, NOW),
                 Race::DeleteRecords { fraction } => {
                     let target = log.log_end_offset() * i64::from(fraction) / 100;
                     log.increment_log_start_offset(target.max(log.log_start_offset()), NOW)
@@ -505,9 +436,9 @@ proptest! {
                 }
                 Race::Retention => {
                     // A size-based retention pass (compact,delete) keeping ~3 segments.
-                    log.set_config(LogConfig { cleanup_delete: true, retention_bytes: Some(1_200), ..config() });
+                    log.set_config(LogConfig { cleanup_delete: true, retention_bytes: Some(1_200), ..compact_config() });
                     log.enforce_retention(NOW).expect("retention");
-                    log.set_config(config());
+                    log.set_config(compact_config());
                 }
             }
         }
@@ -526,7 +457,7 @@ proptest! {
         let expected = readable(&log);
         let start = log.log_start_offset();
         log.close(NOW).expect("close");
-        let mut log = Log::open(dir.path(), config(), NOW).expect("reopen");
+        let mut log = Log::open(dir.path(), compact_config(), NOW).expect("reopen");
         log.restore_log_start_offset(start);
         prop_assert_eq!(readable(&log), expected);
     }

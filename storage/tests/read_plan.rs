@@ -4,18 +4,7 @@
 mod common;
 
 use brook_storage::{Log, LogManager, MinOneBatch};
-use common::{batch, headers, small_config};
-
-/// 20 batches of 2 records over several segments; returns each batch's bytes.
-fn filled(log: &mut Log) -> Vec<Vec<u8>> {
-    (0..20)
-        .map(|i| {
-            let mut b = batch(i, 2, 50);
-            log.append(&mut b, 0, 0).expect("append");
-            b
-        })
-        .collect()
-}
+use common::{filled, headers, small_config};
 
 #[test]
 fn a_planned_read_spans_segments_in_one_buffer_and_honours_its_limits() {

@@ -5,18 +5,7 @@
 mod common;
 
 use brook_storage::{Log, LogManager, MinOneBatch, ReadPlan};
-use common::{batch, small_config};
-
-/// 20 batches of 2 records over several segments; returns each batch's bytes.
-fn filled(log: &mut Log) -> Vec<Vec<u8>> {
-    (0..20)
-        .map(|i| {
-            let mut b = batch(i, 2, 50);
-            log.append(&mut b, 0, 0).expect("append");
-            b
-        })
-        .collect()
-}
+use common::{batch, filled, small_config};
 
 fn ranged(plan: &ReadPlan, limit: usize, min_one: MinOneBatch) -> Vec<u8> {
     let read = plan

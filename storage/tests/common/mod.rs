@@ -3,6 +3,8 @@
 
 use std::path::Path;
 
+pub mod keyed;
+
 use brook_storage::batch::BatchIter;
 use brook_storage::testing::{encode_batch, TestBatch};
 use brook_storage::{Log, LogConfig, MinOneBatch};
@@ -21,6 +23,18 @@ pub fn small_config() -> LogConfig {
 /// A batch of `count` records of `len` bytes.
 pub fn batch(timestamp: i64, count: usize, len: usize) -> Vec<u8> {
     encode_batch(&TestBatch::sized(timestamp, count, len))
+}
+
+/// 20 batches of 2 records over several segments (with `small_config`); returns each
+/// batch's bytes.
+pub fn filled(log: &mut Log) -> Vec<Vec<u8>> {
+    (0..20)
+        .map(|i| {
+            let mut b = batch(i, 2, 50);
+            log.append(&mut b, 0, 0).expect("append");
+            b
+        })
+        .collect()
 }
 
 /// Everything readable from the log start, as raw bytes.

@@ -24,20 +24,6 @@ pub enum FetchedRecords {
     Files(FileRecords),
 }
 
-impl FetchedRecords {
-    /// Total bytes.
-    pub fn len(&self) -> u64 {
-        match self {
-            FetchedRecords::Memory(bytes) => bytes.len() as u64,
-            FetchedRecords::Files(files) => files.len(),
-        }
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-}
-
 /// Bytes `[position, position + len)` of one segment file. The `Arc<File>` keeps them
 /// readable if the segment is deleted, renamed or replaced by compaction meanwhile.
 #[derive(Debug, Clone)]

@@ -30,7 +30,7 @@ pub use batch::{BatchError, BatchHeader, TimestampType};
 pub use cleaner::CleanOutcome;
 pub use config::LogConfig;
 pub use error::{Result, StorageError};
-pub use file_records::{FetchedRecords, FileRange, FileRecords, MIN_ZERO_COPY_BYTES};
+pub use file_records::{FetchedRecords, FileRange, FileRecords};
 pub use handle::{LogHandle, PlannedRead};
 pub use log::{
     AppendInfo, FollowerAppend, LeaderEpochCache, LoadStats, Log, MinOneBatch, RangesRead,

@@ -445,9 +445,13 @@ fn read_one(
     min_one: MinOneBatch,
     zero_copy: bool,
 ) -> brook_storage::Result<(bytes::Bytes, Option<FileRecords>, i64)> {
+    let copied = || {
+        planned
+            .execute(limit, min_one)
+            .map(|read| (read.records, None, read.log_start_offset))
+    };
     if !zero_copy {
-        let read = planned.execute(limit, min_one)?;
-        return Ok((read.records, None, read.log_start_offset));
+        return copied();
     }
     match planned.execute_for_send(limit, min_one)? {
         (FetchedRecords::Memory(bytes), log_start) => Ok((bytes, None, log_start)),
@@ -455,15 +459,9 @@ fn read_one(
             let len = usize::try_from(files.len()).unwrap_or(usize::MAX);
             match placeholder(slot, len) {
                 Some(stand_in) => Ok((stand_in, Some(files), log_start)),
-                // Too large to stand in for: sent from memory instead.
-                None => {
-                    let bytes = files.load()?;
-                    if files.is_stale() {
-                        let read = planned.execute(limit, min_one)?;
-                        return Ok((read.records, None, read.log_start_offset));
-                    }
-                    Ok((bytes, None, log_start))
-                }
+                // Too large to stand in for: read by the copying path instead (which
+                // also handles a truncation racing it).
+                None => copied(),
             }
         }
     }

@@ -24,6 +24,7 @@ mod protocol;
 pub mod records;
 mod retention;
 mod snapshot;
+mod txn_hook;
 mod state;
 #[cfg(test)]
 mod tests;

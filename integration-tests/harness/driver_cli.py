@@ -30,6 +30,7 @@ COMMANDS = (
     "consume",
     "group-consume",
     "offsets",
+    "txn-produce",
 )
 
 
@@ -59,6 +60,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout-ms", type=int, default=20000)
     p.add_argument("--max-bytes", type=int)
     p.add_argument("--spec")
+    p.add_argument("--isolation", choices=("read_committed", "read_uncommitted"),
+                   help="consume: isolation.level (default: the client's own)")
+    # txn-produce (README.md's driver protocol)
+    p.add_argument("--transactional-id")
+    p.add_argument("--abort", help="txn-produce: comma list of the transactions to abort")
     # group-consume (README.md's driver protocol)
     p.add_argument("--group")
     p.add_argument("--assignor", default="range", choices=("range", "cooperative-sticky"))

@@ -200,6 +200,60 @@ def produce(args):
     cli.emit_lines(results)
 
 
+def txn_produce(args):
+    """README.md's txn-produce: each input record's "txn" numbers its transaction; transactions
+    run one after another in input order, each committed unless --abort lists it. Prints each
+    record's {"txn","partition","offset"} in input order (offsets of aborted records included:
+    they are in the log)."""
+    records = cli.read_records(args.input)
+    aborts = set(cli.partition_list(args.abort) or [])
+    producer = Producer({
+        "bootstrap.servers": args.bootstrap,
+        "transactional.id": args.transactional_id,
+        "linger.ms": 5,
+    })
+    producer.init_transactions(TIMEOUT_S)
+    results = [None] * len(records)
+    errors = []
+
+    def on_delivery(index, txn):
+        def callback(err, msg):
+            if err is not None:
+                errors.append(f"record {index}: {err}")
+                return
+            results[index] = {"txn": txn, "partition": msg.partition(), "offset": msg.offset()}
+
+        return callback
+
+    order = []
+    for record in records:
+        if record["txn"] not in order:
+            order.append(record["txn"])
+    for txn in order:
+        producer.begin_transaction()
+        for index, record in enumerate(records):
+            if record["txn"] != txn:
+                continue
+            kwargs = {"value": cli.encode(record.get("value")), "key": cli.encode(record.get("key")),
+                      "on_delivery": on_delivery(index, txn)}
+            if record.get("headers"):
+                kwargs["headers"] = [(h, cli.encode(v)) for h, v in record["headers"]]
+            if record.get("partition") is not None:
+                kwargs["partition"] = int(record["partition"])
+            producer.produce(args.topic, **kwargs)
+            producer.poll(0)
+        # Delivery reports first, so that aborted records report their offsets too.
+        if producer.flush(TIMEOUT_S):
+            raise RuntimeError(f"transaction {txn}: records not delivered before the flush timeout")
+        if errors:
+            raise RuntimeError("delivery failed: " + "; ".join(errors[:10]))
+        if txn in aborts:
+            producer.abort_transaction(TIMEOUT_S)
+        else:
+            producer.commit_transaction(TIMEOUT_S)
+    cli.emit_lines(results)
+
+
 def _partitions_of(args) -> list:
     md = admin(args).list_topics(topic=args.topic, timeout=TIMEOUT_S)
     topic = md.topics.get(args.topic)
@@ -219,6 +273,8 @@ def consume(args):
         "enable.auto.commit": False,
         "enable.partition.eof": False,
     }
+    if args.isolation is not None:
+        conf["isolation.level"] = args.isolation
     if args.max_bytes is not None:
         conf["max.partition.fetch.bytes"] = args.max_bytes
         conf["fetch.max.bytes"] = max(args.max_bytes, 1024 * 1024)
@@ -330,5 +386,6 @@ if __name__ == "__main__":
             "consume": consume,
             "group-consume": group_consume,
             "offsets": offsets,
+            "txn-produce": txn_produce,
         }
     )

@@ -1,0 +1,371 @@
+"""Transactions (issue #12) with real clients: what an application sees of commits, aborts,
+fencing, timeouts and transactional offset commits.
+
+One broker per module (`txn_broker`), shared by its tests, each test on its own topics, group
+and transactional ids. It runs with `transaction.abort.timed.out.transaction.cleanup.interval.ms`
+= 1000 (the coordinator's sweep for expired transactions; Kafka's default 10 s) so that a
+timed-out transaction is aborted within seconds, and `transaction.max.timeout.ms` = 120000 so
+that the limit a producer's `transaction.timeout.ms` is checked against is the configured one.
+
+The Java 4.4 scenarios run in one `txn-shell` JVM per test (harness/txn_shell.py): named
+producers and consumers driven step by step, every client error an answer asserted on.
+- commit/abort: three transactions (commit, abort, commit) over 3 partitions with keys, values
+  and headers. read_committed reads exactly the committed records, in partition order, at the
+  offsets their sends returned; read_uncommitted reads all of them; while a transaction is open
+  the read_committed end offset (the last stable offset) stops at its first record while the
+  read_uncommitted one (the high watermark) is past its last, and once it has ended both agree;
+  every transaction's end takes one offset per partition (the marker), so the next transaction
+  starts 2 after the previous one's last record.
+- fencing: a second producer with the same transactional.id (InitProducerId) fences the first:
+  its next send/commit fails with ProducerFencedException or InvalidProducerEpochException
+  (Transactions V1 / V2 name it differently) and its open transaction is aborted: never visible
+  to read_committed, the LSO back at the high watermark; the new producer commits normally.
+- timeout: a transaction left open past its `transaction.timeout.ms` (3000) is aborted by the
+  coordinator (the LSO reaches the high watermark, polled with a deadline), its records never
+  become visible, and the producer's late commit fails; a timeout above
+  `transaction.max.timeout.ms` is refused (InvalidTxnTimeoutException) by initTransactions.
+- consume-transform-produce with `sendOffsetsToTransaction(offsets, groupMetadata)`: the group's
+  committed offsets stay unchanged while the transaction is open and after it aborts, and equal
+  the consumer's positions once the retried transaction commits; the output holds each
+  transformed record once.
+Kafka's own `TransactionalMessageCopier` (kafka-tools 4.4, as Kafka's system tests run it) copies
+10,000 records from 2 partitions with random aborts in group mode: read_committed output equals
+the input partition by partition, and the group's offsets are at the input's end.
+librdkafka (confluent-kafka) produces transactions (commit, abort, commit) with its own
+`txn-produce` driver command; its read_committed consumer and the Java one read exactly the
+committed records, its read_uncommitted one all of them.
+
+Every test also passes against Apache Kafka 4.4 (BROOK_TEST_TARGET=kafka).
+"""
+
+import json
+import os
+import re
+import subprocess
+import time
+import uuid
+
+import pytest
+
+from harness import drivers, kafka_cli, paths
+from harness.broker import Broker
+from harness.txn_shell import TxnShell
+
+TXN_MAX_TIMEOUT_MS = 120000
+BROKER_OVERRIDES = {
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000",
+    "transaction.max.timeout.ms": str(TXN_MAX_TIMEOUT_MS),
+}
+DEADLINE_S = 30
+FENCED = {"ProducerFencedException", "InvalidProducerEpochException"}
+
+
+# Brook serves Transactions V1 and does not advertise the `transaction.version` feature (KIP-890
+# Transactions V2 comes later): clients then run the classic protocol. Apache Kafka 4.4 finalizes
+# transaction.version=2 on a new cluster, so the reference is downgraded to the level Brook
+# serves (0) before the tests run; BROOK_TEST_KAFKA_TXN_VERSION=2 keeps Kafka's V2, to check the
+# tests against it too.
+KAFKA_TXN_VERSION = os.environ.get("BROOK_TEST_KAFKA_TXN_VERSION", "0")
+
+
+@pytest.fixture(scope="module")
+def txn_broker(tmp_path_factory):
+    b = Broker(paths.target(), tmp_path_factory.mktemp("txn-broker"), BROKER_OVERRIDES)
+    b.start()
+    if b.kind == "kafka":
+        set_kafka_transaction_version(b, KAFKA_TXN_VERSION)
+    yield b
+    b.stop()
+
+
+def set_kafka_transaction_version(b: Broker, level: str) -> None:
+    """Finalize Kafka's transaction.version feature at `level` (kafka-features), and wait until
+    the broker's own metadata (what ApiVersions tells clients) shows it."""
+    tool = "org.apache.kafka.tools.FeatureCommand"
+    pattern = re.compile(r"Feature: transaction\.version\s.*FinalizedVersionLevel: (\d+)")
+    current = pattern.search(kafka_cli.run(tool, "--bootstrap-server", b.bootstrap, "describe").stdout)
+    if current and current.group(1) == level:
+        return
+    command = "upgrade" if current and int(current.group(1)) < int(level) else "downgrade"
+    kafka_cli.run(tool, "--bootstrap-server", b.bootstrap, command, "--feature", f"transaction.version={level}")
+    deadline = time.monotonic() + DEADLINE_S
+    while True:
+        current = pattern.search(kafka_cli.run(tool, "--bootstrap-server", b.bootstrap, "describe").stdout)
+        if current and current.group(1) == level:
+            return
+        assert time.monotonic() < deadline, f"transaction.version still {current and current.group(1)}"
+        time.sleep(0.2)
+
+
+@pytest.fixture
+def broker(request, txn_broker):
+    """The module's broker, registered so that a failing test shows its log tail."""
+    txn_broker.start()  # no-op while it runs
+    setattr(request.node, "_brook_brokers", [txn_broker])
+    return txn_broker
+
+
+@pytest.fixture
+def shell(broker):
+    s = TxnShell(broker.bootstrap)
+    yield s
+    s.close()
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+def txn_records(tag: str, partitions: int, per_partition: int) -> list:
+    """Keyed records with headers, `per_partition` to each partition, interleaved."""
+    return [
+        {"key": f"{tag}-k{p}-{i}", "value": f"{tag}-v{p}-{i}", "partition": p,
+         "headers": [["txn", tag], ["seq", str(i)]]}
+        for i in range(per_partition) for p in range(partitions)
+    ]
+
+
+def with_offsets(records: list, results: list) -> list:
+    return [{**r, "partition": res["partition"], "offset": res["offset"]} for r, res in zip(records, results)]
+
+
+def per_partition(records: list) -> dict:
+    """{partition: [(offset, key, value, headers)]} in the order read (or sent)."""
+    out: dict = {}
+    for r in records:
+        out.setdefault(int(r["partition"]), []).append(
+            (r.get("offset"), r["key"], r["value"], [list(h) for h in r.get("headers", [])]))
+    return out
+
+
+def end_offsets(shell: TxnShell, topic: str) -> tuple:
+    """(last stable offsets, high watermarks) per partition, as a Java consumer's endOffsets
+    reports them under read_committed and read_uncommitted."""
+    lso = shell.ok("end-offsets", topic=topic, isolation="read_committed")["offsets"]
+    hw = shell.ok("end-offsets", topic=topic, isolation="read_uncommitted")["offsets"]
+    return {int(p): o for p, o in lso.items()}, {int(p): o for p, o in hw.items()}
+
+
+def wait_stable(shell: TxnShell, topic: str, timeout_s: float = DEADLINE_S) -> dict:
+    """Poll until every partition's last stable offset equals its high watermark (the markers
+    are written after EndTxn is answered); returns the high watermarks."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        lso, hw = end_offsets(shell, topic)
+        if lso == hw:
+            return hw
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{topic}: LSO {lso} never reached the high watermark {hw} in {timeout_s} s")
+        time.sleep(0.1)
+
+
+def read(shell: TxnShell, topic: str, isolation: str) -> list:
+    """Every record of `topic` up to its end offsets under `isolation` (read to the end)."""
+    answer = shell.ok("read", topic=topic, isolation=isolation, timeout_ms=DEADLINE_S * 1000, timeout=DEADLINE_S + 30)
+    assert answer["complete"], f"{isolation} read of {topic} did not reach {answer['end']}"
+    return answer["records"]
+
+
+def error_classes(answer: dict) -> set:
+    return set(answer.get("causes", [])) | {answer.get("error")}
+
+
+def test_read_committed_sees_exactly_the_committed_transactions_and_lso_trails_an_open_one(shell):
+    topic, tid = unique("t-txn"), unique("tid")
+    shell.ok("create-topic", topic=topic, partitions=3)
+    shell.ok("producer", name="p", transactional_id=tid, init=True)
+
+    batches = {}
+    for tag, end in (("a", "commit"), ("b", "abort"), ("c", "commit")):
+        records = txn_records(tag, 3, 2)
+        shell.ok("begin", name="p")
+        sent = with_offsets(records, shell.send("p", topic, records))
+        first = {p: recs[0][0] for p, recs in per_partition(sent).items()}
+        last = {p: recs[-1][0] for p, recs in per_partition(sent).items()}
+        # Open: read_committed ends at the transaction's first record, read_uncommitted after its last.
+        lso, hw = end_offsets(shell, topic)
+        assert lso == first, f"txn {tag} open: LSO {lso}, first offsets {first}"
+        assert hw == {p: o + 1 for p, o in last.items()}, f"txn {tag} open: HW {hw}, last offsets {last}"
+        assert all(lso[p] < hw[p] for p in range(3))
+        shell.ok(end, name="p")
+        # Ended: both agree, one offset past the last record: the marker's.
+        hw = wait_stable(shell, topic)
+        assert hw == {p: o + 2 for p, o in last.items()}, f"txn {tag} {end}ed: end offsets {hw}, last {last}"
+        batches[tag] = sent
+
+    # Markers take offsets: each transaction starts two after the previous one's last record.
+    assert [r["offset"] for r in per_partition_list(batches["a"], 0)] == [0, 1]
+    assert [r["offset"] for r in per_partition_list(batches["b"], 0)] == [3, 4]
+    assert [r["offset"] for r in per_partition_list(batches["c"], 0)] == [6, 7]
+
+    committed = read(shell, topic, "read_committed")
+    assert per_partition(committed) == per_partition(batches["a"] + batches["c"])
+    everything = read(shell, topic, "read_uncommitted")
+    assert per_partition(everything) == per_partition(batches["a"] + batches["b"] + batches["c"])
+
+
+def per_partition_list(records: list, partition: int) -> list:
+    return [r for r in records if r["partition"] == partition]
+
+
+def test_second_producer_with_the_same_transactional_id_fences_the_first_and_aborts_its_transaction(shell):
+    topic, tid = unique("t-fence"), unique("tid")
+    shell.ok("create-topic", topic=topic, partitions=3)
+    shell.ok("producer", name="old", transactional_id=tid, init=True)
+    shell.ok("begin", name="old")
+    zombie = txn_records("zombie", 3, 2)
+    shell.send("old", topic, zombie)
+    lso, hw = end_offsets(shell, topic)
+    assert all(lso[p] < hw[p] for p in range(3)), f"open transaction: LSO {lso}, HW {hw}"
+
+    # The new instance's initTransactions fences the old one and aborts its open transaction.
+    shell.ok("producer", name="new", transactional_id=tid, init=True)
+    hw = wait_stable(shell, topic)
+
+    late = shell.ok("send", name="old", topic=topic, records=txn_records("late", 3, 1))["results"]
+    commit = shell.call("commit", name="old")
+    assert not commit["ok"], "the fenced producer's commit succeeded"
+    seen = set().union(*(error_classes(r) for r in late if "error" in r), error_classes(commit))
+    assert seen & FENCED, f"fenced producer saw {seen}, expected one of {FENCED}"
+
+    shell.ok("begin", name="new")
+    fresh = txn_records("new", 3, 2)
+    sent = with_offsets(fresh, shell.send("new", topic, fresh))
+    # The new transaction starts after the aborted one and its abort marker.
+    assert {p: recs[0][0] for p, recs in per_partition(sent).items()} == {p: hw[p] for p in range(3)}
+    shell.ok("commit", name="new")
+    wait_stable(shell, topic)
+    assert per_partition(read(shell, topic, "read_committed")) == per_partition(sent)
+    # The zombie's records are in the log, aborted.
+    assert {r["value"] for r in zombie} <= {r["value"] for r in read(shell, topic, "read_uncommitted")}
+
+
+def test_transaction_left_open_past_its_timeout_is_aborted_by_the_coordinator(shell):
+    topic, tid = unique("t-timeout"), unique("tid")
+    shell.ok("create-topic", topic=topic, partitions=3)
+    shell.ok("producer", name="p", transactional_id=tid, init=True, config={"transaction.timeout.ms": "3000"})
+    shell.ok("begin", name="p")
+    records = txn_records("expired", 3, 2)
+    shell.send("p", topic, records)
+    opened = time.monotonic()
+    lso, hw = end_offsets(shell, topic)
+    assert all(lso[p] < hw[p] for p in range(3)), f"open transaction: LSO {lso}, HW {hw}"
+
+    # Left alone, the coordinator aborts it once 3 s have passed (its sweep runs every second).
+    wait_stable(shell, topic, timeout_s=25)
+    assert time.monotonic() - opened < 25
+    assert read(shell, topic, "read_committed") == []
+    assert len(read(shell, topic, "read_uncommitted")) == len(records)
+
+    late = shell.call("commit", name="p")
+    assert not late["ok"], "the late commit of a timed-out transaction succeeded"
+    assert error_classes(late) & (FENCED | {"InvalidTxnStateException", "TransactionAbortedException"}), late
+    assert read(shell, topic, "read_committed") == []
+
+
+def test_transaction_timeout_above_the_broker_maximum_is_refused(shell):
+    answer = shell.call("producer", name="p", transactional_id=unique("tid"), init=True,
+                        config={"transaction.timeout.ms": str(TXN_MAX_TIMEOUT_MS + 1)})
+    assert not answer["ok"]
+    # The broker's INVALID_TRANSACTION_TIMEOUT: the Java client 4.4 raises it as a KafkaException
+    # ("Unexpected error in InitProducerIdResponse") carrying the error's message.
+    assert "InvalidTxnTimeoutException" in error_classes(answer) or \
+        "larger than the maximum value allowed by the broker" in answer["message"], answer
+
+
+def test_consume_transform_produce_commits_offsets_only_with_its_transaction(shell):
+    source, sink, group, tid = unique("t-ctp-in"), unique("t-ctp-out"), unique("g"), unique("tid")
+    shell.ok("create-topic", topic=source, partitions=2)
+    shell.ok("create-topic", topic=sink, partitions=2)
+    inputs = [{"key": f"k{i}", "value": f"v{i}", "partition": i % 2} for i in range(10)]
+    shell.ok("producer", name="plain")
+    shell.send("plain", source, inputs)
+
+    shell.ok("consumer", name="c", group=group, topic=source, isolation="read_committed")
+    shell.ok("producer", name="p", transactional_id=tid, init=True)
+
+    def transform_once(end: str) -> dict:
+        polled = shell.ok("poll", name="c", count=len(inputs), timeout_ms=DEADLINE_S * 1000, timeout=DEADLINE_S + 30)
+        assert sorted(r["value"] for r in polled["records"]) == sorted(r["value"] for r in inputs)
+        shell.ok("begin", name="p")
+        shell.send("p", sink, [{"key": r["key"], "value": r["value"].upper(), "partition": r["partition"]}
+                               for r in polled["records"]])
+        sent = shell.ok("send-offsets", name="p", consumer="c")["offsets"]
+        assert sent == {"0": 5, "1": 5}
+        # Pending in the transaction: not the group's committed offsets yet.
+        assert shell.ok("group-offsets", group=group)["offsets"] == {}
+        shell.ok(end, name="p")
+        return sent
+
+    transform_once("abort")
+    wait_stable(shell, sink)
+    assert shell.ok("group-offsets", group=group)["offsets"] == {}, "an aborted transaction's offsets were committed"
+    assert read(shell, sink, "read_committed") == []
+
+    # As an application does after an abort: back to the committed positions, process again.
+    shell.ok("rewind", name="c")
+    sent = transform_once("commit")
+    wait_stable(shell, sink)
+    deadline = time.monotonic() + DEADLINE_S
+    while (offsets := shell.ok("group-offsets", group=group)["offsets"]) != {source: sent}:
+        assert time.monotonic() < deadline, f"group offsets {offsets}, committed in the transaction: {sent}"
+        time.sleep(0.1)
+    assert shell.ok("group-offsets", group=group, require_stable=True)["offsets"] == {source: sent}
+    out = read(shell, sink, "read_committed")
+    assert sorted((r["partition"], r["key"], r["value"]) for r in out) == sorted(
+        (r["partition"], r["key"], r["value"].upper()) for r in inputs)
+    shell.ok("close", name="c")
+
+
+def test_kafka_transactional_message_copier_copies_exactly_once_with_random_aborts(shell, broker):
+    source, sink, group, tid = unique("t-copy-in"), unique("t-copy-out"), unique("g"), unique("tid")
+    shell.ok("create-topic", topic=source, partitions=2)
+    shell.ok("create-topic", topic=sink, partitions=2)
+    inputs = [{"key": f"k{i}", "value": f"v{i % 2}-{i:05d}", "partition": i % 2} for i in range(10000)]
+    shell.ok("producer", name="plain", config={"linger.ms": "20"})
+    shell.send("plain", source, inputs, timeout=120)
+
+    argv = ["java", "-Xmx512m", "-cp", f"{paths.KAFKA_LIBS}/*", "org.apache.kafka.tools.TransactionalMessageCopier",
+            "--broker-list", broker.bootstrap, "--input-topic", source, "--input-partition", "0",
+            "--output-topic", sink, "--consumer-group", group, "--transactional-id", tid,
+            "--transaction-size", "200", "--enable-random-aborts", "--group-mode", "--use-group-metadata"]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=240, stdin=subprocess.DEVNULL)
+    status = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    assert proc.returncode == 0, f"copier exited {proc.returncode}\n{proc.stderr[-3000:]}\n{proc.stdout[-2000:]}"
+    done = [s for s in status if s.get("stage") == "ShutdownComplete"]
+    assert done and done[-1]["totalProcessed"] == len(inputs), status[-3:]
+
+    wait_stable(shell, sink)
+    out = read(shell, sink, "read_committed")
+    want = per_partition(inputs)
+    got = per_partition(out)
+    assert {p: [(k, v) for _o, k, v, _h in recs] for p, recs in got.items()} == \
+        {p: [(k, v) for _o, k, v, _h in recs] for p, recs in want.items()}
+    # Aborted copies are in the log (read_uncommitted), never read_committed.
+    assert len(read(shell, sink, "read_uncommitted")) > len(inputs)
+    assert shell.ok("group-offsets", group=group)["offsets"] == {source: {"0": 5000, "1": 5000}}
+
+
+def test_librdkafka_transactions_commit_and_abort(shell, broker):
+    topic, tid = unique("t-rdk"), unique("tid")
+    shell.ok("create-topic", topic=topic, partitions=3)
+    plan = [("a", "commit"), ("b", "abort"), ("c", "commit")]
+    records = [{**r, "txn": i} for i, (tag, _) in enumerate(plan) for r in txn_records(tag, 3, 3)]
+    results = drivers.run("confluent", "txn-produce", broker.bootstrap, "--topic", topic,
+                          "--transactional-id", tid, "--abort", "1", records=records)
+    assert len(results) == len(records) and all("offset" in r for r in results), results
+    sent = with_offsets(records, results)
+    committed = [r for r in sent if r["txn"] != 1]
+    # Each transaction's marker takes an offset: 3 records, marker, 3 records, marker, ...
+    assert [r["offset"] for r in sent if r["partition"] == 0] == [0, 1, 2, 4, 5, 6, 8, 9, 10]
+    wait_stable(shell, topic)
+
+    def consume(isolation: str, count: int) -> list:
+        return drivers.run("confluent", "consume", broker.bootstrap, "--topic", topic, "--count", count,
+                           "--isolation", isolation, "--timeout-ms", DEADLINE_S * 1000)
+
+    # The last transaction is committed on every partition: a leaked aborted record would be
+    # read before it, within the count.
+    assert per_partition(consume("read_committed", len(committed))) == per_partition(committed)
+    assert per_partition(consume("read_uncommitted", len(sent))) == per_partition(sent)
+    assert per_partition(read(shell, topic, "read_committed")) == per_partition(committed)

@@ -31,9 +31,10 @@ producers and consumers driven step by step, every client error an answer assert
 Kafka's own `TransactionalMessageCopier` (kafka-tools 4.4, as Kafka's system tests run it) copies
 10,000 records from 2 partitions with random aborts in group mode: read_committed output equals
 the input partition by partition, and the group's offsets are at the input's end.
-librdkafka (confluent-kafka) produces transactions (commit, abort, commit) with its own
-`txn-produce` driver command; its read_committed consumer and the Java one read exactly the
-committed records, its read_uncommitted one all of them.
+confluent-kafka (librdkafka), franz-go and kafkajs each produce three transactions (commit,
+abort, commit) over 3 partitions with their driver's `txn-produce`: the markers take offsets, the
+client's own read_committed consumer and the Java one read exactly the committed records, its
+read_uncommitted consumer all of them.
 
 Every test also passes against Apache Kafka 4.4 (BROOK_TEST_TARGET=kafka).
 """
@@ -346,22 +347,27 @@ def test_kafka_transactional_message_copier_copies_exactly_once_with_random_abor
     assert shell.ok("group-offsets", group=group)["offsets"] == {source: {"0": 5000, "1": 5000}}
 
 
-def test_librdkafka_transactions_commit_and_abort(shell, broker):
-    topic, tid = unique("t-rdk"), unique("tid")
+TXN_PRODUCE_CLIENTS = ["confluent", "franz", "kafkajs"]
+
+
+@pytest.mark.parametrize("client", TXN_PRODUCE_CLIENTS)
+def test_client_transactions_commit_and_abort_and_its_read_committed_consumer_skips_the_aborted(shell, broker, client):
+    topic, tid = unique(f"t-{client}"), unique("tid")
     shell.ok("create-topic", topic=topic, partitions=3)
     plan = [("a", "commit"), ("b", "abort"), ("c", "commit")]
     records = [{**r, "txn": i} for i, (tag, _) in enumerate(plan) for r in txn_records(tag, 3, 3)]
-    results = drivers.run("confluent", "txn-produce", broker.bootstrap, "--topic", topic,
+    results = drivers.run(client, "txn-produce", broker.bootstrap, "--topic", topic,
                           "--transactional-id", tid, "--abort", "1", records=records)
     assert len(results) == len(records) and all("offset" in r for r in results), results
     sent = with_offsets(records, results)
     committed = [r for r in sent if r["txn"] != 1]
     # Each transaction's marker takes an offset: 3 records, marker, 3 records, marker, ...
-    assert [r["offset"] for r in sent if r["partition"] == 0] == [0, 1, 2, 4, 5, 6, 8, 9, 10]
+    for p in range(3):
+        assert [r["offset"] for r in sent if r["partition"] == p] == [0, 1, 2, 4, 5, 6, 8, 9, 10]
     wait_stable(shell, topic)
 
     def consume(isolation: str, count: int) -> list:
-        return drivers.run("confluent", "consume", broker.bootstrap, "--topic", topic, "--count", count,
+        return drivers.run(client, "consume", broker.bootstrap, "--topic", topic, "--count", count,
                            "--isolation", isolation, "--timeout-ms", DEADLINE_S * 1000)
 
     # The last transaction is committed on every partition: a leaked aborted record would be

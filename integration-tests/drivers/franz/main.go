@@ -54,6 +54,7 @@ var commands = map[string]command{
 	"consume":           {flags: consumeCmd},
 	"group-consume":     {flags: groupConsumeCmd},
 	"offsets":           {flags: offsetsCmd},
+	"txn-produce":       {flags: txnProduceCmd},
 }
 
 // usageError is a bad command line: exit code 2.

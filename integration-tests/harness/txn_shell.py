@@ -5,7 +5,7 @@ Java 4.4 producers and consumers that a transaction scenario drives step by step
 one JSON answer line (a dict; `{"ok": False, "error": <exception class>, "causes": [..]}` when the
 client raised, which the scenario asserts on); `ok(op, **fields)` is `call` that fails the test on
 an error answer. Every answer is awaited with a deadline (a stuck client fails the test with the
-shell's stderr tail instead of hanging it). `close()` ends the session (EOF, then kill after 15 s).
+shell's stderr tail instead of hanging it, and ends the session). `close()` ends the session (EOF, then kill after 15 s).
 """
 
 import json
@@ -17,6 +17,11 @@ from typing import Any, Optional
 
 from .drivers import DRIVER_ARGV
 from .paths import TESTS_DIR
+
+
+# Longer than the Java clients' own bounds on a blocking call (max.block.ms, default.api.timeout.ms:
+# 60 s), so that a client's error is what a failing test reports.
+CALL_TIMEOUT_S = 90
 
 
 class TxnShellError(AssertionError):
@@ -49,7 +54,7 @@ class TxnShell:
     def stderr_tail(self) -> str:
         return "\n".join(self._stderr)
 
-    def call(self, op: str, timeout: float = 60, **fields: Any) -> dict:
+    def call(self, op: str, timeout: float = CALL_TIMEOUT_S, **fields: Any) -> dict:
         """Send {"op": op, **fields}; the answer, an error answer included."""
         assert self._proc.stdin is not None
         try:
@@ -60,12 +65,14 @@ class TxnShell:
         try:
             line = self._answers.get(timeout=timeout)
         except queue.Empty:
+            # Its late answer would be taken for the next request's: the session is over.
+            self._proc.kill()
             raise TxnShellError(f"txn-shell gave no answer to {op} within {timeout} s\n{self.stderr_tail()}")
         if line is None:
             raise TxnShellError(f"txn-shell exited ({self._proc.wait()}) during {op}\n{self.stderr_tail()}")
         return json.loads(line)
 
-    def ok(self, op: str, timeout: float = 60, **fields: Any) -> dict:
+    def ok(self, op: str, timeout: float = CALL_TIMEOUT_S, **fields: Any) -> dict:
         """`call`, failing the test unless the answer is ok."""
         answer = self.call(op, timeout=timeout, **fields)
         if not answer.get("ok"):

@@ -43,6 +43,7 @@ import json
 import os
 import re
 import subprocess
+import threading
 import time
 import uuid
 
@@ -326,33 +327,54 @@ def test_consume_transform_produce_commits_offsets_only_with_its_transaction(she
     shell.ok("close", name="c")
 
 
-def test_kafka_transactional_message_copier_copies_exactly_once_with_random_aborts(shell, broker):
-    source, sink, group, tid = unique("t-copy-in"), unique("t-copy-out"), unique("g"), unique("tid")
+COPY_RECORDS = 10000
+
+
+def copier_input(shell: TxnShell) -> tuple:
+    """A 2-partition input topic holding COPY_RECORDS records (5,000 per partition), an empty
+    2-partition output topic: (source, sink, inputs)."""
+    source, sink = unique("t-copy-in"), unique("t-copy-out")
     shell.ok("create-topic", topic=source, partitions=2)
     shell.ok("create-topic", topic=sink, partitions=2)
-    inputs = [{"key": f"k{i}", "value": f"v{i % 2}-{i:05d}", "partition": i % 2} for i in range(10000)]
+    inputs = [{"key": f"k{i}", "value": f"v{i % 2}-{i:05d}", "partition": i % 2} for i in range(COPY_RECORDS)]
     shell.ok("producer", name="plain", config={"linger.ms": "20"})
     shell.send("plain", source, inputs, timeout=120)
+    return source, sink, inputs
 
-    argv = ["java", "-Xmx512m", "-cp", f"{paths.KAFKA_LIBS}/*", "org.apache.kafka.tools.TransactionalMessageCopier",
+
+def copier_argv(broker: Broker, source: str, sink: str, group: str) -> list:
+    """Kafka's TransactionalMessageCopier as Kafka's own system tests run it: group mode with the
+    group-metadata sendOffsetsToTransaction, 200 records per transaction, random aborts (one in
+    three). It copies each record to the same partition of the output until its assigned
+    partitions have no lag left, then exits 0."""
+    return ["java", "-Xmx512m", "-cp", f"{paths.KAFKA_LIBS}/*", "org.apache.kafka.tools.TransactionalMessageCopier",
             "--broker-list", broker.bootstrap, "--input-topic", source, "--input-partition", "0",
-            "--output-topic", sink, "--consumer-group", group, "--transactional-id", tid,
+            "--output-topic", sink, "--consumer-group", group, "--transactional-id", unique("tid"),
             "--transaction-size", "200", "--enable-random-aborts", "--group-mode", "--use-group-metadata"]
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=240, stdin=subprocess.DEVNULL)
-    status = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
-    assert proc.returncode == 0, f"copier exited {proc.returncode}\n{proc.stderr[-3000:]}\n{proc.stdout[-2000:]}"
-    done = [s for s in status if s.get("stage") == "ShutdownComplete"]
-    assert done and done[-1]["totalProcessed"] == len(inputs), status[-3:]
 
+
+def assert_copied_exactly_once(shell: TxnShell, source: str, sink: str, group: str, inputs: list) -> None:
     wait_stable(shell, sink)
-    out = read(shell, sink, "read_committed")
+    got = per_partition(read(shell, sink, "read_committed"))
     want = per_partition(inputs)
-    got = per_partition(out)
     assert {p: [(k, v) for _o, k, v, _h in recs] for p, recs in got.items()} == \
         {p: [(k, v) for _o, k, v, _h in recs] for p, recs in want.items()}
     # Aborted copies are in the log (read_uncommitted), never read_committed.
     assert len(read(shell, sink, "read_uncommitted")) > len(inputs)
-    assert shell.ok("group-offsets", group=group)["offsets"] == {source: {"0": 5000, "1": 5000}}
+    half = str(len(inputs) // 2)
+    assert shell.ok("group-offsets", group=group)["offsets"] == {source: {"0": int(half), "1": int(half)}}
+
+
+def test_kafka_transactional_message_copier_copies_exactly_once_with_random_aborts(shell, broker):
+    source, sink, inputs = copier_input(shell)
+    group = unique("g")
+    proc = subprocess.run(copier_argv(broker, source, sink, group), capture_output=True, text=True,
+                          timeout=240, stdin=subprocess.DEVNULL)
+    status = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    assert proc.returncode == 0, f"copier exited {proc.returncode}\n{proc.stderr[-3000:]}\n{proc.stdout[-2000:]}"
+    done = [s for s in status if s.get("stage") == "ShutdownComplete"]
+    assert done and done[-1]["totalProcessed"] == len(inputs), status[-3:]
+    assert_copied_exactly_once(shell, source, sink, group, inputs)
 
 
 TXN_PRODUCE_CLIENTS = ["confluent", "franz", "kafkajs"]
@@ -383,3 +405,41 @@ def test_client_transactions_commit_and_abort_and_its_read_committed_consumer_sk
     assert per_partition(consume("read_committed", len(committed))) == per_partition(committed)
     assert per_partition(consume("read_uncommitted", len(sent))) == per_partition(sent)
     assert per_partition(read(shell, topic, "read_committed")) == per_partition(committed)
+
+
+# Last in the module: it kills the module's broker (the next test's `broker` fixture would
+# start it again).
+def test_transactional_message_copier_survives_a_kill_9_of_the_broker(shell, broker):
+    """The copier runs; once it has committed 3,000 records the broker is killed (SIGKILL: open
+    and prepared transactions, pending markers and transactional offset commits are whatever
+    reached the disk) and started again on the same data. The copier rides it out on its
+    clients' retries and finishes; the output is still exactly the input."""
+    source, sink, inputs = copier_input(shell)
+    group = unique("g")
+    copier = subprocess.Popen(copier_argv(broker, source, sink, group), stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    lines: list = []
+    err: list = []
+    threading.Thread(target=lambda: lines.extend(copier.stdout), daemon=True).start()
+    threading.Thread(target=lambda: err.extend(copier.stderr), daemon=True).start()
+    try:
+        def processed() -> int:
+            status = [json.loads(line) for line in list(lines) if line.startswith("{")]
+            return max((s.get("totalProcessed", 0) for s in status), default=0)
+
+        deadline = time.monotonic() + 120
+        while processed() < 3000:
+            assert copier.poll() is None, f"copier exited {copier.returncode} early\n{''.join(err)[-3000:]}"
+            assert time.monotonic() < deadline, f"copier at {processed()} records after 120 s"
+            time.sleep(0.05)
+        broker.kill()
+        broker.start()
+        code = copier.wait(timeout=240)
+        assert code == 0, f"copier exited {code}\n{''.join(err)[-3000:]}\n{''.join(lines)[-2000:]}"
+    finally:
+        if copier.poll() is None:
+            copier.kill()
+            copier.wait()
+    # A fresh shell: the old one's clients knew the broker before its restart.
+    with TxnShell(broker.bootstrap) as after:
+        assert_copied_exactly_once(after, source, sink, group, inputs)

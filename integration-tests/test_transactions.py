@@ -330,13 +330,13 @@ def test_consume_transform_produce_commits_offsets_only_with_its_transaction(she
 COPY_RECORDS = 10000
 
 
-def copier_input(shell: TxnShell) -> tuple:
-    """A 2-partition input topic holding COPY_RECORDS records (5,000 per partition), an empty
+def copier_input(shell: TxnShell, count: int = COPY_RECORDS) -> tuple:
+    """A 2-partition input topic holding `count` records (half per partition), an empty
     2-partition output topic: (source, sink, inputs)."""
     source, sink = unique("t-copy-in"), unique("t-copy-out")
     shell.ok("create-topic", topic=source, partitions=2)
     shell.ok("create-topic", topic=sink, partitions=2)
-    inputs = [{"key": f"k{i}", "value": f"v{i % 2}-{i:05d}", "partition": i % 2} for i in range(COPY_RECORDS)]
+    inputs = [{"key": f"k{i}", "value": f"v{i % 2}-{i:05d}", "partition": i % 2} for i in range(count)]
     shell.ok("producer", name="plain", config={"linger.ms": "20"})
     shell.send("plain", source, inputs, timeout=120)
     return source, sink, inputs
@@ -405,6 +405,26 @@ def test_client_transactions_commit_and_abort_and_its_read_committed_consumer_sk
     assert per_partition(consume("read_committed", len(committed))) == per_partition(committed)
     assert per_partition(consume("read_uncommitted", len(sent))) == per_partition(sent)
     assert per_partition(read(shell, topic, "read_committed")) == per_partition(committed)
+
+
+CTP_CLIENTS = ["confluent", "franz"]
+CTP_RECORDS = 1000
+
+
+@pytest.mark.parametrize("client", CTP_CLIENTS)
+def test_client_consume_transform_produce_copies_exactly_once_with_aborts(shell, broker, client):
+    """The client's own consume-transform-produce loop (its driver's txn-copy: librdkafka's
+    send_offsets_to_transaction with the consumer's group metadata, franz-go's
+    GroupTransactSession) copies 1,000 records in transactions of at most 100, every third
+    aborted: the output equals the input, the group's offsets are at the input's end."""
+    source, sink, inputs = copier_input(shell, CTP_RECORDS)
+    group = unique("g")
+    lines = drivers.run(client, "txn-copy", broker.bootstrap, "--topic", source, "--output-topic", sink,
+                        "--group", group, "--transactional-id", unique("tid"), "--count", len(inputs),
+                        "--abort-every", 3, "--timeout-ms", 90000, timeout=150)
+    summary = lines[-1]
+    assert summary["copied"] == len(inputs) and summary["aborted"] >= 1, lines[-5:]
+    assert_copied_exactly_once(shell, source, sink, group, inputs)
 
 
 # Last in the module: it kills the module's broker (the next test's `broker` fixture would

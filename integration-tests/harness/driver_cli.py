@@ -31,6 +31,7 @@ COMMANDS = (
     "group-consume",
     "offsets",
     "txn-produce",
+    "txn-copy",
 )
 
 
@@ -65,6 +66,10 @@ def parser() -> argparse.ArgumentParser:
     # txn-produce (README.md's driver protocol)
     p.add_argument("--transactional-id")
     p.add_argument("--abort", help="txn-produce: comma list of the transactions to abort")
+    # txn-copy (README.md's driver protocol)
+    p.add_argument("--output-topic")
+    p.add_argument("--abort-every", type=int, default=0,
+                   help="txn-copy: abort transactions 1, 1+N, 1+2N, ... (0: none)")
     # group-consume (README.md's driver protocol)
     p.add_argument("--group")
     p.add_argument("--assignor", default="range", choices=("range", "cooperative-sticky"))

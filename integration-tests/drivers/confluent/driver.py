@@ -254,6 +254,67 @@ def txn_produce(args):
     cli.emit_lines(results)
 
 
+def txn_copy(args):
+    """README.md's txn-copy: consume-transform-produce as librdkafka documents it. A group member
+    (read_committed, no auto commit) copies each poll's records (key, value, headers, same
+    partition) to --output-topic in one transaction with its consumed positions
+    (send_offsets_to_transaction with the consumer's group metadata); transactions 1, 1+N, ...
+    (--abort-every N) are aborted and the consumer goes back to the committed offsets, as an
+    application does after an abort. Stops once --count records are committed."""
+    consumer = Consumer({
+        "bootstrap.servers": args.bootstrap,
+        "group.id": args.group,
+        "enable.auto.commit": False,
+        "auto.offset.reset": "earliest",
+        "isolation.level": "read_committed",
+    })
+    producer = Producer({
+        "bootstrap.servers": args.bootstrap,
+        "transactional.id": args.transactional_id,
+        "linger.ms": 5,
+    })
+    producer.init_transactions(TIMEOUT_S)
+    consumer.subscribe([args.topic])
+    deadline = time.monotonic() + args.timeout_ms / 1000
+    copied = txn = aborted = 0
+    while copied < args.count and time.monotonic() < deadline:
+        msgs = []
+        for msg in consumer.consume(num_messages=100, timeout=0.5):
+            if msg.error() is not None:
+                if msg.error().fatal():
+                    raise KafkaException(msg.error())
+                print(f"consume: {msg.error()}", file=sys.stderr)
+                continue
+            msgs.append(msg)
+        if not msgs:
+            continue
+        producer.begin_transaction()
+        for msg in msgs:
+            producer.produce(args.output_topic, key=msg.key(), value=msg.value(), headers=msg.headers(),
+                             partition=msg.partition())
+            producer.poll(0)
+        # Delivered before the transaction ends, so that an aborted one leaves its records in the log.
+        if producer.flush(TIMEOUT_S):
+            raise RuntimeError(f"transaction {txn}: records not delivered before the flush timeout")
+        positions = [tp for tp in consumer.position(consumer.assignment()) if tp.offset >= 0]
+        producer.send_offsets_to_transaction(positions, consumer.consumer_group_metadata(), TIMEOUT_S)
+        commit = not (args.abort_every and txn % args.abort_every == 1)
+        if commit:
+            producer.commit_transaction(TIMEOUT_S)
+            copied += len(msgs)
+        else:
+            producer.abort_transaction(TIMEOUT_S)
+            aborted += 1
+            committed = consumer.committed(consumer.assignment(), timeout=TIMEOUT_S)
+            for tp in committed:
+                start = tp.offset if tp.offset >= 0 else OFFSET_BEGINNING
+                consumer.seek(TopicPartition(tp.topic, tp.partition, start))
+        cli.emit_now({"txn": txn, "records": len(msgs), "committed": commit})
+        txn += 1
+    consumer.close()
+    cli.emit_now({"copied": copied, "transactions": txn, "aborted": aborted})
+
+
 def _partitions_of(args) -> list:
     md = admin(args).list_topics(topic=args.topic, timeout=TIMEOUT_S)
     topic = md.topics.get(args.topic)
@@ -387,5 +448,6 @@ if __name__ == "__main__":
             "group-consume": group_consume,
             "offsets": offsets,
             "txn-produce": txn_produce,
+            "txn-copy": txn_copy,
         }
     )

@@ -55,6 +55,7 @@ var commands = map[string]command{
 	"group-consume":     {flags: groupConsumeCmd},
 	"offsets":           {flags: offsetsCmd},
 	"txn-produce":       {flags: txnProduceCmd},
+	"txn-copy":          {flags: txnCopyCmd},
 }
 
 // usageError is a bad command line: exit code 2.

@@ -7,7 +7,7 @@ and transactional ids. It runs with `transaction.abort.timed.out.transaction.cle
 timed-out transaction is aborted within seconds, and `transaction.max.timeout.ms` = 120000 so
 that the limit a producer's `transaction.timeout.ms` is checked against is the configured one.
 
-The Java 4.4 scenarios run in one `txn-shell` JVM per test (harness/txn_shell.py): named
+The Java 4.4 scenarios run in the module's `txn-shell` JVM (harness/txn_shell.py): named
 producers and consumers driven step by step, every client error an answer asserted on.
 - commit/abort: three transactions (commit, abort, commit) over 3 partitions with keys, values
   and headers. read_committed reads exactly the committed records, in partition order, at the
@@ -17,24 +17,30 @@ producers and consumers driven step by step, every client error an answer assert
   every transaction's end takes one offset per partition (the marker), so the next transaction
   starts 2 after the previous one's last record.
 - fencing: a second producer with the same transactional.id (InitProducerId) fences the first:
-  its next send/commit fails with ProducerFencedException or InvalidProducerEpochException
-  (Transactions V1 / V2 name it differently) and its open transaction is aborted: never visible
-  to read_committed, the LSO back at the high watermark; the new producer commits normally.
+  its next send/commit fails with InvalidProducerEpochException (the partition's answer to the
+  old epoch, what Kafka 4.4 gives) or ProducerFencedException (the coordinator's), and its open
+  transaction is aborted: never visible to read_committed, the LSO back at the high watermark;
+  the new producer's transaction starts after the abort marker and commits normally.
 - timeout: a transaction left open past its `transaction.timeout.ms` (3000) is aborted by the
   coordinator (the LSO reaches the high watermark, polled with a deadline), its records never
-  become visible, and the producer's late commit fails; a timeout above
-  `transaction.max.timeout.ms` is refused (InvalidTxnTimeoutException) by initTransactions.
+  become visible, and the producer's late commit is fenced (ProducerFencedException under
+  Transactions V1, InvalidTxnStateException under V2); a timeout above
+  `transaction.max.timeout.ms` is refused by initTransactions (INVALID_TRANSACTION_TIMEOUT).
 - consume-transform-produce with `sendOffsetsToTransaction(offsets, groupMetadata)`: the group's
   committed offsets stay unchanged while the transaction is open and after it aborts, and equal
   the consumer's positions once the retried transaction commits; the output holds each
   transformed record once.
 Kafka's own `TransactionalMessageCopier` (kafka-tools 4.4, as Kafka's system tests run it) copies
 10,000 records from 2 partitions with random aborts in group mode: read_committed output equals
-the input partition by partition, and the group's offsets are at the input's end.
+the input partition by partition, the group's offsets are at the input's end, and aborted copies
+are in the log. The last test runs it again (4,000 records) and kills the broker (SIGKILL) once
+1,500 are committed: restarted on its data, the copy still equals the input.
 confluent-kafka (librdkafka), franz-go and kafkajs each produce three transactions (commit,
 abort, commit) over 3 partitions with their driver's `txn-produce`: the markers take offsets, the
 client's own read_committed consumer and the Java one read exactly the committed records, its
-read_uncommitted consumer all of them.
+read_uncommitted consumer all of them. confluent-kafka and franz-go (GroupTransactSession) run
+their own consume-transform-produce loop (`txn-copy`, every third transaction aborted) with the
+same exactness check as the copier.
 
 Every test also passes against Apache Kafka 4.4 (BROOK_TEST_TARGET=kafka).
 """
@@ -112,11 +118,20 @@ def broker(request, txn_broker):
     return txn_broker
 
 
+@pytest.fixture(scope="module")
+def _module_shell(txn_broker):
+    shells = [TxnShell(txn_broker.bootstrap)]
+    yield shells
+    shells[-1].close()
+
+
 @pytest.fixture
-def shell(broker):
-    s = TxnShell(broker.bootstrap)
-    yield s
-    s.close()
+def shell(broker, _module_shell):
+    """The module's txn-shell (one JVM for every test: each test names its own topics, groups
+    and transactional ids), replaced if a previous test ended it."""
+    if not _module_shell[-1].alive:
+        _module_shell.append(TxnShell(broker.bootstrap))
+    return _module_shell[-1]
 
 
 def unique(prefix: str) -> str:
@@ -143,6 +158,11 @@ def per_partition(records: list) -> dict:
         out.setdefault(int(r["partition"]), []).append(
             (r.get("offset"), r["key"], r["value"], [list(h) for h in r.get("headers", [])]))
     return out
+
+
+def keys_values(records: list) -> dict:
+    """{partition: [(key, value)]} in the order read (or sent)."""
+    return {p: [(k, v) for _o, k, v, _h in recs] for p, recs in per_partition(records).items()}
 
 
 def end_offsets(shell: TxnShell, topic: str) -> tuple:
@@ -200,19 +220,15 @@ def test_read_committed_sees_exactly_the_committed_transactions_and_lso_trails_a
         assert hw == {p: o + 2 for p, o in last.items()}, f"txn {tag} {end}ed: end offsets {hw}, last {last}"
         batches[tag] = sent
 
-    # Markers take offsets: each transaction starts two after the previous one's last record.
-    assert [r["offset"] for r in per_partition_list(batches["a"], 0)] == [0, 1]
-    assert [r["offset"] for r in per_partition_list(batches["b"], 0)] == [3, 4]
-    assert [r["offset"] for r in per_partition_list(batches["c"], 0)] == [6, 7]
+    # Markers take offsets: on every partition a is at 0-1 (its marker at 2), b at 3-4, c at 6-7.
+    for tag, offsets in (("a", [0, 1]), ("b", [3, 4]), ("c", [6, 7])):
+        assert {p: [r[0] for r in recs] for p, recs in per_partition(batches[tag]).items()} == \
+            {p: offsets for p in range(3)}, f"txn {tag}"
 
     committed = read(shell, topic, "read_committed")
     assert per_partition(committed) == per_partition(batches["a"] + batches["c"])
     everything = read(shell, topic, "read_uncommitted")
     assert per_partition(everything) == per_partition(batches["a"] + batches["b"] + batches["c"])
-
-
-def per_partition_list(records: list, partition: int) -> list:
-    return [r for r in records if r["partition"] == partition]
 
 
 def test_second_producer_with_the_same_transactional_id_fences_the_first_and_aborts_its_transaction(shell):
@@ -287,43 +303,56 @@ def test_consume_transform_produce_commits_offsets_only_with_its_transaction(she
     source, sink, group, tid = unique("t-ctp-in"), unique("t-ctp-out"), unique("g"), unique("tid")
     shell.ok("create-topic", topic=source, partitions=2)
     shell.ok("create-topic", topic=sink, partitions=2)
-    inputs = [{"key": f"k{i}", "value": f"v{i}", "partition": i % 2} for i in range(10)]
     shell.ok("producer", name="plain")
-    shell.send("plain", source, inputs)
-
     shell.ok("consumer", name="c", group=group, topic=source, isolation="read_committed")
     shell.ok("producer", name="p", transactional_id=tid, init=True)
 
-    def transform_once(end: str) -> dict:
+    def group_offsets(**fields) -> dict:
+        return shell.ok("group-offsets", group=group, **fields)["offsets"]
+
+    def transform(inputs: list, end: str, before: dict) -> dict:
+        """Poll `inputs`, write them upper-cased in one transaction with the consumer's
+        positions, end it with `end`; the group's offsets stay `before` until then."""
         polled = shell.ok("poll", name="c", count=len(inputs), timeout_ms=DEADLINE_S * 1000, timeout=DEADLINE_S + 30)
         assert sorted(r["value"] for r in polled["records"]) == sorted(r["value"] for r in inputs)
         shell.ok("begin", name="p")
         shell.send("p", sink, [{"key": r["key"], "value": r["value"].upper(), "partition": r["partition"]}
                                for r in polled["records"]])
         sent = shell.ok("send-offsets", name="p", consumer="c")["offsets"]
-        assert sent == {"0": 5, "1": 5}
-        # Pending in the transaction: not the group's committed offsets yet.
-        assert shell.ok("group-offsets", group=group)["offsets"] == {}
+        # Pending in the open transaction: not the group's committed offsets.
+        assert group_offsets() == before
         shell.ok(end, name="p")
-        return sent
+        wait_stable(shell, sink)
+        return {source: sent}
 
-    transform_once("abort")
-    wait_stable(shell, sink)
-    assert shell.ok("group-offsets", group=group)["offsets"] == {}, "an aborted transaction's offsets were committed"
-    assert read(shell, sink, "read_committed") == []
+    def wait_group_offsets(want: dict) -> None:
+        deadline = time.monotonic() + DEADLINE_S
+        while (offsets := group_offsets()) != want:
+            assert time.monotonic() < deadline, f"group offsets {offsets}, committed in the transaction: {want}"
+            time.sleep(0.1)
+        # Stable too: no transactional commit pending for the group (KIP-447 require_stable).
+        assert group_offsets(require_stable=True) == want
+
+    first = [{"key": f"k{i}", "value": f"v{i}", "partition": i % 2} for i in range(10)]
+    shell.send("plain", source, first)
+    committed = transform(first, "commit", {})
+    assert committed == {source: {"0": 5, "1": 5}}
+    wait_group_offsets(committed)
+
+    second = [{"key": f"k{i}", "value": f"v{i}", "partition": i % 2} for i in range(10, 20)]
+    shell.send("plain", source, second)
+    aborted = transform(second, "abort", committed)
+    assert aborted == {source: {"0": 10, "1": 10}}
+    assert group_offsets() == committed, "an aborted transaction's offsets were committed"
+    assert group_offsets(require_stable=True) == committed
 
     # As an application does after an abort: back to the committed positions, process again.
     shell.ok("rewind", name="c")
-    sent = transform_once("commit")
-    wait_stable(shell, sink)
-    deadline = time.monotonic() + DEADLINE_S
-    while (offsets := shell.ok("group-offsets", group=group)["offsets"]) != {source: sent}:
-        assert time.monotonic() < deadline, f"group offsets {offsets}, committed in the transaction: {sent}"
-        time.sleep(0.1)
-    assert shell.ok("group-offsets", group=group, require_stable=True)["offsets"] == {source: sent}
+    assert transform(second, "commit", committed) == aborted
+    wait_group_offsets(aborted)
+    # The output: each input once, upper-cased, in its partition's order (the aborted copy never).
     out = read(shell, sink, "read_committed")
-    assert sorted((r["partition"], r["key"], r["value"]) for r in out) == sorted(
-        (r["partition"], r["key"], r["value"].upper()) for r in inputs)
+    assert keys_values(out) == keys_values([{**r, "value": r["value"].upper()} for r in first + second])
     shell.ok("close", name="c")
 
 
@@ -355,10 +384,7 @@ def copier_argv(broker: Broker, source: str, sink: str, group: str) -> list:
 
 def assert_copied_exactly_once(shell: TxnShell, source: str, sink: str, group: str, inputs: list) -> None:
     wait_stable(shell, sink)
-    got = per_partition(read(shell, sink, "read_committed"))
-    want = per_partition(inputs)
-    assert {p: [(k, v) for _o, k, v, _h in recs] for p, recs in got.items()} == \
-        {p: [(k, v) for _o, k, v, _h in recs] for p, recs in want.items()}
+    assert keys_values(read(shell, sink, "read_committed")) == keys_values(inputs)
     # Aborted copies are in the log (read_uncommitted), never read_committed.
     assert len(read(shell, sink, "read_uncommitted")) > len(inputs)
     half = str(len(inputs) // 2)
@@ -427,14 +453,18 @@ def test_client_consume_transform_produce_copies_exactly_once_with_aborts(shell,
     assert_copied_exactly_once(shell, source, sink, group, inputs)
 
 
+KILL_COPY_RECORDS = 4000
+KILL_AFTER_RECORDS = 1500
+
+
 # Last in the module: it kills the module's broker (the next test's `broker` fixture would
 # start it again).
 def test_transactional_message_copier_survives_a_kill_9_of_the_broker(shell, broker):
-    """The copier runs; once it has committed 3,000 records the broker is killed (SIGKILL: open
+    """The copier runs (4,000 records); once it has committed 1,500 the broker is killed (SIGKILL: open
     and prepared transactions, pending markers and transactional offset commits are whatever
     reached the disk) and started again on the same data. The copier rides it out on its
     clients' retries and finishes; the output is still exactly the input."""
-    source, sink, inputs = copier_input(shell)
+    source, sink, inputs = copier_input(shell, KILL_COPY_RECORDS)
     group = unique("g")
     copier = subprocess.Popen(copier_argv(broker, source, sink, group), stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
@@ -448,7 +478,7 @@ def test_transactional_message_copier_survives_a_kill_9_of_the_broker(shell, bro
             return max((s.get("totalProcessed", 0) for s in status), default=0)
 
         deadline = time.monotonic() + 120
-        while processed() < 3000:
+        while processed() < KILL_AFTER_RECORDS:
             assert copier.poll() is None, f"copier exited {copier.returncode} early\n{''.join(err)[-3000:]}"
             assert time.monotonic() < deadline, f"copier at {processed()} records after 120 s"
             time.sleep(0.05)

@@ -51,6 +51,10 @@ class TxnShell:
         for line in self._proc.stderr:
             self._stderr.append(line.rstrip("\n"))
 
+    @property
+    def alive(self) -> bool:
+        return self._proc.poll() is None
+
     def stderr_tail(self) -> str:
         return "\n".join(self._stderr)
 

@@ -38,7 +38,8 @@ are in the log. The last test runs it again (4,000 records) and kills the broker
 confluent-kafka (librdkafka), franz-go and kafkajs each produce three transactions (commit,
 abort, commit) over 3 partitions with their driver's `txn-produce`: the markers take offsets, the
 client's own read_committed consumer and the Java one read exactly the committed records, its
-read_uncommitted consumer all of them. confluent-kafka and franz-go (GroupTransactSession) run
+read_uncommitted consumer all of them. confluent-kafka, franz-go (GroupTransactSession) and
+kafkajs (whose sendOffsets sends TxnOffsetCommit with the group id only, the pre-KIP-447 form) run
 their own consume-transform-produce loop (`txn-copy`, every third transaction aborted) with the
 same exactness check as the copier.
 
@@ -433,7 +434,7 @@ def test_client_transactions_commit_and_abort_and_its_read_committed_consumer_sk
     assert per_partition(read(shell, topic, "read_committed")) == per_partition(committed)
 
 
-CTP_CLIENTS = ["confluent", "franz"]
+CTP_CLIENTS = ["confluent", "franz", "kafkajs"]
 CTP_RECORDS = 1000
 
 
@@ -441,7 +442,7 @@ CTP_RECORDS = 1000
 def test_client_consume_transform_produce_copies_exactly_once_with_aborts(shell, broker, client):
     """The client's own consume-transform-produce loop (its driver's txn-copy: librdkafka's
     send_offsets_to_transaction with the consumer's group metadata, franz-go's
-    GroupTransactSession) copies 1,000 records in transactions of at most 100, every third
+    GroupTransactSession, kafkajs' sendOffsets with the group id) copies 1,000 records in transactions of at most 100, every third
     aborted: the output equals the input, the group's offsets are at the input's end."""
     source, sink, inputs = copier_input(shell, CTP_RECORDS)
     group = unique("g")

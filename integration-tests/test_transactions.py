@@ -41,7 +41,9 @@ client's own read_committed consumer and the Java one read exactly the committed
 read_uncommitted consumer all of them. confluent-kafka, franz-go (GroupTransactSession) and
 kafkajs (whose sendOffsets sends TxnOffsetCommit with the group id only, the pre-KIP-447 form) run
 their own consume-transform-produce loop (`txn-copy`, every third transaction aborted) with the
-same exactness check as the copier.
+same exactness check as the copier. Every other client's consumer (`consume --isolation`:
+confluent, kafka-python, kcat, franz-go, kafkajs) reads Java transactions (commit, abort, commit,
+one left open): read_committed exactly the committed records, read_uncommitted all of them.
 
 Every test also passes against Apache Kafka 4.4 (BROOK_TEST_TARGET=kafka).
 """
@@ -432,6 +434,40 @@ def test_client_transactions_commit_and_abort_and_its_read_committed_consumer_sk
     assert per_partition(consume("read_committed", len(committed))) == per_partition(committed)
     assert per_partition(consume("read_uncommitted", len(sent))) == per_partition(sent)
     assert per_partition(read(shell, topic, "read_committed")) == per_partition(committed)
+
+
+# The Java consumer reads through txn-shell's `read` in every test above.
+@pytest.mark.parametrize("client", [c for c in drivers.CLIENTS if c != "java"])
+def test_every_clients_read_committed_consumer_skips_aborted_and_open_transactions(shell, broker, client):
+    """Java transactions committed, aborted, committed, and one left open at the end of every
+    partition: each client's consumer (`consume --isolation`, the aborted records filtered by
+    the client from the fetch's aborted-transaction list) reads under read_committed exactly the
+    committed records, under read_uncommitted all of them, the open transaction's too; the Java
+    consumer's read_committed read ends at the last stable offset, before the open one."""
+    topic = unique(f"t-rc-{client}")
+    shell.ok("create-topic", topic=topic, partitions=3)
+    shell.ok("producer", name="rc", transactional_id=unique("tid"), init=True)
+    sent = {}
+    for tag, end in (("a", "commit"), ("b", "abort"), ("c", "commit"), ("d", None)):
+        records = txn_records(tag, 3, 2)
+        shell.ok("begin", name="rc")
+        sent[tag] = with_offsets(records, shell.send("rc", topic, records))
+        if end is not None:
+            shell.ok(end, name="rc")
+    try:
+        def consume(isolation: str, count: int) -> list:
+            return drivers.run(client, "consume", broker.bootstrap, "--topic", topic, "--count", count,
+                               "--isolation", isolation, "--timeout-ms", DEADLINE_S * 1000)
+
+        # c is committed on every partition after b: an aborted record that leaked would be read
+        # before c's last records, within the count.
+        committed = sent["a"] + sent["c"]
+        assert per_partition(consume("read_committed", len(committed))) == per_partition(committed)
+        everything = sent["a"] + sent["b"] + sent["c"] + sent["d"]
+        assert per_partition(consume("read_uncommitted", len(everything))) == per_partition(everything)
+        assert per_partition(read(shell, topic, "read_committed")) == per_partition(committed)
+    finally:
+        shell.call("abort", name="rc")
 
 
 CTP_CLIENTS = ["confluent", "franz", "kafkajs"]

@@ -167,6 +167,10 @@ final class TxnShellCommand {
         if (r.hasNonNull("transactional_id")) {
             props.put("transactional.id", r.get("transactional_id").asText());
         }
+        // initTransactions/commit/abort block at most this long (default 60 s): a broker that
+        // never answers fails a scenario in half the time; the first InitProducerId, which
+        // creates __transaction_state, still has ample time.
+        props.put("max.block.ms", "30000");
         r.path("config").fields().forEachRemaining(e -> props.put(e.getKey(), e.getValue().asText()));
         KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(props);
         KafkaProducer<byte[], byte[]> previous = producers.put(name, producer);

@@ -544,5 +544,14 @@ async fn the_handle_publishes_the_last_stable_offset_and_the_aborted_transaction
         follower.aborted_transactions(0, 5),
         vec![aborted(1, 2, 4, 5)]
     );
+    // DeleteRecords into an open transaction: the LSO never goes below the log start.
+    log.append(put(txn(2, 0, 2)), 0, 0).await.expect("txn");
+    log.set_high_watermark(7);
+    assert_eq!(log.last_stable_offset(), 5);
+    log.increment_log_start_offset(6, 0)
+        .await
+        .expect("delete records");
+    assert_eq!(log.first_unstable_offset(), Some(6));
+    assert_eq!(log.last_stable_offset(), 6);
     manager.shutdown().expect("shutdown");
 }

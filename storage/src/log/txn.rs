@@ -78,6 +78,16 @@ impl TxnShared {
         first
     }
 
+    /// min(high watermark, first unstable offset), never below the log start (as Kafka's
+    /// `updateFirstUnstableOffset`: a transaction whose start was deleted by retention or
+    /// DeleteRecords holds the LSO at the log start).
+    pub fn last_stable_offset(&self, high_watermark: i64, log_start_offset: i64) -> i64 {
+        self.first_unstable_offset(high_watermark)
+            .map_or(high_watermark, |first| {
+                first.max(log_start_offset).min(high_watermark)
+            })
+    }
+
     pub fn aborted_transactions(&self, start: i64, end: i64) -> Vec<AbortedTxn> {
         txn_index::collect(&self.view.read().aborted, start, end)
     }
@@ -109,12 +119,11 @@ impl Log {
         self.producers.ongoing_transactions()
     }
 
-    /// The log's last stable offset for a high watermark `high_watermark`: below it, every
-    /// transaction is decided (see the module docs).
+    /// The log's last stable offset for a high watermark `high_watermark` (within [log
+    /// start, log end]): below it, every transaction is decided (see the module docs).
     pub fn last_stable_offset(&self, high_watermark: i64) -> i64 {
         self.txns
-            .first_unstable_offset(high_watermark)
-            .map_or(high_watermark, |first| first.min(high_watermark))
+            .last_stable_offset(high_watermark, self.log_start_offset)
     }
 
     pub(crate) fn txn_shared(&self) -> std::sync::Arc<TxnShared> {
@@ -135,6 +144,11 @@ impl Log {
         completed: &[CompletedTxn],
         aborted: &[AbortedTxn],
     ) -> Result<()> {
+        if completed.is_empty() {
+            // Most appends: only a transactional data batch may have opened one.
+            self.publish_ongoing();
+            return Ok(());
+        }
         if !aborted.is_empty() {
             self.active_mut().append_aborted(aborted)?;
         }

@@ -539,6 +539,9 @@ impl LogHandle {
             .high_watermark
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, clamp)
             .is_ok();
+        shared
+            .txns
+            .forget_replicated_below(shared.high_watermark.load(Ordering::SeqCst));
         let end = snapshot.log_end_offset;
         shared.appends.send_if_modified(|leo| {
             let changed = *leo != end || hw_changed;

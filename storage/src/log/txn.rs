@@ -62,20 +62,33 @@ impl TxnShared {
         let mut first = (ongoing != NONE).then_some(ongoing);
         if self.unreplicated.load(Ordering::Acquire) > 0 {
             let mut view = self.view.write();
-            while view
-                .unreplicated
-                .front()
-                .is_some_and(|(_, last)| *last < high_watermark)
-            {
-                view.unreplicated.pop_front();
-            }
-            self.unreplicated
-                .store(view.unreplicated.len(), Ordering::Release);
+            self.forget_replicated(&mut view, high_watermark);
             if let Some(min) = view.unreplicated.iter().map(|(f, _)| *f).min() {
                 first = Some(first.map_or(min, |f| f.min(min)));
             }
         }
         first
+    }
+
+    /// Forgets the completed transactions whose markers are below the high watermark
+    /// (Kafka's `onHighWatermarkUpdated`). Called after every log operation too, so a
+    /// partition whose LSO nobody asks for (a follower) does not accumulate them.
+    pub fn forget_replicated_below(&self, high_watermark: i64) {
+        if self.unreplicated.load(Ordering::Acquire) > 0 {
+            self.forget_replicated(&mut self.view.write(), high_watermark);
+        }
+    }
+
+    fn forget_replicated(&self, view: &mut TxnView, high_watermark: i64) {
+        // In marker order: the ones below the high watermark are at the front.
+        while view
+            .unreplicated
+            .front()
+            .is_some_and(|(_, last)| *last < high_watermark)
+        {
+            view.unreplicated.pop_front();
+        }
+        self.set_unreplicated_len(view);
     }
 
     /// min(high watermark, first unstable offset), never below the log start (as Kafka's

@@ -212,21 +212,20 @@ impl LogHandle {
     /// a short lock while a completed transaction's marker is not yet below the high
     /// watermark.
     pub fn last_stable_offset(&self) -> i64 {
-        let high_watermark = self.high_watermark();
         self.shared
             .txns
-            .first_unstable_offset(high_watermark)
-            .map_or(high_watermark, |first| first.min(high_watermark))
+            .last_stable_offset(self.high_watermark(), self.log_start_offset())
     }
 
     /// Kafka's first unstable offset: the first offset of the oldest open transaction,
     /// or of a completed one whose marker the high watermark has not passed yet (until
     /// then a new leader might not have the marker). `None` when every transaction is
-    /// decided and replicated.
+    /// decided and replicated. Never below the log start offset.
     pub fn first_unstable_offset(&self) -> Option<i64> {
         self.shared
             .txns
             .first_unstable_offset(self.high_watermark())
+            .map(|first| first.max(self.log_start_offset()))
     }
 
     /// The aborted transactions whose offsets overlap `[start_offset,
@@ -540,6 +539,9 @@ impl LogHandle {
             .high_watermark
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, clamp)
             .is_ok();
+        shared
+            .txns
+            .forget_replicated_below(shared.high_watermark.load(Ordering::SeqCst));
         let end = snapshot.log_end_offset;
         shared.appends.send_if_modified(|leo| {
             let changed = *leo != end || hw_changed;

@@ -329,33 +329,36 @@ fn deleting_old_segments_deletes_their_aborted_transactions() {
     );
 }
 
-#[test]
-fn compaction_keeps_every_aborted_transaction_in_the_cleaned_segments_index() {
-    let dir = tempfile::tempdir().expect("tempdir");
+/// A compacting log with the scenario then committed transactions of producer 9, all
+/// closed in small segments.
+fn compacting_scenario(dir: &Path) -> (Log, LogConfig) {
     let config = LogConfig {
-        cleanup_compact: true,
-        cleanup_delete: false,
-        min_cleanable_dirty_ratio: 0.0,
         file_delete_delay_ms: 0,
         ..common::keyed::compact_config()
     };
-    let mut log = Log::open(dir.path(), config.clone(), 0).expect("open");
+    let mut log = Log::open(dir, config.clone(), 0).expect("open");
     scenario(&mut log);
-    // More data so the scenario's segments are all closed and cleanable.
     for seq in 0..6 {
         append(&mut log, txn(9, seq * 2, 2));
         append(&mut log, marker(9, COMMIT));
     }
+    // Larger segments from now on: a clean merges the small closed ones into one group.
+    let config = LogConfig {
+        segment_bytes: 100_000,
+        ..config
+    };
+    log.set_config(config.clone());
+    (log, config)
+}
+
+#[test]
+fn compaction_keeps_every_aborted_transaction_in_the_cleaned_segments_index() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (mut log, config) = compacting_scenario(dir.path());
     let before = log.aborted_transactions(0, i64::MAX);
     assert_eq!(before, scenario_aborted());
     let segments_before = log.segment_count();
-    // Larger segments from now on: the clean merges the small closed ones into groups.
-    log.set_config(LogConfig {
-        segment_bytes: 100_000,
-        ..config.clone()
-    });
     let outcome = log.clean(100_000, 1 << 20).expect("clean");
-    assert!(!outcome.abandoned);
     assert!(outcome.cleaned);
     assert!(
         log.segment_count() < segments_before,
@@ -377,6 +380,79 @@ fn compaction_keeps_every_aborted_transaction_in_the_cleaned_segments_index() {
     let log = Log::open(dir.path(), config, 0).expect("reopen fully");
     assert_eq!(log.aborted_transactions(0, i64::MAX), before);
     assert_eq!(txn_index_files(dir.path()), before);
+}
+
+/// `b` holds the uncleaned log, cleanly shut down; `a`'s cleaned group is put into it
+/// as swap files: `b` crashed right after the clean's commit point. Returns the recovery
+/// point of `b` and the aborted list.
+fn crashed_after_commit(a: &Path, b: &Path) -> (i64, Vec<AbortedTxn>) {
+    let (mut cleaned, _) = compacting_scenario(a);
+    let (mut uncleaned, _) = compacting_scenario(b);
+    assert!(cleaned.clean(100_000, 1 << 20).expect("clean").cleaned);
+    let aborted = cleaned.aborted_transactions(0, i64::MAX);
+    cleaned.close(100_000).expect("close");
+    let point = uncleaned.flush_for_shutdown(100_000).expect("shutdown");
+    drop(uncleaned);
+    assert!(
+        txn_index_files(b).len() == 2,
+        "two segments held the aborts"
+    );
+    for entry in fs::read_dir(a).expect("list") {
+        let name = entry.expect("entry").file_name();
+        let name = name.to_string_lossy();
+        let bytes = fs::read(a.join(&*name)).expect("read");
+        let differs = fs::read(b.join(&*name)).ok().as_ref() != Some(&bytes);
+        if (name.ends_with(".log") || name.ends_with(".txnindex")) && differs {
+            fs::write(b.join(format!("{name}.swap")), bytes).expect("write swap");
+        }
+    }
+    assert!(b.join("00000000000000000000.txnindex.swap").exists());
+    (point, aborted)
+}
+
+#[test]
+fn a_clean_interrupted_after_its_commit_point_installs_the_merged_txn_index() {
+    let (a, b) = (
+        tempfile::tempdir().expect("a"),
+        tempfile::tempdir().expect("b"),
+    );
+    let (point, aborted) = crashed_after_commit(a.path(), b.path());
+    let config = LogConfig {
+        segment_bytes: 100_000,
+        ..common::keyed::compact_config()
+    };
+    // With the snapshot at the end, nothing is replayed: the entries come from the file.
+    let log = Log::open_with_recovery_point(b.path(), config, 0, point).expect("recover");
+    assert_eq!(log.aborted_transactions(0, i64::MAX), aborted);
+    assert_eq!(txn_index_files(b.path()), aborted);
+    assert!(!b.path().join("00000000000000000000.txnindex.swap").exists());
+}
+
+#[test]
+fn a_txn_index_swap_without_its_log_swap_is_dropped() {
+    let (a, b) = (
+        tempfile::tempdir().expect("a"),
+        tempfile::tempdir().expect("b"),
+    );
+    let (point, aborted) = crashed_after_commit(a.path(), b.path());
+    for entry in fs::read_dir(b.path()).expect("list") {
+        let path = entry.expect("entry").path();
+        if path.to_string_lossy().ends_with(".log.swap") {
+            fs::remove_file(path).expect("remove");
+        }
+    }
+    let config = LogConfig {
+        segment_bytes: 100_000,
+        ..common::keyed::compact_config()
+    };
+    let log = Log::open_with_recovery_point(b.path(), config, 0, point).expect("recover");
+    assert_eq!(log.aborted_transactions(0, i64::MAX), aborted);
+    assert!(!b.path().join("00000000000000000000.txnindex.swap").exists());
+    assert_eq!(
+        log.load_stats().scanned_segments,
+        0,
+        "the old segments stay trusted"
+    );
 }
 
 #[test]
@@ -468,5 +544,14 @@ async fn the_handle_publishes_the_last_stable_offset_and_the_aborted_transaction
         follower.aborted_transactions(0, 5),
         vec![aborted(1, 2, 4, 5)]
     );
+    // DeleteRecords into an open transaction: the LSO never goes below the log start.
+    log.append(put(txn(2, 0, 2)), 0, 0).await.expect("txn");
+    log.set_high_watermark(7);
+    assert_eq!(log.last_stable_offset(), 5);
+    log.increment_log_start_offset(6, 0)
+        .await
+        .expect("delete records");
+    assert_eq!(log.first_unstable_offset(), Some(6));
+    assert_eq!(log.last_stable_offset(), 6);
     manager.shutdown().expect("shutdown");
 }

@@ -62,20 +62,43 @@ impl TxnShared {
         let mut first = (ongoing != NONE).then_some(ongoing);
         if self.unreplicated.load(Ordering::Acquire) > 0 {
             let mut view = self.view.write();
-            while view
-                .unreplicated
-                .front()
-                .is_some_and(|(_, last)| *last < high_watermark)
-            {
-                view.unreplicated.pop_front();
-            }
-            self.unreplicated
-                .store(view.unreplicated.len(), Ordering::Release);
+            self.forget_replicated(&mut view, high_watermark);
             if let Some(min) = view.unreplicated.iter().map(|(f, _)| *f).min() {
                 first = Some(first.map_or(min, |f| f.min(min)));
             }
         }
         first
+    }
+
+    /// Forgets the completed transactions whose markers are below the high watermark
+    /// (Kafka's `onHighWatermarkUpdated`). Called after every log operation too, so a
+    /// partition whose LSO nobody asks for (a follower) does not accumulate them.
+    pub fn forget_replicated_below(&self, high_watermark: i64) {
+        if self.unreplicated.load(Ordering::Acquire) > 0 {
+            self.forget_replicated(&mut self.view.write(), high_watermark);
+        }
+    }
+
+    fn forget_replicated(&self, view: &mut TxnView, high_watermark: i64) {
+        // In marker order: the ones below the high watermark are at the front.
+        while view
+            .unreplicated
+            .front()
+            .is_some_and(|(_, last)| *last < high_watermark)
+        {
+            view.unreplicated.pop_front();
+        }
+        self.set_unreplicated_len(view);
+    }
+
+    /// min(high watermark, first unstable offset), never below the log start (as Kafka's
+    /// `updateFirstUnstableOffset`: a transaction whose start was deleted by retention or
+    /// DeleteRecords holds the LSO at the log start).
+    pub fn last_stable_offset(&self, high_watermark: i64, log_start_offset: i64) -> i64 {
+        self.first_unstable_offset(high_watermark)
+            .map_or(high_watermark, |first| {
+                first.max(log_start_offset).min(high_watermark)
+            })
     }
 
     pub fn aborted_transactions(&self, start: i64, end: i64) -> Vec<AbortedTxn> {
@@ -109,12 +132,11 @@ impl Log {
         self.producers.ongoing_transactions()
     }
 
-    /// The log's last stable offset for a high watermark `high_watermark`: below it, every
-    /// transaction is decided (see the module docs).
+    /// The log's last stable offset for a high watermark `high_watermark` (within [log
+    /// start, log end]): below it, every transaction is decided (see the module docs).
     pub fn last_stable_offset(&self, high_watermark: i64) -> i64 {
         self.txns
-            .first_unstable_offset(high_watermark)
-            .map_or(high_watermark, |first| first.min(high_watermark))
+            .last_stable_offset(high_watermark, self.log_start_offset)
     }
 
     pub(crate) fn txn_shared(&self) -> std::sync::Arc<TxnShared> {
@@ -135,6 +157,11 @@ impl Log {
         completed: &[CompletedTxn],
         aborted: &[AbortedTxn],
     ) -> Result<()> {
+        if completed.is_empty() {
+            // Most appends: only a transactional data batch may have opened one.
+            self.publish_ongoing();
+            return Ok(());
+        }
         if !aborted.is_empty() {
             self.active_mut().append_aborted(aborted)?;
         }

@@ -1,9 +1,14 @@
 //! OffsetFetch (v1-9): v1-7 ask for one group, v8+ for many (KIP-709). A null topic
 //! list means every partition the group committed; a partition without a commit gets
-//! offset -1 and no error. `require_stable` needs no waiting: Brook has no pending
-//! transactional offsets, so every committed offset is already stable.
+//! offset -1 and no error. Offsets committed in a transaction not yet ended are never
+//! returned (the last non-transactional or committed-transaction offset is); with
+//! `require_stable` (v7+, KIP-447) a partition with such a pending commit answers
+//! UNSTABLE_OFFSET_COMMIT with offset -1 instead, and the client retries. As Kafka 4's
+//! `OffsetMetadataManager.fetchOffsets`/`fetchAllOffsets`, this is per partition, also
+//! for "all partitions" requests (there only for partitions with a committed offset);
+//! the group-level error stays NONE.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use brook_protocol::kafka_protocol::messages::offset_fetch_response::{
     OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
@@ -13,13 +18,15 @@ use brook_protocol::kafka_protocol::messages::{
     OffsetFetchRequest, OffsetFetchResponse, TopicName,
 };
 use brook_protocol::kafka_protocol::protocol::StrBytes;
+use brook_protocol::kafka_protocol::ResponseError;
 use brook_storage::offsets::CommittedOffset;
 
 use crate::broker::Broker;
 use crate::error::group_code;
 
-/// (topic → partition → committed offset, if any) for one group.
-type Answer = BTreeMap<String, BTreeMap<i32, Option<CommittedOffset>>>;
+/// (topic → partition → committed offset or why not) for one group: `Ok(None)` is no
+/// commit, `Err` a pending transactional commit under `require_stable`.
+type Answer = BTreeMap<String, BTreeMap<i32, Result<Option<CommittedOffset>, ResponseError>>>;
 
 pub fn handle(broker: &Broker, req: OffsetFetchRequest, version: i16) -> OffsetFetchResponse {
     if version < 8 {
@@ -32,7 +39,7 @@ pub fn handle(broker: &Broker, req: OffsetFetchRequest, version: i16) -> OffsetF
         if let Err(e) = broker.groups.coordinates(&req.group_id) {
             return OffsetFetchResponse::default().with_error_code(group_code(&e).code());
         }
-        let answer = answer(broker, &req.group_id, wanted);
+        let answer = answer(broker, &req.group_id, wanted, req.require_stable);
         let topics = answer
             .into_iter()
             .map(|(topic, partitions)| {
@@ -42,12 +49,13 @@ pub fn handle(broker: &Broker, req: OffsetFetchRequest, version: i16) -> OffsetF
                         partitions
                             .into_iter()
                             .map(|(p, c)| {
-                                let (offset, epoch, metadata) = fields(c);
+                                let (offset, epoch, metadata, error) = fields(c);
                                 OffsetFetchResponsePartition::default()
                                     .with_partition_index(p)
                                     .with_committed_offset(offset)
                                     .with_committed_leader_epoch(epoch)
                                     .with_metadata(Some(StrBytes::from_string(metadata)))
+                                    .with_error_code(error)
                             })
                             .collect(),
                     )
@@ -70,7 +78,7 @@ pub fn handle(broker: &Broker, req: OffsetFetchRequest, version: i16) -> OffsetF
                     .with_group_id(g.group_id.clone())
                     .with_error_code(group_code(&e).code());
             }
-            let topics = answer(broker, &g.group_id, wanted)
+            let topics = answer(broker, &g.group_id, wanted, req.require_stable)
                 .into_iter()
                 .map(|(topic, partitions)| {
                     OffsetFetchResponseTopics::default()
@@ -79,12 +87,13 @@ pub fn handle(broker: &Broker, req: OffsetFetchRequest, version: i16) -> OffsetF
                             partitions
                                 .into_iter()
                                 .map(|(p, c)| {
-                                    let (offset, epoch, metadata) = fields(c);
+                                    let (offset, epoch, metadata, error) = fields(c);
                                     OffsetFetchResponsePartitions::default()
                                         .with_partition_index(p)
                                         .with_committed_offset(offset)
                                         .with_committed_leader_epoch(epoch)
                                         .with_metadata(Some(StrBytes::from_string(metadata)))
+                                        .with_error_code(error)
                                 })
                                 .collect(),
                         )
@@ -98,21 +107,41 @@ pub fn handle(broker: &Broker, req: OffsetFetchRequest, version: i16) -> OffsetF
     OffsetFetchResponse::default().with_groups(groups)
 }
 
-/// The requested partitions (or all committed ones) with their commits.
-fn answer(broker: &Broker, group_id: &str, wanted: Option<Vec<(String, Vec<i32>)>>) -> Answer {
+/// The requested partitions (or all committed ones) with their commits; with
+/// `require_stable`, UNSTABLE_OFFSET_COMMIT for those with a pending transactional commit.
+fn answer(
+    broker: &Broker,
+    group_id: &str,
+    wanted: Option<Vec<(String, Vec<i32>)>>,
+    require_stable: bool,
+) -> Answer {
     let committed = broker.groups.fetch_offsets(group_id);
+    let pending = if require_stable {
+        broker.groups.pending_transactional_offsets(group_id)
+    } else {
+        BTreeSet::new()
+    };
+    let stable = |topic: &str, partition: i32, c: Option<CommittedOffset>| {
+        if pending.contains(&(topic.to_owned(), partition)) {
+            Err(ResponseError::UnstableOffsetCommit)
+        } else {
+            Ok(c)
+        }
+    };
     let mut out = Answer::new();
     match wanted {
         None => {
             for ((topic, partition), c) in committed {
-                out.entry(topic).or_default().insert(partition, Some(c));
+                let result = stable(&topic, partition, Some(c));
+                out.entry(topic).or_default().insert(partition, result);
             }
         }
         Some(wanted) => {
             for (topic, partitions) in wanted {
                 let entry = out.entry(topic.clone()).or_default();
                 for p in partitions {
-                    entry.insert(p, committed.get(&(topic.clone(), p)).cloned());
+                    let c = committed.get(&(topic.clone(), p)).cloned();
+                    entry.insert(p, stable(&topic, p, c));
                 }
             }
         }
@@ -120,9 +149,10 @@ fn answer(broker: &Broker, group_id: &str, wanted: Option<Vec<(String, Vec<i32>)
     out
 }
 
-fn fields(c: Option<CommittedOffset>) -> (i64, i32, String) {
+fn fields(c: Result<Option<CommittedOffset>, ResponseError>) -> (i64, i32, String, i16) {
     match c {
-        Some(c) => (c.offset, c.leader_epoch, c.metadata),
-        None => (-1, -1, String::new()),
+        Ok(Some(c)) => (c.offset, c.leader_epoch, c.metadata, 0),
+        Ok(None) => (-1, -1, String::new(), 0),
+        Err(e) => (-1, -1, String::new(), e.code()),
     }
 }

@@ -22,6 +22,7 @@ use brook_protocol::kafka_protocol::ResponseError;
 use brook_storage::offsets::CommittedOffset;
 
 use crate::broker::Broker;
+use crate::coordinator::group::GroupCoordinator;
 use crate::error::group_code;
 
 /// (topic → partition → committed offset or why not) for one group: `Ok(None)` is no
@@ -39,7 +40,7 @@ pub fn handle(broker: &Broker, req: OffsetFetchRequest, version: i16) -> OffsetF
         if let Err(e) = broker.groups.coordinates(&req.group_id) {
             return OffsetFetchResponse::default().with_error_code(group_code(&e).code());
         }
-        let answer = answer(broker, &req.group_id, wanted, req.require_stable);
+        let answer = answer(&broker.groups, &req.group_id, wanted, req.require_stable);
         let topics = answer
             .into_iter()
             .map(|(topic, partitions)| {
@@ -78,7 +79,7 @@ pub fn handle(broker: &Broker, req: OffsetFetchRequest, version: i16) -> OffsetF
                     .with_group_id(g.group_id.clone())
                     .with_error_code(group_code(&e).code());
             }
-            let topics = answer(broker, &g.group_id, wanted, req.require_stable)
+            let topics = answer(&broker.groups, &g.group_id, wanted, req.require_stable)
                 .into_iter()
                 .map(|(topic, partitions)| {
                     OffsetFetchResponseTopics::default()
@@ -110,14 +111,14 @@ pub fn handle(broker: &Broker, req: OffsetFetchRequest, version: i16) -> OffsetF
 /// The requested partitions (or all committed ones) with their commits; with
 /// `require_stable`, UNSTABLE_OFFSET_COMMIT for those with a pending transactional commit.
 fn answer(
-    broker: &Broker,
+    groups: &GroupCoordinator,
     group_id: &str,
     wanted: Option<Vec<(String, Vec<i32>)>>,
     require_stable: bool,
 ) -> Answer {
-    let committed = broker.groups.fetch_offsets(group_id);
+    let committed = groups.fetch_offsets(group_id);
     let pending = if require_stable {
-        broker.groups.pending_transactional_offsets(group_id)
+        groups.pending_transactional_offsets(group_id)
     } else {
         BTreeSet::new()
     };
@@ -154,5 +155,109 @@ fn fields(c: Result<Option<CommittedOffset>, ResponseError>) -> (i64, i32, Strin
         Ok(Some(c)) => (c.offset, c.leader_epoch, c.metadata, 0),
         Ok(None) => (-1, -1, String::new(), 0),
         Err(e) => (-1, -1, String::new(), e.code()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::coordinator::group::{
+        Committer, GroupConfig, GroupError, TxnCommitter, TxnProducer,
+    };
+
+    fn offset(offset: i64) -> CommittedOffset {
+        CommittedOffset {
+            offset,
+            leader_epoch: -1,
+            metadata: String::new(),
+            commit_timestamp_ms: 1,
+        }
+    }
+
+    #[tokio::test]
+    async fn require_stable_answers_unstable_for_partitions_with_a_pending_transactional_commit() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let groups = GroupCoordinator::start(
+            dir.path().join("store"),
+            GroupConfig {
+                initial_rebalance_delay: Duration::ZERO,
+                min_session_timeout_ms: 1,
+                max_session_timeout_ms: 100_000,
+                offset_metadata_max_bytes: 4096,
+                offsets_retention_ms: 60_000,
+                offsets_retention_check_interval: Duration::from_secs(3600),
+            },
+            None,
+        )
+        .await
+        .expect("start");
+        let standalone = Committer {
+            member_id: String::new(),
+            group_instance_id: None,
+            generation_id: -1,
+            missing_group_error: GroupError::UnknownMemberId,
+        };
+        groups
+            .commit_offsets(
+                "g",
+                standalone,
+                vec![("t".into(), 0, offset(5)), ("t".into(), 1, offset(6))],
+            )
+            .await
+            .expect("commit");
+        let producer = TxnCommitter {
+            producer: TxnProducer {
+                producer_id: 7,
+                producer_epoch: 0,
+            },
+            member_id: String::new(),
+            group_instance_id: None,
+            generation_id: -1,
+        };
+        groups
+            .commit_transactional_offsets(
+                "g",
+                producer,
+                vec![("t".into(), 0, offset(50)), ("t".into(), 2, offset(60))],
+            )
+            .await
+            .expect("txn commit");
+        let wanted = || Some(vec![("t".to_string(), vec![0, 1, 2])]);
+        let summary = |answer: Answer| -> Vec<(i32, i64, i16)> {
+            answer["t"]
+                .iter()
+                .map(|(p, c)| {
+                    let (offset, _, _, error) = fields(c.clone());
+                    (*p, offset, error)
+                })
+                .collect()
+        };
+        let unstable = ResponseError::UnstableOffsetCommit.code();
+
+        // Without require_stable: the last stable offsets, as before.
+        assert_eq!(
+            summary(answer(&groups, "g", wanted(), false)),
+            vec![(0, 5, 0), (1, 6, 0), (2, -1, 0)]
+        );
+        assert_eq!(
+            summary(answer(&groups, "g", wanted(), true)),
+            vec![(0, -1, unstable), (1, 6, 0), (2, -1, unstable)]
+        );
+        // All partitions: those with a committed offset, unstable where pending.
+        assert_eq!(
+            summary(answer(&groups, "g", None, true)),
+            vec![(0, -1, unstable), (1, 6, 0)]
+        );
+
+        groups
+            .complete_transaction(0, 7, true)
+            .await
+            .expect("commit marker");
+        assert_eq!(
+            summary(answer(&groups, "g", wanted(), true)),
+            vec![(0, 50, 0), (1, 6, 0), (2, 60, 0)]
+        );
     }
 }

@@ -20,8 +20,8 @@
 //!   transactions (Kafka's `cleanupExpiredOffsets`).
 //!
 //! The store's applied position of a partition (`OffsetStore::apply`) must never pass the
-//! first record of a transaction still open: start-up replays from the applied position
-//! + 1 and must see every record of the open transactions to rebuild them.
+//! first record of a transaction still open: start-up replays from the record after the
+//! applied position and must see every record of the open transactions to rebuild them.
 //! [`TxnOffsets::position`] is therefore `min(last offset processed, first offset of the
 //! oldest open transaction - 1)`. We chose this over persisting pending offsets in
 //! RocksDB: the log stays the only record of a pending commit, no new store format is

@@ -490,3 +490,169 @@ async fn replay_keeps_a_plain_commit_newer_than_the_transactional_one() {
         "the later plain commit wins; the tombstone removed the pending offset"
     );
 }
+
+// --- the coordinator on a real `__consumer_offsets` log, across restarts -------------
+
+/// A one-partition `__consumer_offsets` led by node 1.
+fn offsets_image() -> std::sync::Arc<brook_raft::MetadataImage> {
+    let mut image = brook_raft::MetadataImage::default();
+    let partition = brook_raft::PartitionImage {
+        partition: 0,
+        leader: 1,
+        leader_epoch: 0,
+        replicas: vec![1],
+        isr: vec![1],
+        partition_epoch: 0,
+    };
+    image.topics.insert(
+        OFFSETS_TOPIC.into(),
+        brook_raft::TopicImage {
+            name: OFFSETS_TOPIC.into(),
+            topic_id: uuid::Uuid::from_u128(7),
+            partitions: [(0, partition)].into(),
+            configs: Default::default(),
+        },
+    );
+    std::sync::Arc::new(image)
+}
+
+/// A coordinator writing through `__consumer_offsets` in `dir`, with the sender of its
+/// metadata (kept alive) and the replicas (to reach the log as the marker writer does).
+struct Node {
+    coordinator: GroupCoordinator,
+    replicas: crate::partition::ReplicaManager,
+    _images: tokio::sync::watch::Sender<std::sync::Arc<brook_raft::MetadataImage>>,
+}
+
+impl Node {
+    async fn start(dir: &tempfile::TempDir) -> Node {
+        let logs =
+            LogManager::open(&[dir.path().join("logs")], LogConfig::default()).expect("logs");
+        let replicas = crate::partition::ReplicaManager::new(logs);
+        let (images, rx) = tokio::sync::watch::channel(offsets_image());
+        let log = super::offsets_log::OffsetsLog::new(
+            replicas.clone(),
+            rx,
+            crate::config::BrokerConfig::load(None, Vec::new(), &[])
+                .expect("default config")
+                .0,
+            1,
+        );
+        let coordinator = GroupCoordinator::start(dir.path().join("store"), config(), Some(log))
+            .await
+            .expect("start");
+        Node {
+            coordinator,
+            replicas,
+            _images: images,
+        }
+    }
+
+    /// The marker writer's part: the marker into the log, then the hook.
+    async fn end_transaction(&self, producer_id: i64, commit: bool) {
+        let log = self
+            .replicas
+            .logs()
+            .into_iter()
+            .find(|l| l.topic() == OFFSETS_TOPIC)
+            .expect("the offsets log exists");
+        append_marker(&log, producer_id, commit).await;
+        self.coordinator
+            .complete_transaction(0, producer_id, commit)
+            .await
+            .expect("complete");
+    }
+
+    /// Stops: the coordinator's tasks end, the logs are closed.
+    async fn stop(self) {
+        drop(self.coordinator);
+        self.replicas.shutdown().await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+#[tokio::test]
+async fn pending_offsets_survive_restarts_until_their_marker_on_a_real_offsets_log() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let node = Node::start(&dir).await;
+    let standalone = || super::Committer {
+        member_id: String::new(),
+        group_instance_id: None,
+        generation_id: -1,
+        missing_group_error: GroupError::UnknownMemberId,
+    };
+    let c = &node.coordinator;
+    c.commit_offsets("g", standalone(), vec![("t".into(), 0, offset(1))])
+        .await
+        .expect("plain commit");
+    c.commit_transactional_offsets(
+        "g",
+        outsider(7),
+        vec![("t".into(), 0, offset(70)), ("t".into(), 1, offset(71))],
+    )
+    .await
+    .expect("txn commit");
+    c.commit_offsets("h", standalone(), vec![("t".into(), 0, offset(5))])
+        .await
+        .expect("a later plain commit of another group");
+    assert_eq!(committed(c, "g", 0), Some(1));
+    // In the log: Kafka's OffsetCommit records in a transactional batch of producer 7.
+    let log = node
+        .replicas
+        .logs()
+        .into_iter()
+        .find(|l| l.topic() == OFFSETS_TOPIC)
+        .expect("the offsets log exists");
+    let read = log
+        .read(
+            1,
+            1 << 20,
+            log.log_end_offset(),
+            brook_storage::log::MinOneBatch::Yes,
+        )
+        .await
+        .expect("read");
+    let mut bytes = read.records;
+    let sets = brook_protocol::kafka_protocol::records::RecordBatchDecoder::decode_all(&mut bytes)
+        .expect("decodes");
+    let first = &sets[0].records[0];
+    assert_eq!((first.offset, first.producer_id), (1, 7));
+    assert!(first.transactional && !first.control);
+    node.stop().await;
+    // The store's applied position stopped below the open transaction (offset 1), though
+    // the plain commit at offset 3 was applied.
+    {
+        let store = OffsetStore::open(&dir.path().join("store")).expect("store");
+        assert_eq!(store.applied_position_of(0).expect("position"), Some(0));
+        assert_eq!(stored(&store, "h"), vec![(0, 5)]);
+    }
+
+    // Restarted before the marker: still pending, the rest as it was.
+    let node = Node::start(&dir).await;
+    let c = &node.coordinator;
+    assert_eq!(committed(c, "g", 0), Some(1));
+    assert_eq!(committed(c, "h", 0), Some(5));
+    assert_eq!(
+        c.pending_transactional_offsets("g"),
+        [("t".to_string(), 0), ("t".to_string(), 1)].into()
+    );
+    node.end_transaction(7, true).await;
+    let c = &node.coordinator;
+    assert_eq!(committed(c, "g", 0), Some(70));
+    assert_eq!(committed(c, "g", 1), Some(71));
+
+    // A second transaction, aborted.
+    c.commit_transactional_offsets("g", outsider(8), vec![("t".into(), 0, offset(80))])
+        .await
+        .expect("txn commit");
+    node.end_transaction(8, false).await;
+    node.stop().await;
+
+    let node = Node::start(&dir).await;
+    let c = &node.coordinator;
+    assert_eq!(committed(c, "g", 0), Some(70));
+    assert_eq!(committed(c, "g", 1), Some(71));
+    assert_eq!(committed(c, "h", 0), Some(5));
+    assert!(c.pending_transactional_offsets("g").is_empty());
+    node.stop().await;
+}

@@ -15,7 +15,7 @@ use tracing::{error, info};
 
 use super::records::{partition_for, OFFSETS_TOPIC};
 use super::txn_offsets::TxnOffsets;
-use super::{offsets_log, snapshot, Group, GroupCoordinator, OffsetMap};
+use super::{replay, snapshot, Group, GroupCoordinator, OffsetMap};
 use crate::error::BrokerError;
 
 /// Groups and their commits read from `store`, for the group ids `wanted` accepts.
@@ -86,7 +86,7 @@ impl GroupCoordinator {
             if let Some(handle) = log.open(partition).await? {
                 // In write order with appends and transaction completions of the partition.
                 let _ordered = log.lock_partition(partition).await;
-                let replayed = offsets_log::replay(&self.shared.store, &handle).await?;
+                let replayed = replay::replay(&self.shared.store, &handle).await?;
                 self.shared.txns.lock().load_partition(
                     partition,
                     replayed.open,

@@ -25,6 +25,7 @@ pub mod offsets_log;
 mod persist_tests;
 mod protocol;
 pub mod records;
+pub mod replay;
 mod retention;
 mod snapshot;
 mod state;
@@ -117,7 +118,7 @@ impl GroupCoordinator {
         let mut txns = TxnOffsets::default();
         if let Some(log) = &log {
             for partition_log in log.logs_on_disk() {
-                let replayed = offsets_log::replay(&store, &partition_log).await?;
+                let replayed = replay::replay(&store, &partition_log).await?;
                 txns.load_partition(partition_log.partition(), replayed.open, replayed.processed);
             }
         }

@@ -9,36 +9,29 @@
 //! partition keeps appends and applies in the same order (two commits of one partition
 //! must not reach the store in the reverse order of the log), and is the only lock held
 //! across `.await`.
-//!
-//! Replay (start-up, before the coordinator serves): for every `__consumer_offsets` log
-//! on disk, read from the applied position + 1 to the log end and apply, so a crash
-//! between append and apply loses nothing. Re-applying is harmless (puts and deletes).
+//! The start-up replay of what the store missed is in `replay`.
 //!
 //! Transactional offset commits (TxnOffsetCommit) are appended as a transactional batch
 //! (the producer's id and epoch, no sequence) and not applied: they wait in
 //! `TxnOffsets` for the transaction's marker. The applied position stored with each
 //! apply never passes the first record of a transaction still open (see `txn_offsets`),
-//! so the replay sees every record of the open ones: it buffers transactional commits
-//! per producer id, applies them at a COMMIT marker of that producer, drops them at an
-//! ABORT marker, and hands those still open at the log end back as pending.
+//! so the replay sees every record of the open ones.
 
 use std::collections::{BTreeMap, HashMap};
 use std::slice;
 use std::sync::Arc;
 
 use brook_protocol::kafka_protocol::records::{
-    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
 };
 use brook_raft::MetadataImage;
-use brook_storage::log::MinOneBatch;
 use brook_storage::offsets::{OffsetRecord, OffsetStore};
 use brook_storage::LogHandle;
 use bytes::{Bytes, BytesMut};
 use tokio::sync::watch;
-use tracing::{info, warn};
 
 use super::records::{self, OFFSETS_TOPIC};
-use super::txn_offsets::{OpenTxn, TxnOffsets};
+use super::txn_offsets::TxnOffsets;
 use super::Shared;
 use crate::config::BrokerConfig;
 use crate::error::BrokerError;
@@ -47,9 +40,6 @@ use crate::replication::acks::{self, NotReplicated};
 
 /// How long a coordinator write waits for the ISR (Kafka's `offsets.commit.timeout.ms`).
 const COMMIT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
-
-/// How much of a partition one replay read returns.
-const REPLAY_READ_BYTES: usize = 1 << 20;
 
 /// The producer of a transactional offset commit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -386,145 +376,4 @@ pub(super) fn encode_batch(
     RecordBatchEncoder::encode(&mut buf, &encoded, &options)
         .map_err(|e| BrokerError::InvalidRequest(format!("encoding offsets records: {e}")))?;
     Ok(buf)
-}
-
-/// What replaying one `__consumer_offsets` log found.
-#[derive(Debug, Default)]
-pub struct Replayed {
-    /// How many records were applied to the store.
-    pub applied: u64,
-    /// Transactions still open at the log end (no marker yet), by producer id.
-    pub open: BTreeMap<i64, OpenTxn>,
-    /// The last log offset processed, if any.
-    pub processed: Option<i64>,
-}
-
-/// A control record's key: `i16` version, `i16` type (0 ABORT, 1 COMMIT). `Some(true)`
-/// for COMMIT, `Some(false)` for ABORT, `None` for anything else.
-pub(super) fn marker_is_commit(key: Option<&[u8]>) -> Option<bool> {
-    match key?.get(2..4)? {
-        [0, 0] => Some(false),
-        [0, 1] => Some(true),
-        _ => None,
-    }
-}
-
-/// Applies to `store` every record of `log` (a `__consumer_offsets` partition) past the
-/// store's applied position, completing or dropping transactional commits at their
-/// markers; returns what it applied and the transactions left open.
-pub async fn replay(store: &OffsetStore, log: &LogHandle) -> Result<Replayed, BrokerError> {
-    let partition = log.partition();
-    let applied = store
-        .run_blocking(move |s| s.applied_position_of(partition))
-        .await?;
-    let log_end = log.log_end_offset();
-    let mut next = match applied {
-        // The store saw records the log no longer has (the log was truncated or
-        // recreated): start over from the log's beginning.
-        Some(p) if p >= log_end => {
-            warn!(
-                partition,
-                applied = p,
-                log_end,
-                "offsets store ahead of its log; replaying all"
-            );
-            log.log_start_offset()
-        }
-        Some(p) => (p + 1).max(log.log_start_offset()),
-        None => log.log_start_offset(),
-    };
-    let mut txns = TxnOffsets::default();
-    let mut total = 0u64;
-    while next < log_end {
-        let read = log
-            .read(next, REPLAY_READ_BYTES, log_end, MinOneBatch::Yes)
-            .await?;
-        let mut bytes = read.records;
-        if bytes.is_empty() {
-            break;
-        }
-        let sets = RecordBatchDecoder::decode_all(&mut bytes).map_err(|e| {
-            BrokerError::InvalidRequest(format!("{OFFSETS_TOPIC}-{partition} unreadable: {e}"))
-        })?;
-        let mut changes = Vec::new();
-        let mut last = next - 1;
-        for record in sets.into_iter().flat_map(|s| s.records) {
-            if record.offset < next {
-                last = last.max(record.offset);
-                continue;
-            }
-            last = record.offset;
-            if record.control {
-                match marker_is_commit(record.key.as_deref()) {
-                    Some(commit) => {
-                        let done = txns.complete(partition, record.producer_id, commit);
-                        changes.extend(done.into_iter().map(|((group, topic, p), offset)| {
-                            OffsetRecord::Commit {
-                                group,
-                                topic,
-                                partition: p,
-                                offset,
-                            }
-                        }));
-                    }
-                    None => {
-                        warn!(
-                            partition,
-                            offset = record.offset,
-                            "skipping unknown control record"
-                        )
-                    }
-                }
-                continue;
-            }
-            let Some(key) = record.key.as_deref() else {
-                continue;
-            };
-            match records::decode(key, record.value.as_deref()) {
-                Ok(Some(change @ OffsetRecord::Commit { .. }))
-                    if record.transactional && record.producer_id >= 0 =>
-                {
-                    txns.add(
-                        partition,
-                        record.producer_id,
-                        record.producer_epoch,
-                        record.offset,
-                        slice::from_ref(&change),
-                    );
-                }
-                Ok(Some(change)) => {
-                    txns.observe_plain(partition, slice::from_ref(&change), record.offset);
-                    changes.push(change);
-                }
-                Ok(None) => {}
-                Err(e) => {
-                    warn!(partition, offset = record.offset, error = %e, "skipping unreadable offsets record")
-                }
-            }
-        }
-        if last < next {
-            break;
-        }
-        txns.processed(partition, last);
-        let position = txns.position(partition).unwrap_or(last);
-        total += changes.len() as u64;
-        store
-            .run_blocking(move |s| s.apply(partition, &changes, position))
-            .await?;
-        next = last + 1;
-    }
-    let open = txns.take_partition(partition);
-    if total > 0 || !open.is_empty() {
-        info!(
-            partition,
-            records = total,
-            open_transactions = open.len(),
-            "offsets log tail replayed into the store"
-        );
-    }
-    Ok(Replayed {
-        applied: total,
-        open,
-        processed: (next > 0).then(|| next - 1),
-    })
 }

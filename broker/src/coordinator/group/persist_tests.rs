@@ -6,8 +6,9 @@ use std::time::{Duration, Instant};
 use brook_storage::offsets::{CommittedOffset, OffsetRecord, OffsetStore};
 use brook_storage::{LogConfig, LogManager};
 
-use super::offsets_log::{encode_batch, replay};
+use super::offsets_log::encode_batch;
 use super::records::OFFSETS_TOPIC;
+use super::replay::replay;
 use super::state::Group;
 use super::types::{GroupError, GroupState};
 use super::{snapshot, Committer, GroupConfig, GroupCoordinator};

@@ -12,8 +12,9 @@ use brook_storage::offsets::{CommittedOffset, OffsetRecord, OffsetStore};
 use brook_storage::{LogConfig, LogHandle, LogManager};
 use bytes::{Bytes, BytesMut};
 
-use super::offsets_log::{encode_batch, marker_is_commit, replay, TxnProducer};
+use super::offsets_log::{encode_batch, TxnProducer};
 use super::records::OFFSETS_TOPIC;
+use super::replay::{marker_is_commit, replay};
 use super::types::{GroupError, GroupState, JoinRequest};
 use super::{GroupConfig, GroupCoordinator, JoinOutcome, SyncRequest, TxnCommitter};
 use crate::error::BrokerError;

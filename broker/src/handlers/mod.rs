@@ -39,6 +39,7 @@ pub mod offset_fetch;
 pub mod offset_for_leader_epoch;
 pub mod produce;
 pub mod sync_group;
+pub mod txn_offset_commit;
 
 /// Every API Brook serves; each at every version the codec carries (from the lowest
 /// Apache Kafka 4.0 accepts to the newest `kafka-protocol` encodes).
@@ -72,6 +73,7 @@ pub const HANDLERS: &[ApiKey] = &[
     ApiKey::ListGroups,
     ApiKey::DescribeGroups,
     ApiKey::DeleteGroups,
+    ApiKey::TxnOffsetCommit,
 ];
 
 /// Whether Brook serves `api_key` at `version`.
@@ -188,6 +190,9 @@ pub async fn handle(
         }
         RequestKind::DeleteGroups(req) => {
             ResponseKind::DeleteGroups(delete_groups::handle(broker, req, v).await)
+        }
+        RequestKind::TxnOffsetCommit(req) => {
+            ResponseKind::TxnOffsetCommit(txn_offset_commit::handle(broker, req, v).await)
         }
         other => {
             return Err(BrokerError::NoHandler(

@@ -1,9 +1,14 @@
 //! OffsetFetch (v1-9): v1-7 ask for one group, v8+ for many (KIP-709). A null topic
 //! list means every partition the group committed; a partition without a commit gets
-//! offset -1 and no error. `require_stable` needs no waiting: Brook has no pending
-//! transactional offsets, so every committed offset is already stable.
+//! offset -1 and no error. Offsets committed in a transaction not yet ended are never
+//! returned (the last non-transactional or committed-transaction offset is); with
+//! `require_stable` (v7+, KIP-447) a partition with such a pending commit answers
+//! UNSTABLE_OFFSET_COMMIT with offset -1 instead, and the client retries. As Kafka 4's
+//! `OffsetMetadataManager.fetchOffsets`/`fetchAllOffsets`, this is per partition, also
+//! for "all partitions" requests (there only for partitions with a committed offset);
+//! the group-level error stays NONE.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use brook_protocol::kafka_protocol::messages::offset_fetch_response::{
     OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
@@ -13,13 +18,16 @@ use brook_protocol::kafka_protocol::messages::{
     OffsetFetchRequest, OffsetFetchResponse, TopicName,
 };
 use brook_protocol::kafka_protocol::protocol::StrBytes;
+use brook_protocol::kafka_protocol::ResponseError;
 use brook_storage::offsets::CommittedOffset;
 
 use crate::broker::Broker;
+use crate::coordinator::group::GroupCoordinator;
 use crate::error::group_code;
 
-/// (topic → partition → committed offset, if any) for one group.
-type Answer = BTreeMap<String, BTreeMap<i32, Option<CommittedOffset>>>;
+/// (topic → partition → committed offset or why not) for one group: `Ok(None)` is no
+/// commit, `Err` a pending transactional commit under `require_stable`.
+type Answer = BTreeMap<String, BTreeMap<i32, Result<Option<CommittedOffset>, ResponseError>>>;
 
 pub fn handle(broker: &Broker, req: OffsetFetchRequest, version: i16) -> OffsetFetchResponse {
     if version < 8 {
@@ -32,7 +40,7 @@ pub fn handle(broker: &Broker, req: OffsetFetchRequest, version: i16) -> OffsetF
         if let Err(e) = broker.groups.coordinates(&req.group_id) {
             return OffsetFetchResponse::default().with_error_code(group_code(&e).code());
         }
-        let answer = answer(broker, &req.group_id, wanted);
+        let answer = answer(&broker.groups, &req.group_id, wanted, req.require_stable);
         let topics = answer
             .into_iter()
             .map(|(topic, partitions)| {
@@ -42,12 +50,13 @@ pub fn handle(broker: &Broker, req: OffsetFetchRequest, version: i16) -> OffsetF
                         partitions
                             .into_iter()
                             .map(|(p, c)| {
-                                let (offset, epoch, metadata) = fields(c);
+                                let (offset, epoch, metadata, error) = fields(c);
                                 OffsetFetchResponsePartition::default()
                                     .with_partition_index(p)
                                     .with_committed_offset(offset)
                                     .with_committed_leader_epoch(epoch)
                                     .with_metadata(Some(StrBytes::from_string(metadata)))
+                                    .with_error_code(error)
                             })
                             .collect(),
                     )
@@ -70,7 +79,7 @@ pub fn handle(broker: &Broker, req: OffsetFetchRequest, version: i16) -> OffsetF
                     .with_group_id(g.group_id.clone())
                     .with_error_code(group_code(&e).code());
             }
-            let topics = answer(broker, &g.group_id, wanted)
+            let topics = answer(&broker.groups, &g.group_id, wanted, req.require_stable)
                 .into_iter()
                 .map(|(topic, partitions)| {
                     OffsetFetchResponseTopics::default()
@@ -79,12 +88,13 @@ pub fn handle(broker: &Broker, req: OffsetFetchRequest, version: i16) -> OffsetF
                             partitions
                                 .into_iter()
                                 .map(|(p, c)| {
-                                    let (offset, epoch, metadata) = fields(c);
+                                    let (offset, epoch, metadata, error) = fields(c);
                                     OffsetFetchResponsePartitions::default()
                                         .with_partition_index(p)
                                         .with_committed_offset(offset)
                                         .with_committed_leader_epoch(epoch)
                                         .with_metadata(Some(StrBytes::from_string(metadata)))
+                                        .with_error_code(error)
                                 })
                                 .collect(),
                         )
@@ -98,21 +108,41 @@ pub fn handle(broker: &Broker, req: OffsetFetchRequest, version: i16) -> OffsetF
     OffsetFetchResponse::default().with_groups(groups)
 }
 
-/// The requested partitions (or all committed ones) with their commits.
-fn answer(broker: &Broker, group_id: &str, wanted: Option<Vec<(String, Vec<i32>)>>) -> Answer {
-    let committed = broker.groups.fetch_offsets(group_id);
+/// The requested partitions (or all committed ones) with their commits; with
+/// `require_stable`, UNSTABLE_OFFSET_COMMIT for those with a pending transactional commit.
+fn answer(
+    groups: &GroupCoordinator,
+    group_id: &str,
+    wanted: Option<Vec<(String, Vec<i32>)>>,
+    require_stable: bool,
+) -> Answer {
+    let committed = groups.fetch_offsets(group_id);
+    let pending = if require_stable {
+        groups.pending_transactional_offsets(group_id)
+    } else {
+        BTreeSet::new()
+    };
+    let stable = |topic: &str, partition: i32, c: Option<CommittedOffset>| {
+        if pending.contains(&(topic.to_owned(), partition)) {
+            Err(ResponseError::UnstableOffsetCommit)
+        } else {
+            Ok(c)
+        }
+    };
     let mut out = Answer::new();
     match wanted {
         None => {
             for ((topic, partition), c) in committed {
-                out.entry(topic).or_default().insert(partition, Some(c));
+                let result = stable(&topic, partition, Some(c));
+                out.entry(topic).or_default().insert(partition, result);
             }
         }
         Some(wanted) => {
             for (topic, partitions) in wanted {
                 let entry = out.entry(topic.clone()).or_default();
                 for p in partitions {
-                    entry.insert(p, committed.get(&(topic.clone(), p)).cloned());
+                    let c = committed.get(&(topic.clone(), p)).cloned();
+                    entry.insert(p, stable(&topic, p, c));
                 }
             }
         }
@@ -120,9 +150,114 @@ fn answer(broker: &Broker, group_id: &str, wanted: Option<Vec<(String, Vec<i32>)
     out
 }
 
-fn fields(c: Option<CommittedOffset>) -> (i64, i32, String) {
+fn fields(c: Result<Option<CommittedOffset>, ResponseError>) -> (i64, i32, String, i16) {
     match c {
-        Some(c) => (c.offset, c.leader_epoch, c.metadata),
-        None => (-1, -1, String::new()),
+        Ok(Some(c)) => (c.offset, c.leader_epoch, c.metadata, 0),
+        Ok(None) => (-1, -1, String::new(), 0),
+        Err(e) => (-1, -1, String::new(), e.code()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::coordinator::group::{
+        Committer, GroupConfig, GroupError, TxnCommitter, TxnProducer,
+    };
+
+    fn offset(offset: i64) -> CommittedOffset {
+        CommittedOffset {
+            offset,
+            leader_epoch: -1,
+            metadata: String::new(),
+            commit_timestamp_ms: 1,
+        }
+    }
+
+    #[tokio::test]
+    async fn require_stable_answers_unstable_for_partitions_with_a_pending_transactional_commit() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let groups = GroupCoordinator::start(
+            dir.path().join("store"),
+            GroupConfig {
+                initial_rebalance_delay: Duration::ZERO,
+                min_session_timeout_ms: 1,
+                max_session_timeout_ms: 100_000,
+                offset_metadata_max_bytes: 4096,
+                offsets_retention_ms: 60_000,
+                offsets_retention_check_interval: Duration::from_secs(3600),
+            },
+            None,
+        )
+        .await
+        .expect("start");
+        let standalone = Committer {
+            member_id: String::new(),
+            group_instance_id: None,
+            generation_id: -1,
+            missing_group_error: GroupError::UnknownMemberId,
+        };
+        groups
+            .commit_offsets(
+                "g",
+                standalone,
+                vec![("t".into(), 0, offset(5)), ("t".into(), 1, offset(6))],
+            )
+            .await
+            .expect("commit");
+        let producer = TxnCommitter {
+            producer: TxnProducer {
+                producer_id: 7,
+                producer_epoch: 0,
+            },
+            member_id: String::new(),
+            group_instance_id: None,
+            generation_id: -1,
+        };
+        groups
+            .commit_transactional_offsets(
+                "g",
+                producer,
+                vec![("t".into(), 0, offset(50)), ("t".into(), 2, offset(60))],
+            )
+            .await
+            .expect("txn commit");
+        let wanted = || Some(vec![("t".to_string(), vec![0, 1, 2])]);
+        let summary = |answer: Answer| -> Vec<(i32, i64, i16)> {
+            answer["t"]
+                .iter()
+                .map(|(p, c)| {
+                    let (offset, _, _, error) = fields(c.clone());
+                    (*p, offset, error)
+                })
+                .collect()
+        };
+        let unstable = ResponseError::UnstableOffsetCommit.code();
+
+        // Without require_stable: the last stable offsets, as before.
+        assert_eq!(
+            summary(answer(&groups, "g", wanted(), false)),
+            vec![(0, 5, 0), (1, 6, 0), (2, -1, 0)]
+        );
+        assert_eq!(
+            summary(answer(&groups, "g", wanted(), true)),
+            vec![(0, -1, unstable), (1, 6, 0), (2, -1, unstable)]
+        );
+        // All partitions: those with a committed offset, unstable where pending.
+        assert_eq!(
+            summary(answer(&groups, "g", None, true)),
+            vec![(0, -1, unstable), (1, 6, 0)]
+        );
+
+        groups
+            .complete_transaction(0, 7, true)
+            .await
+            .expect("commit marker");
+        assert_eq!(
+            summary(answer(&groups, "g", wanted(), true)),
+            vec![(0, 50, 0), (1, 6, 0), (2, 60, 0)]
+        );
     }
 }

@@ -238,4 +238,26 @@ impl Group {
         }
         Ok(())
     }
+
+    /// TxnOffsetCommit's group checks (Kafka's `validateOffsetCommit` with
+    /// `isTransactional`): a generation, member id or instance id given (v3+, KIP-447) is
+    /// checked as for OffsetCommit; none given (v0-2) is accepted whatever the state, and
+    /// the group's rebalance state does not matter (a zombie is fenced by generation).
+    pub fn validate_txn_offset_commit(
+        &self,
+        member_id: &str,
+        instance_id: Option<&str>,
+        generation_id: i32,
+    ) -> Result<(), GroupError> {
+        if self.state == GroupState::Dead {
+            return Err(GroupError::CoordinatorNotAvailable);
+        }
+        if generation_id < 0 && self.state == GroupState::Empty {
+            return Ok(());
+        }
+        if generation_id >= 0 || !member_id.is_empty() || instance_id.is_some() {
+            self.check_member(member_id, instance_id, generation_id)?;
+        }
+        Ok(())
+    }
 }

@@ -3,7 +3,9 @@
 //! / `removeGroupsForPartition`): a new leader replays the partition's log into the offset
 //! store, then reads the partition's groups and commits back into memory; a broker that
 //! stops leading a partition drops its groups from memory (their members rejoin at the
-//! new coordinator; nothing is deleted from disk).
+//! new coordinator; nothing is deleted from disk). The replay also rebuilds the
+//! partition's open transactions (pending transactional offsets, see `txn_offsets`);
+//! unloading forgets them.
 
 use std::collections::{BTreeSet, HashMap};
 use std::time::Instant;
@@ -12,7 +14,8 @@ use brook_storage::offsets::OffsetStore;
 use tracing::{error, info};
 
 use super::records::{partition_for, OFFSETS_TOPIC};
-use super::{offsets_log, snapshot, Group, GroupCoordinator, OffsetMap};
+use super::txn_offsets::TxnOffsets;
+use super::{replay, snapshot, Group, GroupCoordinator, OffsetMap};
 use crate::error::BrokerError;
 
 /// Groups and their commits read from `store`, for the group ids `wanted` accepts.
@@ -53,6 +56,20 @@ pub(super) async fn read_groups(
     Ok((groups, offsets))
 }
 
+/// A group that only has pending transactional offsets (a TxnOffsetCommit from outside
+/// the group created it, as Kafka's simple groups) has nothing in the store yet: it is
+/// created Empty so it is listed and kept, as Kafka's replay of the record creates it.
+pub(super) fn add_groups_with_pending_offsets(
+    groups: &mut HashMap<String, Group>,
+    txns: &TxnOffsets,
+) {
+    for group_id in txns.groups() {
+        groups
+            .entry(group_id.clone())
+            .or_insert_with(|| Group::new(&group_id));
+    }
+}
+
 impl GroupCoordinator {
     /// This broker now leads `partitions` of `__consumer_offsets` (of `count`): replay
     /// their logs into the store and load their groups. Groups already in memory (this
@@ -67,7 +84,14 @@ impl GroupCoordinator {
         };
         for &partition in partitions {
             if let Some(handle) = log.open(partition).await? {
-                offsets_log::replay(&self.shared.store, &handle).await?;
+                // In write order with appends and transaction completions of the partition.
+                let _ordered = log.lock_partition(partition).await;
+                let replayed = replay::replay(&self.shared.store, &handle).await?;
+                self.shared.txns.lock().load_partition(
+                    partition,
+                    replayed.open,
+                    replayed.processed,
+                );
             }
         }
         let wanted = partitions.clone();
@@ -87,6 +111,8 @@ impl GroupCoordinator {
                     slot.insert(group);
                 }
             }
+            drop(committed);
+            add_groups_with_pending_offsets(&mut in_memory, &self.shared.txns.lock());
         }
         info!(topic = OFFSETS_TOPIC, partitions = ?partitions, groups = loaded, "loaded group coordinator partitions");
         Ok(())
@@ -103,6 +129,12 @@ impl GroupCoordinator {
             before - groups.len()
         };
         self.shared.offsets.lock().retain(|id, _| !owned(id));
+        {
+            let mut txns = self.shared.txns.lock();
+            for &partition in partitions {
+                txns.unload_partition(partition);
+            }
+        }
         if removed > 0 {
             info!(topic = OFFSETS_TOPIC, partitions = ?partitions, groups = removed, "unloaded groups of partitions led elsewhere");
         }

@@ -13,6 +13,9 @@
 //! (it is created by the first FindCoordinator of a group, as in Kafka), and in unit
 //! tests without logs, changes go straight to the store with synced writes.
 //! A third task expires offsets (`offsets.retention.minutes`, see `retention`).
+//! Transactional offset commits (TxnOffsetCommit) are appended the same way but as
+//! transactional batches and stay pending until their transaction's marker (`txn_hook`,
+//! `txn_offsets`).
 
 mod lifecycle;
 mod loading;
@@ -22,12 +25,16 @@ pub mod offsets_log;
 mod persist_tests;
 mod protocol;
 pub mod records;
+pub mod replay;
 mod retention;
 mod snapshot;
-mod txn_hook;
 mod state;
 #[cfg(test)]
 mod tests;
+mod txn_hook;
+mod txn_offsets;
+#[cfg(test)]
+mod txn_tests;
 mod types;
 
 use std::collections::{BTreeMap, HashMap};
@@ -42,10 +49,13 @@ use tracing::{error, warn};
 
 use crate::error::BrokerError;
 use offsets_log::OffsetsLog;
+use txn_offsets::TxnOffsets;
 
 pub use lifecycle::SyncRequest;
 pub use offsets::{Committer, GroupDescription, MemberDescription};
+pub use offsets_log::TxnProducer;
 pub use state::Group;
+pub use txn_hook::TxnCommitter;
 pub use types::{
     GroupError, GroupState, JoinReply, JoinRequest, JoinResult, SyncReply, SyncResult,
 };
@@ -78,6 +88,8 @@ pub(crate) struct Shared {
     log: Option<OffsetsLog>,
     groups: Mutex<HashMap<String, Group>>,
     offsets: Mutex<HashMap<String, OffsetMap>>,
+    /// Transactional offset commits waiting for their markers (see `txn_offsets`).
+    txns: Mutex<TxnOffsets>,
     /// Group metadata waiting for the writer: `None` = delete.
     pending_writes: Mutex<HashMap<String, Option<Vec<u8>>>>,
     write_wanted: Notify,
@@ -103,18 +115,22 @@ impl GroupCoordinator {
         log: Option<OffsetsLog>,
     ) -> Result<Self, BrokerError> {
         let store = OffsetStore::open_async(dir).await?;
+        let mut txns = TxnOffsets::default();
         if let Some(log) = &log {
             for partition_log in log.logs_on_disk() {
-                offsets_log::replay(&store, &partition_log).await?;
+                let replayed = replay::replay(&store, &partition_log).await?;
+                txns.load_partition(partition_log.partition(), replayed.open, replayed.processed);
             }
         }
-        let (groups, offsets) = loading::read_groups(&store, |_| true).await?;
+        let (mut groups, offsets) = loading::read_groups(&store, |_| true).await?;
+        loading::add_groups_with_pending_offsets(&mut groups, &txns);
         let shared = Arc::new(Shared {
             config,
             store,
             log,
             groups: Mutex::new(groups),
             offsets: Mutex::new(offsets),
+            txns: Mutex::new(txns),
             pending_writes: Mutex::new(HashMap::new()),
             write_wanted: Notify::new(),
         });
@@ -275,11 +291,20 @@ impl GroupCoordinator {
                 Some(_) => return Err(GroupError::NonEmptyGroup),
             }
             groups.remove(group_id);
-            let offsets = self.shared.offsets.lock().remove(group_id);
-            // Kafka writes a tombstone per committed offset and one for the metadata.
-            tombstones = offsets
+            let mut partitions: std::collections::BTreeSet<(String, i32)> = self
+                .shared
+                .offsets
+                .lock()
+                .remove(group_id)
                 .unwrap_or_default()
                 .into_keys()
+                .collect();
+            // Kafka writes a tombstone per committed offset and one for the metadata; and
+            // one per partition with pending transactional offsets, which the tombstone
+            // removes from their transactions (a later COMMIT must not resurrect them).
+            partitions.extend(self.shared.txns.lock().pending_of_group(group_id));
+            tombstones = partitions
+                .into_iter()
                 .map(|(topic, partition)| OffsetRecord::DeleteOffset {
                     group: group_id.to_owned(),
                     topic,

@@ -9,26 +9,29 @@
 //! partition keeps appends and applies in the same order (two commits of one partition
 //! must not reach the store in the reverse order of the log), and is the only lock held
 //! across `.await`.
+//! The start-up replay of what the store missed is in `replay`.
 //!
-//! Replay (start-up, before the coordinator serves): for every `__consumer_offsets` log
-//! on disk, read from the applied position + 1 to the log end and apply, so a crash
-//! between append and apply loses nothing. Re-applying is harmless (puts and deletes).
+//! Transactional offset commits (TxnOffsetCommit) are appended as a transactional batch
+//! (the producer's id and epoch, no sequence) and not applied: they wait in
+//! `TxnOffsets` for the transaction's marker. The applied position stored with each
+//! apply never passes the first record of a transaction still open (see `txn_offsets`),
+//! so the replay sees every record of the open ones.
 
 use std::collections::{BTreeMap, HashMap};
+use std::slice;
 use std::sync::Arc;
 
 use brook_protocol::kafka_protocol::records::{
-    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
 };
 use brook_raft::MetadataImage;
-use brook_storage::log::MinOneBatch;
 use brook_storage::offsets::{OffsetRecord, OffsetStore};
 use brook_storage::LogHandle;
 use bytes::{Bytes, BytesMut};
 use tokio::sync::watch;
-use tracing::{info, warn};
 
 use super::records::{self, OFFSETS_TOPIC};
+use super::txn_offsets::TxnOffsets;
 use super::Shared;
 use crate::config::BrokerConfig;
 use crate::error::BrokerError;
@@ -38,8 +41,12 @@ use crate::replication::acks::{self, NotReplicated};
 /// How long a coordinator write waits for the ISR (Kafka's `offsets.commit.timeout.ms`).
 const COMMIT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
-/// How much of a partition one replay read returns.
-const REPLAY_READ_BYTES: usize = 1 << 20;
+/// The producer of a transactional offset commit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TxnProducer {
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+}
 
 /// Writes the coordinator's records to `__consumer_offsets` and applies them.
 pub struct OffsetsLog {
@@ -140,19 +147,29 @@ impl OffsetsLog {
         }
     }
 
+    /// Holds `partition`'s write order: appends and applies of the partition, and the
+    /// completion of transactions on it, happen one at a time and in log order.
+    pub async fn lock_partition(&self, partition: i32) -> tokio::sync::OwnedMutexGuard<()> {
+        let lock = Arc::clone(self.locks.lock().entry(partition).or_default());
+        lock.lock_owned().await
+    }
+
     /// Appends `records` (all of groups mapping to `partition`) durably, then applies
-    /// them to `store`. Returns once the log is fsynced and the store updated.
+    /// them to `store`. Returns once the log is fsynced and the store updated. With a
+    /// `producer` the batch is transactional and its commits are not applied but become
+    /// pending in `txns` until the transaction's marker.
     pub async fn write(
         &self,
         store: &OffsetStore,
+        txns: &parking_lot::Mutex<TxnOffsets>,
         partition: i32,
         records: Vec<OffsetRecord>,
+        producer: Option<TxnProducer>,
     ) -> Result<(), BrokerError> {
         if records.is_empty() {
             return Ok(());
         }
-        let lock = Arc::clone(self.locks.lock().entry(partition).or_default());
-        let _ordered = lock.lock().await;
+        let _ordered = self.lock_partition(partition).await;
         let image = self.images.borrow().clone();
         let leader_epoch = image
             .partition(OFFSETS_TOPIC, partition)
@@ -171,7 +188,7 @@ impl OffsetsLog {
         let log = state.log.clone();
         let leader_epoch = state.leader_epoch.max(leader_epoch);
         let now_ms = brook_storage::log_manager::now_ms();
-        let batch = encode_batch(&records, now_ms)?;
+        let batch = encode_batch(&records, now_ms, producer)?;
         let appended = log.append(batch, leader_epoch, now_ms).await?;
         // The durability point: Kafka acknowledges a commit once every in-sync replica
         // holds it (the coordinator writes with acks=all); the log is also fsynced, so a
@@ -192,8 +209,28 @@ impl OffsetsLog {
             // with COORDINATOR_NOT_AVAILABLE: the client retries.
             _ => BrokerError::Group(super::GroupError::CoordinatorNotAvailable),
         })?;
+        let position = {
+            let mut txns = txns.lock();
+            match producer {
+                Some(p) => txns.add(
+                    partition,
+                    p.producer_id,
+                    p.producer_epoch,
+                    appended.base_offset,
+                    &records,
+                ),
+                None => txns.observe_plain(partition, &records, appended.base_offset),
+            }
+            txns.processed(partition, appended.last_offset);
+            txns.position(partition).unwrap_or(appended.last_offset)
+        };
+        if producer.is_some() {
+            // Pending until the marker: nothing to apply, and the applied position
+            // cannot pass this batch anyway.
+            return Ok(());
+        }
         store
-            .run_blocking(move |s| s.apply(partition, &records, appended.last_offset))
+            .run_blocking(move |s| s.apply(partition, &records, position))
             .await?;
         Ok(())
     }
@@ -211,6 +248,14 @@ impl Shared {
             .as_ref()
             .and_then(|log| log.partitions().map(|n| (log, n)))
         else {
+            {
+                let mut txns = self.txns.lock();
+                let base = txns.local_offsets(records.len());
+                for (i, record) in records.iter().enumerate() {
+                    let partition = self.offsets_partition(records::group_of(record));
+                    txns.observe_plain(partition, slice::from_ref(record), base + i as i64);
+                }
+            }
             self.store
                 .run_blocking(move |s| apply_synced(s, &records))
                 .await?;
@@ -222,9 +267,52 @@ impl Shared {
             by_partition.entry(partition).or_default().push(record);
         }
         for (partition, records) in by_partition {
-            log.write(&self.store, partition, records).await?;
+            log.write(&self.store, &self.txns, partition, records, None)
+                .await?;
         }
         Ok(())
+    }
+
+    /// The `__consumer_offsets` partition of `group_id` (0 while the topic does not exist).
+    pub(super) fn offsets_partition(&self, group_id: &str) -> i32 {
+        self.log
+            .as_ref()
+            .and_then(OffsetsLog::partitions)
+            .map_or(0, |n| records::partition_for(group_id, n))
+    }
+
+    /// Persists the commits of `producer`'s transaction for `group_id`: appended as a
+    /// transactional batch, pending until the marker. Without a log (unit tests) they
+    /// only become pending in memory.
+    pub(super) async fn persist_transactional(
+        &self,
+        group_id: &str,
+        producer: TxnProducer,
+        records: Vec<OffsetRecord>,
+    ) -> Result<(), BrokerError> {
+        let partition = self.offsets_partition(group_id);
+        match &self.log {
+            Some(log) => {
+                if log.partitions().is_none() {
+                    // No partition to carry the commit (FindCoordinator creates the topic).
+                    return Err(super::GroupError::CoordinatorNotAvailable.into());
+                }
+                log.write(&self.store, &self.txns, partition, records, Some(producer))
+                    .await
+            }
+            None => {
+                let mut txns = self.txns.lock();
+                let base = txns.local_offsets(records.len());
+                txns.add(
+                    partition,
+                    producer.producer_id,
+                    producer.producer_epoch,
+                    base,
+                    &records,
+                );
+                Ok(())
+            }
+        }
     }
 }
 
@@ -250,20 +338,26 @@ fn apply_synced(store: &OffsetStore, records: &[OffsetRecord]) -> brook_storage:
     Ok(())
 }
 
-/// One uncompressed v2 batch of `records`, key and value in Kafka's format.
-pub(super) fn encode_batch(records: &[OffsetRecord], now_ms: i64) -> Result<BytesMut, BrokerError> {
+/// One uncompressed v2 batch of `records`, key and value in Kafka's format; with a
+/// `producer`, transactional (its id and epoch, no sequence: Kafka's coordinator writes
+/// `NO_SEQUENCE` too, so the log does not order these batches).
+pub(super) fn encode_batch(
+    records: &[OffsetRecord],
+    now_ms: i64,
+    producer: Option<TxnProducer>,
+) -> Result<BytesMut, BrokerError> {
     let encoded: Vec<Record> = records
         .iter()
         .enumerate()
         .map(|(i, record)| {
             let (key, value) = records::encode(record);
             Record {
-                transactional: false,
+                transactional: producer.is_some(),
                 control: false,
                 delete_horizon: false,
                 partition_leader_epoch: -1,
-                producer_id: -1,
-                producer_epoch: -1,
+                producer_id: producer.map_or(-1, |p| p.producer_id),
+                producer_epoch: producer.map_or(-1, |p| p.producer_epoch),
                 timestamp_type: TimestampType::Creation,
                 offset: i as i64,
                 sequence: -1,
@@ -282,77 +376,4 @@ pub(super) fn encode_batch(records: &[OffsetRecord], now_ms: i64) -> Result<Byte
     RecordBatchEncoder::encode(&mut buf, &encoded, &options)
         .map_err(|e| BrokerError::InvalidRequest(format!("encoding offsets records: {e}")))?;
     Ok(buf)
-}
-
-/// Applies to `store` every record of `log` (a `__consumer_offsets` partition) past the
-/// store's applied position. Returns how many records were applied.
-pub async fn replay(store: &OffsetStore, log: &LogHandle) -> Result<u64, BrokerError> {
-    let partition = log.partition();
-    let applied = store
-        .run_blocking(move |s| s.applied_position_of(partition))
-        .await?;
-    let log_end = log.log_end_offset();
-    let mut next = match applied {
-        // The store saw records the log no longer has (the log was truncated or
-        // recreated): start over from the log's beginning.
-        Some(p) if p >= log_end => {
-            warn!(
-                partition,
-                applied = p,
-                log_end,
-                "offsets store ahead of its log; replaying all"
-            );
-            log.log_start_offset()
-        }
-        Some(p) => (p + 1).max(log.log_start_offset()),
-        None => log.log_start_offset(),
-    };
-    let mut total = 0u64;
-    while next < log_end {
-        let read = log
-            .read(next, REPLAY_READ_BYTES, log_end, MinOneBatch::Yes)
-            .await?;
-        let mut bytes = read.records;
-        if bytes.is_empty() {
-            break;
-        }
-        let sets = RecordBatchDecoder::decode_all(&mut bytes).map_err(|e| {
-            BrokerError::InvalidRequest(format!("{OFFSETS_TOPIC}-{partition} unreadable: {e}"))
-        })?;
-        let mut changes = Vec::new();
-        let mut last = next - 1;
-        for record in sets.into_iter().flat_map(|s| s.records) {
-            if record.offset < next || record.control {
-                last = last.max(record.offset);
-                continue;
-            }
-            last = record.offset;
-            let Some(key) = record.key.as_deref() else {
-                continue;
-            };
-            match records::decode(key, record.value.as_deref()) {
-                Ok(Some(change)) => changes.push(change),
-                Ok(None) => {}
-                Err(e) => {
-                    warn!(partition, offset = record.offset, error = %e, "skipping unreadable offsets record")
-                }
-            }
-        }
-        if last < next {
-            break;
-        }
-        total += changes.len() as u64;
-        store
-            .run_blocking(move |s| s.apply(partition, &changes, last))
-            .await?;
-        next = last + 1;
-    }
-    if total > 0 {
-        info!(
-            partition,
-            records = total,
-            "offsets log tail replayed into the store"
-        );
-    }
-    Ok(total)
 }

@@ -6,8 +6,9 @@ use std::time::{Duration, Instant};
 use brook_storage::offsets::{CommittedOffset, OffsetRecord, OffsetStore};
 use brook_storage::{LogConfig, LogManager};
 
-use super::offsets_log::{encode_batch, replay};
+use super::offsets_log::encode_batch;
 use super::records::OFFSETS_TOPIC;
+use super::replay::replay;
 use super::state::Group;
 use super::types::{GroupError, GroupState};
 use super::{snapshot, Committer, GroupConfig, GroupCoordinator};
@@ -179,11 +180,11 @@ async fn replaying_the_log_rebuilds_the_store_from_any_applied_position() {
         }],
     ];
     for batch in &batches {
-        let bytes = encode_batch(batch, 10).expect("encode");
+        let bytes = encode_batch(batch, 10, None).expect("encode");
         log.append(bytes, 0, 10).await.expect("append");
     }
     let store = OffsetStore::open(&dir.path().join("store")).expect("store");
-    assert_eq!(replay(&store, &log).await.expect("replay"), 5);
+    assert_eq!(replay(&store, &log).await.expect("replay").applied, 5);
     let state = |store: &OffsetStore| {
         (
             store.fetch("g").expect("fetch"),
@@ -200,9 +201,9 @@ async fn replaying_the_log_rebuilds_the_store_from_any_applied_position() {
     assert_eq!(expected.3, Some(4));
 
     // Nothing new: replay applies nothing. Position dropped back: the same state again.
-    assert_eq!(replay(&store, &log).await.expect("replay"), 0);
+    assert_eq!(replay(&store, &log).await.expect("replay").applied, 0);
     store.apply(3, &[], 1).expect("move the position back");
-    assert_eq!(replay(&store, &log).await.expect("replay"), 3);
+    assert_eq!(replay(&store, &log).await.expect("replay").applied, 3);
     drop(store);
     let reopened = OffsetStore::open(&dir.path().join("store")).expect("reopen");
     assert_eq!(state(&reopened), expected);

@@ -4,7 +4,9 @@
 //! clock starts when it became empty (its current-state timestamp); for a group that only
 //! ever saw standalone commits (no generation) it starts at each offset's commit. Expired
 //! offsets get tombstones in `__consumer_offsets`; an Empty group left without offsets is
-//! removed (Dead) with a metadata tombstone.
+//! removed (Dead) with a metadata tombstone. Pending transactional offsets are never
+//! expired: the partition's committed offset waits for the marker, and a group with
+//! pending offsets is not removed (Kafka's `cleanupExpiredOffsets`).
 
 use std::sync::Arc;
 
@@ -52,14 +54,20 @@ impl Shared {
         {
             let mut groups = self.groups.lock();
             let mut offsets = self.offsets.lock();
+            let txns = self.txns.lock();
             let mut dead = Vec::new();
             for (group_id, group) in groups.iter() {
                 if group.state != GroupState::Empty {
                     continue;
                 }
+                // Kafka's `cleanupExpiredOffsets`: an offset with a pending transactional
+                // commit does not expire yet, and a group with open transactions stays
+                // (the marker could otherwise apply offsets to a group already gone).
+                let pending = txns.pending_of_group(group_id);
                 let map = offsets.entry(group_id.clone()).or_default();
                 let gone: Vec<(String, i32)> = map
                     .iter()
+                    .filter(|(key, _)| !pending.contains(key))
                     .filter(|(_, c)| {
                         expires_at(group, c, retention_ms).is_some_and(|t| t <= now_ms)
                     })
@@ -81,7 +89,11 @@ impl Shared {
                     .empty_since_ms
                     .is_some_and(|t| t.saturating_add(retention_ms) <= now_ms)
                     || had_expiry;
-                if map.is_empty() && idle_long_enough && group.members.is_empty() {
+                if map.is_empty()
+                    && idle_long_enough
+                    && group.members.is_empty()
+                    && pending.is_empty()
+                {
                     dead.push(group_id.clone());
                 }
             }
@@ -92,6 +104,7 @@ impl Shared {
                 records.push(OffsetRecord::DeleteGroup { group: group_id });
             }
             offsets.retain(|_, map| !map.is_empty());
+            drop(txns);
         }
         if expired > 0 {
             info!(offsets = expired, "committed offsets expired");

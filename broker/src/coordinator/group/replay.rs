@@ -1,0 +1,169 @@
+//! The start-up replay of a `__consumer_offsets` log into the offset store (before the
+//! coordinator serves a partition: at start and when it becomes the partition's leader):
+//! read from the applied position + 1 to the log end and apply, so a crash between
+//! append and apply loses nothing. Re-applying is harmless (puts and deletes of whole
+//! keys, in log order).
+//!
+//! Transactional batches (TxnOffsetCommit) are buffered per producer id and applied when
+//! a COMMIT control record of that producer follows, dropped at an ABORT one (Kafka's
+//! `replayEndTransactionMarker`); those still open at the log end are handed back as
+//! pending. The applied position stored never passes the first record of a transaction
+//! still open (`TxnOffsets::position`), so the next replay starts early enough to see
+//! all of them.
+
+use std::collections::BTreeMap;
+use std::slice;
+
+use brook_protocol::kafka_protocol::records::RecordBatchDecoder;
+use brook_storage::log::MinOneBatch;
+use brook_storage::offsets::{OffsetRecord, OffsetStore};
+use brook_storage::LogHandle;
+use tracing::{info, warn};
+
+use super::records::{self, OFFSETS_TOPIC};
+use super::txn_offsets::{OpenTxn, TxnOffsets};
+use crate::error::BrokerError;
+
+/// How much of a partition one replay read returns.
+const REPLAY_READ_BYTES: usize = 1 << 20;
+
+/// What replaying one `__consumer_offsets` log found.
+#[derive(Debug, Default)]
+pub struct Replayed {
+    /// How many records were applied to the store.
+    pub applied: u64,
+    /// Transactions still open at the log end (no marker yet), by producer id.
+    pub open: BTreeMap<i64, OpenTxn>,
+    /// The last log offset processed, if any.
+    pub processed: Option<i64>,
+}
+
+/// A control record's key: `i16` version, `i16` type (0 ABORT, 1 COMMIT). `Some(true)`
+/// for COMMIT, `Some(false)` for ABORT, `None` for anything else.
+pub(super) fn marker_is_commit(key: Option<&[u8]>) -> Option<bool> {
+    match key?.get(2..4)? {
+        [0, 0] => Some(false),
+        [0, 1] => Some(true),
+        _ => None,
+    }
+}
+
+/// Applies to `store` every record of `log` (a `__consumer_offsets` partition) past the
+/// store's applied position, completing or dropping transactional commits at their
+/// markers; returns what it applied and the transactions left open.
+pub async fn replay(store: &OffsetStore, log: &LogHandle) -> Result<Replayed, BrokerError> {
+    let partition = log.partition();
+    let applied = store
+        .run_blocking(move |s| s.applied_position_of(partition))
+        .await?;
+    let log_end = log.log_end_offset();
+    let mut next = match applied {
+        // The store saw records the log no longer has (the log was truncated or
+        // recreated): start over from the log's beginning.
+        Some(p) if p >= log_end => {
+            warn!(
+                partition,
+                applied = p,
+                log_end,
+                "offsets store ahead of its log; replaying all"
+            );
+            log.log_start_offset()
+        }
+        Some(p) => (p + 1).max(log.log_start_offset()),
+        None => log.log_start_offset(),
+    };
+    let mut txns = TxnOffsets::default();
+    let mut total = 0u64;
+    while next < log_end {
+        let read = log
+            .read(next, REPLAY_READ_BYTES, log_end, MinOneBatch::Yes)
+            .await?;
+        let mut bytes = read.records;
+        if bytes.is_empty() {
+            break;
+        }
+        let sets = RecordBatchDecoder::decode_all(&mut bytes).map_err(|e| {
+            BrokerError::InvalidRequest(format!("{OFFSETS_TOPIC}-{partition} unreadable: {e}"))
+        })?;
+        let mut changes = Vec::new();
+        let mut last = next - 1;
+        for record in sets.into_iter().flat_map(|s| s.records) {
+            if record.offset < next {
+                last = last.max(record.offset);
+                continue;
+            }
+            last = record.offset;
+            if record.control {
+                match marker_is_commit(record.key.as_deref()) {
+                    Some(commit) => {
+                        let done = txns.complete(partition, record.producer_id, commit);
+                        changes.extend(done.into_iter().map(|((group, topic, p), offset)| {
+                            OffsetRecord::Commit {
+                                group,
+                                topic,
+                                partition: p,
+                                offset,
+                            }
+                        }));
+                    }
+                    None => {
+                        warn!(
+                            partition,
+                            offset = record.offset,
+                            "skipping unknown control record"
+                        )
+                    }
+                }
+                continue;
+            }
+            let Some(key) = record.key.as_deref() else {
+                continue;
+            };
+            match records::decode(key, record.value.as_deref()) {
+                Ok(Some(change @ OffsetRecord::Commit { .. }))
+                    if record.transactional && record.producer_id >= 0 =>
+                {
+                    txns.add(
+                        partition,
+                        record.producer_id,
+                        record.producer_epoch,
+                        record.offset,
+                        slice::from_ref(&change),
+                    );
+                }
+                Ok(Some(change)) => {
+                    txns.observe_plain(partition, slice::from_ref(&change), record.offset);
+                    changes.push(change);
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    warn!(partition, offset = record.offset, error = %e, "skipping unreadable offsets record")
+                }
+            }
+        }
+        if last < next {
+            break;
+        }
+        txns.processed(partition, last);
+        let position = txns.position(partition).unwrap_or(last);
+        total += changes.len() as u64;
+        store
+            .run_blocking(move |s| s.apply(partition, &changes, position))
+            .await?;
+        next = last + 1;
+    }
+    let open = txns.take_partition(partition);
+    if total > 0 || !open.is_empty() {
+        info!(
+            partition,
+            records = total,
+            open_transactions = open.len(),
+            "offsets log tail replayed into the store"
+        );
+    }
+    Ok(Replayed {
+        applied: total,
+        open,
+        processed: (next > 0).then(|| next - 1),
+    })
+}

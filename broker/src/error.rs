@@ -92,6 +92,10 @@ fn storage_code(e: &StorageError) -> ResponseError {
         StorageError::InvalidProducerEpoch { .. } => ResponseError::InvalidProducerEpoch,
         StorageError::InvalidTopicName { .. } => ResponseError::InvalidTopicException,
         StorageError::LogDeleted { .. } => ResponseError::UnknownTopicOrPartition,
+        StorageError::InvalidTxnState { .. } => ResponseError::InvalidTxnState,
+        StorageError::TransactionCoordinatorFenced { .. } => {
+            ResponseError::TransactionCoordinatorFenced
+        }
         _ => ResponseError::KafkaStorageError,
     }
 }

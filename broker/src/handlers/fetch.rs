@@ -18,7 +18,10 @@
 //! standing for it in the encoded response. Such a record set may end inside a batch, as
 //! Kafka's do. `brook.fetch.zero.copy=false` reads record sets into memory instead.
 //!
-//! Consumers read up to the high watermark. A follower (replica id from v15's
+//! Consumers read up to the high watermark; `read_committed` ones up to the last stable
+//! offset (the first offset of the oldest open transaction, at most the high watermark),
+//! and get the aborted transactions overlapping what they read so they can drop those
+//! records. A follower (replica id from v15's
 //! `ReplicaState`, or `replica_id` before) reads up to the log end, its fetch offset becomes
 //! its log end offset at the leader (`replication::leader`), and a `last_fetched_epoch` that
 //! ended earlier here is answered with `diverging_epoch` so it truncates first.
@@ -29,10 +32,11 @@ use std::time::Duration;
 
 use brook_protocol::chunked::placeholder;
 use brook_protocol::kafka_protocol::messages::fetch_response::{
-    EpochEndOffset, FetchableTopicResponse, LeaderIdAndEpoch, NodeEndpoint, PartitionData,
+    AbortedTransaction, EpochEndOffset, FetchableTopicResponse, LeaderIdAndEpoch, NodeEndpoint,
+    PartitionData,
 };
 use brook_protocol::kafka_protocol::messages::{
-    BrokerId, FetchRequest, FetchResponse, ResponseKind, TopicName,
+    BrokerId, FetchRequest, FetchResponse, ProducerId, ResponseKind, TopicName,
 };
 use brook_protocol::kafka_protocol::protocol::StrBytes;
 use brook_protocol::kafka_protocol::ResponseError;
@@ -61,26 +65,31 @@ struct Wanted {
 }
 
 /// Who fetches: a consumer (id -1) or a follower broker and the broker epoch of its
-/// registration (v15's `ReplicaState`; -1 before).
+/// registration (v15's `ReplicaState`; -1 before); and whether a consumer reads only
+/// committed transactional data (`isolation_level` 1: up to the last stable offset).
 #[derive(Debug, Clone, Copy)]
 struct Replica {
     id: i32,
     epoch: i64,
+    read_committed: bool,
 }
 
 pub async fn handle(broker: &Broker, req: FetchRequest, version: i16) -> Reply {
     let by_id = version >= 13;
+    let read_committed = req.isolation_level == 1;
     // A follower names itself: `ReplicaState` (with its broker epoch) from v15,
     // `replica_id` before.
     let replica = if version >= 15 {
         Replica {
             id: req.replica_state.replica_id.0,
             epoch: req.replica_state.replica_epoch,
+            read_committed,
         }
     } else {
         Replica {
             id: req.replica_id.0,
             epoch: -1,
+            read_committed,
         }
     };
     let image = broker.image();
@@ -171,7 +180,6 @@ pub async fn handle(broker: &Broker, req: FetchRequest, version: i16) -> Reply {
 
     let wait = Duration::from_millis(req.max_wait_ms.max(0) as u64).min(MAX_WAIT);
     let deadline = Instant::now() + wait;
-    let read_committed = req.isolation_level == 1;
     // A long poll reads every partition once; each wake re-reads only the partitions whose
     // log end or high watermark moved, and a timeout answers with what was already read.
     let mut slots: Vec<Option<PartitionData>> = vec![None; wanted.len()];
@@ -230,8 +238,10 @@ pub async fn handle(broker: &Broker, req: FetchRequest, version: i16) -> Reply {
         if data.current_leader.leader_id.0 >= 0 {
             hinted_leaders.insert(data.current_leader.leader_id.0);
         }
-        if read_committed {
-            data.aborted_transactions = Some(Vec::new());
+        // read_uncommitted answers null (Kafka's `FetchResponse`); read_committed the
+        // aborted transactions `prepare` collected.
+        if !read_committed {
+            data.aborted_transactions = None;
         }
         let has_records = data.records.as_ref().is_some_and(|r| !r.is_empty());
         if session_id != 0 {
@@ -528,16 +538,34 @@ async fn prepare(
     let watch = Some(log.subscribe_appends());
     let log_end = log.log_end_offset();
     let high_watermark = log.high_watermark();
-    // Consumers read up to the high watermark, followers up to the log end.
+    let last_stable = log.last_stable_offset();
+    // Consumers read up to the high watermark (read_committed ones up to the last stable
+    // offset), followers up to the log end.
     let bound = if replica.id >= 0 {
         log_end
+    } else if replica.read_committed {
+        last_stable
     } else {
         high_watermark
     };
-    let base = base
+    let mut base = base
         .with_high_watermark(high_watermark)
-        .with_last_stable_offset(high_watermark)
+        .with_last_stable_offset(last_stable)
         .with_log_start_offset(log.log_start_offset());
+    if replica.read_committed && w.fetch_offset < bound {
+        // The consumer drops the records of these producers from each first offset
+        // until their abort marker (Kafka's `collectAbortedTransactions`).
+        let aborted = log
+            .aborted_transactions(w.fetch_offset, bound)
+            .into_iter()
+            .map(|t| {
+                AbortedTransaction::default()
+                    .with_producer_id(ProducerId(t.producer_id))
+                    .with_first_offset(t.first_offset)
+            })
+            .collect();
+        base = base.with_aborted_transactions(Some(aborted));
+    }
     // An offset between the bound and the log end is valid, just nothing to read yet.
     if w.fetch_offset >= bound && w.fetch_offset <= log_end {
         return (

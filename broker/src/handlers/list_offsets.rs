@@ -1,4 +1,4 @@
-//! ListOffsets: earliest (-2), latest (-1), max timestamp (-3, KIP-734), earliest local
+//! ListOffsets: earliest (-2), latest (-1; the last stable offset for read_committed), max timestamp (-3, KIP-734), earliest local
 //! (-4, KIP-1005; equals earliest without tiered storage), or the first offset whose
 //! timestamp is at or after a given time (answered from the time index).
 
@@ -20,6 +20,8 @@ const EARLIEST_LOCAL: i64 = -4;
 pub async fn handle(broker: &Broker, req: ListOffsetsRequest, version: i16) -> ListOffsetsResponse {
     let image = broker.image();
     let from_replica = req.replica_id.0 >= 0;
+    // read_committed consumers (v2+) see up to the last stable offset.
+    let read_committed = req.isolation_level == 1 && !from_replica;
     let mut topics = Vec::with_capacity(req.topics.len());
     for topic in req.topics {
         let name = topic.name.to_string();
@@ -53,12 +55,14 @@ pub async fn handle(broker: &Broker, req: ListOffsetsRequest, version: i16) -> L
                     // Consumers see up to the high watermark; a follower (replica id >= 0)
                     // asks for the log end (Kafka's `fetchOffsetForTimestamp`).
                     LATEST if from_replica => Ok((log.log_end_offset(), -1)),
+                    LATEST if read_committed => Ok((log.last_stable_offset(), -1)),
                     LATEST => Ok((log.high_watermark(), -1)),
                     EARLIEST | EARLIEST_LOCAL => Ok((log.log_start_offset(), -1)),
                     MAX_TIMESTAMP => match log.max_timestamp_offset().await {
                         Ok(Some(found)) => visible(
                             &log,
                             from_replica,
+                            read_committed,
                             exact(&log, found, Target::MaxTimestamp).await,
                         ),
                         Ok(None) => Ok((-1, -1)),
@@ -69,6 +73,7 @@ pub async fn handle(broker: &Broker, req: ListOffsetsRequest, version: i16) -> L
                         Ok(Some(found)) => visible(
                             &log,
                             from_replica,
+                            read_committed,
                             exact(&log, found, Target::AtOrAfter(ts)).await,
                         ),
                         Ok(None) => Ok((-1, -1)),
@@ -105,14 +110,20 @@ async fn exact(
 }
 
 /// A timestamp lookup's answer as a consumer may see it: a record at or past the high
-/// watermark is not there yet (-1, -1).
+/// watermark (for read_committed, the last stable offset) is not there yet (-1, -1).
 fn visible(
     log: &brook_storage::LogHandle,
     from_replica: bool,
+    read_committed: bool,
     found: Result<(i64, i64), ResponseError>,
 ) -> Result<(i64, i64), ResponseError> {
+    let bound = if read_committed {
+        log.last_stable_offset()
+    } else {
+        log.high_watermark()
+    };
     match found {
-        Ok((offset, _)) if !from_replica && offset >= log.high_watermark() => Ok((-1, -1)),
+        Ok((offset, _)) if !from_replica && offset >= bound => Ok((-1, -1)),
         other => other,
     }
 }

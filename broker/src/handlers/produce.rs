@@ -26,6 +26,9 @@ use std::sync::Arc;
 
 use crate::broker::Broker;
 use crate::coordinator::group::records::OFFSETS_TOPIC;
+
+/// Kafka's transaction log topic (`__transaction_state`).
+const TRANSACTION_STATE_TOPIC: &str = "__transaction_state";
 use crate::error::BrokerError;
 use crate::metadata::topics;
 use crate::metrics;
@@ -49,14 +52,10 @@ pub async fn handle(broker: &Broker, req: ProduceRequest, version: i16) -> Optio
                 .with_log_start_offset(-1);
             let result = if !matches!(acks, -1..=1) {
                 Err(ResponseError::InvalidRequiredAcks.into())
-            } else if req.transactional_id.is_some() {
-                // Transactions are not served yet; Kafka answers this for a transactional
-                // produce it cannot authorise against a transaction coordinator.
-                Err(ResponseError::TransactionalIdAuthorizationFailed.into())
             } else {
                 match &name {
                     // Kafka's ReplicaManager: "Cannot append to internal topic".
-                    Some(name) if name == OFFSETS_TOPIC => {
+                    Some(name) if is_internal(name) => {
                         Err(ResponseError::InvalidTopicException.into())
                     }
                     Some(name) => append(broker, name, data.index, data.records, acks).await,
@@ -135,6 +134,11 @@ pub async fn handle(broker: &Broker, req: ProduceRequest, version: i16) -> Optio
         response = response.with_node_endpoints(endpoints);
     }
     Some(response)
+}
+
+/// The coordinators' own topics, written only by their coordinators.
+fn is_internal(name: &str) -> bool {
+    name == OFFSETS_TOPIC || name == TRANSACTION_STATE_TOPIC
 }
 
 /// The topic a produce names (v13+ by id), auto-creating a named topic when allowed.
@@ -233,6 +237,11 @@ async fn append(
         // Kafka refuses before writing, so a retry cannot duplicate the records.
         return Err(ResponseError::NotEnoughReplicas.into());
     }
+    if has_control_batch(&records) {
+        // Markers are written by transaction coordinators only (Kafka's
+        // `LogValidator`: "Client cannot produce control batches").
+        return Err(ResponseError::InvalidRecord.into());
+    }
     if log.is_compacted() {
         reject_keyless(topic, partition, &records)
             .await
@@ -258,4 +267,50 @@ async fn append(
         state.maybe_advance_high_watermark(part, broker.node_id);
     }
     Ok((info, Some(state)))
+}
+
+/// Whether any batch of a produce has the control attribute (bit 5), read from each
+/// batch header in place (no CRC check: storage validates every batch afterwards, and a
+/// malformed length simply ends the walk).
+fn has_control_batch(records: &[u8]) -> bool {
+    const LENGTH_AT: usize = 8;
+    const ATTRIBUTES_AT: usize = 21;
+    const CONTROL: u8 = 0x20;
+    let mut at = 0usize;
+    while let Some(header) = records.get(at..at + ATTRIBUTES_AT + 2) {
+        let Ok(length) = <[u8; 4]>::try_from(&header[LENGTH_AT..LENGTH_AT + 4]) else {
+            return false;
+        };
+        if header[ATTRIBUTES_AT + 1] & CONTROL != 0 {
+            return true;
+        }
+        let length = i32::from_be_bytes(length);
+        if length <= 0 {
+            return false;
+        }
+        at += 12 + length as usize;
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::has_control_batch;
+
+    fn batch(attributes: u16, length: i32) -> Vec<u8> {
+        let mut b = vec![0u8; 12 + length.max(11) as usize];
+        b[8..12].copy_from_slice(&length.to_be_bytes());
+        b[21..23].copy_from_slice(&attributes.to_be_bytes());
+        b
+    }
+
+    #[test]
+    fn a_control_batch_anywhere_in_a_produce_is_found() {
+        let mut records = batch(0x10, 60);
+        assert!(!has_control_batch(&records));
+        records.extend(batch(0x30, 60));
+        assert!(has_control_batch(&records));
+        assert!(!has_control_batch(&batch(0, -1)));
+        assert!(!has_control_batch(&[0u8; 5]));
+    }
 }

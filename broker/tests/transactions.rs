@@ -1,0 +1,303 @@
+//! The transaction coordinator on the wire, against one real `brook` process on loopback,
+//! with the request versions librdkafka sends (v0 of AddPartitionsToTxn, AddOffsetsToTxn
+//! and EndTxn) and Java's (FindCoordinator v4 batches): the lazy `__transaction_state`,
+//! InitProducerId's epochs and fencing (the open transaction is aborted first, the old
+//! producer gets INVALID_PRODUCER_EPOCH at v0), commit and its retry, the markers taking
+//! offsets in the data partitions, and an open transaction surviving a restart.
+//! Transactional produce and read_committed are the real-client tests' business
+//! (integration-tests/); this checks the coordinator alone.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::thread::sleep;
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+use kafka_protocol::messages::{
+    AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, AddPartitionsToTxnRequest,
+    AddPartitionsToTxnResponse, ApiKey, BrokerId, CreateTopicsRequest, CreateTopicsResponse,
+    DescribeTransactionsRequest, DescribeTransactionsResponse, EndTxnRequest, EndTxnResponse,
+    FindCoordinatorRequest, FindCoordinatorResponse, GroupId, InitProducerIdRequest,
+    InitProducerIdResponse, ListOffsetsRequest, ListOffsetsResponse, ProducerId, RequestHeader,
+    ResponseHeader, TopicName, TransactionalId,
+};
+use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, StrBytes};
+
+const TOPIC: &str = "txn-data";
+const TXN: &str = "txn-coordinator-test";
+const CONCURRENT_TRANSACTIONS: i16 = 51;
+const INVALID_PRODUCER_EPOCH: i16 = 47;
+const INVALID_TXN_STATE: i16 = 48;
+const INVALID_TRANSACTION_TIMEOUT: i16 = 50;
+
+struct Node {
+    port: u16,
+    args: Vec<String>,
+    child: Option<Child>,
+}
+
+impl Node {
+    fn new(dir: &std::path::Path) -> Node {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .expect("a free port");
+        let settings = [
+            format!("listeners=PLAINTEXT://127.0.0.1:{port}"),
+            format!("advertised.listeners=PLAINTEXT://127.0.0.1:{port}"),
+            format!("log.dirs={}", dir.display()),
+            "node.id=1".to_string(),
+            "metrics.listener=".to_string(),
+            "transaction.state.log.num.partitions=3".to_string(),
+            "transaction.max.timeout.ms=120000".to_string(),
+        ];
+        Node {
+            port,
+            args: settings
+                .iter()
+                .flat_map(|s| ["--override".to_string(), s.clone()])
+                .collect(),
+            child: None,
+        }
+    }
+
+    fn start(&mut self) {
+        let child = Command::new(env!("CARGO_BIN_EXE_brook"))
+            .args(&self.args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn brook");
+        self.child = Some(child);
+        wait_until("the client listener", || {
+            TcpStream::connect(self.bootstrap()).ok()
+        });
+    }
+
+    /// SIGTERM (a clean stop), then wait for the exit.
+    fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = Command::new("kill")
+                .arg("-TERM")
+                .arg(child.id().to_string())
+                .status();
+            let _ = child.wait();
+        }
+    }
+
+    fn bootstrap(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+fn wait_until<T>(what: &str, mut probe: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(v) = probe() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        sleep(Duration::from_millis(100));
+    }
+}
+
+/// One request, one response, on a fresh connection.
+fn call<Req: Encodable + HeaderVersion, Resp: Decodable + HeaderVersion>(
+    node: &Node,
+    api: ApiKey,
+    version: i16,
+    request: &Req,
+) -> Resp {
+    let exchange = || -> std::io::Result<Resp> {
+        let mut stream = TcpStream::connect(node.bootstrap())?;
+        stream.set_read_timeout(Some(Duration::from_secs(30)))?;
+        let header = RequestHeader::default()
+            .with_request_api_key(api as i16)
+            .with_request_api_version(version)
+            .with_correlation_id(7)
+            .with_client_id(Some(StrBytes::from_static_str("txn-test")));
+        let mut body = BytesMut::new();
+        header
+            .encode(&mut body, Req::header_version(version))
+            .map_err(std::io::Error::other)?;
+        request
+            .encode(&mut body, version)
+            .map_err(std::io::Error::other)?;
+        let len = u32::try_from(body.len()).map_err(std::io::Error::other)?;
+        stream.write_all(&len.to_be_bytes())?;
+        stream.write_all(&body)?;
+        let mut len = [0u8; 4];
+        stream.read_exact(&mut len)?;
+        let mut frame = vec![0u8; u32::from_be_bytes(len) as usize];
+        stream.read_exact(&mut frame)?;
+        let mut frame = Bytes::from(frame);
+        ResponseHeader::decode(&mut frame, Resp::header_version(version))
+            .map_err(std::io::Error::other)?;
+        Resp::decode(&mut frame, version).map_err(std::io::Error::other)
+    };
+    exchange().expect("request answered")
+}
+
+fn txn_id() -> TransactionalId {
+    TransactionalId(StrBytes::from_static_str(TXN))
+}
+
+/// InitProducerId v1 until it stops answering retriable codes; returns (code, pid, epoch).
+fn init(node: &Node, timeout_ms: i32) -> (i16, i64, i16) {
+    let request = InitProducerIdRequest::default()
+        .with_transactional_id(Some(txn_id()))
+        .with_transaction_timeout_ms(timeout_ms);
+    wait_until("InitProducerId", || {
+        let r: InitProducerIdResponse = call(node, ApiKey::InitProducerId, 1, &request);
+        // NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, LOAD_IN_PROGRESS, CONCURRENT_TXNS.
+        (![14, 15, 16, CONCURRENT_TRANSACTIONS].contains(&r.error_code)).then_some((
+            r.error_code,
+            r.producer_id.0,
+            r.producer_epoch,
+        ))
+    })
+}
+
+fn add_partitions(node: &Node, pid: i64, epoch: i16) -> Vec<i16> {
+    let request = AddPartitionsToTxnRequest::default()
+        .with_v3_and_below_transactional_id(txn_id())
+        .with_v3_and_below_producer_id(ProducerId(pid))
+        .with_v3_and_below_producer_epoch(epoch)
+        .with_v3_and_below_topics(vec![AddPartitionsToTxnTopic::default()
+            .with_name(TopicName(StrBytes::from_static_str(TOPIC)))
+            .with_partitions(vec![0, 1])]);
+    let r: AddPartitionsToTxnResponse = call(node, ApiKey::AddPartitionsToTxn, 0, &request);
+    r.results_by_topic_v3_and_below
+        .iter()
+        .flat_map(|t| {
+            t.results_by_partition
+                .iter()
+                .map(|p| p.partition_error_code)
+        })
+        .collect()
+}
+
+fn end(node: &Node, pid: i64, epoch: i16, commit: bool) -> i16 {
+    let request = EndTxnRequest::default()
+        .with_transactional_id(txn_id())
+        .with_producer_id(ProducerId(pid))
+        .with_producer_epoch(epoch)
+        .with_committed(commit);
+    let r: EndTxnResponse = call(node, ApiKey::EndTxn, 0, &request);
+    r.error_code
+}
+
+/// (state, partitions) of the transactional id, once it is not in a Prepare* state.
+fn settled_state(node: &Node) -> (String, usize) {
+    let request = DescribeTransactionsRequest::default().with_transactional_ids(vec![txn_id()]);
+    wait_until("a settled transaction state", || {
+        let r: DescribeTransactionsResponse = call(node, ApiKey::DescribeTransactions, 0, &request);
+        let s = r.transaction_states.first()?;
+        let state = s.transaction_state.to_string();
+        (s.error_code == 0 && !state.starts_with("Prepare"))
+            .then(|| (state, s.topics.iter().map(|t| t.partitions.len()).sum()))
+    })
+}
+
+fn log_end(node: &Node, partition: i32) -> i64 {
+    let request = ListOffsetsRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_topics(vec![ListOffsetsTopic::default()
+            .with_name(TopicName(StrBytes::from_static_str(TOPIC)))
+            .with_partitions(vec![ListOffsetsPartition::default()
+                .with_partition_index(partition)
+                .with_timestamp(-1)])]);
+    let r: ListOffsetsResponse = call(node, ApiKey::ListOffsets, 1, &request);
+    r.topics[0].partitions[0].offset
+}
+
+#[test]
+fn transactions_commit_fence_and_survive_a_restart_with_librdkafkas_versions() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut node = Node::new(dir.path());
+    node.start();
+    let create = CreateTopicsRequest::default()
+        .with_timeout_ms(30_000)
+        .with_topics(vec![CreatableTopic::default()
+            .with_name(TopicName(StrBytes::from_static_str(TOPIC)))
+            .with_num_partitions(2)
+            .with_replication_factor(1)]);
+    let created: CreateTopicsResponse = call(&node, ApiKey::CreateTopics, 7, &create);
+    assert_eq!(created.topics[0].error_code, 0, "{created:?}");
+
+    // FindCoordinator creates __transaction_state; v0 (librdkafka) and v4 (Java) agree.
+    let v0 = FindCoordinatorRequest::default()
+        .with_key(StrBytes::from_static_str(TXN))
+        .with_key_type(1);
+    let coordinator = wait_until("the transaction coordinator", || {
+        let r: FindCoordinatorResponse = call(&node, ApiKey::FindCoordinator, 0, &v0);
+        (r.error_code == 0).then_some(r.node_id.0)
+    });
+    assert_eq!(coordinator, 1);
+    let v4 = FindCoordinatorRequest::default()
+        .with_key_type(1)
+        .with_coordinator_keys(vec![StrBytes::from_static_str(TXN)]);
+    let r: FindCoordinatorResponse = call(&node, ApiKey::FindCoordinator, 4, &v4);
+    assert_eq!(
+        (r.coordinators[0].error_code, r.coordinators[0].node_id.0),
+        (0, 1)
+    );
+
+    assert_eq!(init(&node, 600_000).0, INVALID_TRANSACTION_TIMEOUT);
+    let (code, pid, epoch) = init(&node, 60_000);
+    assert_eq!((code, epoch), (0, 0));
+
+    // Commit a transaction over two partitions and the group's offsets partition.
+    assert_eq!(add_partitions(&node, pid, epoch), vec![0, 0]);
+    let offsets = AddOffsetsToTxnRequest::default()
+        .with_transactional_id(txn_id())
+        .with_producer_id(ProducerId(pid))
+        .with_producer_epoch(epoch)
+        .with_group_id(GroupId(StrBytes::from_static_str("txn-group")));
+    let r: AddOffsetsToTxnResponse = call(&node, ApiKey::AddOffsetsToTxn, 0, &offsets);
+    assert_eq!(r.error_code, 0);
+    assert_eq!(settled_state(&node), ("Ongoing".to_string(), 3));
+    assert_eq!(end(&node, pid, epoch, true), 0);
+    assert_eq!(settled_state(&node), ("CompleteCommit".to_string(), 0));
+    // The retried commit succeeds; an abort of the committed transaction cannot.
+    assert_eq!(end(&node, pid, epoch, true), 0);
+    assert_eq!(end(&node, pid, epoch, false), INVALID_TXN_STATE);
+    // The COMMIT markers took an offset in each partition.
+    assert_eq!((log_end(&node, 0), log_end(&node, 1)), (1, 1));
+
+    // A second producer with the same id fences the first and aborts its transaction.
+    assert_eq!(add_partitions(&node, pid, epoch), vec![0, 0]);
+    let (code, pid2, epoch2) = init(&node, 60_000);
+    assert_eq!((code, pid2), (0, pid));
+    assert_eq!(epoch2, 2, "one bump fences, one is the new producer's");
+    assert_eq!(end(&node, pid, epoch, true), INVALID_PRODUCER_EPOCH);
+    assert_eq!(settled_state(&node), ("Empty".to_string(), 0));
+    assert_eq!((log_end(&node, 0), log_end(&node, 1)), (2, 2));
+
+    // An open transaction survives a restart and can still be ended.
+    assert_eq!(add_partitions(&node, pid2, epoch2), vec![0, 0]);
+    node.stop();
+    node.start();
+    assert_eq!(settled_state(&node), ("Ongoing".to_string(), 2));
+    let code = wait_until("EndTxn after the restart", || {
+        let code = end(&node, pid2, epoch2, false);
+        (![14, 15, 16].contains(&code)).then_some(code)
+    });
+    assert_eq!(code, 0);
+    assert_eq!(settled_state(&node), ("CompleteAbort".to_string(), 0));
+    assert_eq!((log_end(&node, 0), log_end(&node, 1)), (3, 3));
+}

@@ -1,6 +1,6 @@
 //! The transaction coordinator on the wire, against one real `brook` process on loopback,
 //! with the request versions librdkafka sends (v0 of AddPartitionsToTxn, AddOffsetsToTxn
-//! and EndTxn) and Java's (FindCoordinator v4 batches): the lazy `__transaction_state`,
+//! and EndTxn) and Java's (FindCoordinator v1, and v4 batches): the lazy `__transaction_state`,
 //! InitProducerId's epochs and fencing (the open transaction is aborted first, the old
 //! producer gets INVALID_PRODUCER_EPOCH at v0), commit and its retry, the markers taking
 //! offsets in the data partitions, and an open transaction surviving a restart.
@@ -239,12 +239,13 @@ fn transactions_commit_fence_and_survive_a_restart_with_librdkafkas_versions() {
     let created: CreateTopicsResponse = call(&node, ApiKey::CreateTopics, 7, &create);
     assert_eq!(created.topics[0].error_code, 0, "{created:?}");
 
-    // FindCoordinator creates __transaction_state; v0 (librdkafka) and v4 (Java) agree.
-    let v0 = FindCoordinatorRequest::default()
+    // FindCoordinator creates __transaction_state; v1 (the first with a key type, as
+    // librdkafka sends it) and v4 (Java's batch) agree.
+    let v1 = FindCoordinatorRequest::default()
         .with_key(StrBytes::from_static_str(TXN))
         .with_key_type(1);
     let coordinator = wait_until("the transaction coordinator", || {
-        let r: FindCoordinatorResponse = call(&node, ApiKey::FindCoordinator, 0, &v0);
+        let r: FindCoordinatorResponse = call(&node, ApiKey::FindCoordinator, 1, &v1);
         (r.error_code == 0).then_some(r.node_id.0)
     });
     assert_eq!(coordinator, 1);

@@ -3,7 +3,8 @@
 //! and EndTxn) and Java's (FindCoordinator v1, and v4 batches): the lazy `__transaction_state`,
 //! InitProducerId's epochs and fencing (the open transaction is aborted first, the old
 //! producer gets INVALID_PRODUCER_EPOCH at v0), commit and its retry, the markers taking
-//! offsets in the data partitions, and an open transaction surviving a restart.
+//! offsets in the data partitions, and an open transaction surviving a restart; the
+//! timeout abort, id expiry, and WriteTxnMarkers sent straight to the leader.
 //! Transactional produce and read_committed are the real-client tests' business
 //! (integration-tests/); this checks the coordinator alone.
 
@@ -17,13 +18,16 @@ use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+use kafka_protocol::messages::write_txn_markers_request::{
+    WritableTxnMarker, WritableTxnMarkerTopic,
+};
 use kafka_protocol::messages::{
     AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, AddPartitionsToTxnRequest,
     AddPartitionsToTxnResponse, ApiKey, BrokerId, CreateTopicsRequest, CreateTopicsResponse,
     DescribeTransactionsRequest, DescribeTransactionsResponse, EndTxnRequest, EndTxnResponse,
     FindCoordinatorRequest, FindCoordinatorResponse, GroupId, InitProducerIdRequest,
     InitProducerIdResponse, ListOffsetsRequest, ListOffsetsResponse, ProducerId, RequestHeader,
-    ResponseHeader, TopicName, TransactionalId,
+    ResponseHeader, TopicName, TransactionalId, WriteTxnMarkersRequest, WriteTxnMarkersResponse,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, StrBytes};
 
@@ -33,6 +37,7 @@ const CONCURRENT_TRANSACTIONS: i16 = 51;
 const INVALID_PRODUCER_EPOCH: i16 = 47;
 const INVALID_TXN_STATE: i16 = 48;
 const INVALID_TRANSACTION_TIMEOUT: i16 = 50;
+const TRANSACTIONAL_ID_NOT_FOUND: i16 = 105;
 
 struct Node {
     port: u16,
@@ -41,7 +46,7 @@ struct Node {
 }
 
 impl Node {
-    fn new(dir: &std::path::Path) -> Node {
+    fn new(dir: &std::path::Path, extra: &[&str]) -> Node {
         let port = TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .map(|a| a.port())
@@ -54,7 +59,10 @@ impl Node {
             "metrics.listener=".to_string(),
             "transaction.state.log.num.partitions=3".to_string(),
             "transaction.max.timeout.ms=120000".to_string(),
-        ];
+        ]
+        .into_iter()
+        .chain(extra.iter().map(|s| s.to_string()))
+        .collect::<Vec<_>>();
         Node {
             port,
             args: settings
@@ -156,6 +164,17 @@ fn txn_id() -> TransactionalId {
     TransactionalId(StrBytes::from_static_str(TXN))
 }
 
+fn create_topic(node: &Node) {
+    let create = CreateTopicsRequest::default()
+        .with_timeout_ms(30_000)
+        .with_topics(vec![CreatableTopic::default()
+            .with_name(TopicName(StrBytes::from_static_str(TOPIC)))
+            .with_num_partitions(2)
+            .with_replication_factor(1)]);
+    let created: CreateTopicsResponse = call(node, ApiKey::CreateTopics, 7, &create);
+    assert_eq!(created.topics[0].error_code, 0, "{created:?}");
+}
+
 /// InitProducerId v1 until it stops answering retriable codes; returns (code, pid, epoch).
 fn init(node: &Node, timeout_ms: i32) -> (i16, i64, i16) {
     let request = InitProducerIdRequest::default()
@@ -203,12 +222,17 @@ fn end(node: &Node, pid: i64, epoch: i16, commit: bool) -> i16 {
 
 /// (state, partitions) of the transactional id, once it is not in a Prepare* state.
 fn settled_state(node: &Node) -> (String, usize) {
+    wait_for_state(node, |state| !state.starts_with("Prepare"))
+}
+
+/// (state, partitions) once the state is one `wanted` accepts.
+fn wait_for_state(node: &Node, wanted: impl Fn(&str) -> bool) -> (String, usize) {
     let request = DescribeTransactionsRequest::default().with_transactional_ids(vec![txn_id()]);
-    wait_until("a settled transaction state", || {
+    wait_until("a transaction state", || {
         let r: DescribeTransactionsResponse = call(node, ApiKey::DescribeTransactions, 0, &request);
         let s = r.transaction_states.first()?;
         let state = s.transaction_state.to_string();
-        (s.error_code == 0 && !state.starts_with("Prepare"))
+        (s.error_code == 0 && wanted(&state))
             .then(|| (state, s.topics.iter().map(|t| t.partitions.len()).sum()))
     })
 }
@@ -228,16 +252,9 @@ fn log_end(node: &Node, partition: i32) -> i64 {
 #[test]
 fn transactions_commit_fence_and_survive_a_restart_with_librdkafkas_versions() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut node = Node::new(dir.path());
+    let mut node = Node::new(dir.path(), &[]);
     node.start();
-    let create = CreateTopicsRequest::default()
-        .with_timeout_ms(30_000)
-        .with_topics(vec![CreatableTopic::default()
-            .with_name(TopicName(StrBytes::from_static_str(TOPIC)))
-            .with_num_partitions(2)
-            .with_replication_factor(1)]);
-    let created: CreateTopicsResponse = call(&node, ApiKey::CreateTopics, 7, &create);
-    assert_eq!(created.topics[0].error_code, 0, "{created:?}");
+    create_topic(&node);
 
     // FindCoordinator creates __transaction_state; v1 (the first with a key type, as
     // librdkafka sends it) and v4 (Java's batch) agree.
@@ -301,4 +318,63 @@ fn transactions_commit_fence_and_survive_a_restart_with_librdkafkas_versions() {
     assert_eq!(code, 0);
     assert_eq!(settled_state(&node), ("CompleteAbort".to_string(), 0));
     assert_eq!((log_end(&node, 0), log_end(&node, 1)), (3, 3));
+}
+
+#[test]
+fn timed_out_transactions_are_aborted_and_idle_ids_expire_and_markers_can_be_written_directly() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut node = Node::new(
+        dir.path(),
+        &[
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms=200",
+            "transaction.remove.expired.transaction.cleanup.interval.ms=200",
+            "transactional.id.expiration.ms=4000",
+        ],
+    );
+    node.start();
+    create_topic(&node);
+    let (code, pid, epoch) = init(&node, 1_000);
+    assert_eq!((code, epoch), (0, 0));
+    assert_eq!(add_partitions(&node, pid, epoch), vec![0, 0]);
+    // Past its 1 s timeout the coordinator fences the producer and aborts.
+    assert_eq!(
+        wait_for_state(&node, |s| s == "CompleteAbort"),
+        ("CompleteAbort".to_string(), 0)
+    );
+    assert_eq!(end(&node, pid, epoch, true), INVALID_PRODUCER_EPOCH);
+    assert_eq!((log_end(&node, 0), log_end(&node, 1)), (1, 1));
+
+    // WriteTxnMarkers straight to the leader (what `kafka-transactions.sh abort` sends).
+    let markers =
+        WriteTxnMarkersRequest::default().with_markers(vec![WritableTxnMarker::default()
+            .with_producer_id(ProducerId(pid))
+            .with_producer_epoch(epoch + 1)
+            .with_transaction_result(false)
+            .with_coordinator_epoch(0)
+            .with_topics(vec![WritableTxnMarkerTopic::default()
+                .with_name(TopicName(StrBytes::from_static_str(TOPIC)))
+                .with_partition_indexes(vec![1])])]);
+    let r: WriteTxnMarkersResponse = call(&node, ApiKey::WriteTxnMarkers, 1, &markers);
+    assert_eq!(r.markers[0].topics[0].partitions[0].error_code, 0, "{r:?}");
+    assert_eq!(log_end(&node, 1), 2);
+
+    // Idle past transactional.id.expiration.ms: the id is tombstoned and forgotten.
+    let request = DescribeTransactionsRequest::default().with_transactional_ids(vec![txn_id()]);
+    let code = wait_until("the id to expire", || {
+        let r: DescribeTransactionsResponse =
+            call(&node, ApiKey::DescribeTransactions, 0, &request);
+        let code = r.transaction_states.first()?.error_code;
+        (code != 0).then_some(code)
+    });
+    assert_eq!(code, TRANSACTIONAL_ID_NOT_FOUND);
+    // Forgotten also after a restart (the tombstone is in the log).
+    node.stop();
+    node.start();
+    let code = wait_until("the coordinator after the restart", || {
+        let r: DescribeTransactionsResponse =
+            call(&node, ApiKey::DescribeTransactions, 0, &request);
+        let code = r.transaction_states.first()?.error_code;
+        (![14, 15, 16].contains(&code)).then_some(code)
+    });
+    assert_eq!(code, TRANSACTIONAL_ID_NOT_FOUND);
 }

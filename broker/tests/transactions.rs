@@ -4,7 +4,8 @@
 //! InitProducerId's epochs and fencing (the open transaction is aborted first, the old
 //! producer gets INVALID_PRODUCER_EPOCH at v0), commit and its retry, the markers taking
 //! offsets in the data partitions, and an open transaction surviving a restart; the
-//! timeout abort, id expiry, and WriteTxnMarkers sent straight to the leader.
+//! timeout abort, id expiry, and WriteTxnMarkers sent straight to the leader; and, on
+//! three nodes, markers sent to the leaders of partitions the coordinator does not lead.
 //! Transactional produce and read_committed are the real-client tests' business
 //! (integration-tests/); this checks the coordinator alone.
 
@@ -18,6 +19,7 @@ use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::write_txn_markers_request::{
     WritableTxnMarker, WritableTxnMarkerTopic,
 };
@@ -26,8 +28,9 @@ use kafka_protocol::messages::{
     AddPartitionsToTxnResponse, ApiKey, BrokerId, CreateTopicsRequest, CreateTopicsResponse,
     DescribeTransactionsRequest, DescribeTransactionsResponse, EndTxnRequest, EndTxnResponse,
     FindCoordinatorRequest, FindCoordinatorResponse, GroupId, InitProducerIdRequest,
-    InitProducerIdResponse, ListOffsetsRequest, ListOffsetsResponse, ProducerId, RequestHeader,
-    ResponseHeader, TopicName, TransactionalId, WriteTxnMarkersRequest, WriteTxnMarkersResponse,
+    InitProducerIdResponse, ListOffsetsRequest, ListOffsetsResponse, MetadataRequest,
+    MetadataResponse, ProducerId, RequestHeader, ResponseHeader, TopicName, TransactionalId,
+    WriteTxnMarkersRequest, WriteTxnMarkersResponse,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, StrBytes};
 
@@ -74,6 +77,17 @@ impl Node {
     }
 
     fn start(&mut self) {
+        self.spawn();
+        self.wait_listening();
+    }
+
+    fn wait_listening(&self) {
+        wait_until("the client listener", || {
+            TcpStream::connect(self.bootstrap()).ok()
+        });
+    }
+
+    fn spawn(&mut self) {
         let child = Command::new(env!("CARGO_BIN_EXE_brook"))
             .args(&self.args)
             .stdin(Stdio::null())
@@ -82,9 +96,6 @@ impl Node {
             .spawn()
             .expect("spawn brook");
         self.child = Some(child);
-        wait_until("the client listener", || {
-            TcpStream::connect(self.bootstrap()).ok()
-        });
     }
 
     /// SIGTERM (a clean stop), then wait for the exit.
@@ -165,11 +176,15 @@ fn txn_id() -> TransactionalId {
 }
 
 fn create_topic(node: &Node) {
+    create_topic_with(node, 2);
+}
+
+fn create_topic_with(node: &Node, partitions: i32) {
     let create = CreateTopicsRequest::default()
         .with_timeout_ms(30_000)
         .with_topics(vec![CreatableTopic::default()
             .with_name(TopicName(StrBytes::from_static_str(TOPIC)))
-            .with_num_partitions(2)
+            .with_num_partitions(partitions)
             .with_replication_factor(1)]);
     let created: CreateTopicsResponse = call(node, ApiKey::CreateTopics, 7, &create);
     assert_eq!(created.topics[0].error_code, 0, "{created:?}");
@@ -192,13 +207,17 @@ fn init(node: &Node, timeout_ms: i32) -> (i16, i64, i16) {
 }
 
 fn add_partitions(node: &Node, pid: i64, epoch: i16) -> Vec<i16> {
+    add_these_partitions(node, pid, epoch, vec![0, 1])
+}
+
+fn add_these_partitions(node: &Node, pid: i64, epoch: i16, partitions: Vec<i32>) -> Vec<i16> {
     let request = AddPartitionsToTxnRequest::default()
         .with_v3_and_below_transactional_id(txn_id())
         .with_v3_and_below_producer_id(ProducerId(pid))
         .with_v3_and_below_producer_epoch(epoch)
         .with_v3_and_below_topics(vec![AddPartitionsToTxnTopic::default()
             .with_name(TopicName(StrBytes::from_static_str(TOPIC)))
-            .with_partitions(vec![0, 1])]);
+            .with_partitions(partitions)]);
     let r: AddPartitionsToTxnResponse = call(node, ApiKey::AddPartitionsToTxn, 0, &request);
     r.results_by_topic_v3_and_below
         .iter()
@@ -377,4 +396,115 @@ fn timed_out_transactions_are_aborted_and_idle_ids_expire_and_markers_can_be_wri
         (![14, 15, 16].contains(&code)).then_some(code)
     });
     assert_eq!(code, TRANSACTIONAL_ID_NOT_FOUND);
+}
+
+/// Three combined nodes (ids 1-3) on one quorum.
+fn cluster(dir: &std::path::Path) -> Vec<Node> {
+    let port = || {
+        TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .expect("a free port")
+    };
+    let controllers: Vec<u16> = (0..3).map(|_| port()).collect();
+    let voters = controllers
+        .iter()
+        .enumerate()
+        .map(|(i, p)| format!("{}@127.0.0.1:{p}", i + 1))
+        .collect::<Vec<_>>()
+        .join(",");
+    (1..=3)
+        .map(|id: usize| {
+            let client = port();
+            let settings = [
+                format!("node.id={id}"),
+                format!("controller.quorum.voters={voters}"),
+                format!(
+                    "listeners=PLAINTEXT://127.0.0.1:{client},CONTROLLER://127.0.0.1:{}",
+                    controllers[id - 1]
+                ),
+                "controller.listener.names=CONTROLLER".to_string(),
+                "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT"
+                    .to_string(),
+                format!("log.dirs={}", dir.join(format!("node-{id}")).display()),
+                "metrics.listener=".to_string(),
+                "broker.heartbeat.interval.ms=500".to_string(),
+                "transaction.state.log.num.partitions=3".to_string(),
+            ];
+            Node {
+                port: client,
+                args: settings
+                    .iter()
+                    .flat_map(|s| ["--override".to_string(), s.clone()])
+                    .collect(),
+                child: None,
+            }
+        })
+        .collect()
+}
+
+/// The leader of each partition of the data topic, once every partition has one.
+fn data_leaders(node: &Node, partitions: usize) -> Vec<i32> {
+    let request = MetadataRequest::default()
+        .with_topics(Some(vec![MetadataRequestTopic::default()
+            .with_name(Some(TopicName(StrBytes::from_static_str(TOPIC))))]));
+    wait_until("leaders of the data topic", || {
+        let r: MetadataResponse = call(node, ApiKey::Metadata, 12, &request);
+        let mut leaders: Vec<(i32, i32)> = r
+            .topics
+            .first()?
+            .partitions
+            .iter()
+            .map(|p| (p.partition_index, p.leader_id.0))
+            .collect();
+        leaders.sort_unstable();
+        (leaders.len() == partitions && leaders.iter().all(|(_, l)| *l > 0))
+            .then(|| leaders.into_iter().map(|(_, l)| l).collect())
+    })
+}
+
+#[test]
+fn a_coordinator_writes_markers_to_partitions_other_brokers_lead() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut nodes = cluster(dir.path());
+    for node in nodes.iter_mut() {
+        node.spawn();
+    }
+    for node in &nodes {
+        node.wait_listening();
+    }
+    create_topic_with(&nodes[0], 6);
+    let leaders = data_leaders(&nodes[0], 6);
+    let v1 = FindCoordinatorRequest::default()
+        .with_key(StrBytes::from_static_str(TXN))
+        .with_key_type(1);
+    let coordinator = wait_until("the transaction coordinator", || {
+        let r: FindCoordinatorResponse = call(&nodes[0], ApiKey::FindCoordinator, 1, &v1);
+        (r.error_code == 0).then_some(r.node_id.0)
+    });
+    let at = &nodes[usize::try_from(coordinator - 1).expect("a node id")];
+    assert!(
+        leaders.iter().any(|l| *l != coordinator),
+        "some data partition is led elsewhere: {leaders:?}, coordinator {coordinator}"
+    );
+    let (code, pid, epoch) = init(at, 60_000);
+    assert_eq!(code, 0);
+    assert_eq!(
+        add_these_partitions(at, pid, epoch, (0..6).collect()),
+        vec![0; 6]
+    );
+    assert_eq!(end(at, pid, epoch, true), 0);
+    assert_eq!(
+        wait_for_state(at, |s| s == "CompleteCommit"),
+        ("CompleteCommit".to_string(), 0)
+    );
+    for (partition, leader) in leaders.iter().enumerate() {
+        let node = &nodes[usize::try_from(leader - 1).expect("a node id")];
+        let partition = i32::try_from(partition).expect("small");
+        assert_eq!(
+            log_end(node, partition),
+            1,
+            "the marker in partition {partition}"
+        );
+    }
 }

@@ -1,4 +1,5 @@
-//! ListTransactions: the transactional ids this broker coordinates, filtered by state
+//! ListTransactions: the transactional ids this broker coordinates (COORDINATOR_LOAD_IN_PROGRESS
+//! while one of its `__transaction_state` partitions is loading), filtered by state
 //! names (unknown names are echoed in `unknown_state_filters`), producer ids, v1's
 //! minimum running time (`duration_filter`, ms since the transaction started) and v2's
 //! transactional id pattern (a Java regular expression; Brook supports the common
@@ -12,6 +13,7 @@ use brook_protocol::kafka_protocol::protocol::StrBytes;
 
 use crate::broker::Broker;
 use crate::coordinator::txn::state::TxnState;
+use crate::error::BrokerError;
 
 pub fn handle(
     broker: &Broker,
@@ -27,9 +29,15 @@ pub fn handle(
         }
     }
     let now_ms = brook_storage::log_manager::now_ms();
-    let listed = broker
-        .txn
-        .list()
+    let all = match broker.txn.list() {
+        Ok(all) => all,
+        Err(e) => {
+            return ListTransactionsResponse::default()
+                .with_error_code(BrokerError::from(e).code().code())
+                .with_unknown_state_filters(unknown)
+        }
+    };
+    let listed = all
         .into_iter()
         .filter(|t| states.is_empty() || states.contains(&t.state))
         .filter(|t| {

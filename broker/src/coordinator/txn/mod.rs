@@ -320,8 +320,17 @@ impl TxnCoordinator {
         Ok(view(meta))
     }
 
-    /// Every id of the partitions this broker has loaded (ListTransactions filters them).
-    pub fn list(&self) -> Vec<TxnView> {
+    /// Every id of the partitions this broker coordinates (ListTransactions filters them);
+    /// COORDINATOR_LOAD_IN_PROGRESS while one of them is still loading, as Kafka answers.
+    pub fn list(&self) -> Result<Vec<TxnView>, TxnError> {
+        if self
+            .loads
+            .lock()
+            .values()
+            .any(|l| matches!(l, Load::Loading { .. }))
+        {
+            return Err(TxnError::CoordinatorLoadInProgress);
+        }
         let mut out: Vec<TxnView> = self
             .txns
             .lock()
@@ -330,7 +339,7 @@ impl TxnCoordinator {
             .map(view)
             .collect();
         out.sort_by(|a, b| a.transactional_id.cmp(&b.transactional_id));
-        out
+        Ok(out)
     }
 }
 

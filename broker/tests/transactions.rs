@@ -16,7 +16,9 @@ use std::thread::sleep;
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
-use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
+use kafka_protocol::messages::add_partitions_to_txn_request::{
+    AddPartitionsToTxnTopic, AddPartitionsToTxnTransaction,
+};
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
@@ -308,6 +310,24 @@ fn transactions_commit_fence_and_survive_a_restart_with_librdkafkas_versions() {
     let r: AddOffsetsToTxnResponse = call(&node, ApiKey::AddOffsetsToTxn, 0, &offsets);
     assert_eq!(r.error_code, 0);
     assert_eq!(settled_state(&node), ("Ongoing".to_string(), 3));
+    // The v4 broker form with VerifyOnly: in the transaction or not (KIP-890).
+    let verify = AddPartitionsToTxnRequest::default().with_transactions(vec![
+        AddPartitionsToTxnTransaction::default()
+            .with_transactional_id(txn_id())
+            .with_producer_id(ProducerId(pid))
+            .with_producer_epoch(epoch)
+            .with_verify_only(true)
+            .with_topics(vec![AddPartitionsToTxnTopic::default()
+                .with_name(TopicName(StrBytes::from_static_str(TOPIC)))
+                .with_partitions(vec![1, 2])]),
+    ]);
+    let r: AddPartitionsToTxnResponse = call(&node, ApiKey::AddPartitionsToTxn, 4, &verify);
+    let codes: Vec<i16> = r.results_by_transaction[0].topic_results[0]
+        .results_by_partition
+        .iter()
+        .map(|p| p.partition_error_code)
+        .collect();
+    assert_eq!(codes, vec![0, INVALID_TXN_STATE]);
     assert_eq!(end(&node, pid, epoch, true), 0);
     assert_eq!(settled_state(&node), ("CompleteCommit".to_string(), 0));
     // The retried commit succeeds; an abort of the committed transaction cannot.

@@ -5,7 +5,8 @@
 //! producer gets INVALID_PRODUCER_EPOCH at v0), commit and its retry, the markers taking
 //! offsets in the data partitions, and an open transaction surviving a restart; the
 //! timeout abort, id expiry, and WriteTxnMarkers sent straight to the leader; and, on
-//! three nodes, markers sent to the leaders of partitions the coordinator does not lead.
+//! three nodes, markers sent to the leaders of partitions the coordinator does not lead;
+//! and a transaction found PrepareCommit at load (a crash before its markers) completed.
 //! Transactional produce and read_committed are the real-client tests' business
 //! (integration-tests/); this checks the coordinator alone.
 
@@ -527,4 +528,57 @@ fn a_coordinator_writes_markers_to_partitions_other_brokers_lead() {
             "the marker in partition {partition}"
         );
     }
+}
+
+/// Appends a PrepareCommit record for [`TXN`] to the stopped node's `__transaction_state`
+/// log, as if the node had died between EndTxn and the markers.
+fn write_prepare_commit(dir: &std::path::Path, pid: i64, epoch: i16) {
+    use brook::coordinator::txn::log::encode_batch;
+    use brook::coordinator::txn::records::{partition_for, TxnLogValue, TXN_STATE_TOPIC};
+    use brook::coordinator::txn::state::TxnState;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("a runtime");
+    let logs = brook_storage::LogManager::open(&[dir.to_path_buf()], Default::default())
+        .expect("the node's logs");
+    let log = logs
+        .get_or_create(TXN_STATE_TOPIC, partition_for(TXN, 3), Default::default())
+        .expect("the transaction log partition");
+    let value = TxnLogValue {
+        producer_id: pid,
+        producer_epoch: epoch,
+        timeout_ms: 60_000,
+        state: TxnState::PrepareCommit,
+        partitions: [(TOPIC.to_string(), 0), (TOPIC.to_string(), 1)].into(),
+        last_update_timestamp_ms: brook_storage::log_manager::now_ms(),
+        start_timestamp_ms: brook_storage::log_manager::now_ms(),
+        previous_producer_id: -1,
+    };
+    let batch = encode_batch(TXN, Some(&value), 0).expect("a record");
+    let epoch = log.latest_epoch().unwrap_or(0);
+    runtime
+        .block_on(log.append(batch, epoch, brook_storage::log_manager::now_ms()))
+        .expect("appended");
+    logs.shutdown().expect("flushed");
+}
+
+#[test]
+fn a_transaction_prepared_before_a_crash_is_completed_when_its_partition_is_loaded() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut node = Node::new(dir.path(), &[]);
+    node.start();
+    create_topic(&node);
+    let (code, pid, epoch) = init(&node, 60_000);
+    assert_eq!(code, 0);
+    assert_eq!(add_partitions(&node, pid, epoch), vec![0, 0]);
+    node.stop();
+    write_prepare_commit(dir.path(), pid, epoch);
+    node.start();
+    // The load finds PrepareCommit, writes the markers, then CompleteCommit.
+    assert_eq!(
+        wait_for_state(&node, |s| s == "CompleteCommit"),
+        ("CompleteCommit".to_string(), 0)
+    );
+    assert_eq!((log_end(&node, 0), log_end(&node, 1)), (1, 1));
+    assert_eq!(end(&node, pid, epoch, true), 0, "a retried commit succeeds");
 }

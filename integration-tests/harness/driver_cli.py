@@ -30,6 +30,8 @@ COMMANDS = (
     "consume",
     "group-consume",
     "offsets",
+    "txn-produce",
+    "txn-copy",
 )
 
 
@@ -59,6 +61,15 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout-ms", type=int, default=20000)
     p.add_argument("--max-bytes", type=int)
     p.add_argument("--spec")
+    p.add_argument("--isolation", choices=("read_committed", "read_uncommitted"),
+                   help="consume: isolation.level (default: the client's own)")
+    # txn-produce (README.md's driver protocol)
+    p.add_argument("--transactional-id")
+    p.add_argument("--abort", help="txn-produce: comma list of the transactions to abort")
+    # txn-copy (README.md's driver protocol)
+    p.add_argument("--output-topic")
+    p.add_argument("--abort-every", type=int, default=0,
+                   help="txn-copy: abort transactions 1, 1+N, 1+2N, ... (0: none)")
     # group-consume (README.md's driver protocol)
     p.add_argument("--group")
     p.add_argument("--assignor", default="range", choices=("range", "cooperative-sticky"))

@@ -32,7 +32,7 @@ from typing import Any, Iterable, Optional
 from .paths import TESTS_DIR
 
 EXIT_UNSUPPORTED = 3
-LINE_COMMANDS = {"produce", "consume"}
+LINE_COMMANDS = {"produce", "consume", "txn-produce", "txn-copy"}
 
 _PY = sys.executable  # the interpreter running pytest, which has the clients installed
 DRIVER_ARGV = {

@@ -46,6 +46,8 @@ pub enum BatchError {
     CrcMismatch { stored: u32, computed: u32 },
     #[error("records count {records_count} < 1")]
     NoRecords { records_count: i32 },
+    #[error("malformed control record: {reason}")]
+    InvalidControlRecord { reason: &'static str },
     #[error("lastOffsetDelta {last_offset_delta} != recordsCount {records_count} - 1")]
     OffsetDeltaMismatch {
         last_offset_delta: i32,

@@ -54,6 +54,21 @@ pub enum StorageError {
         current_epoch: i16,
         received_epoch: i16,
     },
+    /// A non-transactional batch from a producer with a transaction open on this
+    /// partition (Kafka's INVALID_TXN_STATE from `ProducerAppendInfo.appendDataBatch`).
+    #[error("producer {producer_id} wrote a non-transactional batch while its transaction from offset {txn_first_offset} is open")]
+    InvalidTxnState {
+        producer_id: i64,
+        txn_first_offset: i64,
+    },
+    /// A transaction marker from a coordinator epoch older than the last marker's for the
+    /// producer (a zombie coordinator; Kafka's TRANSACTION_COORDINATOR_FENCED).
+    #[error("transaction marker for producer {producer_id} from coordinator epoch {received_epoch}, older than {current_epoch}")]
+    TransactionCoordinatorFenced {
+        producer_id: i64,
+        current_epoch: i32,
+        received_epoch: i32,
+    },
     /// A follower append whose batch would not lie after the log's (or the previous
     /// batch's) last offset: the replica fetched from the wrong place.
     #[error("follower append out of order: batch base offset {got}, expected at least {expected_at_least}")]

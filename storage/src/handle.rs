@@ -33,6 +33,7 @@ use crate::log::{
     AppendInfo, FollowerAppend, Log, MinOneBatch, ReadPlan, ReadResult, RetentionOutcome,
     TimestampOffset,
 };
+use crate::txn_index::{AbortedTxn, OngoingTxn};
 
 /// `latest_epoch` when the log has no leader epoch (epochs are never negative).
 const NO_EPOCH: i32 = i32::MIN;
@@ -72,6 +73,8 @@ struct Shared {
     /// path, which must refuse key-less records on such topics without taking the lock).
     compacted: AtomicBool,
     appends: watch::Sender<i64>,
+    /// The log's aborted and open transactions (`log/txn.rs`), read without the lock.
+    txns: Arc<crate::log::TxnShared>,
 }
 
 /// A read planned under the partition lock, executed without it (`log/read.rs`).
@@ -145,6 +148,7 @@ impl LogHandle {
                 high_watermark: AtomicI64::new(snapshot.log_end_offset),
                 latest_epoch: AtomicI32::new(snapshot.latest_epoch),
                 compacted: AtomicBool::new(log.config().cleanup_compact),
+                txns: log.txn_shared(),
                 log: Mutex::new(Some(log)),
                 appends,
             }),
@@ -201,6 +205,46 @@ impl LogHandle {
                 return clamped;
             }
         }
+    }
+
+    /// The last stable offset (KIP-98): min(high watermark, first unstable offset), the
+    /// bound of `read_committed` fetches and of their ListOffsets LATEST. Atomics, plus
+    /// a short lock while a completed transaction's marker is not yet below the high
+    /// watermark.
+    pub fn last_stable_offset(&self) -> i64 {
+        self.shared
+            .txns
+            .last_stable_offset(self.high_watermark(), self.log_start_offset())
+    }
+
+    /// Kafka's first unstable offset: the first offset of the oldest open transaction,
+    /// or of a completed one whose marker the high watermark has not passed yet (until
+    /// then a new leader might not have the marker). `None` when every transaction is
+    /// decided and replicated. Never below the log start offset.
+    pub fn first_unstable_offset(&self) -> Option<i64> {
+        self.shared
+            .txns
+            .first_unstable_offset(self.high_watermark())
+            .map(|first| first.max(self.log_start_offset()))
+    }
+
+    /// The aborted transactions whose offsets overlap `[start_offset,
+    /// end_offset_exclusive)` (Kafka's `collectAbortedTxns`, for a `read_committed`
+    /// fetch's `aborted_transactions`), oldest marker first. Memory only, no disk I/O.
+    pub fn aborted_transactions(
+        &self,
+        start_offset: i64,
+        end_offset_exclusive: i64,
+    ) -> Vec<AbortedTxn> {
+        self.shared
+            .txns
+            .aborted_transactions(start_offset, end_offset_exclusive)
+    }
+
+    /// The transactions open on this partition, oldest first (DescribeProducers,
+    /// hanging transactions). Memory only.
+    pub fn ongoing_transactions(&self) -> Vec<OngoingTxn> {
+        self.shared.txns.ongoing_transactions()
     }
 
     /// The latest leader epoch of the log (as of the last operation).
@@ -495,6 +539,9 @@ impl LogHandle {
             .high_watermark
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, clamp)
             .is_ok();
+        shared
+            .txns
+            .forget_replicated_below(shared.high_watermark.load(Ordering::SeqCst));
         let end = snapshot.log_end_offset;
         shared.appends.send_if_modified(|leo| {
             let changed = *leo != end || hw_changed;

@@ -10,6 +10,7 @@ pub mod batch;
 pub mod checkpoint;
 pub mod cleaner;
 pub mod config;
+pub mod control;
 pub mod error;
 pub mod file_records;
 pub mod handle;
@@ -25,10 +26,12 @@ pub mod retention;
 pub mod roll;
 pub mod segment;
 pub mod testing;
+pub mod txn_index;
 
 pub use batch::{BatchError, BatchHeader, TimestampType};
 pub use cleaner::CleanOutcome;
 pub use config::LogConfig;
+pub use control::{ControlType, EndTxnMarker};
 pub use error::{Result, StorageError};
 pub use file_records::{FetchedRecords, FileRange, FileRecords};
 pub use handle::{LogHandle, PlannedRead};
@@ -37,3 +40,5 @@ pub use log::{
     ReadPlan, ReadResult, RetentionOutcome, TimestampOffset,
 };
 pub use log_manager::LogManager;
+pub use producer_state::CompletedTxn;
+pub use txn_index::{AbortedTxn, OngoingTxn};

@@ -30,6 +30,7 @@ mod read;
 mod read_ranges;
 mod recovery_point;
 mod truncate;
+mod txn;
 
 pub use deletion::{DueDeletions, RetentionOutcome};
 pub use epoch_cache::LeaderEpochCache;
@@ -37,6 +38,7 @@ pub use follower::FollowerAppend;
 pub use load::LoadStats;
 pub use read::ReadPlan;
 pub use read_ranges::RangesRead;
+pub(crate) use txn::TxnShared;
 
 /// The result of an append.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -102,6 +104,8 @@ pub struct Log {
     rewrites: std::sync::Arc<std::sync::atomic::AtomicU64>,
     /// Set while a compaction pass runs its unlocked phase (`cleaner/job.rs`).
     cleaning: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// Aborted and open transactions, shared with the `LogHandle` (`log/txn.rs`).
+    txns: std::sync::Arc<txn::TxnShared>,
 }
 
 impl Log {
@@ -177,7 +181,8 @@ impl Log {
         self.snapshot_at_recovery_point()?;
         let mut segment = Segment::open(&self.dir, base_offset, &self.config, now_ms)?;
         // Clears any stale index left by a crashed earlier attempt at this offset.
-        segment.recover(&self.config, &mut |_| {})?;
+        segment.recover(&self.config, &mut |_, _| {})?;
+        segment.reset_txn_index(&[])?;
         sync_dir(&self.dir)?;
         tracing::debug!(dir = %self.dir.display(), base_offset, "segment rolled");
         self.segments.insert(base_offset, segment);

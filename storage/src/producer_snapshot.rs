@@ -8,12 +8,16 @@
 //! crash could lose. Brook's own format (documented in `storage/FORMAT.md`), big-endian:
 //!
 //! ```text
-//! magic "BRPS" | version u16 = 1 | offset i64 | producer count u32
-//! per producer: producer id i64 | epoch i16 | batch count u8
+//! magic "BRPS" | version u16 = 2 | offset i64 | producer count u32
+//! per producer: producer id i64 | epoch i16 | coordinator epoch i32 (v2)
+//!               | current transaction first offset i64, -1 = none (v2) | batch count u8
 //!   per batch: first sequence i32 | last sequence i32 | first offset i64
 //!              | last offset i64 | max timestamp i64
 //! crc32c u32 of everything before it
 //! ```
+//!
+//! Version 1 (no transaction fields) still loads: its producers have no open
+//! transaction and coordinator epoch -1 (it predates transactional appends).
 //!
 //! Files are replaced atomically (tmp, fsync, rename, directory fsync). An unreadable or
 //! corrupt snapshot is ignored with a WARN: the log then replays more headers. Pure
@@ -34,7 +38,9 @@ pub const EXTENSION: &str = "snapshot";
 pub const SNAPSHOTS_TO_RETAIN: usize = 2;
 
 const MAGIC: &[u8; 4] = b"BRPS";
-const VERSION: u16 = 1;
+const VERSION: u16 = 2;
+/// The version before transactions, still read.
+const VERSION_1: u16 = 1;
 const HEADER_LEN: usize = 4 + 2 + 8 + 4;
 const BATCH_LEN: usize = 4 + 4 + 8 + 8 + 8;
 
@@ -48,7 +54,7 @@ pub fn encode(offset: i64, state: &ProducerStateManager) -> Vec<u8> {
     let mut producers: Vec<(i64, &ProducerEntry)> = state.entries().collect();
     // Sorted, so equal states give equal files.
     producers.sort_unstable_by_key(|(id, _)| *id);
-    let mut out = Vec::with_capacity(HEADER_LEN + producers.len() * (11 + 5 * BATCH_LEN) + 4);
+    let mut out = Vec::with_capacity(HEADER_LEN + producers.len() * (23 + 5 * BATCH_LEN) + 4);
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&VERSION.to_be_bytes());
     out.extend_from_slice(&offset.to_be_bytes());
@@ -56,6 +62,8 @@ pub fn encode(offset: i64, state: &ProducerStateManager) -> Vec<u8> {
     for (id, entry) in producers {
         out.extend_from_slice(&id.to_be_bytes());
         out.extend_from_slice(&entry.producer_epoch.to_be_bytes());
+        out.extend_from_slice(&entry.coordinator_epoch.to_be_bytes());
+        out.extend_from_slice(&entry.current_txn_first_offset.unwrap_or(-1).to_be_bytes());
         // At most BATCHES_TO_RETAIN (5) batches per producer: fits a u8.
         let batches = entry.batches.len().min(usize::from(u8::MAX));
         out.push(batches as u8);
@@ -100,7 +108,11 @@ pub fn decode(bytes: &[u8]) -> Option<(i64, ProducerStateManager)> {
         return None;
     }
     let mut r = Reader(body);
-    if &r.take::<4>()? != MAGIC || u16::from_be_bytes(r.take()?) != VERSION {
+    if &r.take::<4>()? != MAGIC {
+        return None;
+    }
+    let version = u16::from_be_bytes(r.take()?);
+    if version != VERSION && version != VERSION_1 {
         return None;
     }
     let offset = r.i64()?;
@@ -109,6 +121,13 @@ pub fn decode(bytes: &[u8]) -> Option<(i64, ProducerStateManager)> {
     for _ in 0..count {
         let id = r.i64()?;
         let producer_epoch = r.i16()?;
+        let (coordinator_epoch, current_txn_first_offset) = if version == VERSION_1 {
+            (-1, None)
+        } else {
+            let coordinator_epoch = r.i32()?;
+            let first = r.i64()?;
+            (coordinator_epoch, (first >= 0).then_some(first))
+        };
         let [batch_count] = r.take::<1>()?;
         let mut batches = VecDeque::with_capacity(usize::from(batch_count));
         for _ in 0..batch_count {
@@ -125,6 +144,8 @@ pub fn decode(bytes: &[u8]) -> Option<(i64, ProducerStateManager)> {
             ProducerEntry {
                 producer_epoch,
                 batches,
+                current_txn_first_offset,
+                coordinator_epoch,
             },
         ));
     }
@@ -229,6 +250,7 @@ fn remove(dir: &Path, offset: i64) -> Result<()> {
 mod tests {
     use super::*;
     use crate::batch::validate_batch;
+    use crate::control::ControlType;
     use crate::testing::{encode_batch, TestBatch};
 
     fn sample() -> ProducerStateManager {
@@ -242,9 +264,62 @@ mod tests {
             );
             let mut h = validate_batch(&bytes).expect("valid test batch");
             h.base_offset = 10 * i as i64;
-            state.update(&h);
+            state.update(&h, None);
+        }
+        // Producer 13 has a transaction open at offset 50 after one completed.
+        for (offset, batch) in [
+            (40, TestBatch::sized(0, 1, 1).transactional(13, 2, 0)),
+            (41, TestBatch::marker(13, 2, ControlType::Commit, 4)),
+            (50, TestBatch::sized(0, 2, 1).transactional(13, 2, 1)),
+        ] {
+            let bytes = encode_batch(&batch);
+            let mut h = validate_batch(&bytes).expect("valid test batch");
+            h.base_offset = offset;
+            let marker = h
+                .is_control()
+                .then(|| crate::control::parse_end_txn_marker(&bytes, &h).expect("marker"));
+            state.update(&h, marker.as_ref());
         }
         state
+    }
+
+    #[test]
+    fn a_snapshot_keeps_open_transactions_and_coordinator_epochs() {
+        let state = sample();
+        let (_, decoded) = decode(&encode(60, &state)).expect("decodes");
+        let entry = decoded.entry(13).expect("producer 13");
+        assert_eq!(entry.current_txn_first_offset, Some(50));
+        assert_eq!(entry.coordinator_epoch, 4);
+        assert_eq!(decoded.first_unstable_offset(), Some(50));
+    }
+
+    #[test]
+    fn a_version_1_snapshot_still_loads() {
+        // Version 1 as written before transactions: producer 7, epoch 3, one batch.
+        let mut v1 = Vec::new();
+        v1.extend_from_slice(MAGIC);
+        v1.extend_from_slice(&1u16.to_be_bytes());
+        v1.extend_from_slice(&42i64.to_be_bytes());
+        v1.extend_from_slice(&1u32.to_be_bytes());
+        v1.extend_from_slice(&7i64.to_be_bytes());
+        v1.extend_from_slice(&3i16.to_be_bytes());
+        v1.push(1);
+        for v in [0i32, 2] {
+            v1.extend_from_slice(&v.to_be_bytes());
+        }
+        for v in [10i64, 12, 1_000] {
+            v1.extend_from_slice(&v.to_be_bytes());
+        }
+        let crc = crc32c::crc32c(&v1);
+        v1.extend_from_slice(&crc.to_be_bytes());
+        let (offset, state) = decode(&v1).expect("v1 decodes");
+        assert_eq!(offset, 42);
+        let entry = state.entry(7).expect("producer 7");
+        assert_eq!(entry.producer_epoch, 3);
+        assert_eq!(entry.current_txn_first_offset, None);
+        assert_eq!(entry.coordinator_epoch, -1);
+        assert_eq!(entry.batches.len(), 1);
+        assert_eq!(state.first_unstable_offset(), None);
     }
 
     #[test]

@@ -8,11 +8,23 @@
 //! (wrapping at `i32::MAX`); a new epoch must start at sequence 0; an unknown producer id
 //! may start anywhere. Rebuilt on recovery from the latest producer snapshot
 //! (`producer_snapshot.rs`) plus the batch headers after it. Pure: no I/O.
+//!
+//! Transactions (KIP-98, Kafka's `ProducerAppendInfo`): a transactional data batch
+//! opens the producer's transaction on this partition if none is open (its base offset
+//! is the transaction's first offset); a marker (control batch) closes it, COMMIT or
+//! ABORT, and yields a [`CompletedTxn`] if one was open (a marker without an open
+//! transaction only moves the epoch). A non-transactional batch while a transaction is
+//! open is refused (`InvalidTxnState`), so is a marker from an older producer epoch
+//! (`InvalidProducerEpoch`, Kafka's `checkProducerEpoch`) or an older coordinator epoch
+//! (`TransactionCoordinatorFenced`). The open transactions, ordered by first offset,
+//! give the first unstable offset.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use crate::batch::{increment_sequence, BatchHeader, NO_SEQUENCE};
+use crate::control::{ControlType, EndTxnMarker};
 use crate::error::{Result, StorageError};
+use crate::txn_index::{AbortedTxn, OngoingTxn};
 
 /// How many batches per producer are remembered for duplicate detection (Kafka's
 /// `NUM_BATCHES_TO_RETAIN`, matching `max.in.flight.requests.per.connection` <= 5).
@@ -29,10 +41,35 @@ pub struct BatchMetadata {
 }
 
 /// State of one producer id.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProducerEntry {
     pub producer_epoch: i16,
     pub batches: VecDeque<BatchMetadata>,
+    /// First offset of the producer's open transaction on this partition, if any.
+    pub current_txn_first_offset: Option<i64>,
+    /// Coordinator epoch of the producer's last marker; -1 before any.
+    pub coordinator_epoch: i32,
+}
+
+impl Default for ProducerEntry {
+    fn default() -> Self {
+        ProducerEntry {
+            producer_epoch: 0,
+            batches: VecDeque::new(),
+            current_txn_first_offset: None,
+            coordinator_epoch: -1,
+        }
+    }
+}
+
+/// A transaction ended by a marker (Kafka's `CompletedTxn`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CompletedTxn {
+    pub producer_id: i64,
+    pub first_offset: i64,
+    /// The marker's offset.
+    pub last_offset: i64,
+    pub control_type: ControlType,
 }
 
 /// The outcome of checking a batch.
@@ -48,6 +85,8 @@ pub enum SequenceCheck {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ProducerStateManager {
     producers: HashMap<i64, ProducerEntry>,
+    /// Open transactions: first offset → producer id (derived from `producers`).
+    ongoing: BTreeMap<i64, i64>,
 }
 
 impl ProducerStateManager {
@@ -62,16 +101,28 @@ impl ProducerStateManager {
     /// A copy of just the entries of `producer_ids`, to stage a multi-batch append
     /// against without touching the real state until the write succeeded.
     pub fn staged(&self, producer_ids: impl IntoIterator<Item = i64>) -> Self {
-        let producers = producer_ids
-            .into_iter()
-            .filter_map(|id| self.producers.get(&id).map(|e| (id, e.clone())))
-            .collect();
-        ProducerStateManager { producers }
+        Self::from_entries(
+            producer_ids
+                .into_iter()
+                .filter_map(|id| self.producers.get(&id).map(|e| (id, e.clone()))),
+        )
     }
 
     /// Applies a staged copy after its append was written.
     pub fn merge(&mut self, staged: ProducerStateManager) {
-        self.producers.extend(staged.producers);
+        for (id, entry) in staged.producers {
+            if let Some(first) = self
+                .producers
+                .get(&id)
+                .and_then(|e| e.current_txn_first_offset)
+            {
+                self.ongoing.remove(&first);
+            }
+            if let Some(first) = entry.current_txn_first_offset {
+                self.ongoing.insert(first, id);
+            }
+            self.producers.insert(id, entry);
+        }
     }
 
     /// Every tracked producer, in no particular order (for the producer snapshot file).
@@ -81,9 +132,56 @@ impl ProducerStateManager {
 
     /// A state holding exactly `entries` (loaded from a producer snapshot file).
     pub fn from_entries(entries: impl IntoIterator<Item = (i64, ProducerEntry)>) -> Self {
-        ProducerStateManager {
-            producers: entries.into_iter().collect(),
-        }
+        let producers: HashMap<i64, ProducerEntry> = entries.into_iter().collect();
+        let ongoing = producers
+            .iter()
+            .filter_map(|(id, e)| Some((e.current_txn_first_offset?, *id)))
+            .collect();
+        ProducerStateManager { producers, ongoing }
+    }
+
+    /// First offset of the oldest open transaction (Kafka's first unstable offset,
+    /// before the high watermark is considered).
+    pub fn first_unstable_offset(&self) -> Option<i64> {
+        self.ongoing.keys().next().copied()
+    }
+
+    /// The open transactions, oldest first.
+    pub fn ongoing_transactions(&self) -> Vec<OngoingTxn> {
+        self.ongoing
+            .iter()
+            .filter_map(|(first, id)| {
+                let entry = self.producers.get(id)?;
+                Some(OngoingTxn {
+                    producer_id: *id,
+                    producer_epoch: entry.producer_epoch,
+                    first_offset: *first,
+                    coordinator_epoch: entry.coordinator_epoch,
+                })
+            })
+            .collect()
+    }
+
+    /// The aborted transaction index entry of `completed` (if it aborted), with the
+    /// state right after it applied.
+    pub fn aborted_entry(&self, completed: &CompletedTxn) -> Option<AbortedTxn> {
+        (completed.control_type == ControlType::Abort).then(|| AbortedTxn {
+            producer_id: completed.producer_id,
+            first_offset: completed.first_offset,
+            last_offset: completed.last_offset,
+            last_stable_offset: self.last_stable_offset_after(completed),
+        })
+    }
+
+    /// The last stable offset to record with an aborted transaction once `completed`
+    /// is applied (Kafka's `ProducerStateManager.lastStableOffset(completedTxn)`): the
+    /// first offset of the oldest transaction of another producer still open, else the
+    /// offset after the marker.
+    pub fn last_stable_offset_after(&self, completed: &CompletedTxn) -> i64 {
+        self.ongoing
+            .iter()
+            .find(|(_, id)| **id != completed.producer_id)
+            .map_or(completed.last_offset + 1, |(first, _)| *first)
     }
 
     /// Number of producer ids tracked.
@@ -95,8 +193,13 @@ impl ProducerStateManager {
         self.producers.is_empty()
     }
 
-    /// Checks a produce batch (base offset not yet assigned) against the current state.
-    pub fn check(&self, header: &BatchHeader) -> Result<SequenceCheck> {
+    /// Checks a produce batch (base offset not yet assigned) against the current state;
+    /// `marker` is the decoded record of a control batch.
+    pub fn check(
+        &self,
+        header: &BatchHeader,
+        marker: Option<&EndTxnMarker>,
+    ) -> Result<SequenceCheck> {
         if !header.has_producer_id() {
             return Ok(SequenceCheck::Append);
         }
@@ -104,6 +207,9 @@ impl ProducerStateManager {
             // KIP-360: an unknown producer id accepts any first sequence.
             return Ok(SequenceCheck::Append);
         };
+        if header.is_control() {
+            return check_marker(header, entry, marker);
+        }
         let last_sequence = header.last_sequence();
         if entry.producer_epoch == header.producer_epoch {
             if let Some(dup) = entry.batches.iter().find(|b| {
@@ -119,8 +225,13 @@ impl ProducerStateManager {
                 received_epoch: header.producer_epoch,
             });
         }
+        if let (false, Some(first)) = (header.is_transactional(), entry.current_txn_first_offset) {
+            return Err(StorageError::InvalidTxnState {
+                producer_id: header.producer_id,
+                txn_first_offset: first,
+            });
+        }
         if header.base_sequence == NO_SEQUENCE {
-            // Transactional markers and similar carry no sequence; nothing to order.
             return Ok(SequenceCheck::Append);
         }
         let current_last = entry.batches.back().map(|b| b.last_sequence);
@@ -146,18 +257,40 @@ impl ProducerStateManager {
     }
 
     /// Records an appended batch (base offset assigned). Used both after a live append
-    /// and when replaying the log on recovery.
-    pub fn update(&mut self, header: &BatchHeader) {
+    /// and when replaying the log on recovery; `marker` is the decoded record of a control
+    /// batch (`None` for data batches, or a control batch that is not a readable marker:
+    /// then only the epoch moves). Returns the transaction a marker completed.
+    pub fn update(
+        &mut self,
+        header: &BatchHeader,
+        marker: Option<&EndTxnMarker>,
+    ) -> Option<CompletedTxn> {
         if !header.has_producer_id() {
-            return;
+            return None;
         }
         let entry = self.producers.entry(header.producer_id).or_default();
         if entry.producer_epoch != header.producer_epoch {
             entry.producer_epoch = header.producer_epoch;
             entry.batches.clear();
         }
-        if header.is_control() || header.base_sequence == NO_SEQUENCE {
-            return;
+        if header.is_control() {
+            let marker = marker?;
+            entry.coordinator_epoch = marker.coordinator_epoch;
+            let first_offset = entry.current_txn_first_offset.take()?;
+            self.ongoing.remove(&first_offset);
+            return Some(CompletedTxn {
+                producer_id: header.producer_id,
+                first_offset,
+                last_offset: header.base_offset,
+                control_type: marker.control_type,
+            });
+        }
+        if header.is_transactional() && entry.current_txn_first_offset.is_none() {
+            entry.current_txn_first_offset = Some(header.base_offset);
+            self.ongoing.insert(header.base_offset, header.producer_id);
+        }
+        if header.base_sequence == NO_SEQUENCE {
+            return None;
         }
         entry.batches.push_back(BatchMetadata {
             first_sequence: header.base_sequence,
@@ -169,7 +302,34 @@ impl ProducerStateManager {
         while entry.batches.len() > BATCHES_TO_RETAIN {
             entry.batches.pop_front();
         }
+        None
     }
+}
+
+/// Kafka's `appendEndTxnMarker` checks: the producer epoch may not go back
+/// (`checkProducerEpoch`), nor the coordinator epoch (`checkCoordinatorEpoch`).
+fn check_marker(
+    header: &BatchHeader,
+    entry: &ProducerEntry,
+    marker: Option<&EndTxnMarker>,
+) -> Result<SequenceCheck> {
+    if header.producer_epoch < entry.producer_epoch {
+        return Err(StorageError::InvalidProducerEpoch {
+            producer_id: header.producer_id,
+            current_epoch: entry.producer_epoch,
+            received_epoch: header.producer_epoch,
+        });
+    }
+    if let Some(m) = marker {
+        if m.coordinator_epoch < entry.coordinator_epoch {
+            return Err(StorageError::TransactionCoordinatorFenced {
+                producer_id: header.producer_id,
+                current_epoch: entry.coordinator_epoch,
+                received_epoch: m.coordinator_epoch,
+            });
+        }
+    }
+    Ok(SequenceCheck::Append)
 }
 
 #[cfg(test)]
@@ -189,7 +349,7 @@ mod tests {
     fn an_unknown_producer_accepts_any_first_sequence() {
         let state = ProducerStateManager::new();
         assert_eq!(
-            state.check(&header(7, 0, 42, 1, 0)).ok(),
+            state.check(&header(7, 0, 42, 1, 0), None).ok(),
             Some(SequenceCheck::Append)
         );
     }
@@ -197,14 +357,14 @@ mod tests {
     #[test]
     fn a_retry_of_a_recent_batch_is_a_duplicate_with_the_original_offsets() {
         let mut state = ProducerStateManager::new();
-        state.update(&header(7, 0, 0, 3, 10));
-        state.update(&header(7, 0, 3, 2, 13));
-        let Ok(SequenceCheck::Duplicate(meta)) = state.check(&header(7, 0, 0, 3, -1)) else {
+        state.update(&header(7, 0, 0, 3, 10), None);
+        state.update(&header(7, 0, 3, 2, 13), None);
+        let Ok(SequenceCheck::Duplicate(meta)) = state.check(&header(7, 0, 0, 3, -1), None) else {
             panic!("expected a duplicate");
         };
         assert_eq!((meta.first_offset, meta.last_offset), (10, 12));
         assert_eq!(
-            state.check(&header(7, 0, 5, 1, -1)).ok(),
+            state.check(&header(7, 0, 5, 1, -1), None).ok(),
             Some(SequenceCheck::Append)
         );
     }
@@ -213,15 +373,15 @@ mod tests {
     fn only_the_last_five_batches_are_remembered() {
         let mut state = ProducerStateManager::new();
         for i in 0..6 {
-            state.update(&header(7, 0, i, 1, i64::from(i)));
+            state.update(&header(7, 0, i, 1, i64::from(i)), None);
         }
         assert_eq!(state.entry(7).map(|e| e.batches.len()), Some(5));
         assert!(matches!(
-            state.check(&header(7, 0, 0, 1, -1)),
+            state.check(&header(7, 0, 0, 1, -1), None),
             Err(StorageError::OutOfOrderSequence { .. })
         ));
         assert!(matches!(
-            state.check(&header(7, 0, 1, 1, -1)),
+            state.check(&header(7, 0, 1, 1, -1), None),
             Ok(SequenceCheck::Duplicate(_))
         ));
     }
@@ -229,8 +389,8 @@ mod tests {
     #[test]
     fn a_gap_in_sequence_is_out_of_order() {
         let mut state = ProducerStateManager::new();
-        state.update(&header(7, 0, 0, 2, 0));
-        let err = state.check(&header(7, 0, 3, 1, -1)).err();
+        state.update(&header(7, 0, 0, 2, 0), None);
+        let err = state.check(&header(7, 0, 3, 1, -1), None).err();
         assert!(matches!(
             err,
             Some(StorageError::OutOfOrderSequence {
@@ -244,9 +404,9 @@ mod tests {
     #[test]
     fn an_older_epoch_is_fenced_and_a_newer_one_must_start_at_zero() {
         let mut state = ProducerStateManager::new();
-        state.update(&header(7, 3, 0, 1, 0));
+        state.update(&header(7, 3, 0, 1, 0), None);
         assert!(matches!(
-            state.check(&header(7, 2, 1, 1, -1)),
+            state.check(&header(7, 2, 1, 1, -1), None),
             Err(StorageError::InvalidProducerEpoch {
                 current_epoch: 3,
                 received_epoch: 2,
@@ -254,14 +414,14 @@ mod tests {
             })
         ));
         assert!(matches!(
-            state.check(&header(7, 4, 5, 1, -1)),
+            state.check(&header(7, 4, 5, 1, -1), None),
             Err(StorageError::OutOfOrderSequence { .. })
         ));
         assert_eq!(
-            state.check(&header(7, 4, 0, 1, -1)).ok(),
+            state.check(&header(7, 4, 0, 1, -1), None).ok(),
             Some(SequenceCheck::Append)
         );
-        state.update(&header(7, 4, 0, 1, 1));
+        state.update(&header(7, 4, 0, 1, 1), None);
         assert_eq!(
             state.entry(7).map(|e| (e.producer_epoch, e.batches.len())),
             Some((4, 1))
@@ -271,11 +431,154 @@ mod tests {
     #[test]
     fn sequences_wrap_around_after_i32_max() {
         let mut state = ProducerStateManager::new();
-        state.update(&header(7, 0, i32::MAX - 1, 2, 0));
+        state.update(&header(7, 0, i32::MAX - 1, 2, 0), None);
         assert_eq!(
-            state.check(&header(7, 0, 0, 1, -1)).ok(),
+            state.check(&header(7, 0, 0, 1, -1), None).ok(),
             Some(SequenceCheck::Append)
         );
-        assert!(state.check(&header(7, 0, 1, 1, -1)).is_err());
+        assert!(state.check(&header(7, 0, 1, 1, -1), None).is_err());
+    }
+
+    fn txn_header(batch: TestBatch, base_offset: i64) -> (BatchHeader, Option<EndTxnMarker>) {
+        let bytes = encode_batch(&batch);
+        let mut h = validate_batch(&bytes).expect("valid test batch");
+        h.base_offset = base_offset;
+        let marker = h
+            .is_control()
+            .then(|| crate::control::parse_end_txn_marker(&bytes, &h).expect("marker"));
+        (h, marker)
+    }
+
+    fn data(pid: i64, epoch: i16, seq: i32, offset: i64) -> (BatchHeader, Option<EndTxnMarker>) {
+        txn_header(
+            TestBatch::sized(0, 2, 1).transactional(pid, epoch, seq),
+            offset,
+        )
+    }
+
+    fn marker(
+        pid: i64,
+        epoch: i16,
+        kind: ControlType,
+        offset: i64,
+    ) -> (BatchHeader, Option<EndTxnMarker>) {
+        txn_header(TestBatch::marker(pid, epoch, kind, 0), offset)
+    }
+
+    fn apply(
+        state: &mut ProducerStateManager,
+        (h, m): (BatchHeader, Option<EndTxnMarker>),
+    ) -> Option<CompletedTxn> {
+        state.check(&h, m.as_ref()).expect("accepted");
+        state.update(&h, m.as_ref())
+    }
+
+    #[test]
+    fn a_transactional_batch_opens_a_transaction_and_a_marker_completes_it() {
+        let mut state = ProducerStateManager::new();
+        assert_eq!(apply(&mut state, data(7, 0, 0, 10)), None);
+        assert_eq!(apply(&mut state, data(7, 0, 2, 12)), None);
+        assert_eq!(state.first_unstable_offset(), Some(10));
+        assert_eq!(apply(&mut state, data(9, 0, 0, 14)), None);
+        let ongoing = state.ongoing_transactions();
+        assert_eq!(
+            ongoing
+                .iter()
+                .map(|t| (t.producer_id, t.first_offset))
+                .collect::<Vec<_>>(),
+            vec![(7, 10), (9, 14)]
+        );
+        let done = apply(&mut state, marker(7, 0, ControlType::Abort, 16)).expect("completed");
+        assert_eq!(
+            done,
+            CompletedTxn {
+                producer_id: 7,
+                first_offset: 10,
+                last_offset: 16,
+                control_type: ControlType::Abort
+            }
+        );
+        // Producer 9's transaction is still open: the abort's LSO is its first offset.
+        assert_eq!(state.last_stable_offset_after(&done), 14);
+        assert_eq!(state.first_unstable_offset(), Some(14));
+        let done = apply(&mut state, marker(9, 0, ControlType::Commit, 17)).expect("completed");
+        assert_eq!(state.last_stable_offset_after(&done), 18);
+        assert_eq!(state.aborted_entry(&done), None);
+        assert_eq!(state.first_unstable_offset(), None);
+    }
+
+    #[test]
+    fn a_marker_without_an_open_transaction_only_moves_the_epoch() {
+        let mut state = ProducerStateManager::new();
+        assert_eq!(apply(&mut state, marker(7, 3, ControlType::Abort, 0)), None);
+        assert_eq!(state.entry(7).map(|e| e.producer_epoch), Some(3));
+        assert_eq!(state.first_unstable_offset(), None);
+    }
+
+    #[test]
+    fn a_marker_from_an_older_producer_or_coordinator_epoch_is_fenced() {
+        let mut state = ProducerStateManager::new();
+        apply(&mut state, data(7, 2, 0, 0));
+        let (h, m) = marker(7, 1, ControlType::Commit, 2);
+        assert!(matches!(
+            state.check(&h, m.as_ref()),
+            Err(StorageError::InvalidProducerEpoch {
+                current_epoch: 2,
+                received_epoch: 1,
+                ..
+            })
+        ));
+        let (h, m) = txn_header(TestBatch::marker(7, 2, ControlType::Commit, 5), 2);
+        apply(&mut state, (h, m));
+        apply(&mut state, data(7, 2, 2, 3));
+        let (h, m) = txn_header(TestBatch::marker(7, 2, ControlType::Commit, 4), 5);
+        assert!(matches!(
+            state.check(&h, m.as_ref()),
+            Err(StorageError::TransactionCoordinatorFenced {
+                current_epoch: 5,
+                received_epoch: 4,
+                ..
+            })
+        ));
+        // A newer producer epoch (the coordinator bumped it to abort) is accepted.
+        let (h, m) = txn_header(TestBatch::marker(7, 3, ControlType::Abort, 5), 5);
+        assert_eq!(
+            state.check(&h, m.as_ref()).ok(),
+            Some(SequenceCheck::Append)
+        );
+    }
+
+    #[test]
+    fn a_non_transactional_batch_during_a_transaction_is_invalid() {
+        let mut state = ProducerStateManager::new();
+        apply(&mut state, data(7, 0, 0, 0));
+        assert!(matches!(
+            state.check(&header(7, 0, 2, 1, -1), None),
+            Err(StorageError::InvalidTxnState {
+                producer_id: 7,
+                txn_first_offset: 0
+            })
+        ));
+    }
+
+    #[test]
+    fn a_staged_append_merges_its_transactions() {
+        let mut state = ProducerStateManager::new();
+        apply(&mut state, data(7, 0, 0, 0));
+        apply(&mut state, data(9, 0, 0, 2));
+        let mut staged = state.staged([7]);
+        let (h, m) = marker(7, 0, ControlType::Commit, 4);
+        staged.update(&h, m.as_ref());
+        staged.update(&data(7, 0, 2, 5).0, None);
+        state.merge(staged);
+        assert_eq!(state.first_unstable_offset(), Some(2));
+        assert_eq!(
+            state
+                .ongoing_transactions()
+                .iter()
+                .map(|t| (t.producer_id, t.first_offset))
+                .collect::<Vec<_>>(),
+            vec![(9, 2), (7, 5)]
+        );
     }
 }

@@ -55,9 +55,9 @@ pub(crate) fn scan_segment_files(dir: &Path) -> Result<Vec<i64>> {
         };
         match ext {
             "log" => bases.push(base),
-            "index" | "timeindex" => index_files.push((base, entry.path())),
+            "index" | "timeindex" | "txnindex" => index_files.push((base, entry.path())),
             // A segment deleted by retention before a restart: its delay is over.
-            "log.deleted" | "index.deleted" | "timeindex.deleted" => {
+            "log.deleted" | "index.deleted" | "timeindex.deleted" | "txnindex.deleted" => {
                 let path = entry.path();
                 fs::remove_file(&path).map_err(io_err("remove deleted segment file", &path))?;
             }

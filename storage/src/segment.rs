@@ -21,6 +21,7 @@ use crate::index::{time, OffsetEntry, OffsetIndex, TimeEntry, TimeIndex};
 use crate::records;
 use crate::recovery::read_valid_batch;
 pub use crate::roll::{roll_reason, IncomingAppend, RollReason, RollState};
+use crate::txn_index::{AbortedTxn, TxnIndexFile};
 
 mod trusted;
 
@@ -156,6 +157,8 @@ pub struct Segment {
     first_batch_timestamp: Option<i64>,
     created_ms: i64,
     next_offset: i64,
+    /// The aborted transactions whose markers lie in this segment (`.txnindex`).
+    txn_index: TxnIndexFile,
 }
 
 impl Segment {
@@ -195,6 +198,7 @@ impl Segment {
             first_batch_timestamp: None,
             created_ms: now_ms,
             next_offset: base_offset,
+            txn_index: TxnIndexFile::new(dir, base_offset),
         })
     }
 
@@ -240,11 +244,12 @@ impl Segment {
     /// Scans every batch from the start: checks bounds, CRC and increasing offsets,
     /// truncates the file at the first invalid batch (a torn or corrupt tail), rebuilds
     /// the indexes, and calls `on_batch` for each valid batch. Returns the number of bytes
-    /// truncated.
+    /// truncated. `on_batch` gets each batch's header and whole bytes (to decode a
+    /// control batch's marker). The `.txnindex` is left to the caller (`reset_txn_index`).
     pub fn recover(
         &mut self,
         config: &LogConfig,
-        on_batch: &mut dyn FnMut(&BatchHeader),
+        on_batch: &mut dyn FnMut(&BatchHeader, &[u8]),
     ) -> Result<u64> {
         let file_size = self.size;
         let mut reader = BufReader::with_capacity(64 * 1024, &*self.file);
@@ -262,7 +267,7 @@ impl Segment {
                 break;
             };
             rebuild.observe(&self.offset_index, &self.time_index, &header, position);
-            on_batch(&header);
+            on_batch(&header, &buf);
             position += header.size() as u64;
         }
         let truncated = file_size - position;
@@ -319,6 +324,50 @@ impl Segment {
             position += header.size() as u64;
         }
         Ok(())
+    }
+
+    /// Like `for_each_header`, with the decoded marker of each control batch of a
+    /// producer (read whole: markers are tiny). A marker that does not decode is passed
+    /// as `None` with a WARN (it was checked when appended; the log is the truth).
+    pub fn for_each_producer_batch(
+        &self,
+        f: &mut dyn FnMut(&BatchHeader, Option<&crate::control::EndTxnMarker>),
+    ) -> Result<()> {
+        let mut position = 0u64;
+        while let Some(header) = self.header_at(position)? {
+            if header.is_control() && header.has_producer_id() {
+                let bytes = self.read_batch(position, &header)?;
+                let marker = crate::control::parse_end_txn_marker(&bytes, &header);
+                if let Err(reason) = &marker {
+                    tracing::warn!(path = %self.log_path.display(), position, %reason, "unreadable transaction marker ignored");
+                }
+                f(&header, marker.ok().as_ref());
+            } else {
+                f(&header, None);
+            }
+            position += header.size() as u64;
+        }
+        Ok(())
+    }
+
+    /// The bytes of the `.txnindex` file (empty if there is none).
+    pub(crate) fn txn_index_bytes(&self) -> Result<Vec<u8>> {
+        self.txn_index.read()
+    }
+
+    /// Makes the `.txnindex` hold exactly `entries` (after loading or recovering).
+    pub(crate) fn reset_txn_index(&mut self, entries: &[AbortedTxn]) -> Result<()> {
+        self.txn_index.reset(entries)
+    }
+
+    /// Records aborted transactions whose markers were just appended to this segment.
+    pub(crate) fn append_aborted(&mut self, entries: &[AbortedTxn]) -> Result<()> {
+        self.txn_index.append(entries)
+    }
+
+    /// Keeps the first `entries` aborted transactions (a truncation), fsynced.
+    pub(crate) fn truncate_txn_index(&mut self, entries: usize) -> Result<()> {
+        self.txn_index.truncate(entries)
     }
 
     /// Replaces the indexes and the scan state with a rebuild covering `size` bytes.
@@ -466,10 +515,11 @@ impl Segment {
             .sync_data()
             .map_err(io_err("fsync segment", &self.log_path))?;
         self.offset_index.flush()?;
-        self.time_index.flush()
+        self.time_index.flush()?;
+        self.txn_index.flush()
     }
 
-    /// Renames the three files to `<name>.deleted` (Kafka's async deletion: readers that
+    /// Renames the segment's files (log, indexes, `.txnindex`) to `<name>.deleted` (Kafka's async deletion: readers that
     /// still hold them keep working) and returns the new paths, to unlink later. Missing
     /// index files are skipped.
     pub fn rename_for_deletion(self) -> Result<Vec<PathBuf>> {
@@ -480,8 +530,8 @@ impl Segment {
             .unwrap_or_default();
         let base_offset = self.base_offset;
         drop(self);
-        let mut renamed = Vec::with_capacity(3);
-        for ext in ["log", "index", "timeindex"] {
+        let mut renamed = Vec::with_capacity(4);
+        for ext in ["log", "index", "timeindex", crate::txn_index::EXTENSION] {
             let path = dir.join(file_name(base_offset, ext));
             let doomed = dir.join(format!("{}{DELETED_SUFFIX}", file_name(base_offset, ext)));
             match fs::rename(&path, &doomed) {
@@ -493,15 +543,17 @@ impl Segment {
         Ok(renamed)
     }
 
-    /// Deletes the three files.
+    /// Deletes the segment's files.
     pub fn delete(self) -> Result<()> {
         let dir = self
             .log_path
             .parent()
             .map(Path::to_path_buf)
             .unwrap_or_default();
-        for ext in ["log", "index", "timeindex"] {
-            let path = dir.join(file_name(self.base_offset, ext));
+        let base_offset = self.base_offset;
+        drop(self);
+        for ext in ["log", "index", "timeindex", crate::txn_index::EXTENSION] {
+            let path = dir.join(file_name(base_offset, ext));
             match fs::remove_file(&path) {
                 Ok(()) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}

@@ -66,6 +66,48 @@ impl TestBatch {
     }
 }
 
+impl TestBatch {
+    /// Makes the batch transactional (attribute bit 4) from `producer_id` / `epoch`,
+    /// starting at `base_sequence`.
+    pub fn transactional(self, producer_id: i64, producer_epoch: i16, base_sequence: i32) -> Self {
+        let mut batch = self.with_producer(producer_id, producer_epoch, base_sequence);
+        batch.attributes |= 0x10;
+        batch
+    }
+
+    /// A transaction marker as the coordinator writes it (KIP-98): a control batch
+    /// (transactional | control) of one record, key = version 0 + type, value = version
+    /// 0 + coordinator epoch, base sequence -1.
+    pub fn marker(
+        producer_id: i64,
+        producer_epoch: i16,
+        control_type: crate::control::ControlType,
+        coordinator_epoch: i32,
+    ) -> Self {
+        let kind: i16 = match control_type {
+            crate::control::ControlType::Abort => 0,
+            crate::control::ControlType::Commit => 1,
+        };
+        let mut key = 0i16.to_be_bytes().to_vec();
+        key.extend_from_slice(&kind.to_be_bytes());
+        let mut value = 0i16.to_be_bytes().to_vec();
+        value.extend_from_slice(&coordinator_epoch.to_be_bytes());
+        TestBatch {
+            base_offset: 0,
+            base_timestamp: 0,
+            attributes: 0x10 | 0x20,
+            producer_id,
+            producer_epoch,
+            base_sequence: -1,
+            records: vec![TestRecord {
+                key: Some(key),
+                value: Some(value),
+                timestamp_delta: 0,
+            }],
+        }
+    }
+}
+
 fn put_varlong(out: &mut Vec<u8>, value: i64) {
     // Zig-zag then base-128, as Kafka's ByteUtils.writeVarlong.
     let mut v = ((value << 1) ^ (value >> 63)) as u64;

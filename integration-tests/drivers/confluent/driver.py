@@ -200,6 +200,121 @@ def produce(args):
     cli.emit_lines(results)
 
 
+def txn_produce(args):
+    """README.md's txn-produce: each input record's "txn" numbers its transaction; transactions
+    run one after another in input order, each committed unless --abort lists it. Prints each
+    record's {"txn","partition","offset"} in input order (offsets of aborted records included:
+    they are in the log)."""
+    records = cli.read_records(args.input)
+    aborts = set(cli.partition_list(args.abort) or [])
+    producer = Producer({
+        "bootstrap.servers": args.bootstrap,
+        "transactional.id": args.transactional_id,
+        "linger.ms": 5,
+    })
+    producer.init_transactions(TIMEOUT_S)
+    results = [None] * len(records)
+    errors = []
+
+    def on_delivery(index, txn):
+        def callback(err, msg):
+            if err is not None:
+                errors.append(f"record {index}: {err}")
+                return
+            results[index] = {"txn": txn, "partition": msg.partition(), "offset": msg.offset()}
+
+        return callback
+
+    order = []
+    for record in records:
+        if record["txn"] not in order:
+            order.append(record["txn"])
+    for txn in order:
+        producer.begin_transaction()
+        for index, record in enumerate(records):
+            if record["txn"] != txn:
+                continue
+            kwargs = {"value": cli.encode(record.get("value")), "key": cli.encode(record.get("key")),
+                      "on_delivery": on_delivery(index, txn)}
+            if record.get("headers"):
+                kwargs["headers"] = [(h, cli.encode(v)) for h, v in record["headers"]]
+            if record.get("partition") is not None:
+                kwargs["partition"] = int(record["partition"])
+            producer.produce(args.topic, **kwargs)
+            producer.poll(0)
+        # Delivery reports first, so that aborted records report their offsets too.
+        if producer.flush(TIMEOUT_S):
+            raise RuntimeError(f"transaction {txn}: records not delivered before the flush timeout")
+        if errors:
+            raise RuntimeError("delivery failed: " + "; ".join(errors[:10]))
+        if txn in aborts:
+            producer.abort_transaction(TIMEOUT_S)
+        else:
+            producer.commit_transaction(TIMEOUT_S)
+    cli.emit_lines(results)
+
+
+def txn_copy(args):
+    """README.md's txn-copy: consume-transform-produce as librdkafka documents it. A group member
+    (read_committed, no auto commit) copies each poll's records (key, value, headers, same
+    partition) to --output-topic in one transaction with its consumed positions
+    (send_offsets_to_transaction with the consumer's group metadata); transactions 1, 1+N, ...
+    (--abort-every N) are aborted and the consumer goes back to the committed offsets, as an
+    application does after an abort. Stops once --count records are committed."""
+    consumer = Consumer({
+        "bootstrap.servers": args.bootstrap,
+        "group.id": args.group,
+        "enable.auto.commit": False,
+        "auto.offset.reset": "earliest",
+        "isolation.level": "read_committed",
+    })
+    producer = Producer({
+        "bootstrap.servers": args.bootstrap,
+        "transactional.id": args.transactional_id,
+        "linger.ms": 5,
+    })
+    producer.init_transactions(TIMEOUT_S)
+    consumer.subscribe([args.topic])
+    deadline = time.monotonic() + args.timeout_ms / 1000
+    copied = txn = aborted = 0
+    while copied < args.count and time.monotonic() < deadline:
+        msgs = []
+        for msg in consumer.consume(num_messages=100, timeout=0.5):
+            if msg.error() is not None:
+                if msg.error().fatal():
+                    raise KafkaException(msg.error())
+                print(f"consume: {msg.error()}", file=sys.stderr)
+                continue
+            msgs.append(msg)
+        if not msgs:
+            continue
+        producer.begin_transaction()
+        for msg in msgs:
+            producer.produce(args.output_topic, key=msg.key(), value=msg.value(), headers=msg.headers(),
+                             partition=msg.partition())
+            producer.poll(0)
+        # Delivered before the transaction ends, so that an aborted one leaves its records in the log.
+        if producer.flush(TIMEOUT_S):
+            raise RuntimeError(f"transaction {txn}: records not delivered before the flush timeout")
+        positions = [tp for tp in consumer.position(consumer.assignment()) if tp.offset >= 0]
+        producer.send_offsets_to_transaction(positions, consumer.consumer_group_metadata(), TIMEOUT_S)
+        commit = not (args.abort_every and txn % args.abort_every == 1)
+        if commit:
+            producer.commit_transaction(TIMEOUT_S)
+            copied += len(msgs)
+        else:
+            producer.abort_transaction(TIMEOUT_S)
+            aborted += 1
+            committed = consumer.committed(consumer.assignment(), timeout=TIMEOUT_S)
+            for tp in committed:
+                start = tp.offset if tp.offset >= 0 else OFFSET_BEGINNING
+                consumer.seek(TopicPartition(tp.topic, tp.partition, start))
+        cli.emit_now({"txn": txn, "records": len(msgs), "committed": commit})
+        txn += 1
+    consumer.close()
+    cli.emit_now({"copied": copied, "transactions": txn, "aborted": aborted})
+
+
 def _partitions_of(args) -> list:
     md = admin(args).list_topics(topic=args.topic, timeout=TIMEOUT_S)
     topic = md.topics.get(args.topic)
@@ -219,6 +334,8 @@ def consume(args):
         "enable.auto.commit": False,
         "enable.partition.eof": False,
     }
+    if args.isolation is not None:
+        conf["isolation.level"] = args.isolation
     if args.max_bytes is not None:
         conf["max.partition.fetch.bytes"] = args.max_bytes
         conf["fetch.max.bytes"] = max(args.max_bytes, 1024 * 1024)
@@ -330,5 +447,7 @@ if __name__ == "__main__":
             "consume": consume,
             "group-consume": group_consume,
             "offsets": offsets,
+            "txn-produce": txn_produce,
+            "txn-copy": txn_copy,
         }
     )

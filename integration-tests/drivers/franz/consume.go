@@ -30,6 +30,7 @@ func consumeCmd(fs *flag.FlagSet) func(context.Context, string) error {
 	from := fs.String("from", "earliest", "earliest|latest|OFFSET")
 	timeoutMs := fs.Int("timeout-ms", 20000, "give up after this long")
 	maxBytes := fs.Int("max-bytes", 0, "fetch.max.bytes and max.partition.fetch.bytes")
+	isolation := fs.String("isolation", "", "read_committed|read_uncommitted (absent: franz-go's, read_uncommitted)")
 	return func(ctx context.Context, bootstrap string) error {
 		if *topic == "" || *count <= 0 {
 			return usageError{"--topic and --count (> 0) are required"}
@@ -54,6 +55,13 @@ func consumeCmd(fs *flag.FlagSet) func(context.Context, string) error {
 			assign[p] = start
 		}
 		opts := []kgo.Opt{kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{*topic: assign})}
+		switch *isolation {
+		case "", "read_uncommitted":
+		case "read_committed":
+			opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+		default:
+			return usageError{fmt.Sprintf("--isolation expects read_committed|read_uncommitted, got %q", *isolation)}
+		}
 		if *maxBytes > 0 {
 			opts = append(opts, kgo.FetchMaxBytes(int32(*maxBytes)), kgo.FetchMaxPartitionBytes(int32(*maxBytes)))
 		}

@@ -54,6 +54,8 @@ var commands = map[string]command{
 	"consume":           {flags: consumeCmd},
 	"group-consume":     {flags: groupConsumeCmd},
 	"offsets":           {flags: offsetsCmd},
+	"txn-produce":       {flags: txnProduceCmd},
+	"txn-copy":          {flags: txnCopyCmd},
 }
 
 // usageError is a bad command line: exit code 2.

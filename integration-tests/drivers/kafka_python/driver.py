@@ -194,6 +194,8 @@ def _partitions_of(consumer: KafkaConsumer, topic: str) -> list:
 
 def consume(args):
     extra = {}
+    if args.isolation is not None:
+        extra["isolation_level"] = args.isolation
     if args.max_bytes is not None:
         extra["max_partition_fetch_bytes"] = args.max_bytes
         extra["fetch_max_bytes"] = max(args.max_bytes, 50 * 1024 * 1024)

@@ -143,6 +143,8 @@ def consume(args):
         argv += ["-p", str(wanted_partitions[0])]
     if args.max_bytes is not None:
         argv += ["-X", f"max.partition.fetch.bytes={args.max_bytes}", "-X", f"fetch.max.bytes={max(args.max_bytes, 1 << 20)}"]
+    if args.isolation is not None:
+        argv += ["-X", f"isolation.level={args.isolation}"]
     wanted = args.count if args.count is not None else sys.maxsize
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=sys.stderr, stdin=subprocess.DEVNULL)
     lines: "queue.Queue" = queue.Queue()

@@ -47,6 +47,23 @@ fn swap_path(dir: &Path, base_offset: i64) -> PathBuf {
     dir.join(format!("{}{SWAP_SUFFIX}", file_name(base_offset, "log")))
 }
 
+fn txn_swap_path(dir: &Path, base_offset: i64) -> PathBuf {
+    dir.join(format!(
+        "{}{SWAP_SUFFIX}",
+        file_name(base_offset, crate::txn_index::EXTENSION)
+    ))
+}
+
+/// Writes and fsyncs the cleaned group's aborted transaction index as
+/// `B.txnindex.swap` (before the group's step 2; the caller fsyncs the directory).
+pub(crate) fn write_txn_index_swap(
+    dir: &Path,
+    base_offset: i64,
+    entries: &[crate::txn_index::AbortedTxn],
+) -> Result<()> {
+    crate::txn_index::write_file(&txn_swap_path(dir, base_offset), entries)
+}
+
 /// Writes one cleaned segment (step 1).
 #[derive(Debug)]
 pub(crate) struct CleanedWriter {
@@ -128,9 +145,14 @@ impl CleanedFile {
 /// same pass failed its own step 2): best effort, a `.swap` left over is completed at
 /// the next open, which is also correct as long as its segments are unchanged.
 pub(crate) fn uncommit(dir: &Path, base_offset: i64) {
-    let swap = swap_path(dir, base_offset);
-    if let Err(e) = fs::remove_file(&swap) {
-        tracing::warn!(path = %swap.display(), error = %e, "removing an uncommitted swap segment failed");
+    for swap in [swap_path(dir, base_offset), txn_swap_path(dir, base_offset)] {
+        match fs::remove_file(&swap) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => {
+                tracing::warn!(path = %swap.display(), error = %e, "removing an uncommitted swap segment failed")
+            }
+        }
     }
 }
 
@@ -150,8 +172,16 @@ impl Drop for CleanedFile {
     }
 }
 
-/// Step 4: `B.log.swap` becomes `B.log` (the caller fsyncs the directory).
+/// Step 4: `B.txnindex.swap` (if any) becomes `B.txnindex`, then `B.log.swap` becomes
+/// `B.log` (the caller fsyncs the directory).
 pub(crate) fn install(dir: &Path, base_offset: i64) -> Result<()> {
+    let txn_swap = txn_swap_path(dir, base_offset);
+    let txn_index = crate::txn_index::path(dir, base_offset);
+    match fs::rename(&txn_swap, &txn_index) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(io_err("install cleaned txn index", &txn_swap)(e)),
+    }
     let swap = swap_path(dir, base_offset);
     let log = dir.join(file_name(base_offset, "log"));
     fs::rename(&swap, &log).map_err(io_err("install cleaned segment", &swap))
@@ -178,6 +208,8 @@ fn next_offset_of(path: &Path, base_offset: i64) -> Result<i64> {
 pub(crate) fn complete_interrupted_cleans(dir: &Path) -> Result<()> {
     let mut swaps = Vec::new();
     let mut segment_files: Vec<(i64, PathBuf)> = Vec::new();
+    let mut txn_swaps = Vec::new();
+    let mut txn_files: Vec<(i64, PathBuf)> = Vec::new();
     let mut changed = false;
     for entry in fs::read_dir(dir).map_err(io_err("list log dir", dir))? {
         let entry = entry.map_err(io_err("list log dir", dir))?;
@@ -192,14 +224,24 @@ pub(crate) fn complete_interrupted_cleans(dir: &Path) -> Result<()> {
                 changed = true;
             }
             "log.swap" => swaps.push(base),
+            "txnindex.swap" => txn_swaps.push(base),
             "log" | "index" | "timeindex" => segment_files.push((base, entry.path())),
+            "txnindex" => txn_files.push((base, entry.path())),
             _ => {}
         }
     }
+    for base in txn_swaps.iter().filter(|b| !swaps.contains(b)) {
+        // Written before its group's step 2, which never happened.
+        let path = txn_swap_path(dir, *base);
+        fs::remove_file(&path).map_err(io_err("remove uncommitted txn index", &path))?;
+        changed = true;
+    }
     for base in swaps {
         let end = next_offset_of(&swap_path(dir, base), base)?;
+        let replaced_txn_indexes = txn_files.iter().filter(|(b, _)| *b != base);
         for (_, path) in segment_files
             .iter()
+            .chain(replaced_txn_indexes)
             .filter(|(b, _)| (base..end.max(base + 1)).contains(b))
         {
             match fs::remove_file(path) {

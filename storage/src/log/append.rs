@@ -13,9 +13,10 @@
 //! and merged only on commit; re-stamping the same batches gives the same bytes).
 
 use crate::batch::{self, BatchHeader, BatchIter, TimestampType};
+use crate::control::{parse_end_txn_marker, ControlType};
 use crate::error::{Result, StorageError};
 use crate::log::{AppendInfo, Log};
-use crate::producer_state::{ProducerStateManager, SequenceCheck};
+use crate::producer_state::{CompletedTxn, ProducerStateManager, SequenceCheck};
 use crate::segment::{roll_reason, IncomingAppend};
 
 /// A validated and stamped append, not yet written.
@@ -29,6 +30,18 @@ struct Prepared {
     incoming: IncomingAppend,
     /// The leader epoch stamped on the batches.
     leader_epoch: i32,
+    /// Transactions the append's markers complete, in order.
+    completed: Vec<CompletedTxn>,
+}
+
+impl Prepared {
+    /// Whether a marker aborts a transaction: its `.txnindex` entry is a write to
+    /// another file (maybe its creation), not for the inline path.
+    fn aborts(&self) -> bool {
+        self.completed
+            .iter()
+            .any(|c| c.control_type == ControlType::Abort)
+    }
 }
 
 enum Prepare {
@@ -68,6 +81,7 @@ impl Log {
             Prepare::New(prepared) if self.needs_roll(&prepared) => Ok(None),
             Prepare::New(prepared) if self.flush_due(&prepared, now_ms) => Ok(None),
             Prepare::New(prepared) if self.is_new_epoch(prepared.leader_epoch) => Ok(None),
+            Prepare::New(prepared) if prepared.aborts() => Ok(None),
             Prepare::New(prepared) => self.commit(records, prepared, now_ms).map(Some),
         }
     }
@@ -80,8 +94,20 @@ impl Log {
         let mut next = self.log_end_offset;
         let log_append_time =
             (self.config.message_timestamp_type == TimestampType::LogAppendTime).then_some(now_ms);
-        for (_, header) in &mut headers {
-            if let SequenceCheck::Duplicate(meta) = staged.check(header)? {
+        let mut completed = Vec::new();
+        for (batch_index, (at, header)) in headers.iter_mut().enumerate() {
+            let marker = if header.is_control() && header.has_producer_id() {
+                let bytes = records.get(*at..*at + header.size()).unwrap_or_default();
+                Some(parse_end_txn_marker(bytes, header).map_err(|reason| {
+                    StorageError::CorruptBatch {
+                        batch_index,
+                        reason,
+                    }
+                })?)
+            } else {
+                None
+            };
+            if let SequenceCheck::Duplicate(meta) = staged.check(header, marker.as_ref())? {
                 return Ok(Prepare::Duplicate(AppendInfo {
                     base_offset: meta.first_offset,
                     last_offset: meta.last_offset,
@@ -95,7 +121,7 @@ impl Log {
             if let Some(time) = log_append_time {
                 header.max_timestamp = time;
             }
-            staged.update(header);
+            completed.extend(staged.update(header, marker.as_ref()));
             next = header.next_offset();
         }
         for (at, header) in &headers {
@@ -124,6 +150,7 @@ impl Log {
             log_append_time,
             incoming,
             leader_epoch,
+            completed,
         }))
     }
 
@@ -172,6 +199,14 @@ impl Log {
         let base_offset = self.log_end_offset;
         self.log_end_offset = prepared.next;
         self.producers.merge(prepared.staged);
+        // As Kafka's `UnifiedLog.append`: each aborted entry's last stable offset is
+        // taken once the whole append is applied to the producer state.
+        let aborted: Vec<_> = prepared
+            .completed
+            .iter()
+            .filter_map(|c| self.aborted_entry(c))
+            .collect();
+        self.record_completed(&prepared.completed, &aborted)?;
         self.unflushed_messages += (prepared.next - base_offset) as u64;
         if flush_due {
             self.flush(now_ms)?;

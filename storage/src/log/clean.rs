@@ -16,6 +16,7 @@ use crate::error::{Result, StorageError};
 use crate::log::Log;
 use crate::recovery::sync_dir;
 use crate::segment::{Segment, SegmentSource};
+use crate::txn_index::AbortedTxn;
 
 fn info_of(s: &Segment) -> SegmentInfo {
     SegmentInfo {
@@ -226,19 +227,30 @@ impl Log {
     /// `cleaner/swap.rs`), every group at once: under the lock, a pass of N groups costs
     /// three directory fsyncs instead of three per group.
     fn install_groups(&mut self, groups: Vec<BuiltGroup>, now_ms: i64) -> Result<()> {
-        let mut committed: Vec<(i64, Vec<SegmentInfo>)> = Vec::with_capacity(groups.len());
+        let mut committed: Vec<(i64, Vec<SegmentInfo>, Vec<AbortedTxn>)> =
+            Vec::with_capacity(groups.len());
         for group in groups {
             let Some(file) = group.file else {
                 continue; // only empty segments: left as they are
             };
             let base_offset = file.base_offset();
-            if let Err(e) = file.commit() {
-                for (base, _) in &committed {
+            // The group's aborted transactions: the concatenated entries of its members
+            // (the cleaner keeps every marker), as `B.txnindex.swap`, before the commit.
+            let end = group.members.last().map_or(base_offset, |m| m.next_offset);
+            let aborted = self.aborted_between(base_offset, end);
+            let written = if aborted.is_empty() {
+                Ok(())
+            } else {
+                swap::write_txn_index_swap(&self.dir, base_offset, &aborted)
+            };
+            if let Err(e) = written.and_then(|()| file.commit()) {
+                swap::uncommit(&self.dir, base_offset);
+                for (base, _, _) in &committed {
                     swap::uncommit(&self.dir, *base);
                 }
                 return Err(e);
             }
-            committed.push((base_offset, group.members));
+            committed.push((base_offset, group.members, aborted));
         }
         if committed.is_empty() {
             return Ok(());
@@ -247,7 +259,7 @@ impl Log {
         // `swap::complete_interrupted_cleans`.
         sync_dir(&self.dir)?;
         let due_ms = now_ms.saturating_add(self.config.file_delete_delay_ms);
-        for (base_offset, members) in &committed {
+        for (base_offset, members, _) in &committed {
             for member in members {
                 if let Some(old) = self.segments.remove(&member.base_offset) {
                     let paths = old.rename_for_deletion()?;
@@ -258,9 +270,10 @@ impl Log {
             swap::install(&self.dir, *base_offset)?;
         }
         sync_dir(&self.dir)?;
-        for (base_offset, _) in committed {
+        for (base_offset, _, aborted) in committed {
             let mut segment = Segment::open(&self.dir, base_offset, &self.config, now_ms)?;
-            segment.recover(&self.config, &mut |_| {})?;
+            segment.recover(&self.config, &mut |_, _| {})?;
+            segment.reset_txn_index(&aborted)?;
             segment.flush()?;
             self.segments.insert(base_offset, segment);
         }

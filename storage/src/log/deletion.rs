@@ -205,6 +205,8 @@ impl Log {
         if let Some(first) = self.segments.keys().next() {
             self.log_start_offset = self.log_start_offset.max(*first);
         }
+        // Their `.txnindex` files went with them.
+        self.drop_txns_below_first_segment();
         result?;
         self.raise_recovery_point_to_log_start()?;
         if deleted > 0 {

@@ -10,9 +10,13 @@
 //! checked them, and a future leader must recognise idempotent retries); each newer
 //! `partition_leader_epoch` starts an epoch cache entry. `max.message.bytes` is not
 //! enforced (Kafka does not on followers). The active segment rolls between batches when
-//! needed, each new segment based at the batch's own base offset.
+//! needed, each new segment based at the batch's own base offset. Transaction markers
+//! update the producer state and the aborted transaction index as on the leader (no
+//! epoch checks: the leader made them); a marker that does not decode is refused as a
+//! corrupt batch, as the leader would have.
 
 use crate::batch::{self, BatchError, BatchHeader, BATCH_HEADER_LEN, LOG_OVERHEAD};
+use crate::control::{parse_end_txn_marker, ControlType, EndTxnMarker};
 use crate::error::{Result, StorageError};
 use crate::log::Log;
 use crate::roll::RollState;
@@ -82,9 +86,12 @@ impl Log {
             return Ok(None);
         }
         let mut state = self.active().roll_state();
-        for (_, header) in &batches {
+        for (at, header) in &batches {
+            let aborts = marker_of(records, *at, header)
+                .is_some_and(|m| m.control_type == ControlType::Abort);
             if self.follower_needs_roll(&state, header, now_ms)
                 || self.is_new_epoch(header.partition_leader_epoch)
+                || aborts
             {
                 return Ok(None);
             }
@@ -137,14 +144,21 @@ impl Log {
             run.iter().map(|(at, h)| (at - start, *h)).collect();
         let config = self.config.clone();
         self.active_mut().append(bytes, &headers, &config)?;
-        for (_, header) in run {
-            self.producers.update(header);
+        let mut completed = Vec::new();
+        let mut aborted = Vec::new();
+        for (at, header) in run {
+            let marker = marker_of(records, *at, header);
+            if let Some(c) = self.producers.update(header, marker.as_ref()) {
+                // Per batch, as Kafka's recovery: the state right after the marker.
+                aborted.extend(self.aborted_entry(&c));
+                completed.push(c);
+            }
             self.epochs
                 .assign_if_newer(header.partition_leader_epoch, header.base_offset);
             self.unflushed_messages += offset_count(header);
         }
         self.log_end_offset = last.next_offset();
-        Ok(())
+        self.record_completed(&completed, &aborted)
     }
 
     /// Checks the whole batches of a fetched chunk; returns (position, header) pairs.
@@ -169,6 +183,9 @@ impl Log {
                 break; // a partial last batch: the fetch response hit max_bytes
             };
             let header = batch::validate_batch(bytes).map_err(corrupt)?;
+            if header.is_control() && header.has_producer_id() {
+                parse_end_txn_marker(bytes, &header).map_err(corrupt)?;
+            }
             // Recovery rejects such batches; accepting one would lose it at restart.
             if header.last_offset_delta < 0 {
                 return Err(corrupt(BatchError::OffsetDeltaMismatch {
@@ -199,6 +216,16 @@ impl Log {
         }
         Ok(batches)
     }
+}
+
+/// The decoded marker of a transaction control batch at `at` in `records` (validated by
+/// `validate_follower`).
+fn marker_of(records: &[u8], at: usize, header: &BatchHeader) -> Option<EndTxnMarker> {
+    if !(header.is_control() && header.has_producer_id()) {
+        return None;
+    }
+    let bytes = records.get(at..at + header.size())?;
+    parse_end_txn_marker(bytes, header).ok()
 }
 
 /// Offsets a batch spans (what the flush policy counts, as for leader appends).

@@ -11,18 +11,26 @@
 //! older, higher recovery point. Without a snapshot nothing is trusted (a full scan, as
 //! before recovery points existed). The first segment that is not trusted ends the
 //! trusted range: it and every later one are scanned, torn tails truncated.
+//!
+//! Aborted transaction indexes (`.txnindex`): a segment keeps the entries of its file
+//! whose markers lie below the snapshot offset (fsynced with the segment, since the
+//! snapshot is at or below the recovery point, and not replayed), plus those its replay
+//! rebuilds from the markers at or above it; a full scan rebuilds every entry. The file
+//! is rewritten if it differs.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::fs;
 use std::path::Path;
 
 use crate::config::LogConfig;
+use crate::control::parse_end_txn_marker;
 use crate::error::{io_err, Result};
 use crate::log::{LeaderEpochCache, Log};
 use crate::producer_snapshot;
 use crate::producer_state::ProducerStateManager;
 use crate::recovery::{scan_segment_files, sync_dir};
 use crate::segment::{file_name, Segment};
+use crate::txn_index::{self, AbortedTxn};
 
 /// How much of the log an open scanned (for logs and tests).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -70,6 +78,9 @@ impl Log {
         let mut stats = LoadStats::default();
         let mut next_offset: Option<i64> = None;
         let mut drop_rest = false;
+        let mut aborted: Vec<AbortedTxn> = Vec::new();
+        // (first offset, marker offset) of the transactions the replay completed.
+        let mut completed: VecDeque<(i64, i64)> = VecDeque::new();
         for base in bases {
             let indexes_present = ["index", "timeindex"]
                 .iter()
@@ -87,24 +98,40 @@ impl Log {
                 && indexes_present
                 && segment.load_trusted(&config)?
                 && trust_below.is_some_and(|bound| segment.next_offset() <= bound);
+            let mut replayed: Vec<AbortedTxn> = Vec::new();
             if trusted {
                 stats.trusted_segments += 1;
             } else {
-                let truncated = segment.recover(&config, &mut |h| {
+                let truncated = segment.recover(&config, &mut |h, bytes| {
                     if h.base_offset >= replay_from {
-                        producers.update(h);
+                        let marker = (h.is_control() && h.has_producer_id())
+                            .then(|| parse_end_txn_marker(bytes, h).ok())
+                            .flatten();
+                        if let Some(c) = producers.update(h, marker.as_ref()) {
+                            replayed.extend(producers.aborted_entry(&c));
+                            completed.push_back((c.first_offset, c.last_offset));
+                        }
                     }
                     epochs.assign_if_newer(h.partition_leader_epoch, h.base_offset);
                 })?;
                 stats.scanned_segments += 1;
                 drop_rest = truncated > 0;
             }
+            let mut entries: Vec<AbortedTxn> =
+                txn_index::decode_valid(&segment.txn_index_bytes()?, base, segment.next_offset())
+                    .into_iter()
+                    .filter(|e| e.last_offset < replay_from)
+                    .collect();
+            entries.extend(replayed);
+            segment.reset_txn_index(&entries)?;
+            aborted.extend(entries);
             next_offset = Some(segment.next_offset());
             segments.insert(base, segment);
         }
         if segments.is_empty() {
             let mut segment = Segment::open(dir, 0, &config, now_ms)?;
-            segment.recover(&config, &mut |_| {})?;
+            segment.recover(&config, &mut |_, _| {})?;
+            segment.reset_txn_index(&[])?;
             segments.insert(0, segment);
             sync_dir(dir)?;
         }
@@ -118,8 +145,18 @@ impl Log {
             // are gone, so rebuild from every remaining header (rare; a header-only read).
             tracing::warn!(dir = %dir.display(), snapshot_offset = replay_from, log_end_offset, "log ends below its producer snapshot; replaying every batch header");
             producers = ProducerStateManager::new();
-            for segment in segments.values() {
-                segment.for_each_header(&mut |h| producers.update(h))?;
+            aborted.clear();
+            completed.clear();
+            for segment in segments.values_mut() {
+                let mut entries = Vec::new();
+                segment.for_each_producer_batch(&mut |h, marker| {
+                    if let Some(c) = producers.update(h, marker) {
+                        entries.extend(producers.aborted_entry(&c));
+                        completed.push_back((c.first_offset, c.last_offset));
+                    }
+                })?;
+                segment.reset_txn_index(&entries)?;
+                aborted.extend(entries);
             }
         }
         // Snapshots above the end describe batches that no longer exist (Kafka's
@@ -129,7 +166,7 @@ impl Log {
         epochs.truncate_from_start(log_start_offset);
         epochs.flush()?;
         tracing::debug!(dir = %dir.display(), recovery_point, trusted = stats.trusted_segments, scanned = stats.scanned_segments, "log loaded");
-        Ok(Log {
+        let log = Log {
             dir: dir.to_path_buf(),
             config,
             segments,
@@ -148,7 +185,10 @@ impl Log {
             cleaner: crate::cleaner::CleanerState::load(dir),
             rewrites: Default::default(),
             cleaning: Default::default(),
-        })
+            txns: Default::default(),
+        };
+        log.reset_txns(aborted, completed);
+        Ok(log)
     }
 
     /// How much the open of this log scanned.

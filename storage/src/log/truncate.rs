@@ -92,7 +92,8 @@ impl Log {
             }
             None => {
                 let mut segment = Segment::open(&self.dir, offset, &config, now_ms())?;
-                segment.recover(&config, &mut |_| {})?;
+                segment.recover(&config, &mut |_, _| {})?;
+                segment.reset_txn_index(&[])?;
                 self.segments.insert(offset, segment);
             }
         }
@@ -117,15 +118,20 @@ impl Log {
         Ok(())
     }
 
-    /// What follows any truncation: producer state rebuilt from the remaining headers,
-    /// epochs past the new end dropped, the cleaner checkpoint kept inside the log
+    /// What follows any truncation: producer state rebuilt from the remaining headers
+    /// (transactions whose markers went are open again), aborted transactions whose
+    /// markers went forgotten and the cut segment's `.txnindex` cut, epochs past the
+    /// new end dropped, the cleaner checkpoint kept inside the log
     /// (Kafka's `maybeTruncateCheckpoint`), the active segment fsynced.
     fn after_truncation(&mut self) -> Result<()> {
         let mut producers = ProducerStateManager::new();
         for segment in self.segments.values() {
-            segment.for_each_header(&mut |h| producers.update(h))?;
+            segment.for_each_producer_batch(&mut |h, marker| {
+                producers.update(h, marker);
+            })?;
         }
         self.producers = producers;
+        self.truncate_txns()?;
         self.epochs.truncate_from_end(self.log_end_offset);
         self.epochs.flush()?;
         if let Some(dirty) = self.cleaner.first_dirty_offset {

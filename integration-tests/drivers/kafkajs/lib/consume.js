@@ -96,6 +96,13 @@ async function consume(kafka, o) {
     allowAutoTopicCreation: false,
     partitionAssigners: [fixedAssigner(o.topic, wanted)],
   }
+  // --isolation: kafkajs' own default is read_committed (readUncommitted: false).
+  if (o.isolation !== undefined) {
+    if (o.isolation !== 'read_committed' && o.isolation !== 'read_uncommitted') {
+      throw new UsageError(`--isolation expects read_committed|read_uncommitted, got ${o.isolation}`)
+    }
+    consumerOpts.readUncommitted = o.isolation === 'read_uncommitted'
+  }
   if (o['max-bytes'] !== undefined) {
     consumerOpts.maxBytes = int(o['max-bytes'], 'max-bytes')
     consumerOpts.maxBytesPerPartition = consumerOpts.maxBytes

@@ -106,4 +106,4 @@ async function produce(kafka, o) {
   }
 }
 
-module.exports = { produce }
+module.exports = { produce, readInput, toMessage }

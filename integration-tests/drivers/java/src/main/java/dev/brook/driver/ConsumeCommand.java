@@ -33,6 +33,8 @@ final class ConsumeCommand {
         props.putAll(base);
         props.put("key.deserializer", ByteArrayDeserializer.class.getName());
         props.put("value.deserializer", ByteArrayDeserializer.class.getName());
+        // --isolation read_committed|read_uncommitted (default: the client's, read_uncommitted).
+        args.get("isolation").ifPresent(isolation -> props.put("isolation.level", isolation));
         if (args.get("max-bytes").isPresent()) {
             String maxBytes = args.required("max-bytes");
             props.put("fetch.max.bytes", maxBytes);

@@ -45,6 +45,8 @@ public final class Main {
                 return CreateTopicsLoopCommand.run(base, args);
             case "produce-stream":
                 return ProduceStreamCommand.run(base, args);
+            case "txn-shell":
+                return TxnShellCommand.run(base, args);
             case "metadata":
             case "create-topic":
             case "delete-topic":

@@ -99,6 +99,10 @@ fn storage_code(e: &StorageError) -> ResponseError {
         StorageError::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange,
         StorageError::OutOfOrderSequence { .. } => ResponseError::OutOfOrderSequenceNumber,
         StorageError::InvalidProducerEpoch { .. } => ResponseError::InvalidProducerEpoch,
+        StorageError::InvalidTxnState { .. } => ResponseError::InvalidTxnState,
+        StorageError::TransactionCoordinatorFenced { .. } => {
+            ResponseError::TransactionCoordinatorFenced
+        }
         StorageError::InvalidTopicName { .. } => ResponseError::InvalidTopicException,
         StorageError::LogDeleted { .. } => ResponseError::UnknownTopicOrPartition,
         _ => ResponseError::KafkaStorageError,
@@ -270,6 +274,12 @@ mod tests {
             BrokerError::NotReplicated(NotReplicated::TimedOut).code(),
             ResponseError::RequestTimedOut
         );
+        let zombie = BrokerError::Storage(StorageError::TransactionCoordinatorFenced {
+            producer_id: 1,
+            current_epoch: 2,
+            received_epoch: 1,
+        });
+        assert_eq!(zombie.code(), ResponseError::TransactionCoordinatorFenced);
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! partition replicas this broker holds, fetch sessions and the producer-id allocator —
 //! and its start-up: start the quorum (a voter on the controller listener, or a learner
 //! for a broker-only node), agree on the cluster id, check or write `meta.properties`,
-//! open the logs and the group coordinator, register the broker and reconcile the logs
+//! open the logs and the group and transaction coordinators, register the broker and reconcile the logs
 //! with the image. Serving starts once the controller has unfenced it (see `main.rs`).
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -19,6 +19,7 @@ use crate::config::BrokerConfig;
 use crate::coordinator::group::offsets_log::OffsetsLog;
 use crate::coordinator::group::{GroupConfig, GroupCoordinator};
 use crate::coordinator::producer_id::ProducerIdAllocator;
+use crate::coordinator::txn::{TxnConfig, TxnCoordinator};
 use crate::fetch_session::FetchSessions;
 use crate::metadata::meta_properties;
 use crate::partition::ReplicaManager;
@@ -33,6 +34,9 @@ pub struct Broker {
     pub producer_ids: ProducerIdAllocator,
     /// Classic consumer groups and committed offsets; this broker coordinates all groups.
     pub groups: GroupCoordinator,
+    /// Transactions whose `__transaction_state` partition this broker leads; its task
+    /// (`coordinator::txn::run`) is started by `main`.
+    pub txn: TxnCoordinator,
     /// Cancelled when a clean shutdown begins: every task stops, and a fetch waiting for
     /// data answers at once instead of holding its connection open until its wait ends.
     pub stopping: CancellationToken,
@@ -116,6 +120,7 @@ impl Broker {
             fetch_sessions: FetchSessions::new(),
             producer_ids: ProducerIdAllocator::new(),
             groups,
+            txn: TxnCoordinator::new(TxnConfig::from_broker(&config)),
             stopping: CancellationToken::new(),
             incarnation_id: uuid::Uuid::new_v4(),
             broker_epoch: AtomicU64::new(0),

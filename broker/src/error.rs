@@ -8,6 +8,8 @@ use brook_storage::StorageError;
 
 use crate::config::ConfigError;
 use crate::coordinator::group::GroupError;
+use crate::coordinator::txn::TxnError;
+use crate::replication::acks::NotReplicated;
 
 #[derive(Debug, thiserror::Error)]
 pub enum BrokerError {
@@ -53,6 +55,11 @@ pub enum BrokerError {
     /// The group's `__consumer_offsets` partition is led by another broker.
     #[error("this broker does not coordinate group {group:?}")]
     NotCoordinator { group: String },
+    #[error(transparent)]
+    Txn(#[from] TxnError),
+    /// An appended write (a transaction marker) did not reach the ISR.
+    #[error("not replicated: {0:?}")]
+    NotReplicated(NotReplicated),
 }
 
 impl BrokerError {
@@ -76,6 +83,8 @@ impl BrokerError {
             BrokerError::UnknownLeaderEpoch { .. } => ResponseError::UnknownLeaderEpoch,
             BrokerError::NotCoordinator { .. } => ResponseError::NotCoordinator,
             BrokerError::InvalidReplicaAssignment(_) => ResponseError::InvalidReplicaAssignment,
+            BrokerError::Txn(e) => txn_code(e),
+            BrokerError::NotReplicated(e) => e.code(),
         }
     }
 }
@@ -90,12 +99,12 @@ fn storage_code(e: &StorageError) -> ResponseError {
         StorageError::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange,
         StorageError::OutOfOrderSequence { .. } => ResponseError::OutOfOrderSequenceNumber,
         StorageError::InvalidProducerEpoch { .. } => ResponseError::InvalidProducerEpoch,
-        StorageError::InvalidTopicName { .. } => ResponseError::InvalidTopicException,
-        StorageError::LogDeleted { .. } => ResponseError::UnknownTopicOrPartition,
         StorageError::InvalidTxnState { .. } => ResponseError::InvalidTxnState,
         StorageError::TransactionCoordinatorFenced { .. } => {
             ResponseError::TransactionCoordinatorFenced
         }
+        StorageError::InvalidTopicName { .. } => ResponseError::InvalidTopicException,
+        StorageError::LogDeleted { .. } => ResponseError::UnknownTopicOrPartition,
         _ => ResponseError::KafkaStorageError,
     }
 }
@@ -116,6 +125,36 @@ pub fn group_code(e: &GroupError) -> ResponseError {
         GroupError::NonEmptyGroup => ResponseError::NonEmptyGroup,
         GroupError::GroupSubscribedToTopic => ResponseError::GroupSubscribedToTopic,
         GroupError::OffsetMetadataTooLarge(_) => ResponseError::OffsetMetadataTooLarge,
+    }
+}
+
+/// The transaction coordinator's codes (Kafka's `TransactionCoordinator` choices).
+/// PRODUCER_FENCED becomes INVALID_PRODUCER_EPOCH for old request versions: see
+/// [`fenced_for_version`].
+pub fn txn_code(e: &TxnError) -> ResponseError {
+    match e {
+        TxnError::NotCoordinator => ResponseError::NotCoordinator,
+        TxnError::CoordinatorNotAvailable => ResponseError::CoordinatorNotAvailable,
+        TxnError::CoordinatorLoadInProgress => ResponseError::CoordinatorLoadInProgress,
+        TxnError::ConcurrentTransactions => ResponseError::ConcurrentTransactions,
+        TxnError::ProducerFenced => ResponseError::ProducerFenced,
+        TxnError::InvalidProducerIdMapping => ResponseError::InvalidProducerIdMapping,
+        TxnError::InvalidTxnState => ResponseError::InvalidTxnState,
+        TxnError::InvalidTransactionTimeout(_) => ResponseError::InvalidTransactionTimeout,
+        TxnError::TransactionalIdNotFound => ResponseError::TransactionalIdNotFound,
+        TxnError::InvalidRequest(_) => ResponseError::InvalidRequest,
+        TxnError::Internal(_) => ResponseError::UnknownServerError,
+    }
+}
+
+/// PRODUCER_FENCED (90) exists from these request versions on; older clients get
+/// INVALID_PRODUCER_EPOCH (47), which they treat as fenced too (KIP-588): InitProducerId
+/// v4, AddPartitionsToTxn / AddOffsetsToTxn / EndTxn / TxnOffsetCommit v2.
+pub fn fenced_for_version(code: ResponseError, version: i16, first_fenced: i16) -> ResponseError {
+    if code == ResponseError::ProducerFenced && version < first_fenced {
+        ResponseError::InvalidProducerEpoch
+    } else {
+        code
     }
 }
 
@@ -201,6 +240,46 @@ mod tests {
         assert_eq!(new.code(), ResponseError::UnknownLeaderEpoch);
         let elsewhere = BrokerError::NotCoordinator { group: "g".into() };
         assert_eq!(elsewhere.code(), ResponseError::NotCoordinator);
+    }
+
+    #[test]
+    fn transaction_errors_map_to_kafkas_coordinator_codes() {
+        let fenced = BrokerError::from(TxnError::ProducerFenced).code();
+        assert_eq!(fenced, ResponseError::ProducerFenced);
+        assert_eq!(
+            fenced_for_version(fenced, 1, 2),
+            ResponseError::InvalidProducerEpoch
+        );
+        assert_eq!(
+            fenced_for_version(fenced, 2, 2),
+            ResponseError::ProducerFenced
+        );
+        assert_eq!(
+            fenced_for_version(ResponseError::ConcurrentTransactions, 0, 2),
+            ResponseError::ConcurrentTransactions
+        );
+        assert_eq!(
+            txn_code(&TxnError::InvalidTransactionTimeout(1)),
+            ResponseError::InvalidTransactionTimeout
+        );
+        assert_eq!(
+            txn_code(&TxnError::CoordinatorLoadInProgress),
+            ResponseError::CoordinatorLoadInProgress
+        );
+        assert_eq!(
+            txn_code(&TxnError::InvalidProducerIdMapping),
+            ResponseError::InvalidProducerIdMapping
+        );
+        assert_eq!(
+            BrokerError::NotReplicated(NotReplicated::TimedOut).code(),
+            ResponseError::RequestTimedOut
+        );
+        let zombie = BrokerError::Storage(StorageError::TransactionCoordinatorFenced {
+            producer_id: 1,
+            current_epoch: 2,
+            received_epoch: 1,
+        });
+        assert_eq!(zombie.code(), ResponseError::TransactionCoordinatorFenced);
     }
 
     #[test]

@@ -136,6 +136,10 @@ async fn run(config: BrokerConfig) -> anyhow::Result<()> {
         broker.clone(),
         shutdown.clone(),
     ));
+    tracker.spawn(brook::coordinator::txn::run(
+        broker.clone(),
+        shutdown.clone(),
+    ));
     tracker.spawn(brook::coordinator::group_metrics::run(
         broker.clone(),
         shutdown.clone(),

@@ -95,6 +95,15 @@ pub struct BrokerConfig {
     pub transaction_state_log_num_partitions: i32,
     pub transaction_state_log_replication_factor: i16,
     pub transaction_state_log_min_isr: i32,
+    pub transaction_state_log_segment_bytes: i32,
+    /// `transaction.max.timeout.ms`: InitProducerId refuses a longer `transaction.timeout.ms`.
+    pub transaction_max_timeout_ms: i32,
+    /// `transactional.id.expiration.ms`: an idle transactional id is forgotten after this.
+    pub transactional_id_expiration_ms: i32,
+    /// `transaction.abort.timed.out.transaction.cleanup.interval.ms`.
+    pub transaction_abort_timed_out_interval_ms: i32,
+    /// `transaction.remove.expired.transaction.cleanup.interval.ms`.
+    pub transaction_remove_expired_interval_ms: i32,
     /// The Prometheus endpoint; `None` when `metrics.listener` is empty.
     pub metrics_listener: Option<SocketAddr>,
     pub cluster_id: Option<String>,
@@ -251,6 +260,13 @@ impl BrokerConfig {
             transaction_state_log_replication_factor: g
                 .narrow("transaction.state.log.replication.factor")?,
             transaction_state_log_min_isr: g.int("transaction.state.log.min.isr")?,
+            transaction_state_log_segment_bytes: g.int("transaction.state.log.segment.bytes")?,
+            transaction_max_timeout_ms: g.int("transaction.max.timeout.ms")?,
+            transactional_id_expiration_ms: g.int("transactional.id.expiration.ms")?,
+            transaction_abort_timed_out_interval_ms: g
+                .int("transaction.abort.timed.out.transaction.cleanup.interval.ms")?,
+            transaction_remove_expired_interval_ms: g
+                .int("transaction.remove.expired.transaction.cleanup.interval.ms")?,
             metrics_listener: parse_metrics_listener(g.text("metrics.listener"))
                 .map_err(|r| g.invalid("metrics.listener", r))?,
             cluster_id: g

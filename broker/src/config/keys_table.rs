@@ -4,7 +4,7 @@
 //! `DynamicBrokerConfig.dynamicConfigUpdateModes`). Sorted by name (a test checks it).
 //! Brook deviations, each named in its doc: `log.dir` defaults to `./data`; `node.id`
 //! and `process.roles` have defaults so that a bare `brook` runs as a one-node cluster;
-//! the internal topics default to replication factor 1; `listeners` and
+//! the internal topics keep Kafka's replication defaults, capped at the active brokers; `listeners` and
 //! `listener.security.protocol.map` are not dynamically updatable (Brook cannot rebind).
 
 use super::keys::{Importance, KeyDef, UpdateMode};
@@ -183,12 +183,22 @@ pub(super) static BROKER_KEYS: &[KeyDef] = &[
       "If a follower hasn't sent any fetch requests or hasn't consumed up to the leaders log end offset for at least this time, the leader will remove the follower from isr."),
     k("socket.request.max.bytes", T::Int, Some("104857600"), V::AtLeast(1), H, RO,
       "The maximum number of bytes in a socket request."),
-    k("transaction.state.log.min.isr", T::Int, Some("1"), V::AtLeast(1), H, RO,
-      "The minimum number of replicas that must acknowledge a write to transaction topic in order to be considered successful. Kafka's default is 2; Brook's is 1."),
+    k("transaction.abort.timed.out.transaction.cleanup.interval.ms", T::Int, Some("10000"), V::AtLeast(1), L, RO,
+      "The interval at which to rollback transactions that have timed out."),
+    k("transaction.max.timeout.ms", T::Int, Some("900000"), V::AtLeast(1), H, RO,
+      "The maximum allowed timeout for transactions. If a client's requested transaction time exceed this, then the broker will return an error in InitProducerIdRequest. This prevents a client from too large of a timeout, which can stall consumers reading from topics included in the transaction."),
+    k("transaction.remove.expired.transaction.cleanup.interval.ms", T::Int, Some("3600000"), V::AtLeast(1), L, RO,
+      "The interval at which to remove transactions that have expired due to transactional.id.expiration.ms passing."),
+    k("transaction.state.log.min.isr", T::Int, Some("2"), V::AtLeast(1), H, RO,
+      "The minimum number of replicas that must acknowledge a write to transaction topic in order to be considered successful. Brook caps it at the topic's replication factor when the topic is created, so a one-node cluster gets 1."),
     k("transaction.state.log.num.partitions", T::Int, Some("50"), V::AtLeast(1), H, RO,
       "The number of partitions for the transaction topic (should not change after deployment)."),
-    k("transaction.state.log.replication.factor", T::Short, Some("1"), V::AtLeast(1), H, RO,
-      "The replication factor for the transaction topic (set higher to ensure availability). Kafka's default is 3; Brook's is 1."),
+    k("transaction.state.log.replication.factor", T::Short, Some("3"), V::AtLeast(1), H, RO,
+      "The replication factor for the transaction topic (set higher to ensure availability). Brook caps it at the number of active brokers when the topic is created, so a one-node cluster gets 1."),
+    k("transaction.state.log.segment.bytes", T::Int, Some("104857600"), V::AtLeast(1), H, RO,
+      "The transaction topic segment bytes should be kept relatively small in order to facilitate faster log compaction and cache loads."),
+    k("transactional.id.expiration.ms", T::Int, Some("604800000"), V::AtLeast(1), H, RO,
+      "The time in ms that the transaction coordinator will wait without receiving any transaction status updates for the current transaction before expiring its transactional id. Transactional IDs will not expire while a the transaction is still ongoing."),
     k("unclean.leader.election.enable", T::Boolean, Some("false"), V::None, H, CW,
       "Indicates whether to enable replicas not in the ISR set to be elected as leader as a last resort, even though doing so may result in data loss."),
 ];

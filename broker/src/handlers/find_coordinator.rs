@@ -1,8 +1,8 @@
-//! FindCoordinator: a group's coordinator is the leader of its `__consumer_offsets`
-//! partition (`abs(hashCode(group)) % partitions`, as Kafka computes it); the first group
-//! key (type 0) creates that topic through the quorum, as Kafka does. Transaction keys (type 1)
-//! get `COORDINATOR_NOT_AVAILABLE` until the transaction coordinator exists. v0-3 carry
-//! one key; v4+ batch them in `coordinator_keys` (KIP-699).
+//! FindCoordinator: a group's coordinator (key type 0) is the leader of its
+//! `__consumer_offsets` partition, a transactional id's (key type 1) the leader of its
+//! `__transaction_state` partition (`abs(hashCode(key)) % partitions`, as Kafka computes
+//! it); the first key of each type creates its topic through the quorum, as Kafka does.
+//! v0-3 carry one key; v4+ batch them in `coordinator_keys` (KIP-699).
 
 use brook_protocol::kafka_protocol::messages::find_coordinator_response::Coordinator;
 use brook_protocol::kafka_protocol::messages::{
@@ -15,7 +15,8 @@ use tracing::warn;
 
 use crate::broker::Broker;
 use crate::coordinator::group::records::group_partition;
-use crate::metadata::offsets_topic;
+use crate::coordinator::txn::records::{partition_for as txn_partition_for, TXN_STATE_TOPIC};
+use crate::metadata::{offsets_topic, txn_state_topic};
 
 const GROUP_KEY: i8 = 0;
 const TRANSACTION_KEY: i8 = 1;
@@ -25,16 +26,17 @@ pub async fn handle(
     req: FindCoordinatorRequest,
     version: i16,
 ) -> FindCoordinatorResponse {
-    let topic_ready = if req.key_type == GROUP_KEY {
-        match offsets_topic::ensure(broker).await {
-            Ok(()) => true,
-            Err(e) => {
-                warn!(error = %e, "creating __consumer_offsets failed");
-                false
-            }
+    let created = match req.key_type {
+        GROUP_KEY => offsets_topic::ensure(broker).await,
+        TRANSACTION_KEY => txn_state_topic::ensure(broker).await,
+        _ => Ok(()),
+    };
+    let topic_ready = match created {
+        Ok(()) => true,
+        Err(e) => {
+            warn!(key_type = req.key_type, error = %e, "creating an internal topic failed");
+            false
         }
-    } else {
-        true
     };
     let locate = |key: &str| {
         if topic_ready {
@@ -87,13 +89,16 @@ pub async fn handle(
 type Node = (i32, String, i32);
 
 fn find(broker: &Broker, key_type: i8, key: &str) -> (Option<ResponseError>, Option<Node>) {
-    match key_type {
-        GROUP_KEY => {}
-        TRANSACTION_KEY => return (Some(ResponseError::CoordinatorNotAvailable), None),
-        _ => return (Some(ResponseError::InvalidRequest), None),
-    }
     let image = broker.image();
-    let Some(leader) = group_partition(&image, key).map(|p| p.leader) else {
+    let partition = match key_type {
+        GROUP_KEY => group_partition(&image, key),
+        TRANSACTION_KEY => image.topic(TXN_STATE_TOPIC).and_then(|t| {
+            let count = i32::try_from(t.partitions.len()).ok()?;
+            t.partitions.get(&txn_partition_for(key, count.max(1)))
+        }),
+        _ => return (Some(ResponseError::InvalidRequest), None),
+    };
+    let Some(leader) = partition.map(|p| p.leader) else {
         return (Some(ResponseError::CoordinatorNotAvailable), None);
     };
     match image.broker(leader).filter(|b| b.is_active()) {

@@ -9,6 +9,8 @@ use crate::broker::Broker;
 use crate::error::BrokerError;
 use crate::server::write::FileChunk;
 
+pub mod add_offsets_to_txn;
+pub mod add_partitions_to_txn;
 pub mod alter_configs;
 pub mod api_versions;
 pub mod create_partitions;
@@ -21,7 +23,9 @@ pub mod describe_configs;
 pub mod describe_groups;
 pub mod describe_quorum;
 pub mod describe_topic_partitions;
+pub mod describe_transactions;
 pub mod elect_leaders;
+pub mod end_txn;
 pub mod fetch;
 pub mod find_coordinator;
 pub mod heartbeat;
@@ -32,6 +36,7 @@ pub mod leader_hint;
 pub mod leave_group;
 pub mod list_groups;
 pub mod list_offsets;
+pub mod list_transactions;
 pub mod metadata;
 pub mod offset_commit;
 pub mod offset_delete;
@@ -40,6 +45,7 @@ pub mod offset_for_leader_epoch;
 pub mod produce;
 pub mod sync_group;
 pub mod txn_offset_commit;
+pub mod write_txn_markers;
 
 /// Every API Brook serves; each at every version the codec carries (from the lowest
 /// Apache Kafka 4.0 accepts to the newest `kafka-protocol` encodes).
@@ -74,6 +80,12 @@ pub const HANDLERS: &[ApiKey] = &[
     ApiKey::DescribeGroups,
     ApiKey::DeleteGroups,
     ApiKey::TxnOffsetCommit,
+    ApiKey::AddPartitionsToTxn,
+    ApiKey::AddOffsetsToTxn,
+    ApiKey::EndTxn,
+    ApiKey::WriteTxnMarkers,
+    ApiKey::DescribeTransactions,
+    ApiKey::ListTransactions,
 ];
 
 /// Whether Brook serves `api_key` at `version`.
@@ -193,6 +205,22 @@ pub async fn handle(
         }
         RequestKind::TxnOffsetCommit(req) => {
             ResponseKind::TxnOffsetCommit(txn_offset_commit::handle(broker, req, v).await)
+        }
+        RequestKind::AddPartitionsToTxn(req) => {
+            ResponseKind::AddPartitionsToTxn(add_partitions_to_txn::handle(broker, req, v).await)
+        }
+        RequestKind::AddOffsetsToTxn(req) => {
+            ResponseKind::AddOffsetsToTxn(add_offsets_to_txn::handle(broker, req, v).await)
+        }
+        RequestKind::EndTxn(req) => ResponseKind::EndTxn(end_txn::handle(broker, req, v).await),
+        RequestKind::WriteTxnMarkers(req) => {
+            ResponseKind::WriteTxnMarkers(write_txn_markers::handle(broker, req, v).await)
+        }
+        RequestKind::DescribeTransactions(req) => {
+            ResponseKind::DescribeTransactions(describe_transactions::handle(broker, req, v))
+        }
+        RequestKind::ListTransactions(req) => {
+            ResponseKind::ListTransactions(list_transactions::handle(broker, req, v))
         }
         other => {
             return Err(BrokerError::NoHandler(

@@ -4,3 +4,4 @@
 pub mod meta_properties;
 pub mod offsets_topic;
 pub mod topics;
+pub mod txn_state_topic;

@@ -189,6 +189,9 @@ pub async fn auto_create(broker: &Broker, name: &str) -> Result<bool, BrokerErro
     if name == crate::coordinator::group::records::OFFSETS_TOPIC {
         return super::offsets_topic::ensure(broker).await.map(|()| true);
     }
+    if name == crate::coordinator::txn::records::TXN_STATE_TOPIC {
+        return super::txn_state_topic::ensure(broker).await.map(|()| true);
+    }
     if !broker.config.auto_create_topics_enable {
         return Ok(false);
     }

@@ -1,0 +1,215 @@
+//! The coordinator's persistence through `__transaction_state`: one record per change,
+//! appended by the partition's leader as a plain uncompressed batch, fsynced and waited
+//! to the high watermark (Kafka's coordinator writes with acks=all) before the change is
+//! applied in memory and the client answered; and the load of a partition's records into
+//! memory when this broker starts leading it.
+//!
+//! A tokio mutex per partition keeps the appends of one partition in the order their
+//! changes were decided; it is the only lock held across `.await`.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use brook_protocol::kafka_protocol::records::{
+    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+};
+use brook_storage::log::MinOneBatch;
+use brook_storage::{LogHandle, StorageError};
+use bytes::{Bytes, BytesMut};
+use tracing::warn;
+
+use super::error::TxnError;
+use super::records::{self, TxnLogValue, TXN_STATE_TOPIC};
+use super::state::TxnMetadata;
+use crate::broker::Broker;
+use crate::error::BrokerError;
+use crate::replication::acks::{self, NotReplicated};
+
+/// How long a coordinator write waits for the ISR.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How much of a partition one load read returns.
+const LOAD_READ_BYTES: usize = 1 << 20;
+
+/// The per-partition append locks.
+#[derive(Default)]
+pub struct PartitionLocks(parking_lot::Mutex<HashMap<i32, Arc<tokio::sync::Mutex<()>>>>);
+
+impl PartitionLocks {
+    fn get(&self, partition: i32) -> Arc<tokio::sync::Mutex<()>> {
+        Arc::clone(self.0.lock().entry(partition).or_default())
+    }
+}
+
+/// Appends the record of `transactional_id` (`None`: a tombstone) to `partition`, which
+/// this broker must lead at `coordinator_epoch`, and returns once it is durable.
+pub async fn write(
+    broker: &Broker,
+    locks: &PartitionLocks,
+    partition: i32,
+    coordinator_epoch: i32,
+    transactional_id: &str,
+    value: Option<&TxnLogValue>,
+) -> Result<(), TxnError> {
+    let lock = locks.get(partition);
+    let _ordered = lock.lock().await;
+    let image = broker.image();
+    let state = broker
+        .replicas
+        .leader(
+            || broker.effective_config(),
+            &image,
+            broker.node_id,
+            TXN_STATE_TOPIC,
+            partition,
+            None,
+        )
+        .await
+        .map_err(write_error)?;
+    if state.leader_epoch != coordinator_epoch {
+        return Err(TxnError::NotCoordinator);
+    }
+    let now_ms = brook_storage::log_manager::now_ms();
+    let batch = encode_batch(transactional_id, value, now_ms)?;
+    let log = state.log.clone();
+    let appended = log
+        .append(batch, state.leader_epoch, now_ms)
+        .await
+        .map_err(|e| write_error(e.into()))?;
+    // The durability point: with no follower to rely on, a single node must not lose a
+    // state it answered with (a kill -9 right after is replayed from here).
+    log.flush(now_ms).await.map_err(|e| write_error(e.into()))?;
+    if let Some(part) = image.partition(TXN_STATE_TOPIC, partition) {
+        state.maybe_advance_high_watermark(part, broker.node_id);
+    }
+    acks::wait_for_high_watermark(
+        broker.quorum.subscribe(),
+        &state,
+        broker.node_id,
+        appended.last_offset + 1,
+        WRITE_TIMEOUT,
+        &broker.stopping,
+    )
+    .await
+    .map_err(|e| match e {
+        NotReplicated::Moved { .. } => TxnError::NotCoordinator,
+        // Kafka's `appendTransactionToLog` answers NOT_ENOUGH_REPLICAS* and timeouts with
+        // COORDINATOR_NOT_AVAILABLE: the client retries.
+        _ => TxnError::CoordinatorNotAvailable,
+    })
+}
+
+/// Kafka's `appendTransactionToLog` error mapping.
+fn write_error(e: BrokerError) -> TxnError {
+    match e {
+        BrokerError::NotLeaderOrFollower { .. } => TxnError::NotCoordinator,
+        BrokerError::UnknownTopicOrPartition { .. } => TxnError::CoordinatorNotAvailable,
+        BrokerError::Storage(
+            StorageError::RecordTooLarge { .. } | StorageError::RecordBatchTooLarge { .. },
+        ) => TxnError::Internal(e.to_string()),
+        // KAFKA_STORAGE_ERROR and the like: another replica may take over.
+        _ => TxnError::NotCoordinator,
+    }
+}
+
+/// One uncompressed v2 batch holding the record of `transactional_id`.
+pub fn encode_batch(
+    transactional_id: &str,
+    value: Option<&TxnLogValue>,
+    now_ms: i64,
+) -> Result<BytesMut, TxnError> {
+    let record = Record {
+        transactional: false,
+        control: false,
+        delete_horizon: false,
+        partition_leader_epoch: -1,
+        producer_id: -1,
+        producer_epoch: -1,
+        timestamp_type: TimestampType::Creation,
+        offset: 0,
+        sequence: -1,
+        timestamp: now_ms,
+        key: Some(Bytes::from(records::encode_key(transactional_id))),
+        value: value.map(|v| Bytes::from(records::encode_value(v))),
+        headers: Default::default(),
+    };
+    let mut buf = BytesMut::with_capacity(128);
+    let options = RecordEncodeOptions {
+        version: 2,
+        compression: Compression::None,
+    };
+    RecordBatchEncoder::encode(&mut buf, std::iter::once(&record), &options)
+        .map_err(|e| TxnError::Internal(format!("encoding a transaction log record: {e}")))?;
+    Ok(buf)
+}
+
+/// Every transactional id's latest state in `log` (tombstoned ids are absent), read from
+/// the log start to the log end, as Kafka's `loadTransactionMetadata` does.
+pub async fn load(log: &LogHandle) -> Result<HashMap<String, TxnMetadata>, BrokerError> {
+    let partition = log.partition();
+    let log_end = log.log_end_offset();
+    let mut next = log.log_start_offset();
+    let mut out = HashMap::new();
+    while next < log_end {
+        let read = log
+            .read(next, LOAD_READ_BYTES, log_end, MinOneBatch::Yes)
+            .await?;
+        let mut bytes = read.records;
+        if bytes.is_empty() {
+            break;
+        }
+        let sets = RecordBatchDecoder::decode_all(&mut bytes).map_err(|e| {
+            BrokerError::InvalidRequest(format!("{TXN_STATE_TOPIC}-{partition} unreadable: {e}"))
+        })?;
+        let mut last = next - 1;
+        for record in sets.into_iter().flat_map(|s| s.records) {
+            last = last.max(record.offset);
+            if record.offset < next || record.control {
+                continue;
+            }
+            apply_record(
+                &mut out,
+                record.key.as_deref(),
+                record.value.as_deref(),
+                || format!("{TXN_STATE_TOPIC}-{partition} offset {}", record.offset),
+            );
+        }
+        if last < next {
+            break;
+        }
+        next = last + 1;
+    }
+    Ok(out)
+}
+
+/// Applies one log record to the loaded states; unreadable records are skipped with a
+/// warning (Kafka fails the load; Brook keeps coordinating the other ids).
+pub fn apply_record(
+    states: &mut HashMap<String, TxnMetadata>,
+    key: Option<&[u8]>,
+    value: Option<&[u8]>,
+    at: impl Fn() -> String,
+) {
+    let Some(key) = key else {
+        return;
+    };
+    let id = match records::decode_key(key) {
+        Ok(Some(id)) => id,
+        Ok(None) => return,
+        Err(e) => {
+            warn!(at = %at(), error = %e, "skipping unreadable transaction log key");
+            return;
+        }
+    };
+    match records::decode_value(value) {
+        Ok(Some(v)) => {
+            states.insert(id.clone(), TxnMetadata::from_log(&id, &v));
+        }
+        Ok(None) => {
+            states.remove(&id);
+        }
+        Err(e) => {
+            warn!(at = %at(), transactional_id = %id, error = %e, "skipping unreadable transaction log value")
+        }
+    }
+}

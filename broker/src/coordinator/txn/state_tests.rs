@@ -1,0 +1,342 @@
+//! The transaction state machine against Kafka's transitions and error choices, and the
+//! load of `__transaction_state` records written by the coordinator's own encoder.
+
+use std::collections::{BTreeSet, HashMap};
+
+use brook_storage::{LogConfig, LogManager};
+
+use super::error::TxnError;
+use super::log::{encode_batch, load};
+use super::records::TXN_STATE_TOPIC;
+use super::state::{EndStep, InitStep, Transit, TxnMetadata, TxnState, NO_PRODUCER_EPOCH};
+
+const PID: i64 = 1000;
+const TIMEOUT: i32 = 60_000;
+
+fn tps(list: &[(&str, i32)]) -> BTreeSet<(String, i32)> {
+    list.iter().map(|(t, p)| (t.to_string(), *p)).collect()
+}
+
+fn written(meta: &mut TxnMetadata, t: Transit) {
+    meta.complete(t).expect("a valid transition");
+}
+
+/// A new id initialised once: Empty at epoch 0.
+fn initialised() -> TxnMetadata {
+    let mut meta = TxnMetadata::new("t", PID, TIMEOUT, 1);
+    match meta.prepare_init(TIMEOUT, None, None, 2) {
+        Ok(InitStep::Write(t)) => written(&mut meta, t),
+        other => panic!("unexpected {other:?}"),
+    }
+    meta
+}
+
+fn ongoing() -> TxnMetadata {
+    let mut meta = initialised();
+    let t = meta
+        .prepare_add_partitions(PID, 0, &tps(&[("a", 0), ("b", 1)]), 10)
+        .expect("add")
+        .expect("a change");
+    written(&mut meta, t);
+    meta
+}
+
+#[test]
+fn a_new_transactional_id_starts_empty_at_epoch_zero() {
+    let meta = initialised();
+    assert_eq!(meta.state, TxnState::Empty);
+    assert_eq!((meta.producer_id, meta.producer_epoch), (PID, 0));
+    assert!(meta.pending.is_none());
+}
+
+#[test]
+fn adding_partitions_opens_the_transaction_and_repeats_are_free() {
+    let mut meta = ongoing();
+    assert_eq!(meta.state, TxnState::Ongoing);
+    assert_eq!(meta.start_timestamp_ms, 10);
+    assert_eq!(meta.partitions, tps(&[("a", 0), ("b", 1)]));
+    let again = meta.prepare_add_partitions(PID, 0, &tps(&[("a", 0)]), 20);
+    assert_eq!(again, Ok(None));
+    let more = meta
+        .prepare_add_partitions(PID, 0, &tps(&[("c", 0)]), 30)
+        .expect("add")
+        .expect("a change");
+    assert_eq!(
+        more.start_timestamp_ms, 10,
+        "the start stays the first add's"
+    );
+    assert_eq!(more.partitions.len(), 3);
+}
+
+#[test]
+fn commit_goes_through_prepare_to_complete_and_a_retry_succeeds() {
+    let mut meta = ongoing();
+    let Ok(EndStep::Write(t)) = meta.prepare_end(PID, 0, true, 40) else {
+        panic!("expected a prepare");
+    };
+    assert_eq!(t.state, TxnState::PrepareCommit);
+    written(&mut meta, t);
+    // While prepared: the same outcome waits, the other one is refused, adds wait.
+    assert_eq!(
+        meta.prepare_end(PID, 0, true, 41),
+        Err(TxnError::ConcurrentTransactions)
+    );
+    assert_eq!(
+        meta.prepare_end(PID, 0, false, 41),
+        Err(TxnError::InvalidTxnState)
+    );
+    assert_eq!(
+        meta.prepare_add_partitions(PID, 0, &tps(&[("a", 0)]), 41),
+        Err(TxnError::ConcurrentTransactions)
+    );
+    let done = meta.prepare_complete(50).expect("complete");
+    assert!(done.partitions.is_empty());
+    written(&mut meta, done);
+    assert_eq!(meta.state, TxnState::CompleteCommit);
+    assert_eq!(meta.prepare_end(PID, 0, true, 60), Ok(EndStep::AlreadyDone));
+    assert_eq!(
+        meta.prepare_end(PID, 0, false, 60),
+        Err(TxnError::InvalidTxnState)
+    );
+    // The next transaction starts afresh.
+    let next = meta
+        .prepare_add_partitions(PID, 0, &tps(&[("z", 0)]), 70)
+        .expect("add")
+        .expect("a change");
+    assert_eq!(next.partitions, tps(&[("z", 0)]));
+    assert_eq!(next.start_timestamp_ms, 70);
+}
+
+#[test]
+fn ending_without_a_transaction_is_an_invalid_state() {
+    let mut meta = initialised();
+    assert_eq!(
+        meta.prepare_end(PID, 0, true, 5),
+        Err(TxnError::InvalidTxnState)
+    );
+}
+
+#[test]
+fn wrong_producer_ids_and_epochs_are_refused_with_kafkas_codes() {
+    let mut meta = ongoing();
+    assert_eq!(
+        meta.prepare_end(PID + 1, 0, true, 5),
+        Err(TxnError::InvalidProducerIdMapping)
+    );
+    assert_eq!(
+        meta.prepare_end(PID, 1, true, 5),
+        Err(TxnError::ProducerFenced)
+    );
+    assert_eq!(
+        meta.prepare_add_partitions(PID, 3, &tps(&[("a", 0)]), 5),
+        Err(TxnError::ProducerFenced)
+    );
+}
+
+#[test]
+fn a_pending_write_makes_every_other_change_wait() {
+    let mut meta = ongoing();
+    let _t = meta
+        .prepare_add_partitions(PID, 0, &tps(&[("c", 0)]), 5)
+        .expect("add")
+        .expect("a change");
+    assert_eq!(
+        meta.prepare_end(PID, 0, true, 5),
+        Err(TxnError::ConcurrentTransactions)
+    );
+    assert_eq!(
+        meta.prepare_init(TIMEOUT, None, None, 5),
+        Err(TxnError::ConcurrentTransactions)
+    );
+    meta.abandon(false);
+    assert!(meta.prepare_end(PID, 0, true, 5).is_ok());
+}
+
+#[test]
+fn init_on_an_open_transaction_fences_the_producer_and_aborts_it() {
+    let mut meta = ongoing();
+    let Ok(InitStep::FenceAndAbort(t)) = meta.prepare_init(TIMEOUT, None, None, 50) else {
+        panic!("expected a fence");
+    };
+    assert_eq!(t.state, TxnState::PrepareAbort);
+    assert_eq!(t.producer_epoch, 1);
+    assert_eq!(t.partitions, tps(&[("a", 0), ("b", 1)]));
+    written(&mut meta, t);
+    // The old producer is fenced; a retried init waits for the abort.
+    assert_eq!(
+        meta.prepare_end(PID, 0, true, 51),
+        Err(TxnError::ProducerFenced)
+    );
+    assert_eq!(
+        meta.prepare_init(TIMEOUT, None, None, 51),
+        Err(TxnError::ConcurrentTransactions)
+    );
+    let done = meta.prepare_complete(52).expect("complete");
+    written(&mut meta, done);
+    assert_eq!(meta.state, TxnState::CompleteAbort);
+    let Ok(InitStep::Write(t)) = meta.prepare_init(TIMEOUT, None, None, 53) else {
+        panic!("expected a new epoch");
+    };
+    assert_eq!(
+        (t.producer_id, t.producer_epoch, t.state),
+        (PID, 2, TxnState::Empty)
+    );
+}
+
+#[test]
+fn a_fence_whose_write_failed_does_not_bump_the_epoch_twice() {
+    let mut meta = ongoing();
+    let t = meta.prepare_fence_abort(100).expect("fence");
+    assert_eq!(t.producer_epoch, 1);
+    meta.abandon(true);
+    assert!(meta.failed_epoch_fence);
+    let again = meta.prepare_fence_abort(101).expect("fence");
+    assert_eq!(again.producer_epoch, 1);
+    written(&mut meta, again);
+    let done = meta.prepare_complete(102).expect("complete");
+    written(&mut meta, done);
+    assert!(!meta.failed_epoch_fence);
+}
+
+#[test]
+fn an_exhausted_epoch_rotates_to_a_new_producer_id() {
+    let mut meta = initialised();
+    meta.producer_epoch = i16::MAX - 1;
+    assert!(meta.needs_new_producer_id(None));
+    assert_eq!(
+        meta.prepare_init(TIMEOUT, None, None, 5),
+        Err(TxnError::ConcurrentTransactions),
+        "no id was allocated for it"
+    );
+    meta.pending = None;
+    let Ok(InitStep::Write(t)) = meta.prepare_init(TIMEOUT, None, Some(PID + 7), 5) else {
+        panic!("expected a rotation");
+    };
+    assert_eq!((t.producer_id, t.producer_epoch), (PID + 7, 0));
+    assert_eq!(t.last_producer_id, PID);
+    assert_eq!(t.last_producer_epoch, NO_PRODUCER_EPOCH);
+}
+
+#[test]
+fn a_reinitialising_producer_is_checked_against_the_current_and_last_epochs() {
+    let mut meta = initialised();
+    // KIP-360: the current producer bumps its own epoch.
+    let Ok(InitStep::Write(t)) = meta.prepare_init(TIMEOUT, Some((PID, 0)), None, 5) else {
+        panic!("expected a bump");
+    };
+    assert_eq!((t.producer_epoch, t.last_producer_epoch), (1, 0));
+    written(&mut meta, t);
+    // A retry of that call (the response was lost) gets the same epoch again.
+    let Ok(InitStep::Write(t)) = meta.prepare_init(TIMEOUT, Some((PID, 0)), None, 6) else {
+        panic!("expected the same epoch");
+    };
+    assert_eq!(t.producer_epoch, 1);
+    meta.abandon(false);
+    // An older epoch, or another producer id, is fenced.
+    meta.last_producer_epoch = NO_PRODUCER_EPOCH;
+    assert_eq!(
+        meta.prepare_init(TIMEOUT, Some((PID, 0)), None, 7),
+        Err(TxnError::ProducerFenced)
+    );
+    assert_eq!(
+        meta.prepare_init(TIMEOUT, Some((PID + 1, 1)), None, 7),
+        Err(TxnError::ProducerFenced)
+    );
+}
+
+#[test]
+fn timeouts_and_expiry_follow_the_configured_durations() {
+    let meta = ongoing();
+    assert!(!meta.timed_out(10 + i64::from(TIMEOUT)));
+    assert!(meta.timed_out(11 + i64::from(TIMEOUT)));
+    assert!(
+        !meta.expired(i64::MAX / 2, 1),
+        "an open transaction never expires"
+    );
+    let mut idle = initialised();
+    assert!(!idle.expired(2 + 999, 1000));
+    assert!(idle.expired(2 + 1000, 1000));
+    let dead = idle.prepare_dead().expect("dead");
+    written(&mut idle, dead);
+    assert_eq!(idle.state, TxnState::Dead);
+}
+
+#[test]
+fn transitions_kafka_forbids_are_refused_when_applied() {
+    let mut meta = initialised();
+    let mut bogus = meta.prepare_complete(5);
+    assert_eq!(bogus, Err(TxnError::InvalidTxnState));
+    meta.pending = Some(TxnState::CompleteCommit);
+    bogus = Ok(Transit {
+        producer_id: PID,
+        last_producer_id: -1,
+        producer_epoch: 0,
+        last_producer_epoch: -1,
+        timeout_ms: TIMEOUT,
+        state: TxnState::CompleteCommit,
+        partitions: BTreeSet::new(),
+        start_timestamp_ms: -1,
+        last_update_timestamp_ms: 5,
+    });
+    assert_eq!(
+        meta.complete(bogus.expect("built")),
+        Err(TxnError::InvalidTxnState)
+    );
+    assert_eq!(meta.state, TxnState::Empty);
+}
+
+#[test]
+fn state_ids_and_names_are_kafkas() {
+    for state in TxnState::ALL {
+        assert_eq!(TxnState::from_id(state.id()), Some(state));
+        assert_eq!(TxnState::from_name(state.name()), Some(state));
+    }
+    assert_eq!(TxnState::PrepareEpochFence.id(), 7);
+    assert_eq!(TxnState::CompleteAbort.name(), "CompleteAbort");
+}
+
+#[tokio::test]
+async fn loading_a_partition_keeps_each_ids_latest_record_and_drops_tombstones() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let logs = LogManager::open(&[dir.path().join("logs")], LogConfig::default()).expect("logs");
+    let log = logs
+        .get_or_create(TXN_STATE_TOPIC, 7, LogConfig::default())
+        .expect("log");
+    let mut a = ongoing();
+    a.transactional_id = "a".into();
+    let mut prepared = a.clone();
+    let Ok(EndStep::Write(t)) = prepared.prepare_end(PID, 0, false, 40) else {
+        panic!("expected a prepare");
+    };
+    let mut b = initialised();
+    b.transactional_id = "b".into();
+    let value_of = |m: &TxnMetadata| super::records::TxnLogValue {
+        producer_id: m.producer_id,
+        producer_epoch: m.producer_epoch,
+        timeout_ms: m.timeout_ms,
+        state: m.state,
+        partitions: m.partitions.clone(),
+        last_update_timestamp_ms: m.last_update_timestamp_ms,
+        start_timestamp_ms: m.start_timestamp_ms,
+        previous_producer_id: -1,
+    };
+    let a_ongoing = value_of(&a);
+    let b_empty = value_of(&b);
+    let records: Vec<(&str, Option<super::records::TxnLogValue>)> = vec![
+        ("a", Some(a_ongoing)),
+        ("b", Some(b_empty)),
+        ("a", Some(t.log_value())),
+        ("b", None),
+    ];
+    for (id, value) in &records {
+        let batch = encode_batch(id, value.as_ref(), 5).expect("encode");
+        log.append(batch, 0, 5).await.expect("append");
+    }
+    let loaded: HashMap<String, TxnMetadata> = load(&log).await.expect("load");
+    assert_eq!(loaded.len(), 1, "b was tombstoned");
+    let a = &loaded["a"];
+    assert_eq!(a.state, TxnState::PrepareAbort);
+    assert_eq!(a.partitions, tps(&[("a", 0), ("b", 1)]));
+    assert_eq!(a.start_timestamp_ms, 10);
+    assert!(a.pending.is_none());
+}

@@ -1,0 +1,329 @@
+//! The coordinator's one owned background task (started by `main`, stopped by the
+//! broker's shutdown token; its sub-tasks live in a `JoinSet` and are aborted when it
+//! stops — an unfinished transaction is still Prepare* in the log and completed after the
+//! restart):
+//!
+//! - follows the metadata image: loads the `__transaction_state` partitions this broker
+//!   starts leading (Kafka's `onElection`) and forgets those it stops leading
+//!   (`onResignation`);
+//! - completes prepared transactions: markers to every partition, then the Complete*
+//!   record, retried until done or until the partition is no longer this broker's; this
+//!   also finishes the Prepare* transactions a load finds (a crash between EndTxn and its
+//!   markers);
+//! - every `transaction.abort.timed.out.transaction.cleanup.interval.ms` fences and aborts
+//!   Ongoing transactions past their timeout;
+//! - every `transaction.remove.expired.transaction.cleanup.interval.ms` writes a tombstone
+//!   for ids idle longer than `transactional.id.expiration.ms`.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info, warn};
+
+use super::markers::{self, Marker};
+use super::records::{partition_for, TXN_STATE_TOPIC};
+use super::state::TxnState;
+use super::{log, Load, TxnError};
+use crate::broker::Broker;
+
+/// How often prepared transactions are looked for even without a wake-up (retries).
+const SCAN: Duration = Duration::from_millis(250);
+/// Pause between rounds of markers some partitions refused.
+const MARKER_BACKOFF: Duration = Duration::from_millis(200);
+
+pub async fn run(broker: Arc<Broker>, shutdown: CancellationToken) {
+    let txn = &broker.txn;
+    let mut images = broker.quorum.subscribe();
+    let mut tasks = JoinSet::new();
+    let mut scan = tokio::time::interval(SCAN);
+    let mut abort = tokio::time::interval(Duration::from_millis(txn.config.abort_interval_ms));
+    let mut expire = tokio::time::interval(Duration::from_millis(txn.config.expire_interval_ms));
+    for timer in [&mut scan, &mut abort, &mut expire] {
+        timer.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    }
+    follow_leadership(&broker, &mut tasks);
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => break,
+            changed = images.changed() => {
+                if changed.is_err() {
+                    break;
+                }
+                follow_leadership(&broker, &mut tasks);
+            }
+            _ = txn.prepared.notified() => complete_prepared(&broker, &mut tasks),
+            _ = scan.tick() => {
+                // Also retries a load that failed.
+                follow_leadership(&broker, &mut tasks);
+                complete_prepared(&broker, &mut tasks);
+            }
+            _ = abort.tick() => abort_timed_out(&broker, &mut tasks),
+            _ = expire.tick() => expire_idle(&broker, &mut tasks),
+            Some(joined) = tasks.join_next() => {
+                if let Err(e) = joined {
+                    if e.is_panic() {
+                        warn!(error = %e, "a transaction coordinator task panicked");
+                    }
+                }
+            }
+        }
+    }
+    tasks.shutdown().await;
+}
+
+/// Loads newly led `__transaction_state` partitions and drops the others.
+fn follow_leadership(broker: &Arc<Broker>, tasks: &mut JoinSet<()>) {
+    let image = broker.image();
+    let led: BTreeMap<i32, i32> = image
+        .topic(TXN_STATE_TOPIC)
+        .map(|t| {
+            t.partitions
+                .values()
+                .filter(|p| p.leader == broker.node_id)
+                .map(|p| (p.partition, p.leader_epoch))
+                .collect()
+        })
+        .unwrap_or_default();
+    let count = image
+        .topic(TXN_STATE_TOPIC)
+        .map_or(0, |t| i32::try_from(t.partitions.len()).unwrap_or(0));
+    let txn = &broker.txn;
+    let mut to_load = Vec::new();
+    {
+        let mut loads = txn.loads.lock();
+        let lost: Vec<i32> = loads
+            .iter()
+            .filter(|(p, l)| {
+                let epoch = match l {
+                    Load::Loading { epoch } | Load::Loaded { epoch } => *epoch,
+                };
+                led.get(p) != Some(&epoch)
+            })
+            .map(|(p, _)| *p)
+            .collect();
+        for p in &lost {
+            loads.remove(p);
+        }
+        if !lost.is_empty() && count > 0 {
+            txn.txns
+                .lock()
+                .retain(|id, _| !lost.contains(&partition_for(id, count)));
+            info!(partitions = ?lost, "no longer coordinating transactions of these partitions");
+        }
+        for (partition, epoch) in &led {
+            if !loads.contains_key(partition) {
+                loads.insert(*partition, Load::Loading { epoch: *epoch });
+                to_load.push((*partition, *epoch));
+            }
+        }
+    }
+    for (partition, epoch) in to_load {
+        let broker = broker.clone();
+        tasks.spawn(async move { load_partition(&broker, partition, epoch, count).await });
+    }
+}
+
+async fn load_partition(broker: &Broker, partition: i32, epoch: i32, count: i32) {
+    let txn = &broker.txn;
+    let image = broker.image();
+    let loaded = async {
+        let state = broker
+            .replicas
+            .leader(
+                || broker.effective_config(),
+                &image,
+                broker.node_id,
+                TXN_STATE_TOPIC,
+                partition,
+                None,
+            )
+            .await?;
+        log::load(&state.log).await
+    }
+    .await;
+    let states = match loaded {
+        Ok(states) => states,
+        Err(e) => {
+            warn!(partition, error = %e, "loading transaction states failed; retried at the next metadata change");
+            let mut loads = txn.loads.lock();
+            if loads.get(&partition) == Some(&Load::Loading { epoch }) {
+                loads.remove(&partition);
+            }
+            return;
+        }
+    };
+    let mut loads = txn.loads.lock();
+    if loads.get(&partition) != Some(&Load::Loading { epoch }) {
+        return;
+    }
+    let mut txns = txn.txns.lock();
+    txns.retain(|id, _| partition_for(id, count) != partition);
+    let (mut prepared, mut ongoing) = (0, 0);
+    for (id, meta) in states {
+        prepared += usize::from(meta.state.is_prepared());
+        ongoing += usize::from(meta.state == TxnState::Ongoing);
+        txns.insert(id, meta);
+    }
+    loads.insert(partition, Load::Loaded { epoch });
+    info!(
+        partition,
+        coordinator_epoch = epoch,
+        prepared,
+        ongoing,
+        "transaction states loaded"
+    );
+    drop(txns);
+    drop(loads);
+    txn.prepared.notify_one();
+}
+
+/// Starts the completion of every Prepare* transaction not being completed already.
+fn complete_prepared(broker: &Arc<Broker>, tasks: &mut JoinSet<()>) {
+    let txn = &broker.txn;
+    let ready: Vec<String> = {
+        let txns = txn.txns.lock();
+        let mut in_flight = txn.in_flight.lock();
+        txns.values()
+            .filter(|m| m.state.is_prepared() && m.pending.is_none())
+            .filter(|m| in_flight.insert(m.transactional_id.clone()))
+            .map(|m| m.transactional_id.clone())
+            .collect()
+    };
+    for id in ready {
+        let broker = broker.clone();
+        tasks.spawn(async move {
+            if let Err(e) = complete(&broker, &id).await {
+                debug!(transactional_id = %id, error = %e, "completing the transaction failed; retrying");
+                tokio::time::sleep(MARKER_BACKOFF).await;
+            }
+            broker.txn.in_flight.lock().remove(&id);
+        });
+    }
+}
+
+/// Writes the markers of prepared transaction `id`, then its Complete* record.
+async fn complete(broker: &Broker, id: &str) -> Result<(), TxnError> {
+    let txn = &broker.txn;
+    let at = txn.coordinates(broker, id)?;
+    let (marker, mut left) = {
+        let txns = txn.txns.lock();
+        let meta = txns.get(id).ok_or(TxnError::NotCoordinator)?;
+        if !meta.state.is_prepared() || meta.pending.is_some() {
+            return Ok(());
+        }
+        let marker = Marker {
+            producer_id: meta.producer_id,
+            producer_epoch: meta.producer_epoch,
+            commit: meta.state == TxnState::PrepareCommit,
+            coordinator_epoch: at.1,
+        };
+        (marker, meta.partitions.clone())
+    };
+    while !left.is_empty() {
+        left = markers::write_all(broker, &marker, &left).await;
+        if left.is_empty() {
+            break;
+        }
+        tokio::time::sleep(MARKER_BACKOFF).await;
+        // Stop when the partition moved: its new coordinator completes the transaction.
+        if txn.coordinates(broker, id)? != at {
+            return Err(TxnError::NotCoordinator);
+        }
+    }
+    let now_ms = brook_storage::log_manager::now_ms();
+    let transit = {
+        let mut txns = txn.txns.lock();
+        let meta = txns.get_mut(id).ok_or(TxnError::NotCoordinator)?;
+        meta.prepare_complete(now_ms)?
+    };
+    txn.persist(broker, id, at, transit, false).await?;
+    debug!(transactional_id = %id, commit = marker.commit, "transaction completed");
+    Ok(())
+}
+
+/// Fences and aborts Ongoing transactions past their timeout (Kafka's
+/// `abortTimedOutTransactions`): the epoch bump makes the late producer's EndTxn and
+/// produce fail with PRODUCER_FENCED.
+fn abort_timed_out(broker: &Arc<Broker>, tasks: &mut JoinSet<()>) {
+    let now_ms = brook_storage::log_manager::now_ms();
+    let txn = &broker.txn;
+    let due: Vec<String> = txn
+        .txns
+        .lock()
+        .values()
+        .filter(|m| m.timed_out(now_ms))
+        .map(|m| m.transactional_id.clone())
+        .collect();
+    for id in due {
+        let broker = broker.clone();
+        tasks.spawn(async move {
+            let txn = &broker.txn;
+            let Ok(at) = txn.coordinates(&broker, &id) else {
+                return;
+            };
+            let transit = {
+                let mut txns = txn.txns.lock();
+                let Some(meta) = txns.get_mut(&id).filter(|m| m.timed_out(now_ms)) else {
+                    return;
+                };
+                match meta.prepare_fence_abort(now_ms) {
+                    Ok(t) => t,
+                    Err(_) => return,
+                }
+            };
+            match txn.persist(&broker, &id, at, transit, true).await {
+                Ok(()) => {
+                    info!(transactional_id = %id, "aborting a transaction past its timeout");
+                    txn.prepared.notify_one();
+                }
+                Err(e) => debug!(transactional_id = %id, error = %e, "timeout abort not written; retried at the next sweep"),
+            }
+        });
+    }
+}
+
+/// Tombstones ids idle past `transactional.id.expiration.ms`.
+fn expire_idle(broker: &Arc<Broker>, tasks: &mut JoinSet<()>) {
+    let now_ms = brook_storage::log_manager::now_ms();
+    let txn = &broker.txn;
+    let expiration_ms = txn.config.id_expiration_ms;
+    let due: Vec<String> = txn
+        .txns
+        .lock()
+        .values()
+        .filter(|m| m.expired(now_ms, expiration_ms))
+        .map(|m| m.transactional_id.clone())
+        .collect();
+    if due.is_empty() {
+        return;
+    }
+    let broker = broker.clone();
+    tasks.spawn(async move {
+        let txn = &broker.txn;
+        for id in due {
+            let Ok(at) = txn.coordinates(&broker, &id) else {
+                continue;
+            };
+            let transit = {
+                let mut txns = txn.txns.lock();
+                let Some(meta) = txns
+                    .get_mut(&id)
+                    .filter(|m| m.expired(now_ms, expiration_ms))
+                else {
+                    continue;
+                };
+                match meta.prepare_dead() {
+                    Ok(t) => t,
+                    Err(_) => continue,
+                }
+            };
+            match txn.persist(&broker, &id, at, transit, false).await {
+                Ok(()) => info!(transactional_id = %id, "transactional id expired"),
+                Err(e) => debug!(transactional_id = %id, error = %e, "expiry not written; retried at the next sweep"),
+            }
+        }
+    });
+}

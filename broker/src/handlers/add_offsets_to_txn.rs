@@ -1,0 +1,53 @@
+//! AddOffsetsToTxn: the group's `__consumer_offsets` partition joins the transaction, so
+//! the transaction's end writes a marker there and the group coordinator then applies or
+//! drops the offsets TxnOffsetCommit left pending. The offsets topic is created if it does
+//! not exist yet (the partition count decides which partition the group maps to).
+//! PRODUCER_FENCED is INVALID_PRODUCER_EPOCH below v2.
+
+use std::collections::BTreeSet;
+
+use brook_protocol::kafka_protocol::messages::{AddOffsetsToTxnRequest, AddOffsetsToTxnResponse};
+
+use crate::broker::Broker;
+use crate::coordinator::group::records::{partition_for, OFFSETS_TOPIC};
+use crate::coordinator::txn::TxnError;
+use crate::error::{fenced_for_version, BrokerError};
+use crate::metadata::offsets_topic;
+
+const FIRST_FENCED_VERSION: i16 = 2;
+
+pub async fn handle(
+    broker: &Broker,
+    req: AddOffsetsToTxnRequest,
+    version: i16,
+) -> AddOffsetsToTxnResponse {
+    let code = match add(broker, &req).await {
+        Ok(()) => 0,
+        Err(e) => fenced_for_version(e.code(), version, FIRST_FENCED_VERSION).code(),
+    };
+    AddOffsetsToTxnResponse::default().with_error_code(code)
+}
+
+async fn add(broker: &Broker, req: &AddOffsetsToTxnRequest) -> Result<(), BrokerError> {
+    offsets_topic::ensure(broker).await?;
+    let partitions = broker
+        .image()
+        .topic(OFFSETS_TOPIC)
+        .map_or(0, |t| i32::try_from(t.partitions.len()).unwrap_or(0));
+    if partitions == 0 {
+        return Err(TxnError::CoordinatorNotAvailable.into());
+    }
+    let partition = partition_for(&req.group_id, partitions);
+    let wanted = BTreeSet::from([(OFFSETS_TOPIC.to_string(), partition)]);
+    broker
+        .txn
+        .add_partitions(
+            broker,
+            &req.transactional_id,
+            req.producer_id.0,
+            req.producer_epoch,
+            &wanted,
+        )
+        .await
+        .map_err(BrokerError::from)
+}

@@ -1,0 +1,158 @@
+//! AddPartitionsToTxn. v0-3 (clients): one transaction's partitions join it; partitions
+//! of unknown topics get UNKNOWN_TOPIC_OR_PARTITION and the others OPERATION_NOT_ATTEMPTED,
+//! as Kafka answers. v4+ (brokers, KIP-890): a batch of transactions, each either added
+//! like v3 or, with `VerifyOnly`, checked: a partition in the producer's ongoing
+//! transaction gets NONE, one outside it INVALID_TXN_STATE. PRODUCER_FENCED is
+//! INVALID_PRODUCER_EPOCH below v2.
+
+use std::collections::BTreeSet;
+
+use brook_protocol::kafka_protocol::messages::add_partitions_to_txn_request::{
+    AddPartitionsToTxnTopic, AddPartitionsToTxnTransaction,
+};
+use brook_protocol::kafka_protocol::messages::add_partitions_to_txn_response::{
+    AddPartitionsToTxnPartitionResult, AddPartitionsToTxnResult, AddPartitionsToTxnTopicResult,
+};
+use brook_protocol::kafka_protocol::messages::{
+    AddPartitionsToTxnRequest, AddPartitionsToTxnResponse,
+};
+use brook_protocol::kafka_protocol::ResponseError;
+
+use crate::broker::Broker;
+use crate::coordinator::txn::state::TopicPartition;
+use crate::error::{fenced_for_version, BrokerError};
+
+/// The first AddPartitionsToTxn version with PRODUCER_FENCED.
+const FIRST_FENCED_VERSION: i16 = 2;
+
+pub async fn handle(
+    broker: &Broker,
+    req: AddPartitionsToTxnRequest,
+    version: i16,
+) -> AddPartitionsToTxnResponse {
+    if version <= 3 {
+        let results = add(
+            broker,
+            &req.v3_and_below_transactional_id,
+            req.v3_and_below_producer_id.0,
+            req.v3_and_below_producer_epoch,
+            &req.v3_and_below_topics,
+            version,
+        )
+        .await;
+        return AddPartitionsToTxnResponse::default().with_results_by_topic_v3_and_below(results);
+    }
+    let mut out = Vec::with_capacity(req.transactions.len());
+    for txn in &req.transactions {
+        let results = if txn.verify_only {
+            verify(broker, txn)
+        } else {
+            add(
+                broker,
+                &txn.transactional_id,
+                txn.producer_id.0,
+                txn.producer_epoch,
+                &txn.topics,
+                version,
+            )
+            .await
+        };
+        out.push(
+            AddPartitionsToTxnResult::default()
+                .with_transactional_id(txn.transactional_id.clone())
+                .with_topic_results(results),
+        );
+    }
+    AddPartitionsToTxnResponse::default().with_results_by_transaction(out)
+}
+
+fn partitions(topics: &[AddPartitionsToTxnTopic]) -> BTreeSet<TopicPartition> {
+    topics
+        .iter()
+        .flat_map(|t| t.partitions.iter().map(|p| (t.name.0.to_string(), *p)))
+        .collect()
+}
+
+async fn add(
+    broker: &Broker,
+    id: &str,
+    producer_id: i64,
+    producer_epoch: i16,
+    topics: &[AddPartitionsToTxnTopic],
+    version: i16,
+) -> Vec<AddPartitionsToTxnTopicResult> {
+    let wanted = partitions(topics);
+    let image = broker.image();
+    let unknown: BTreeSet<&TopicPartition> = wanted
+        .iter()
+        .filter(|(t, p)| image.partition(t, *p).is_none())
+        .collect();
+    if !unknown.is_empty() {
+        return answer(topics, |tp| {
+            if unknown.contains(tp) {
+                ResponseError::UnknownTopicOrPartition.code()
+            } else {
+                ResponseError::OperationNotAttempted.code()
+            }
+        });
+    }
+    let code = match broker
+        .txn
+        .add_partitions(broker, id, producer_id, producer_epoch, &wanted)
+        .await
+    {
+        Ok(()) => 0,
+        Err(e) => {
+            fenced_for_version(BrokerError::from(e).code(), version, FIRST_FENCED_VERSION).code()
+        }
+    };
+    answer(topics, |_| code)
+}
+
+fn verify(
+    broker: &Broker,
+    txn: &AddPartitionsToTxnTransaction,
+) -> Vec<AddPartitionsToTxnTopicResult> {
+    match broker.txn.verify_partitions(
+        broker,
+        &txn.transactional_id,
+        txn.producer_id.0,
+        txn.producer_epoch,
+    ) {
+        Ok(included) => answer(&txn.topics, |tp| {
+            if included.contains(tp) {
+                0
+            } else {
+                ResponseError::InvalidTxnState.code()
+            }
+        }),
+        Err(e) => {
+            let code = BrokerError::from(e).code().code();
+            answer(&txn.topics, |_| code)
+        }
+    }
+}
+
+fn answer(
+    topics: &[AddPartitionsToTxnTopic],
+    code: impl Fn(&TopicPartition) -> i16,
+) -> Vec<AddPartitionsToTxnTopicResult> {
+    topics
+        .iter()
+        .map(|t| {
+            let name = t.name.0.to_string();
+            AddPartitionsToTxnTopicResult::default()
+                .with_name(t.name.clone())
+                .with_results_by_partition(
+                    t.partitions
+                        .iter()
+                        .map(|p| {
+                            AddPartitionsToTxnPartitionResult::default()
+                                .with_partition_index(*p)
+                                .with_partition_error_code(code(&(name.clone(), *p)))
+                        })
+                        .collect(),
+                )
+        })
+        .collect()
+}

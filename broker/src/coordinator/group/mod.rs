@@ -24,10 +24,10 @@ mod protocol;
 pub mod records;
 mod retention;
 mod snapshot;
-mod txn_hook;
 mod state;
 #[cfg(test)]
 mod tests;
+mod txn_hook;
 mod types;
 
 use std::collections::{BTreeMap, HashMap};

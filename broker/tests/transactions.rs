@@ -390,7 +390,8 @@ fn timed_out_transactions_are_aborted_and_idle_ids_expire_and_markers_can_be_wri
             .with_producer_id(ProducerId(pid))
             .with_producer_epoch(epoch + 1)
             .with_transaction_result(false)
-            .with_coordinator_epoch(0)
+            // At least the coordinator's own epoch, or the leader fences it as a zombie.
+            .with_coordinator_epoch(1000)
             .with_topics(vec![WritableTxnMarkerTopic::default()
                 .with_name(TopicName(StrBytes::from_static_str(TOPIC)))
                 .with_partition_indexes(vec![1])])]);

@@ -26,9 +26,7 @@ use std::sync::Arc;
 
 use crate::broker::Broker;
 use crate::coordinator::group::records::OFFSETS_TOPIC;
-
-/// Kafka's transaction log topic (`__transaction_state`).
-const TRANSACTION_STATE_TOPIC: &str = "__transaction_state";
+use crate::coordinator::txn::records::TXN_STATE_TOPIC;
 use crate::error::BrokerError;
 use crate::metadata::topics;
 use crate::metrics;
@@ -138,7 +136,7 @@ pub async fn handle(broker: &Broker, req: ProduceRequest, version: i16) -> Optio
 
 /// The coordinators' own topics, written only by their coordinators.
 fn is_internal(name: &str) -> bool {
-    name == OFFSETS_TOPIC || name == TRANSACTION_STATE_TOPIC
+    name == OFFSETS_TOPIC || name == TXN_STATE_TOPIC
 }
 
 /// The topic a produce names (v13+ by id), auto-creating a named topic when allowed.

@@ -33,6 +33,7 @@ use crate::log::{
     AppendInfo, FollowerAppend, Log, MinOneBatch, ReadPlan, ReadResult, RetentionOutcome,
     TimestampOffset,
 };
+use crate::producer_state::ActiveProducer;
 use crate::txn_index::{AbortedTxn, OngoingTxn};
 
 /// `latest_epoch` when the log has no leader epoch (epochs are never negative).
@@ -245,6 +246,14 @@ impl LogHandle {
     /// hanging transactions). Memory only.
     pub fn ongoing_transactions(&self) -> Vec<OngoingTxn> {
         self.shared.txns.ongoing_transactions()
+    }
+
+    /// The partition's producers with their last sequence and open transaction
+    /// (DescribeProducers). Memory only, but under the partition lock, which a roll or
+    /// fsync may hold: hence the blocking pool.
+    pub async fn active_producers(&self) -> Result<Vec<ActiveProducer>> {
+        self.run(|log| Ok(log.producer_state().active_producers()))
+            .await
     }
 
     /// The latest leader epoch of the log (as of the last operation).

@@ -40,5 +40,5 @@ pub use log::{
     ReadPlan, ReadResult, RetentionOutcome, TimestampOffset,
 };
 pub use log_manager::LogManager;
-pub use producer_state::CompletedTxn;
+pub use producer_state::{ActiveProducer, CompletedTxn};
 pub use txn_index::{AbortedTxn, OngoingTxn};

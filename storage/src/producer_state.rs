@@ -72,6 +72,24 @@ pub struct CompletedTxn {
     pub control_type: ControlType,
 }
 
+/// One producer as DescribeProducers shows it (Kafka's `ProducerStateEntry` seen
+/// through `UnifiedLog.activeProducers`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ActiveProducer {
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    /// Last sequence of the newest remembered batch; `None` when none is remembered
+    /// (only markers since the last epoch change, which clears the batches as in Kafka).
+    pub last_sequence: Option<i32>,
+    /// Max timestamp of that batch. Kafka also moves it on a marker; Brook keeps no
+    /// per-producer timestamp outside the batches (nor in its snapshot format).
+    pub last_timestamp: Option<i64>,
+    /// Coordinator epoch of the producer's last marker; -1 before any (Kafka's value).
+    pub coordinator_epoch: i32,
+    /// First offset of the producer's open transaction on this partition.
+    pub current_txn_start_offset: Option<i64>,
+}
+
 /// The outcome of checking a batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SequenceCheck {
@@ -160,6 +178,28 @@ impl ProducerStateManager {
                 })
             })
             .collect()
+    }
+
+    /// Every tracked producer, by producer id (DescribeProducers). Brook does not
+    /// expire producer ids (Kafka's `producer.id.expiration.ms`), so all are active.
+    pub fn active_producers(&self) -> Vec<ActiveProducer> {
+        let mut active: Vec<ActiveProducer> = self
+            .producers
+            .iter()
+            .map(|(id, e)| {
+                let last = e.batches.back();
+                ActiveProducer {
+                    producer_id: *id,
+                    producer_epoch: e.producer_epoch,
+                    last_sequence: last.map(|b| b.last_sequence),
+                    last_timestamp: last.map(|b| b.max_timestamp),
+                    coordinator_epoch: e.coordinator_epoch,
+                    current_txn_start_offset: e.current_txn_first_offset,
+                }
+            })
+            .collect();
+        active.sort_by_key(|p| p.producer_id);
+        active
     }
 
     /// The aborted transaction index entry of `completed` (if it aborted), with the
@@ -546,6 +586,37 @@ mod tests {
             state.check(&h, m.as_ref()).ok(),
             Some(SequenceCheck::Append)
         );
+    }
+
+    #[test]
+    fn active_producers_show_last_sequence_coordinator_epoch_and_open_transaction() {
+        let mut state = ProducerStateManager::new();
+        apply(&mut state, data(9, 1, 0, 0));
+        apply(&mut state, data(9, 1, 2, 2));
+        apply(&mut state, data(7, 0, 0, 4));
+        apply(&mut state, marker(7, 0, ControlType::Commit, 6));
+        let summary = |p: &ActiveProducer| {
+            (
+                p.producer_id,
+                p.producer_epoch,
+                p.last_sequence,
+                p.coordinator_epoch,
+                p.current_txn_start_offset,
+            )
+        };
+        assert_eq!(
+            state
+                .active_producers()
+                .iter()
+                .map(summary)
+                .collect::<Vec<_>>(),
+            vec![(7, 0, Some(1), 0, None), (9, 1, Some(3), -1, Some(0))]
+        );
+        // An abort with a bumped epoch (a fenced producer) forgets the batches.
+        apply(&mut state, marker(9, 2, ControlType::Abort, 8));
+        let nine = state.active_producers()[1];
+        assert_eq!(summary(&nine), (9, 2, None, 0, None));
+        assert_eq!(nine.last_timestamp, None);
     }
 
     #[test]

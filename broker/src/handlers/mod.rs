@@ -21,6 +21,7 @@ pub mod delete_topics;
 pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_groups;
+pub mod describe_producers;
 pub mod describe_quorum;
 pub mod describe_topic_partitions;
 pub mod describe_transactions;
@@ -86,6 +87,7 @@ pub const HANDLERS: &[ApiKey] = &[
     ApiKey::WriteTxnMarkers,
     ApiKey::DescribeTransactions,
     ApiKey::ListTransactions,
+    ApiKey::DescribeProducers,
 ];
 
 /// Whether Brook serves `api_key` at `version`.
@@ -221,6 +223,9 @@ pub async fn handle(
         }
         RequestKind::ListTransactions(req) => {
             ResponseKind::ListTransactions(list_transactions::handle(broker, req, v))
+        }
+        RequestKind::DescribeProducers(req) => {
+            ResponseKind::DescribeProducers(describe_producers::handle(broker, req, v).await)
         }
         other => {
             return Err(BrokerError::NoHandler(

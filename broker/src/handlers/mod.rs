@@ -41,6 +41,7 @@ pub mod list_transactions;
 pub mod metadata;
 pub mod offset_commit;
 pub mod offset_delete;
+mod offset_entries;
 pub mod offset_fetch;
 pub mod offset_for_leader_epoch;
 pub mod produce;

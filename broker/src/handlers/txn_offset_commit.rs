@@ -11,8 +11,6 @@
 //! v5 (Transactions V2) is answered like v4: clients send it only when the broker
 //! advertises `transaction.version` 2, which Brook does not yet.
 
-use std::time::{SystemTime, UNIX_EPOCH};
-
 use brook_protocol::kafka_protocol::messages::txn_offset_commit_response::{
     TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
 };
@@ -20,9 +18,8 @@ use brook_protocol::kafka_protocol::messages::{
     TopicName, TxnOffsetCommitRequest, TxnOffsetCommitResponse,
 };
 use brook_protocol::kafka_protocol::protocol::StrBytes;
-use brook_protocol::kafka_protocol::ResponseError;
-use brook_storage::offsets::CommittedOffset;
 
+use super::offset_entries::{accepted, check, Requested};
 use crate::broker::Broker;
 use crate::coordinator::group::{TxnCommitter, TxnProducer};
 
@@ -31,35 +28,17 @@ pub async fn handle(
     req: TxnOffsetCommitRequest,
     _version: i16,
 ) -> TxnOffsetCommitResponse {
-    let image = broker.image();
-    let max_metadata = broker.groups.config().offset_metadata_max_bytes;
-    let now_ms = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
-    // Per partition: Ok(entry to store) or the error it gets regardless.
-    let mut checked: Vec<(String, i32, Result<CommittedOffset, ResponseError>)> = Vec::new();
-    for topic in &req.topics {
-        for p in &topic.partitions {
-            let metadata = p.committed_metadata.as_ref().map(|m| m.to_string());
-            let result = if image.partition(&topic.name, p.partition_index).is_none() {
-                Err(ResponseError::UnknownTopicOrPartition)
-            } else if metadata.as_ref().is_some_and(|m| m.len() > max_metadata) {
-                Err(ResponseError::OffsetMetadataTooLarge)
-            } else {
-                Ok(CommittedOffset {
-                    offset: p.committed_offset,
-                    leader_epoch: p.committed_leader_epoch,
-                    metadata: metadata.unwrap_or_default(),
-                    commit_timestamp_ms: now_ms,
-                })
-            };
-            checked.push((topic.name.to_string(), p.partition_index, result));
-        }
-    }
-    let entries: Vec<(String, i32, CommittedOffset)> = checked
-        .iter()
-        .filter_map(|(t, p, r)| r.as_ref().ok().map(|c| (t.clone(), *p, c.clone())))
-        .collect();
+    let requested = req.topics.iter().flat_map(|topic| {
+        topic.partitions.iter().map(move |p| Requested {
+            topic: topic.name.as_str(),
+            partition: p.partition_index,
+            offset: p.committed_offset,
+            leader_epoch: p.committed_leader_epoch,
+            metadata: p.committed_metadata.as_ref(),
+        })
+    });
+    let checked = check(broker, requested);
+    let entries = accepted(&checked);
     let committer = TxnCommitter {
         producer: TxnProducer {
             producer_id: req.producer_id.0,

@@ -5,14 +5,13 @@
 //! newer → UNKNOWN_LEADER_EPOCH. Brook-only in detail (it inspects tagged fields no client
 //! exposes), so it lives with the crate, encoding requests with kafka-protocol.
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+mod common;
+
+use std::net::TcpStream;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::thread::sleep;
-use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
+use common::{cluster, try_call as call, wait_until, Node};
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
@@ -21,9 +20,9 @@ use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProdu
 use kafka_protocol::messages::{
     ApiKey, BrokerId, CreateTopicsRequest, CreateTopicsResponse, FetchRequest, FetchResponse,
     ListOffsetsRequest, ListOffsetsResponse, MetadataRequest, MetadataResponse, ProduceRequest,
-    ProduceResponse, RequestHeader, ResponseHeader, TopicName,
+    ProduceResponse, TopicName,
 };
-use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, StrBytes};
+use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::{
     Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
 };
@@ -32,149 +31,6 @@ const NOT_LEADER_OR_FOLLOWER: i16 = 6;
 const FENCED_LEADER_EPOCH: i16 = 74;
 const UNKNOWN_LEADER_EPOCH: i16 = 75;
 const TOPIC: &str = "leadership";
-
-struct Node {
-    id: i32,
-    port: u16,
-    args: Vec<String>,
-    child: Option<Child>,
-}
-
-impl Node {
-    fn start(&mut self) {
-        let child = Command::new(env!("CARGO_BIN_EXE_brook"))
-            .args(&self.args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn brook");
-        self.child = Some(child);
-    }
-
-    /// SIGTERM (a controlled shutdown), then wait for the exit.
-    fn stop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let pid = i32::try_from(child.id()).expect("pid fits i32");
-            // `kill(1)` rather than libc keeps the test free of `unsafe`.
-            let _ = Command::new("kill")
-                .arg("-TERM")
-                .arg(pid.to_string())
-                .status();
-            let _ = child.wait();
-        }
-    }
-
-    fn bootstrap(&self) -> String {
-        format!("127.0.0.1:{}", self.port)
-    }
-}
-
-impl Drop for Node {
-    fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
-}
-
-/// Three combined nodes (ids 1-3) on one quorum, plus `broker_only` nodes (ids 4…) that
-/// follow it as learners.
-fn cluster(dir: &Path, broker_only: i32) -> Vec<Node> {
-    let controllers: Vec<u16> = (0..3).map(|_| free_port()).collect();
-    let voters = controllers
-        .iter()
-        .enumerate()
-        .map(|(i, p)| format!("{}@127.0.0.1:{p}", i + 1))
-        .collect::<Vec<_>>()
-        .join(",");
-    (1..=3 + broker_only)
-        .map(|id| {
-            let port = free_port();
-            let (roles, listeners) = match controllers.get(id as usize - 1) {
-                Some(controller) => (
-                    "broker,controller",
-                    format!("PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller}"),
-                ),
-                None => ("broker", format!("PLAINTEXT://127.0.0.1:{port}")),
-            };
-            let settings = [
-                format!("node.id={id}"),
-                format!("process.roles={roles}"),
-                format!("controller.quorum.voters={voters}"),
-                format!("listeners={listeners}"),
-                "controller.listener.names=CONTROLLER".to_string(),
-                "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT"
-                    .to_string(),
-                format!("log.dirs={}", dir.join(format!("node-{id}")).display()),
-                "metrics.listener=".to_string(),
-                "broker.heartbeat.interval.ms=500".to_string(),
-            ];
-            Node {
-                id,
-                port,
-                args: settings
-                    .iter()
-                    .flat_map(|s| ["--override".to_string(), s.clone()])
-                    .collect(),
-                child: None,
-            }
-        })
-        .collect()
-}
-
-fn wait_until<T>(what: &str, mut probe: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        if let Some(v) = probe() {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        sleep(Duration::from_millis(100));
-    }
-}
-
-/// One request, one response, on a fresh connection.
-fn call<Req: Encodable + HeaderVersion, Resp: Decodable + HeaderVersion>(
-    bootstrap: &str,
-    api: ApiKey,
-    version: i16,
-    request: &Req,
-) -> std::io::Result<Resp> {
-    let mut stream = TcpStream::connect(bootstrap)?;
-    stream.set_read_timeout(Some(Duration::from_secs(20)))?;
-    let header = RequestHeader::default()
-        .with_request_api_key(api as i16)
-        .with_request_api_version(version)
-        .with_correlation_id(7)
-        .with_client_id(Some(StrBytes::from_static_str("leadership-test")));
-    let mut body = BytesMut::new();
-    header
-        .encode(&mut body, Req::header_version(version))
-        .map_err(std::io::Error::other)?;
-    request
-        .encode(&mut body, version)
-        .map_err(std::io::Error::other)?;
-    let len = u32::try_from(body.len()).map_err(std::io::Error::other)?;
-    stream.write_all(&len.to_be_bytes())?;
-    stream.write_all(&body)?;
-    let mut len = [0u8; 4];
-    stream.read_exact(&mut len)?;
-    let mut frame = vec![0u8; u32::from_be_bytes(len) as usize];
-    stream.read_exact(&mut frame)?;
-    let mut frame = Bytes::from(frame);
-    ResponseHeader::decode(&mut frame, Resp::header_version(version))
-        .map_err(std::io::Error::other)?;
-    Resp::decode(&mut frame, version).map_err(std::io::Error::other)
-}
 
 /// (leader, leader epoch) per partition, as `bootstrap` sees them.
 fn leaders(bootstrap: &str) -> Option<Vec<(i32, i32)>> {
@@ -263,9 +119,9 @@ fn list_offsets_error(bootstrap: &str, partition: i32, current_leader_epoch: i32
 }
 
 fn started(dir: &Path, broker_only: i32) -> Vec<Node> {
-    let mut nodes = cluster(dir, broker_only);
+    let mut nodes = cluster(dir, broker_only, &[]);
     for node in nodes.iter_mut() {
-        node.start();
+        node.spawn();
     }
     for node in &nodes {
         wait_until("the client listeners", || {
@@ -367,7 +223,7 @@ fn a_non_leader_points_to_the_leader_and_the_leader_fences_stale_epochs() {
         .position(|n| n.id == leader)
         .expect("leader index");
     nodes[index].stop();
-    nodes[index].start();
+    nodes[index].spawn();
     let bootstrap = nodes[index].bootstrap();
     let now = wait_until("partition 0 led again with a newer epoch", || {
         leaders(&bootstrap)

@@ -10,13 +10,9 @@
 //! Transactional produce and read_committed are the real-client tests' business
 //! (integration-tests/); this checks the coordinator alone.
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::process::{Child, Command, Stdio};
-use std::thread::sleep;
-use std::time::{Duration, Instant};
+mod common;
 
-use bytes::{Bytes, BytesMut};
+use common::{cluster, free_port, try_call, wait_until, Node};
 use kafka_protocol::messages::add_partitions_to_txn_request::{
     AddPartitionsToTxnTopic, AddPartitionsToTxnTransaction,
 };
@@ -32,8 +28,8 @@ use kafka_protocol::messages::{
     DescribeTransactionsRequest, DescribeTransactionsResponse, EndTxnRequest, EndTxnResponse,
     FindCoordinatorRequest, FindCoordinatorResponse, GroupId, InitProducerIdRequest,
     InitProducerIdResponse, ListOffsetsRequest, ListOffsetsResponse, MetadataRequest,
-    MetadataResponse, ProducerId, RequestHeader, ResponseHeader, TopicName, TransactionalId,
-    WriteTxnMarkersRequest, WriteTxnMarkersResponse,
+    MetadataResponse, ProducerId, TopicName, TransactionalId, WriteTxnMarkersRequest,
+    WriteTxnMarkersResponse,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, StrBytes};
 
@@ -45,133 +41,32 @@ const INVALID_TXN_STATE: i16 = 48;
 const INVALID_TRANSACTION_TIMEOUT: i16 = 50;
 const TRANSACTIONAL_ID_NOT_FOUND: i16 = 105;
 
-struct Node {
-    port: u16,
-    args: Vec<String>,
-    child: Option<Child>,
+/// One node (id 1) with the transaction settings these tests use, plus `extra`.
+fn single(dir: &std::path::Path, extra: &[&str]) -> Node {
+    let port = free_port();
+    let settings = [
+        format!("listeners=PLAINTEXT://127.0.0.1:{port}"),
+        format!("advertised.listeners=PLAINTEXT://127.0.0.1:{port}"),
+        format!("log.dirs={}", dir.display()),
+        "node.id=1".to_string(),
+        "metrics.listener=".to_string(),
+        "transaction.state.log.num.partitions=3".to_string(),
+        "transaction.max.timeout.ms=120000".to_string(),
+    ]
+    .into_iter()
+    .chain(extra.iter().map(|s| s.to_string()))
+    .collect::<Vec<_>>();
+    Node::new(1, port, &settings)
 }
 
-impl Node {
-    fn new(dir: &std::path::Path, extra: &[&str]) -> Node {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map(|a| a.port())
-            .expect("a free port");
-        let settings = [
-            format!("listeners=PLAINTEXT://127.0.0.1:{port}"),
-            format!("advertised.listeners=PLAINTEXT://127.0.0.1:{port}"),
-            format!("log.dirs={}", dir.display()),
-            "node.id=1".to_string(),
-            "metrics.listener=".to_string(),
-            "transaction.state.log.num.partitions=3".to_string(),
-            "transaction.max.timeout.ms=120000".to_string(),
-        ]
-        .into_iter()
-        .chain(extra.iter().map(|s| s.to_string()))
-        .collect::<Vec<_>>();
-        Node {
-            port,
-            args: settings
-                .iter()
-                .flat_map(|s| ["--override".to_string(), s.clone()])
-                .collect(),
-            child: None,
-        }
-    }
-
-    fn start(&mut self) {
-        self.spawn();
-        self.wait_listening();
-    }
-
-    fn wait_listening(&self) {
-        wait_until("the client listener", || {
-            TcpStream::connect(self.bootstrap()).ok()
-        });
-    }
-
-    fn spawn(&mut self) {
-        let child = Command::new(env!("CARGO_BIN_EXE_brook"))
-            .args(&self.args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn brook");
-        self.child = Some(child);
-    }
-
-    /// SIGTERM (a clean stop), then wait for the exit.
-    fn stop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = Command::new("kill")
-                .arg("-TERM")
-                .arg(child.id().to_string())
-                .status();
-            let _ = child.wait();
-        }
-    }
-
-    fn bootstrap(&self) -> String {
-        format!("127.0.0.1:{}", self.port)
-    }
-}
-
-impl Drop for Node {
-    fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
-fn wait_until<T>(what: &str, mut probe: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        if let Some(v) = probe() {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        sleep(Duration::from_millis(100));
-    }
-}
-
-/// One request, one response, on a fresh connection.
+/// One request, one response, on a fresh connection; the test fails on an I/O error.
 fn call<Req: Encodable + HeaderVersion, Resp: Decodable + HeaderVersion>(
     node: &Node,
     api: ApiKey,
     version: i16,
     request: &Req,
 ) -> Resp {
-    let exchange = || -> std::io::Result<Resp> {
-        let mut stream = TcpStream::connect(node.bootstrap())?;
-        stream.set_read_timeout(Some(Duration::from_secs(30)))?;
-        let header = RequestHeader::default()
-            .with_request_api_key(api as i16)
-            .with_request_api_version(version)
-            .with_correlation_id(7)
-            .with_client_id(Some(StrBytes::from_static_str("txn-test")));
-        let mut body = BytesMut::new();
-        header
-            .encode(&mut body, Req::header_version(version))
-            .map_err(std::io::Error::other)?;
-        request
-            .encode(&mut body, version)
-            .map_err(std::io::Error::other)?;
-        let len = u32::try_from(body.len()).map_err(std::io::Error::other)?;
-        stream.write_all(&len.to_be_bytes())?;
-        stream.write_all(&body)?;
-        let mut len = [0u8; 4];
-        stream.read_exact(&mut len)?;
-        let mut frame = vec![0u8; u32::from_be_bytes(len) as usize];
-        stream.read_exact(&mut frame)?;
-        let mut frame = Bytes::from(frame);
-        ResponseHeader::decode(&mut frame, Resp::header_version(version))
-            .map_err(std::io::Error::other)?;
-        Resp::decode(&mut frame, version).map_err(std::io::Error::other)
-    };
-    exchange().expect("request answered")
+    try_call(&node.bootstrap(), api, version, request).expect("request answered")
 }
 
 fn txn_id() -> TransactionalId {
@@ -274,7 +169,7 @@ fn log_end(node: &Node, partition: i32) -> i64 {
 #[test]
 fn transactions_commit_fence_and_survive_a_restart_with_librdkafkas_versions() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut node = Node::new(dir.path(), &[]);
+    let mut node = single(dir.path(), &[]);
     node.start();
     create_topic(&node);
 
@@ -363,7 +258,7 @@ fn transactions_commit_fence_and_survive_a_restart_with_librdkafkas_versions() {
 #[test]
 fn timed_out_transactions_are_aborted_and_idle_ids_expire_and_markers_can_be_written_directly() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut node = Node::new(
+    let mut node = single(
         dir.path(),
         &[
             "transaction.abort.timed.out.transaction.cleanup.interval.ms=200",
@@ -420,51 +315,6 @@ fn timed_out_transactions_are_aborted_and_idle_ids_expire_and_markers_can_be_wri
     assert_eq!(code, TRANSACTIONAL_ID_NOT_FOUND);
 }
 
-/// Three combined nodes (ids 1-3) on one quorum.
-fn cluster(dir: &std::path::Path) -> Vec<Node> {
-    let port = || {
-        TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map(|a| a.port())
-            .expect("a free port")
-    };
-    let controllers: Vec<u16> = (0..3).map(|_| port()).collect();
-    let voters = controllers
-        .iter()
-        .enumerate()
-        .map(|(i, p)| format!("{}@127.0.0.1:{p}", i + 1))
-        .collect::<Vec<_>>()
-        .join(",");
-    (1..=3)
-        .map(|id: usize| {
-            let client = port();
-            let settings = [
-                format!("node.id={id}"),
-                format!("controller.quorum.voters={voters}"),
-                format!(
-                    "listeners=PLAINTEXT://127.0.0.1:{client},CONTROLLER://127.0.0.1:{}",
-                    controllers[id - 1]
-                ),
-                "controller.listener.names=CONTROLLER".to_string(),
-                "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT"
-                    .to_string(),
-                format!("log.dirs={}", dir.join(format!("node-{id}")).display()),
-                "metrics.listener=".to_string(),
-                "broker.heartbeat.interval.ms=500".to_string(),
-                "transaction.state.log.num.partitions=3".to_string(),
-            ];
-            Node {
-                port: client,
-                args: settings
-                    .iter()
-                    .flat_map(|s| ["--override".to_string(), s.clone()])
-                    .collect(),
-                child: None,
-            }
-        })
-        .collect()
-}
-
 /// The leader of each partition of the data topic, once every partition has one.
 fn data_leaders(node: &Node, partitions: usize) -> Vec<i32> {
     let request = MetadataRequest::default()
@@ -488,7 +338,7 @@ fn data_leaders(node: &Node, partitions: usize) -> Vec<i32> {
 #[test]
 fn a_coordinator_writes_markers_to_partitions_other_brokers_lead() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut nodes = cluster(dir.path());
+    let mut nodes = cluster(dir.path(), 0, &["transaction.state.log.num.partitions=3"]);
     for node in nodes.iter_mut() {
         node.spawn();
     }
@@ -566,7 +416,7 @@ fn write_prepare_commit(dir: &std::path::Path, pid: i64, epoch: i16) {
 #[test]
 fn a_transaction_prepared_before_a_crash_is_completed_when_its_partition_is_loaded() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut node = Node::new(dir.path(), &[]);
+    let mut node = single(dir.path(), &[]);
     node.start();
     create_topic(&node);
     let (code, pid, epoch) = init(&node, 60_000);

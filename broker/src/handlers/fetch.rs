@@ -134,7 +134,7 @@ pub async fn handle(broker: &Broker, req: FetchRequest, version: i16) -> Reply {
 
     let (session_id, incremental) = match broker
         .fetch_sessions
-        .lookup(req.session_id, req.session_epoch)
+        .lookup(req.session_id, req.session_epoch, by_id)
     {
         SessionLookup::Sessionless => (0, false),
         SessionLookup::New { session_id } => (session_id, false),
@@ -145,6 +145,10 @@ pub async fn handle(broker: &Broker, req: FetchRequest, version: i16) -> Reply {
         }
         SessionLookup::InvalidEpoch => {
             let error = ResponseError::InvalidFetchSessionEpoch.code();
+            return ResponseKind::Fetch(FetchResponse::default().with_error_code(error)).into();
+        }
+        SessionLookup::TopicIdMismatch => {
+            let error = ResponseError::FetchSessionTopicIdError.code();
             return ResponseKind::Fetch(FetchResponse::default().with_error_code(error)).into();
         }
     };

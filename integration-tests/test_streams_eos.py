@@ -151,18 +151,21 @@ def test_streams_exactly_once_word_count_is_exact(broker, tmp_path):
         summary = app.wait()
     finally:
         app.stop()
-    assert summary["complete"], summary
+    assert summary["complete"], (summary, [x for x in app.lines if x.get("event", "").startswith("reader")])
     figures = assert_exactly_once(app.updates(), expected)
     print(f"streams word count: {figures}, thread replacements {summary['thread_replacements']}")
 
 
 # Last in the module: it kills the module's broker.
 def test_streams_exactly_once_word_count_survives_a_kill_9_of_the_broker(broker, tmp_path):
-    """The application runs; once some output is committed, and well before the end, the broker
-    is killed (SIGKILL: the open transaction, its pending markers and offsets are whatever reached
+    """The application runs; as soon as its first output is committed (some output partitions
+    still empty, most of the input still ahead) the broker is killed (SIGKILL: the open transaction, its pending markers and offsets are whatever reached
     the disk) and started again on its data. The application rides it out (a stream thread that
-    dies is replaced; the process is restarted on the same state directory if it exited) and
-    finishes with exact counts."""
+    dies is replaced; the process is run again on the same state directory if it died) and
+    finishes with exact counts, its reader (a consumer that lived through the restart) reading
+    them all. This caught brook answering an incremental fetch that switched from partition
+    names (Fetch v12, the consumer right after its rebootstrap) to topic ids: the by-name
+    partitions were answered under the nil topic id and never read again."""
     source, sink, expected = prepare(broker)
     total = sum(expected.values())
     app_id, state = unique("wc-app"), tmp_path / "state"
@@ -170,27 +173,24 @@ def test_streams_exactly_once_word_count_survives_a_kill_9_of_the_broker(broker,
     restarts = 0
     try:
         deadline = time.monotonic() + RUN_TIMEOUT_S
-        while app.committed_total() < int(__import__("os").environ.get("KILL_AT", total // 5)):
+        while app.committed_total() == 0:
             assert app.proc.poll() is None, f"exited {app.proc.returncode} early\n{''.join(app.err)[-4000:]}"
             assert time.monotonic() < deadline, "no committed output"
             time.sleep(0.02)
         at_kill = app.committed_total()
         broker.kill()
         broker.start()
-        summary = app.wait() if app.proc.wait(timeout=RUN_TIMEOUT_S + 40) == 0 else None
-        updates = app.updates()
-        import os
-        if os.environ.get("WC_DEBUG_LOG"):
-            open(os.environ["WC_DEBUG_LOG"], "w").write(f"{summary}\n{app.proc.returncode}\n" + "".join(app.err) + "\n".join(map(str, [x for x in app.lines if "word" not in x])))
-        if summary is None or not summary["complete"]:
+        if app.proc.wait(timeout=RUN_TIMEOUT_S + 40) != 0:
+            # The application died (its error is in its stderr): run it again on its state.
             restarts += 1
             app = WordCount(broker, source, sink, app_id, state, total)
-            summary = app.wait()
-            updates = app.updates()  # the new reader reads the output from the beginning again
+        summary = app.wait()
+        updates = app.updates()  # a restarted reader reads the output from the beginning again
     finally:
         app.stop()
     assert at_kill < total, f"the kill came after the end ({at_kill} of {total} words counted)"
-    assert summary["complete"], summary
+    # Incomplete: the reader's positions and the read_committed end offsets say where it stopped.
+    assert summary["complete"], (summary, [x for x in app.lines if x.get("event", "").startswith("reader")])
     figures = assert_exactly_once(updates, expected)
     print(f"streams word count across kill -9: {figures}, words counted at the kill {at_kill}, "
           f"app restarts {restarts}, thread replacements {summary['thread_replacements']}")

@@ -241,7 +241,10 @@ mod tests {
             panic!("epoch 0 with an id must open a new session");
         };
         assert_ne!(new, old);
-        assert!(matches!(sessions.lookup(old, 1, true), SessionLookup::NotFound));
+        assert!(matches!(
+            sessions.lookup(old, 1, true),
+            SessionLookup::NotFound
+        ));
         assert!(matches!(
             sessions.lookup(new, 1, true),
             SessionLookup::Incremental { .. }

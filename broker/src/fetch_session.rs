@@ -33,6 +33,9 @@ pub struct PartitionState {
 #[derive(Debug)]
 struct Session {
     next_epoch: i32,
+    /// Opened by a Fetch v13+ (partitions by topic id) or an older one (by name): its
+    /// partitions are keyed one way, so every later request must name them the same way.
+    uses_topic_ids: bool,
     partitions: BTreeMap<SessionPartition, PartitionState>,
     last_used: Instant,
 }
@@ -49,6 +52,9 @@ pub enum SessionLookup {
     NotFound,
     /// The epoch is not the expected one (`INVALID_FETCH_SESSION_EPOCH`).
     InvalidEpoch,
+    /// A session opened with topic ids continued by names or the other way round
+    /// (`FETCH_SESSION_TOPIC_ID_ERROR`, as Kafka's FetchManager answers).
+    TopicIdMismatch,
 }
 
 pub struct FetchSessions {
@@ -70,8 +76,16 @@ impl FetchSessions {
         }
     }
 
-    /// Resolves (session_id, epoch) from a request, opening or closing sessions.
-    pub fn lookup(&self, session_id: i32, epoch: i32) -> SessionLookup {
+    /// Resolves (session_id, epoch) from a request, opening or closing sessions;
+    /// `uses_topic_ids`: the request names partitions by topic id (Fetch v13+).
+    ///
+    /// A Java consumer whose metadata briefly lacks topic ids (after a rebootstrap, when
+    /// the broker restarted) sends Fetch v12 and, once the ids are back, continues the
+    /// same session with v13+. Its partitions added by name cannot be answered under a
+    /// topic id, so such a request is refused, as Kafka does, and the client opens a new
+    /// session; accepted, the by-name partitions were answered under the nil topic id,
+    /// which the client drops, and never again (their high watermark was "sent").
+    pub fn lookup(&self, session_id: i32, epoch: i32, uses_topic_ids: bool) -> SessionLookup {
         let mut sessions = self.sessions.lock();
         match (session_id, epoch) {
             (id, 0) => {
@@ -100,6 +114,7 @@ impl FetchSessions {
                     id,
                     Session {
                         next_epoch: 1,
+                        uses_topic_ids,
                         partitions: BTreeMap::new(),
                         last_used: Instant::now(),
                     },
@@ -114,6 +129,7 @@ impl FetchSessions {
             (id, epoch) => match sessions.get_mut(&id) {
                 None => SessionLookup::NotFound,
                 Some(s) if s.next_epoch != epoch => SessionLookup::InvalidEpoch,
+                Some(s) if s.uses_topic_ids != uses_topic_ids => SessionLookup::TopicIdMismatch,
                 Some(s) => {
                     s.next_epoch = if epoch == i32::MAX { 1 } else { epoch + 1 };
                     s.last_used = Instant::now();
@@ -189,28 +205,28 @@ mod tests {
     #[test]
     fn a_session_opens_advances_its_epoch_and_closes() {
         let sessions = FetchSessions::new();
-        let SessionLookup::New { session_id } = sessions.lookup(0, 0) else {
+        let SessionLookup::New { session_id } = sessions.lookup(0, 0, true) else {
             panic!("expected a new session");
         };
         let all = sessions.update(session_id, vec![(tp(0), 5, 100), (tp(1), 7, 100)], &[]);
         assert_eq!(all.len(), 2);
         assert!(matches!(
-            sessions.lookup(session_id, 1),
+            sessions.lookup(session_id, 1, true),
             SessionLookup::Incremental { .. }
         ));
         assert!(matches!(
-            sessions.lookup(session_id, 1),
+            sessions.lookup(session_id, 1, true),
             SessionLookup::InvalidEpoch
         ));
         let all = sessions.update(session_id, vec![], &[tp(0)]);
         assert_eq!(all.len(), 1);
         assert_eq!(all[0].1.fetch_offset, 7);
         assert!(matches!(
-            sessions.lookup(session_id, -1),
+            sessions.lookup(session_id, -1, true),
             SessionLookup::Sessionless
         ));
         assert!(matches!(
-            sessions.lookup(session_id, 3),
+            sessions.lookup(session_id, 3, true),
             SessionLookup::NotFound
         ));
     }
@@ -218,24 +234,56 @@ mod tests {
     #[test]
     fn epoch_zero_with_a_session_id_closes_it_and_opens_a_new_one() {
         let sessions = FetchSessions::new();
-        let SessionLookup::New { session_id: old } = sessions.lookup(0, 0) else {
+        let SessionLookup::New { session_id: old } = sessions.lookup(0, 0, true) else {
             panic!("expected a new session");
         };
-        let SessionLookup::New { session_id: new } = sessions.lookup(old, 0) else {
+        let SessionLookup::New { session_id: new } = sessions.lookup(old, 0, true) else {
             panic!("epoch 0 with an id must open a new session");
         };
         assert_ne!(new, old);
-        assert!(matches!(sessions.lookup(old, 1), SessionLookup::NotFound));
         assert!(matches!(
-            sessions.lookup(new, 1),
+            sessions.lookup(old, 1, true),
+            SessionLookup::NotFound
+        ));
+        assert!(matches!(
+            sessions.lookup(new, 1, true),
             SessionLookup::Incremental { .. }
+        ));
+    }
+
+    #[test]
+    fn a_session_continued_with_the_other_partition_naming_is_refused() {
+        let sessions = FetchSessions::new();
+        // Opened by names (Fetch v12), continued by topic ids (v13+): refused, epoch kept.
+        let SessionLookup::New { session_id } = sessions.lookup(0, 0, false) else {
+            panic!("no session");
+        };
+        assert!(matches!(
+            sessions.lookup(session_id, 1, true),
+            SessionLookup::TopicIdMismatch
+        ));
+        assert!(matches!(
+            sessions.lookup(session_id, 1, false),
+            SessionLookup::Incremental { .. }
+        ));
+        // The client's answer: close it and open a new one, which may use topic ids.
+        let SessionLookup::New { session_id: new } = sessions.lookup(session_id, 0, true) else {
+            panic!("no new session");
+        };
+        assert!(matches!(
+            sessions.lookup(new, 1, true),
+            SessionLookup::Incremental { .. }
+        ));
+        assert!(matches!(
+            sessions.lookup(new, 2, false),
+            SessionLookup::TopicIdMismatch
         ));
     }
 
     #[test]
     fn unchanged_partitions_are_left_out_of_incremental_responses() {
         let sessions = FetchSessions::new();
-        let SessionLookup::New { session_id } = sessions.lookup(0, 0) else {
+        let SessionLookup::New { session_id } = sessions.lookup(0, 0, true) else {
             panic!("expected a new session");
         };
         sessions.update(session_id, vec![(tp(0), 0, 100)], &[]);

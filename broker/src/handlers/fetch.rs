@@ -132,22 +132,27 @@ pub async fn handle(broker: &Broker, req: FetchRequest, version: i16) -> Reply {
         })
         .collect();
 
-    let (session_id, incremental) = match broker
-        .fetch_sessions
-        .lookup(req.session_id, req.session_epoch)
-    {
-        SessionLookup::Sessionless => (0, false),
-        SessionLookup::New { session_id } => (session_id, false),
-        SessionLookup::Incremental { session_id } => (session_id, true),
-        SessionLookup::NotFound => {
-            let error = ResponseError::FetchSessionIdNotFound.code();
-            return ResponseKind::Fetch(FetchResponse::default().with_error_code(error)).into();
-        }
-        SessionLookup::InvalidEpoch => {
-            let error = ResponseError::InvalidFetchSessionEpoch.code();
-            return ResponseKind::Fetch(FetchResponse::default().with_error_code(error)).into();
-        }
-    };
+    let (session_id, incremental) =
+        match broker
+            .fetch_sessions
+            .lookup(req.session_id, req.session_epoch, by_id)
+        {
+            SessionLookup::Sessionless => (0, false),
+            SessionLookup::New { session_id } => (session_id, false),
+            SessionLookup::Incremental { session_id } => (session_id, true),
+            SessionLookup::NotFound => {
+                let error = ResponseError::FetchSessionIdNotFound.code();
+                return ResponseKind::Fetch(FetchResponse::default().with_error_code(error)).into();
+            }
+            SessionLookup::InvalidEpoch => {
+                let error = ResponseError::InvalidFetchSessionEpoch.code();
+                return ResponseKind::Fetch(FetchResponse::default().with_error_code(error)).into();
+            }
+            SessionLookup::TopicIdMismatch => {
+                let error = ResponseError::FetchSessionTopicIdError.code();
+                return ResponseKind::Fetch(FetchResponse::default().with_error_code(error)).into();
+            }
+        };
     let wanted = if session_id == 0 {
         asked
     } else {

@@ -47,6 +47,8 @@ public final class Main {
                 return ProduceStreamCommand.run(base, args);
             case "txn-shell":
                 return TxnShellCommand.run(base, args);
+            case "streams-wordcount":
+                return StreamsWordCountCommand.run(base, args);
             case "metadata":
             case "create-topic":
             case "delete-topic":

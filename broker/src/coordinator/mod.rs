@@ -4,3 +4,20 @@ pub mod group;
 pub mod group_metrics;
 pub mod producer_id;
 pub mod txn;
+
+/// The coordinators' writes (offset commits, transaction log records, markers): `records`
+/// as one uncompressed v2 batch, base offset 0 (the log stamps the real one).
+pub fn encode_uncompressed_batch(
+    records: &[brook_protocol::kafka_protocol::records::Record],
+) -> Result<bytes::BytesMut, String> {
+    use brook_protocol::kafka_protocol::records::{
+        Compression, RecordBatchEncoder, RecordEncodeOptions,
+    };
+    let mut buf = bytes::BytesMut::with_capacity(64 * records.len().max(1));
+    let options = RecordEncodeOptions {
+        version: 2,
+        compression: Compression::None,
+    };
+    RecordBatchEncoder::encode(&mut buf, records, &options).map_err(|e| e.to_string())?;
+    Ok(buf)
+}

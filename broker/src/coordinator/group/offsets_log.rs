@@ -21,9 +21,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::slice;
 use std::sync::Arc;
 
-use brook_protocol::kafka_protocol::records::{
-    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
+use brook_protocol::kafka_protocol::records::{Record, TimestampType};
 use brook_raft::MetadataImage;
 use brook_storage::offsets::{OffsetRecord, OffsetStore};
 use brook_storage::LogHandle;
@@ -368,12 +366,6 @@ pub(super) fn encode_batch(
             }
         })
         .collect();
-    let mut buf = BytesMut::new();
-    let options = RecordEncodeOptions {
-        version: 2,
-        compression: Compression::None,
-    };
-    RecordBatchEncoder::encode(&mut buf, &encoded, &options)
-        .map_err(|e| BrokerError::InvalidRequest(format!("encoding offsets records: {e}")))?;
-    Ok(buf)
+    crate::coordinator::encode_uncompressed_batch(&encoded)
+        .map_err(|e| BrokerError::InvalidRequest(format!("encoding offsets records: {e}")))
 }

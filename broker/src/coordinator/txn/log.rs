@@ -11,9 +11,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use brook_protocol::kafka_protocol::records::{
-    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
+use brook_protocol::kafka_protocol::records::{Record, RecordBatchDecoder, TimestampType};
 use brook_storage::log::MinOneBatch;
 use brook_storage::{LogHandle, StorageError};
 use bytes::{Bytes, BytesMut};
@@ -133,14 +131,8 @@ pub fn encode_batch(
         value: value.map(|v| Bytes::from(records::encode_value(v))),
         headers: Default::default(),
     };
-    let mut buf = BytesMut::with_capacity(128);
-    let options = RecordEncodeOptions {
-        version: 2,
-        compression: Compression::None,
-    };
-    RecordBatchEncoder::encode(&mut buf, std::iter::once(&record), &options)
-        .map_err(|e| TxnError::Internal(format!("encoding a transaction log record: {e}")))?;
-    Ok(buf)
+    crate::coordinator::encode_uncompressed_batch(std::slice::from_ref(&record))
+        .map_err(|e| TxnError::Internal(format!("encoding a transaction log record: {e}")))
 }
 
 /// Every transactional id's latest state in `log` (tombstoned ids are absent), read from

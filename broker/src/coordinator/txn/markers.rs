@@ -24,9 +24,7 @@ use brook_protocol::kafka_protocol::messages::{
     ApiKey, ProducerId, TopicName, WriteTxnMarkersRequest, WriteTxnMarkersResponse,
 };
 use brook_protocol::kafka_protocol::protocol::StrBytes;
-use brook_protocol::kafka_protocol::records::{
-    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
+use brook_protocol::kafka_protocol::records::{Record, TimestampType};
 use bytes::{Bytes, BytesMut};
 use tracing::{debug, warn};
 
@@ -82,14 +80,8 @@ pub fn encode(marker: &Marker, now_ms: i64) -> Result<BytesMut, BrokerError> {
         value: Some(Bytes::from(value)),
         headers: Default::default(),
     };
-    let mut buf = BytesMut::with_capacity(80);
-    let options = RecordEncodeOptions {
-        version: 2,
-        compression: Compression::None,
-    };
-    RecordBatchEncoder::encode(&mut buf, std::iter::once(&record), &options)
-        .map_err(|e| BrokerError::InvalidRequest(format!("encoding a transaction marker: {e}")))?;
-    Ok(buf)
+    crate::coordinator::encode_uncompressed_batch(std::slice::from_ref(&record))
+        .map_err(|e| BrokerError::InvalidRequest(format!("encoding a transaction marker: {e}")))
 }
 
 /// Appends `marker` to `topic`-`partition`, which this broker must lead, and waits until

@@ -11,8 +11,9 @@ update, so the committed updates of a word are exactly 1, 2, ..., N in order. A 
 re-processed record whose first output was committed too) would show a count twice or a count
 above N; a lost one a gap. Both tests assert that, once on a clean run and once with the broker
 killed (SIGKILL) and restarted on its data while the application is in the middle of the input.
-On the kafka target the reference runs Transactions V1 (transaction.version=0), what brook
-serves, as test_transactions.py does.
+Both brokers run transaction.version 2 (Streams then uses Transactions V2: an epoch bump per
+commit, partitions added by their leaders), or both 0 with BROOK_TEST_TXN_VERSION=0, as
+test_transactions.py does.
 """
 
 import json
@@ -28,7 +29,7 @@ from harness import paths
 from harness.broker import Broker
 from harness.drivers import DRIVER_ARGV
 from harness.txn_shell import TxnShell
-from test_transactions import BROKER_OVERRIDES, KAFKA_TXN_VERSION, set_kafka_transaction_version
+from test_transactions import BROKER_OVERRIDES, at_txn_version, start_at_txn_version
 
 LINES = 2000
 WORDS_PER_LINE = 5
@@ -54,10 +55,9 @@ def expected_counts(lines: list) -> dict:
 
 @pytest.fixture(scope="module")
 def streams_broker(tmp_path_factory):
-    b = Broker(paths.target(), tmp_path_factory.mktemp("streams-broker"), BROKER_OVERRIDES)
-    b.start()
-    if b.kind == "kafka":
-        set_kafka_transaction_version(b, KAFKA_TXN_VERSION)
+    b = start_at_txn_version(
+        Broker(paths.target(), tmp_path_factory.mktemp("streams-broker"), at_txn_version(BROKER_OVERRIDES))
+    )
     yield b
     b.stop()
 

@@ -71,25 +71,38 @@ DEADLINE_S = 30
 FENCED = {"ProducerFencedException", "InvalidProducerEpochException"}
 
 
-# Brook serves Transactions V1 and does not advertise the `transaction.version` feature (KIP-890
-# Transactions V2 comes later): clients then run the classic protocol. Apache Kafka 4.4 finalizes
-# transaction.version=2 on a new cluster, so the reference is downgraded to the level Brook
-# serves (0) before the tests run; BROOK_TEST_KAFKA_TXN_VERSION=2 keeps Kafka's V2, to check the
-# tests against it too.
-KAFKA_TXN_VERSION = os.environ.get("BROOK_TEST_KAFKA_TXN_VERSION", "0")
+# Both targets run the same transaction.version: 2 (Transactions V2, KIP-890: an epoch bump per
+# transaction, partitions added by their leaders) by default, as Apache Kafka 4.4 finalizes on a
+# new cluster. BROOK_TEST_TXN_VERSION=0 runs both at Transactions V1: brook through
+# brook.transaction.version, Kafka downgraded with kafka-features. librdkafka, kafkajs and
+# kafka-python speak V1 whatever the level.
+TXN_VERSION = os.environ.get("BROOK_TEST_TXN_VERSION", "2")
 
 
 def served_txn_version() -> int:
-    """The transaction.version clients see: brook serves V1 (no feature advertised, level 0)."""
-    return int(KAFKA_TXN_VERSION) if paths.target() == "kafka" else 0
+    """The transaction.version clients see."""
+    return int(TXN_VERSION)
+
+
+def at_txn_version(overrides: dict | None = None) -> dict:
+    """Broker overrides with brook's transaction.version level (Kafka's is set once started)."""
+    out = dict(overrides or {})
+    if paths.target() == "brook":
+        out["brook.transaction.version"] = TXN_VERSION
+    return out
+
+
+def start_at_txn_version(b: Broker) -> Broker:
+    """Starts `b` (built with `at_txn_version`) and brings Kafka's feature to the same level."""
+    b.start()
+    if b.kind == "kafka":
+        set_kafka_transaction_version(b, TXN_VERSION)
+    return b
 
 
 @pytest.fixture(scope="module")
 def txn_broker(tmp_path_factory):
-    b = Broker(paths.target(), tmp_path_factory.mktemp("txn-broker"), BROKER_OVERRIDES)
-    b.start()
-    if b.kind == "kafka":
-        set_kafka_transaction_version(b, KAFKA_TXN_VERSION)
+    b = start_at_txn_version(Broker(paths.target(), tmp_path_factory.mktemp("txn-broker"), at_txn_version(BROKER_OVERRIDES)))
     yield b
     b.stop()
 

@@ -2,8 +2,8 @@
 (`org.apache.kafka.tools.TransactionsCommand`, kafka-tools 4.4): what an operator sees of open,
 committed and stuck transactions.
 
-One broker per module, transaction.version lowered to 0 on Kafka as in test_transactions.py
-(Brook serves Transactions V1). Transactions are driven by the Java 4.4 `txn-shell`; the tool's
+One broker per module, at the transaction.version of test_transactions.py (2 unless
+BROOK_TEST_TXN_VERSION says). Transactions are driven by the Java 4.4 `txn-shell`; the tool's
 tables are parsed by column name and asserted on field by field.
 - an open transaction over 2 partitions: `list` shows its transactional id as Ongoing with the
   producer id `describe` reports; `describe --transactional-id` shows Ongoing with exactly its
@@ -33,11 +33,11 @@ from harness.broker import Broker
 from harness.txn_shell import TxnShell
 from test_transactions import (
     DEADLINE_S,
-    KAFKA_TXN_VERSION,
+    at_txn_version,
     end_offsets,
     per_partition,
     read,
-    set_kafka_transaction_version,
+    start_at_txn_version,
     unique,
     wait_stable,
     with_offsets,
@@ -50,10 +50,7 @@ NO_TXN = "None"  # how the tool prints a producer's absent open transaction (wir
 
 @pytest.fixture(scope="module")
 def admin_broker(tmp_path_factory):
-    b = Broker(paths.target(), tmp_path_factory.mktemp("txn-admin"))
-    b.start()
-    if b.kind == "kafka":
-        set_kafka_transaction_version(b, KAFKA_TXN_VERSION)
+    b = start_at_txn_version(Broker(paths.target(), tmp_path_factory.mktemp("txn-admin"), at_txn_version()))
     yield b
     b.stop()
 

@@ -404,6 +404,8 @@ fn write_prepare_commit(dir: &std::path::Path, pid: i64, epoch: i16) {
         last_update_timestamp_ms: brook_storage::log_manager::now_ms(),
         start_timestamp_ms: brook_storage::log_manager::now_ms(),
         previous_producer_id: -1,
+        next_producer_id: -1,
+        client_version: 0,
     };
     let batch = encode_batch(TXN, Some(&value), 0).expect("a record");
     let epoch = log.latest_epoch().unwrap_or(0);

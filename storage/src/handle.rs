@@ -248,6 +248,13 @@ impl LogHandle {
         self.shared.txns.ongoing_transactions()
     }
 
+    /// Whether the producer has a transaction open on this partition at this epoch: a
+    /// leader asks the transaction coordinator before the first batch of one (KIP-890).
+    /// Memory only.
+    pub fn has_ongoing_transaction(&self, producer_id: i64, producer_epoch: i16) -> bool {
+        self.shared.txns.has_ongoing(producer_id, producer_epoch)
+    }
+
     /// The partition's producers with their last sequence and open transaction
     /// (DescribeProducers). Memory only, but under the partition lock, which a roll or
     /// fsync may hold: hence the blocking pool.

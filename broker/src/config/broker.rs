@@ -98,6 +98,9 @@ pub struct BrokerConfig {
     pub transaction_state_log_segment_bytes: i32,
     /// `transaction.max.timeout.ms`: InitProducerId refuses a longer `transaction.timeout.ms`.
     pub transaction_max_timeout_ms: i32,
+    /// `brook.transaction.version`: the `transaction.version` feature level ApiVersions
+    /// advertises as finalized (2: Transactions V2).
+    pub transaction_version: i16,
     /// `transactional.id.expiration.ms`: an idle transactional id is forgotten after this.
     pub transactional_id_expiration_ms: i32,
     /// `transaction.abort.timed.out.transaction.cleanup.interval.ms`.
@@ -262,6 +265,7 @@ impl BrokerConfig {
             transaction_state_log_min_isr: g.int("transaction.state.log.min.isr")?,
             transaction_state_log_segment_bytes: g.int("transaction.state.log.segment.bytes")?,
             transaction_max_timeout_ms: g.int("transaction.max.timeout.ms")?,
+            transaction_version: i16::try_from(g.int("brook.transaction.version")?).unwrap_or(0),
             transactional_id_expiration_ms: g.int("transactional.id.expiration.ms")?,
             transaction_abort_timed_out_interval_ms: g
                 .int("transaction.abort.timed.out.transaction.cleanup.interval.ms")?,

@@ -11,6 +11,7 @@ use brook_protocol::kafka_protocol::messages::{AddOffsetsToTxnRequest, AddOffset
 use crate::broker::Broker;
 use crate::coordinator::group::records::{partition_for, OFFSETS_TOPIC};
 use crate::coordinator::txn::TxnError;
+use crate::coordinator::txn::TRANSACTIONS_V1;
 use crate::error::{fenced_for_version, BrokerError};
 use crate::metadata::offsets_topic;
 
@@ -47,6 +48,7 @@ async fn add(broker: &Broker, req: &AddOffsetsToTxnRequest) -> Result<(), Broker
             req.producer_id.0,
             req.producer_epoch,
             &wanted,
+            TRANSACTIONS_V1,
         )
         .await
         .map_err(BrokerError::from)

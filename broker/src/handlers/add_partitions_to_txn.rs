@@ -1,9 +1,10 @@
 //! AddPartitionsToTxn. v0-3 (clients): one transaction's partitions join it; partitions
 //! of unknown topics get UNKNOWN_TOPIC_OR_PARTITION and the others OPERATION_NOT_ATTEMPTED,
-//! as Kafka answers. v4+ (brokers, KIP-890): a batch of transactions, each either added
-//! like v3 or, with `VerifyOnly`, checked: a partition in the producer's ongoing
-//! transaction gets NONE, one outside it INVALID_TXN_STATE. PRODUCER_FENCED is
-//! INVALID_PRODUCER_EPOCH below v2.
+//! as Kafka answers. v4+ (partition leaders, KIP-890): a batch of transactions, each
+//! either added like v3 (a leader adding a partition for a Transactions V2 producer) or,
+//! with `VerifyOnly`, checked: a partition in the producer's ongoing transaction gets NONE,
+//! one outside it TRANSACTION_ABORTABLE (v5+; INVALID_TXN_STATE to v4, which predates the
+//! code). PRODUCER_FENCED is INVALID_PRODUCER_EPOCH below v2.
 
 use std::collections::BTreeSet;
 
@@ -20,10 +21,13 @@ use brook_protocol::kafka_protocol::ResponseError;
 
 use crate::broker::Broker;
 use crate::coordinator::txn::state::TopicPartition;
+use crate::coordinator::txn::{TRANSACTIONS_V1, TRANSACTION_VERSION_2};
 use crate::error::{fenced_for_version, BrokerError};
 
 /// The first AddPartitionsToTxn version with PRODUCER_FENCED.
 const FIRST_FENCED_VERSION: i16 = 2;
+/// The first version with TRANSACTION_ABORTABLE (KIP-890).
+const FIRST_ABORTABLE_VERSION: i16 = 5;
 
 pub async fn handle(
     broker: &Broker,
@@ -38,6 +42,7 @@ pub async fn handle(
             req.v3_and_below_producer_epoch,
             &req.v3_and_below_topics,
             version,
+            TRANSACTIONS_V1,
         )
         .await;
         return AddPartitionsToTxnResponse::default().with_results_by_topic_v3_and_below(results);
@@ -45,7 +50,7 @@ pub async fn handle(
     let mut out = Vec::with_capacity(req.transactions.len());
     for txn in &req.transactions {
         let results = if txn.verify_only {
-            verify(broker, txn)
+            verify(broker, txn, version)
         } else {
             add(
                 broker,
@@ -54,6 +59,7 @@ pub async fn handle(
                 txn.producer_epoch,
                 &txn.topics,
                 version,
+                TRANSACTION_VERSION_2,
             )
             .await
         };
@@ -80,6 +86,7 @@ async fn add(
     producer_epoch: i16,
     topics: &[AddPartitionsToTxnTopic],
     version: i16,
+    client_version: i16,
 ) -> Vec<AddPartitionsToTxnTopicResult> {
     let wanted = partitions(topics);
     let image = broker.image();
@@ -98,7 +105,14 @@ async fn add(
     }
     let code = match broker
         .txn
-        .add_partitions(broker, id, producer_id, producer_epoch, &wanted)
+        .add_partitions(
+            broker,
+            id,
+            producer_id,
+            producer_epoch,
+            &wanted,
+            client_version,
+        )
         .await
     {
         Ok(()) => 0,
@@ -112,7 +126,13 @@ async fn add(
 fn verify(
     broker: &Broker,
     txn: &AddPartitionsToTxnTransaction,
+    version: i16,
 ) -> Vec<AddPartitionsToTxnTopicResult> {
+    let outside = if version >= FIRST_ABORTABLE_VERSION {
+        ResponseError::TransactionAbortable
+    } else {
+        ResponseError::InvalidTxnState
+    };
     match broker.txn.verify_partitions(
         broker,
         &txn.transactional_id,
@@ -123,7 +143,7 @@ fn verify(
             if included.contains(tp) {
                 0
             } else {
-                ResponseError::InvalidTxnState.code()
+                outside.code()
             }
         }),
         Err(e) => {

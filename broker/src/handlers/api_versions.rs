@@ -1,15 +1,51 @@
-//! ApiVersions: the list of (api, min, max) Brook serves, derived from [`HANDLERS`].
-//! Brook advertises no feature flags: it implements none of the features they gate.
+//! ApiVersions: the list of (api, min, max) Brook serves, derived from [`HANDLERS`], and
+//! the one feature flag Brook implements: `transaction.version` (supported 0-2, finalized
+//! at `brook.transaction.version`; level 2 is what makes Java 4.x and franz-go clients use
+//! Transactions V2, KIP-890). A level of 0 is not listed as finalized, as Kafka omits it.
+//! The finalized features' epoch is the process start time in milliseconds, so a restart
+//! with another level is newer to clients that saw the old one.
 
-use brook_protocol::kafka_protocol::messages::api_versions_response::ApiVersion;
+use std::sync::OnceLock;
+
+use brook_protocol::kafka_protocol::messages::api_versions_response::{
+    ApiVersion, FinalizedFeatureKey, SupportedFeatureKey,
+};
 use brook_protocol::kafka_protocol::messages::{ApiVersionsRequest, ApiVersionsResponse};
+use brook_protocol::kafka_protocol::protocol::StrBytes;
 use brook_protocol::kafka_protocol::ResponseError;
 use brook_protocol::versions::{advertised_min, codec_range};
 
 use super::HANDLERS;
+use crate::broker::Broker;
 
-pub fn handle(_req: &ApiVersionsRequest, _version: i16) -> ApiVersionsResponse {
-    ApiVersionsResponse::default().with_api_keys(supported())
+const TRANSACTION_VERSION: &str = "transaction.version";
+/// The highest `transaction.version` Brook implements.
+const MAX_TRANSACTION_VERSION: i16 = 2;
+
+pub fn handle(broker: &Broker, _req: &ApiVersionsRequest, _version: i16) -> ApiVersionsResponse {
+    let level = broker.config.transaction_version;
+    let finalized = if level > 0 {
+        vec![FinalizedFeatureKey::default()
+            .with_name(StrBytes::from_static_str(TRANSACTION_VERSION))
+            .with_min_version_level(level)
+            .with_max_version_level(level)]
+    } else {
+        Vec::new()
+    };
+    ApiVersionsResponse::default()
+        .with_api_keys(supported())
+        .with_supported_features(vec![SupportedFeatureKey::default()
+            .with_name(StrBytes::from_static_str(TRANSACTION_VERSION))
+            .with_min_version(0)
+            .with_max_version(MAX_TRANSACTION_VERSION)])
+        .with_finalized_features_epoch(features_epoch())
+        .with_finalized_features(finalized)
+}
+
+/// The process start time in milliseconds, fixed at the first call.
+fn features_epoch() -> i64 {
+    static EPOCH: OnceLock<i64> = OnceLock::new();
+    *EPOCH.get_or_init(brook_storage::log_manager::now_ms)
 }
 
 /// The v0-format answer to an ApiVersions request newer than Brook knows (KIP-511).

@@ -1,16 +1,19 @@
 //! EndTxn: commit or abort the producer's transaction. Answered once the Prepare* state
 //! is durable in `__transaction_state`; the markers are written after (see
 //! `coordinator::txn`). A retry after completion with the same outcome succeeds.
-//! PRODUCER_FENCED is INVALID_PRODUCER_EPOCH below v2. v5 (Transactions V2) also returns
-//! the producer id and epoch; Brook does not advertise `transaction.version`, so clients
-//! stay at v4 and these are the unchanged ones.
+//! PRODUCER_FENCED is INVALID_PRODUCER_EPOCH below v2. v5 is Transactions V2 (KIP-890):
+//! the coordinator bumps the producer epoch every transaction and the answer carries the
+//! producer id and epoch of the client's next transaction.
 
 use brook_protocol::kafka_protocol::messages::{EndTxnRequest, EndTxnResponse, ProducerId};
 
 use crate::broker::Broker;
+use crate::coordinator::txn::{TRANSACTIONS_V1, TRANSACTION_VERSION_2};
 use crate::error::{fenced_for_version, BrokerError};
 
 const FIRST_FENCED_VERSION: i16 = 2;
+/// EndTxn v5 is sent by Transactions V2 clients only.
+const FIRST_V2_VERSION: i16 = 5;
 
 pub async fn handle(broker: &Broker, req: EndTxnRequest, version: i16) -> EndTxnResponse {
     let result = broker
@@ -21,23 +24,30 @@ pub async fn handle(broker: &Broker, req: EndTxnRequest, version: i16) -> EndTxn
             req.producer_id.0,
             req.producer_epoch,
             req.committed,
+            if version >= FIRST_V2_VERSION {
+                TRANSACTION_VERSION_2
+            } else {
+                TRANSACTIONS_V1
+            },
         )
         .await;
-    let code = match result {
-        Ok(()) => 0,
-        Err(e) => {
-            fenced_for_version(BrokerError::from(e).code(), version, FIRST_FENCED_VERSION).code()
-        }
+    tracing::debug!(
+        transactional_id = %req.transactional_id.as_str(),
+        version,
+        producer_epoch = req.producer_epoch,
+        commit = req.committed,
+        result = ?result,
+        "EndTxn"
+    );
+    let (code, (producer_id, producer_epoch)) = match result {
+        Ok(next) => (0, next),
+        Err(e) => (
+            fenced_for_version(BrokerError::from(e).code(), version, FIRST_FENCED_VERSION).code(),
+            (-1, -1),
+        ),
     };
-    let mut response = EndTxnResponse::default().with_error_code(code);
-    if version >= 5 {
-        response = response
-            .with_producer_id(if code == 0 {
-                req.producer_id
-            } else {
-                ProducerId(-1)
-            })
-            .with_producer_epoch(if code == 0 { req.producer_epoch } else { -1 });
-    }
-    response
+    EndTxnResponse::default()
+        .with_error_code(code)
+        .with_producer_id(ProducerId(producer_id))
+        .with_producer_epoch(producer_epoch)
 }

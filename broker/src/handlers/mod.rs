@@ -123,7 +123,9 @@ pub async fn handle(
 ) -> Result<Option<Reply>, BrokerError> {
     let v = header.request_api_version;
     let response = match body {
-        RequestKind::ApiVersions(req) => ResponseKind::ApiVersions(api_versions::handle(&req, v)),
+        RequestKind::ApiVersions(req) => {
+            ResponseKind::ApiVersions(api_versions::handle(broker, &req, v))
+        }
         RequestKind::Metadata(req) => {
             ResponseKind::Metadata(metadata::handle(broker, req, v).await)
         }

@@ -8,7 +8,9 @@
 //! than `min.insync.replicas`, else answered once the high watermark covers every
 //! partition's append (`replication::acks`): every partition of the request is appended
 //! first, then the waits run, so a request's latency is its slowest partition's, not the
-//! sum.
+//! sum. The first transactional batch of a producer epoch on a partition is checked with
+//! (Produce ≤ v11) or added to (v12+, Transactions V2) its transaction at the coordinator
+//! first (KIP-890, `coordinator::txn::partition_check`).
 
 use std::collections::BTreeSet;
 
@@ -26,6 +28,7 @@ use std::sync::Arc;
 
 use crate::broker::Broker;
 use crate::coordinator::group::records::OFFSETS_TOPIC;
+use crate::coordinator::txn::partition_check::{ensure_in_transaction, Operation, Producer};
 use crate::coordinator::txn::records::TXN_STATE_TOPIC;
 use crate::error::BrokerError;
 use crate::metadata::topics;
@@ -36,6 +39,7 @@ use crate::replication::leader::LeaderPartition;
 
 pub async fn handle(broker: &Broker, req: ProduceRequest, version: i16) -> Option<ProduceResponse> {
     let acks = req.acks;
+    let transactional_id = req.transactional_id.as_ref().map(|id| id.to_string());
     let timeout = std::time::Duration::from_millis(req.timeout_ms.max(0) as u64);
     // Phase one appends every partition; phase two waits for the acks=all ones.
     let mut appended = Vec::new();
@@ -56,7 +60,14 @@ pub async fn handle(broker: &Broker, req: ProduceRequest, version: i16) -> Optio
                     Some(name) if is_internal(name) => {
                         Err(ResponseError::InvalidTopicException.into())
                     }
-                    Some(name) => append(broker, name, data.index, data.records, acks).await,
+                    Some(name) => {
+                        let request = Request {
+                            acks,
+                            version,
+                            transactional_id: transactional_id.as_deref(),
+                        };
+                        append(broker, name, data.index, data.records, request).await
+                    }
                     None => Err(ResponseError::UnknownTopicOrPartition.into()),
                 }
             };
@@ -204,6 +215,14 @@ impl From<NotReplicated> for Refused {
     }
 }
 
+/// What of the request every partition's append needs.
+#[derive(Clone, Copy)]
+struct Request<'a> {
+    acks: i16,
+    version: i16,
+    transactional_id: Option<&'a str>,
+}
+
 /// Appends as leader; returns what was appended and, for a new append, the leader state
 /// whose high watermark an acks=all answer waits for.
 async fn append(
@@ -211,8 +230,9 @@ async fn append(
     topic: &str,
     partition: i32,
     records: Option<bytes::Bytes>,
-    acks: i16,
+    request: Request<'_>,
 ) -> Result<(brook_storage::AppendInfo, Option<Arc<LeaderPartition>>), Refused> {
+    let acks = request.acks;
     let Some(records) = records.filter(|r| !r.is_empty()) else {
         return Err(ResponseError::CorruptMessage.into());
     };
@@ -240,6 +260,25 @@ async fn append(
         // `LogValidator`: "Client cannot produce control batches").
         return Err(ResponseError::InvalidRecord.into());
     }
+    if let (Some(transactional_id), Some((producer_id, producer_epoch))) =
+        (request.transactional_id, transactional_producer(&records))
+    {
+        if !log.has_ongoing_transaction(producer_id, producer_epoch) {
+            let producer = Producer {
+                transactional_id,
+                producer_id,
+                producer_epoch,
+            };
+            ensure_in_transaction(
+                broker,
+                producer,
+                &(topic.to_string(), partition),
+                Operation::for_produce(request.version),
+                ResponseError::NotEnoughReplicas,
+            )
+            .await?;
+        }
+    }
     if log.is_compacted() {
         reject_keyless(topic, partition, &records)
             .await
@@ -265,6 +304,28 @@ async fn append(
         state.maybe_advance_high_watermark(part, broker.node_id);
     }
     Ok((info, Some(state)))
+}
+
+/// The producer id and epoch of a produce's first batch when it is transactional
+/// (attribute bit 4), read from the header in place; storage validates it afterwards.
+fn transactional_producer(records: &[u8]) -> Option<(i64, i16)> {
+    const MAGIC_AT: usize = 16;
+    const ATTRIBUTES_AT: usize = 21;
+    const PRODUCER_ID_AT: usize = 43;
+    const PRODUCER_EPOCH_AT: usize = 51;
+    const TRANSACTIONAL: u8 = 0x10;
+    let header = records.get(..PRODUCER_EPOCH_AT + 2)?;
+    if header[MAGIC_AT] != 2 || header[ATTRIBUTES_AT + 1] & TRANSACTIONAL == 0 {
+        return None;
+    }
+    let producer_id =
+        i64::from_be_bytes(header[PRODUCER_ID_AT..PRODUCER_EPOCH_AT].try_into().ok()?);
+    let producer_epoch = i16::from_be_bytes(
+        header[PRODUCER_EPOCH_AT..PRODUCER_EPOCH_AT + 2]
+            .try_into()
+            .ok()?,
+    );
+    Some((producer_id, producer_epoch))
 }
 
 /// Whether any batch of a produce has the control attribute (bit 5), read from each
@@ -300,6 +361,18 @@ mod tests {
         b[8..12].copy_from_slice(&length.to_be_bytes());
         b[21..23].copy_from_slice(&attributes.to_be_bytes());
         b
+    }
+
+    #[test]
+    fn a_transactional_first_batch_names_its_producer() {
+        let mut b = batch(0x10, 60);
+        b[16] = 2;
+        b[43..51].copy_from_slice(&77i64.to_be_bytes());
+        b[51..53].copy_from_slice(&3i16.to_be_bytes());
+        assert_eq!(super::transactional_producer(&b), Some((77, 3)));
+        b[22] = 0;
+        assert_eq!(super::transactional_producer(&b), None);
+        assert_eq!(super::transactional_producer(&b[..40]), None);
     }
 
     #[test]

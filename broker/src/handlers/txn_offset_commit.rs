@@ -8,8 +8,9 @@
 //! response, and stay pending until the transaction's marker. A group-level failure is
 //! reported on every partition, as Kafka does.
 //!
-//! v5 (Transactions V2) is answered like v4: clients send it only when the broker
-//! advertises `transaction.version` 2, which Brook does not yet.
+//! First the group's offsets partition is checked with (v0-4) or, for Transactions V2
+//! clients, which send no AddOffsetsToTxn, added to (v5) the producer's transaction at
+//! its coordinator (KIP-890, `coordinator::txn::partition_check`).
 
 use brook_protocol::kafka_protocol::messages::txn_offset_commit_response::{
     TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
@@ -18,15 +19,21 @@ use brook_protocol::kafka_protocol::messages::{
     TopicName, TxnOffsetCommitRequest, TxnOffsetCommitResponse,
 };
 use brook_protocol::kafka_protocol::protocol::StrBytes;
+use brook_protocol::kafka_protocol::ResponseError;
 
 use super::offset_entries::{accepted, check, Requested};
 use crate::broker::Broker;
+use crate::coordinator::group::records::{partition_for, OFFSETS_TOPIC};
 use crate::coordinator::group::{TxnCommitter, TxnProducer};
+use crate::coordinator::txn::partition_check::{ensure_in_transaction, Operation, Producer};
+
+/// The first version sent by Transactions V2 clients.
+const FIRST_V2_VERSION: i16 = 5;
 
 pub async fn handle(
     broker: &Broker,
     req: TxnOffsetCommitRequest,
-    _version: i16,
+    version: i16,
 ) -> TxnOffsetCommitResponse {
     let requested = req.topics.iter().flat_map(|topic| {
         topic.partitions.iter().map(move |p| Requested {
@@ -48,13 +55,16 @@ pub async fn handle(
         group_instance_id: req.group_instance_id.as_ref().map(|s| s.to_string()),
         generation_id: req.generation_id,
     };
-    let group_error = match broker
-        .groups
-        .commit_transactional_offsets(&req.group_id, committer, entries)
-        .await
-    {
-        Ok(()) => None,
-        Err(e) => Some(e.code()),
+    let group_error = match in_transaction(broker, &req, version).await {
+        Err(e) => Some(e),
+        Ok(()) => match broker
+            .groups
+            .commit_transactional_offsets(&req.group_id, committer, entries)
+            .await
+        {
+            Ok(()) => None,
+            Err(e) => Some(e.code()),
+        },
     };
     let mut topics: Vec<TxnOffsetCommitResponseTopic> = Vec::new();
     for (topic, partition, result) in checked {
@@ -76,4 +86,43 @@ pub async fn handle(
         }
     }
     TxnOffsetCommitResponse::default().with_topics(topics)
+}
+
+/// The group's offsets partition must be in the producer's transaction.
+async fn in_transaction(
+    broker: &Broker,
+    req: &TxnOffsetCommitRequest,
+    version: i16,
+) -> Result<(), ResponseError> {
+    let partitions = broker
+        .image()
+        .topic(OFFSETS_TOPIC)
+        .map_or(0, |t| i32::try_from(t.partitions.len()).unwrap_or(0));
+    if partitions == 0 {
+        return Err(ResponseError::CoordinatorNotAvailable);
+    }
+    let tp = (
+        OFFSETS_TOPIC.to_string(),
+        partition_for(&req.group_id, partitions),
+    );
+    let operation = if version >= FIRST_V2_VERSION {
+        Operation::Add
+    } else {
+        Operation::Verify {
+            abortable: version >= 4,
+        }
+    };
+    let producer = Producer {
+        transactional_id: &req.transactional_id,
+        producer_id: req.producer_id.0,
+        producer_epoch: req.producer_epoch,
+    };
+    ensure_in_transaction(
+        broker,
+        producer,
+        &tp,
+        operation,
+        ResponseError::CoordinatorLoadInProgress,
+    )
+    .await
 }

@@ -109,6 +109,19 @@ impl TxnShared {
         self.view.read().ongoing.clone()
     }
 
+    /// Whether the producer has a transaction open here at this epoch (Kafka's
+    /// `hasOngoingTransaction`); an atomic load when none is open.
+    pub fn has_ongoing(&self, producer_id: i64, producer_epoch: i16) -> bool {
+        if self.ongoing_first.load(Ordering::Acquire) == NONE {
+            return false;
+        }
+        self.view
+            .read()
+            .ongoing
+            .iter()
+            .any(|t| t.producer_id == producer_id && t.producer_epoch == producer_epoch)
+    }
+
     fn set_unreplicated_len(&self, view: &TxnView) {
         self.unreplicated
             .store(view.unreplicated.len(), Ordering::Release);

@@ -1,5 +1,5 @@
 //! The transaction coordinator (Kafka's `TransactionCoordinator` +
-//! `TransactionStateManager`, Transactions V1).
+//! `TransactionStateManager`), Transactions V1 and V2 (KIP-890: see `state`).
 //!
 //! A transactional id belongs to one partition of `__transaction_state`
 //! (`records::partition_for`); the broker leading that partition coordinates it, at the
@@ -19,6 +19,7 @@
 pub mod error;
 pub mod log;
 pub mod markers;
+pub mod partition_check;
 pub mod records;
 pub mod state;
 #[cfg(test)]
@@ -32,6 +33,11 @@ use tokio::sync::Notify;
 
 use crate::broker::Broker;
 pub use error::TxnError;
+pub use records::TRANSACTION_VERSION_2;
+
+/// The client transaction version of Transactions V1 requests (AddPartitionsToTxn ≤ v3,
+/// AddOffsetsToTxn, EndTxn ≤ v4).
+pub const TRANSACTIONS_V1: i16 = 0;
 use records::{partition_for, TXN_STATE_TOPIC};
 use state::{EndStep, InitStep, TopicPartition, Transit, TxnMetadata, TxnState};
 pub use worker::run;
@@ -237,7 +243,8 @@ impl TxnCoordinator {
         }
     }
 
-    /// AddPartitionsToTxn (and AddOffsetsToTxn with the group's offsets partition).
+    /// AddPartitionsToTxn (and AddOffsetsToTxn with the group's offsets partition), or a
+    /// partition leader adding a partition for a Transactions V2 client (`client_version` 2).
     pub async fn add_partitions(
         &self,
         broker: &Broker,
@@ -245,6 +252,7 @@ impl TxnCoordinator {
         producer_id: i64,
         producer_epoch: i16,
         partitions: &BTreeSet<TopicPartition>,
+        client_version: i16,
     ) -> Result<(), TxnError> {
         if id.is_empty() {
             return Err(TxnError::InvalidRequest("empty transactional id".into()));
@@ -254,7 +262,13 @@ impl TxnCoordinator {
         let transit = {
             let mut txns = self.txns.lock();
             let meta = txns.get_mut(id).ok_or(TxnError::InvalidProducerIdMapping)?;
-            meta.prepare_add_partitions(producer_id, producer_epoch, partitions, now_ms)?
+            meta.prepare_add_partitions(
+                producer_id,
+                producer_epoch,
+                partitions,
+                client_version,
+                now_ms,
+            )?
         };
         match transit {
             None => Ok(()),
@@ -262,8 +276,7 @@ impl TxnCoordinator {
         }
     }
 
-    /// The v4+ `VerifyOnly` form: which of `partitions` are in the producer's ongoing
-    /// transaction.
+    /// The v4+ `VerifyOnly` form: the partitions of the producer's ongoing transaction.
     pub fn verify_partitions(
         &self,
         broker: &Broker,
@@ -274,10 +287,12 @@ impl TxnCoordinator {
         self.coordinates(broker, id)?;
         let txns = self.txns.lock();
         let meta = txns.get(id).ok_or(TxnError::InvalidProducerIdMapping)?;
-        meta.verify_partitions(producer_id, producer_epoch).cloned()
+        meta.verify_partitions(producer_id, producer_epoch)
     }
 
     /// EndTxn: answers once the Prepare* record is durable; the worker writes the markers.
+    /// Returns the producer id and epoch of the client's next transaction (EndTxn v5:
+    /// Transactions V2 bumps the epoch every transaction).
     pub async fn end_txn(
         &self,
         broker: &Broker,
@@ -285,25 +300,51 @@ impl TxnCoordinator {
         producer_id: i64,
         producer_epoch: i16,
         commit: bool,
-    ) -> Result<(), TxnError> {
+        client_version: i16,
+    ) -> Result<(i64, i16), TxnError> {
         if id.is_empty() {
             return Err(TxnError::InvalidRequest("empty transactional id".into()));
         }
         let at = self.coordinates(broker, id)?;
+        let needs_pid = self
+            .txns
+            .lock()
+            .get(id)
+            .is_some_and(|m| m.end_needs_new_producer_id(client_version));
+        let new_pid = if needs_pid {
+            Some(
+                broker
+                    .producer_ids
+                    .allocate(broker)
+                    .await
+                    .map_err(|_| TxnError::CoordinatorNotAvailable)?,
+            )
+        } else {
+            None
+        };
         let now_ms = brook_storage::log_manager::now_ms();
         let step = {
             let mut txns = self.txns.lock();
             let meta = txns.get_mut(id).ok_or(TxnError::InvalidProducerIdMapping)?;
-            meta.prepare_end(producer_id, producer_epoch, commit, now_ms)?
-        };
-        match step {
-            EndStep::AlreadyDone => Ok(()),
-            EndStep::Write(transit) => {
-                self.persist(broker, id, at, transit, false).await?;
-                self.prepared.notify_one();
-                Ok(())
+            match meta.prepare_end(
+                producer_id,
+                producer_epoch,
+                commit,
+                client_version,
+                new_pid,
+                now_ms,
+            )? {
+                EndStep::AlreadyDone => return Ok(meta.next_transaction_producer()),
+                EndStep::Write(transit) => transit,
             }
-        }
+        };
+        self.persist(broker, id, at, step, false).await?;
+        self.prepared.notify_one();
+        self.txns
+            .lock()
+            .get(id)
+            .map(TxnMetadata::next_transaction_producer)
+            .ok_or(TxnError::NotCoordinator)
     }
 
     /// DescribeTransactions of one id.

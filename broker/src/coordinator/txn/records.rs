@@ -10,10 +10,12 @@
 //! TransactionPartitions [Topic string, PartitionIds [int32]] (nullable),
 //! TransactionLastUpdateTimestampMs int64, TransactionStartTimestampMs int64`. Version 1 is
 //! the flexible form (compact lengths, tagged fields: 0 PreviousProducerId, 1
-//! NextProducerId, 2 ClientTransactionVersion). Kafka writes version 0 until
-//! `transaction.version` ≥ 1 is finalized, and Brook does not advertise it (Transactions
-//! V1), so Brook writes version 0 and reads both. An Empty transaction's partitions are
-//! written as null, as Kafka does. A null value is a tombstone (an expired id).
+//! NextProducerId, 2 ClientTransactionVersion, 3 NextProducerEpoch). Brook writes version
+//! 0 for transactions of Transactions V1 clients (byte for byte what Kafka wrote before
+//! `transaction.version` existed) and version 1 for Transactions V2 ones, whose client
+//! version and next producer id must survive a restart; it reads both. An Empty
+//! transaction's partitions are written as null, as Kafka does. A null value is a
+//! tombstone (an expired id).
 //!
 //! Pure: no I/O; decoding never trusts its input.
 
@@ -26,8 +28,12 @@ pub const TXN_STATE_TOPIC: &str = "__transaction_state";
 
 /// The coordinator record type of transaction log keys (`CoordinatorRecordType.TRANSACTION_LOG`).
 const KEY_TYPE: i16 = 0;
-/// The value version Brook writes (Transactions V1).
-const VALUE_VERSION: i16 = 0;
+/// The value versions Brook writes: 0 for Transactions V1 clients, 1 (flexible, tagged
+/// fields) for Transactions V2 ones.
+const VALUE_VERSION_V0: i16 = 0;
+const VALUE_VERSION_V1: i16 = 1;
+/// The first client transaction version that bumps the epoch every transaction (KIP-890).
+pub const TRANSACTION_VERSION_2: i16 = 2;
 
 /// One transactional id's state as the log stores it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -41,6 +47,11 @@ pub struct TxnLogValue {
     pub start_timestamp_ms: i64,
     /// Version 1's tagged `PreviousProducerId` (-1 when absent, and in version 0).
     pub previous_producer_id: i64,
+    /// Version 1's tagged `NextProducerId`: the id a Transactions V2 end whose epoch ran
+    /// out hands over to (-1: none).
+    pub next_producer_id: i64,
+    /// Version 1's tagged `ClientTransactionVersion` (0 in version 0).
+    pub client_version: i16,
 }
 
 /// Why a record could not be read.
@@ -73,30 +84,84 @@ pub fn encode_key(transactional_id: &str) -> Vec<u8> {
     out
 }
 
-/// The value bytes (version 0) of `value`.
+/// The value bytes of `value`: version 1 for a Transactions V2 client, else version 0.
 pub fn encode_value(value: &TxnLogValue) -> Vec<u8> {
+    let flexible = value.client_version >= TRANSACTION_VERSION_2;
     let mut out = Vec::with_capacity(64);
-    out.extend_from_slice(&VALUE_VERSION.to_be_bytes());
+    let version = if flexible {
+        VALUE_VERSION_V1
+    } else {
+        VALUE_VERSION_V0
+    };
+    out.extend_from_slice(&version.to_be_bytes());
     out.extend_from_slice(&value.producer_id.to_be_bytes());
     out.extend_from_slice(&value.producer_epoch.to_be_bytes());
     out.extend_from_slice(&value.timeout_ms.to_be_bytes());
     out.push(value.state.id() as u8);
     if value.state == TxnState::Empty {
-        out.extend_from_slice(&(-1i32).to_be_bytes());
+        if flexible {
+            put_uvarint(&mut out, 0);
+        } else {
+            out.extend_from_slice(&(-1i32).to_be_bytes());
+        }
     } else {
         let by_topic = group_by_topic(&value.partitions);
-        out.extend_from_slice(&(by_topic.len() as i32).to_be_bytes());
+        put_len(&mut out, by_topic.len(), flexible);
         for (topic, partitions) in by_topic {
-            put_string(&mut out, topic);
-            out.extend_from_slice(&(partitions.len() as i32).to_be_bytes());
+            if flexible {
+                put_uvarint(&mut out, topic.len() as u64 + 1);
+                out.extend_from_slice(topic.as_bytes());
+            } else {
+                put_string(&mut out, topic);
+            }
+            put_len(&mut out, partitions.len(), flexible);
             for p in partitions {
                 out.extend_from_slice(&p.to_be_bytes());
+            }
+            if flexible {
+                put_uvarint(&mut out, 0); // no tagged fields
             }
         }
     }
     out.extend_from_slice(&value.last_update_timestamp_ms.to_be_bytes());
     out.extend_from_slice(&value.start_timestamp_ms.to_be_bytes());
+    if flexible {
+        let mut tags: Vec<(u64, Vec<u8>)> = Vec::new();
+        if value.previous_producer_id != -1 {
+            tags.push((0, value.previous_producer_id.to_be_bytes().to_vec()));
+        }
+        if value.next_producer_id != -1 {
+            tags.push((1, value.next_producer_id.to_be_bytes().to_vec()));
+        }
+        tags.push((2, value.client_version.to_be_bytes().to_vec()));
+        if value.next_producer_id != -1 {
+            tags.push((3, 0i16.to_be_bytes().to_vec()));
+        }
+        put_uvarint(&mut out, tags.len() as u64);
+        for (tag, data) in tags {
+            put_uvarint(&mut out, tag);
+            put_uvarint(&mut out, data.len() as u64);
+            out.extend_from_slice(&data);
+        }
+    }
     out
+}
+
+/// An array length: `int32` in version 0, compact (`n + 1` as an unsigned varint) in 1.
+fn put_len(out: &mut Vec<u8>, len: usize, flexible: bool) {
+    if flexible {
+        put_uvarint(out, len as u64 + 1);
+    } else {
+        out.extend_from_slice(&(len as i32).to_be_bytes());
+    }
+}
+
+fn put_uvarint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
 }
 
 /// The transactional id of a key; `Ok(None)` for keys of another record type (skipped,
@@ -145,13 +210,26 @@ pub fn decode_value(value: Option<&[u8]>) -> Result<Option<TxnLogValue>, RecordE
     let last_update_timestamp_ms = r.i64()?;
     let start_timestamp_ms = r.i64()?;
     let mut previous_producer_id = -1;
+    let mut next_producer_id = -1;
+    let mut client_version = 0;
     if flexible {
-        r.skip_tagged_fields(|tag, data| {
-            if tag == 0 {
+        r.skip_tagged_fields(|tag, data| match tag {
+            0 | 1 => {
                 if let Ok(bytes) = <[u8; 8]>::try_from(data) {
-                    previous_producer_id = i64::from_be_bytes(bytes);
+                    let id = i64::from_be_bytes(bytes);
+                    if tag == 0 {
+                        previous_producer_id = id;
+                    } else {
+                        next_producer_id = id;
+                    }
                 }
             }
+            2 => {
+                if let Ok(bytes) = <[u8; 2]>::try_from(data) {
+                    client_version = i16::from_be_bytes(bytes);
+                }
+            }
+            _ => {}
         })?;
     }
     // Kafka ignores the partitions of an Empty transaction.
@@ -167,6 +245,8 @@ pub fn decode_value(value: Option<&[u8]>) -> Result<Option<TxnLogValue>, RecordE
         last_update_timestamp_ms,
         start_timestamp_ms,
         previous_producer_id,
+        next_producer_id,
+        client_version,
     }))
 }
 
@@ -289,6 +369,8 @@ mod tests {
             last_update_timestamp_ms: 1_700_000_000_123,
             start_timestamp_ms: 1_700_000_000_000,
             previous_producer_id: -1,
+            next_producer_id: -1,
+            client_version: 0,
         }
     }
 
@@ -350,6 +432,25 @@ mod tests {
         assert_eq!(value.partitions, BTreeSet::from([("x".to_string(), 5)]));
         assert_eq!(value.start_timestamp_ms, 10);
         assert_eq!(value.previous_producer_id, 6);
+        assert_eq!(value.client_version, 1);
+    }
+
+    #[test]
+    fn a_transactions_v2_value_is_written_as_flexible_v1_and_read_back() {
+        let mut value = ongoing();
+        value.client_version = TRANSACTION_VERSION_2;
+        value.previous_producer_id = 4000;
+        value.next_producer_id = 4002;
+        let bytes = encode_value(&value);
+        assert_eq!(&bytes[..2], &[0, 1]);
+        // Compact array of two topics, then "a" as a compact string.
+        assert_eq!(&bytes[17..20], &[3, 2, b'a']);
+        assert_eq!(decode_value(Some(&bytes)), Ok(Some(value.clone())));
+        value.state = TxnState::Empty;
+        value.partitions.clear();
+        let bytes = encode_value(&value);
+        assert_eq!(bytes[17], 0, "null partitions");
+        assert_eq!(decode_value(Some(&bytes)), Ok(Some(value)));
     }
 
     #[test]

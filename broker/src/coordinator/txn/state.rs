@@ -8,6 +8,13 @@
 //! Ongoing transaction bumps the epoch and goes straight to PrepareAbort (Kafka does the
 //! same two steps under one lock).
 //!
+//! Transactions V2 (KIP-890 part 2; the id's `client_version` is 2 once a V2 client's
+//! request touched it): EndTxn bumps the epoch of every transaction, so the markers carry
+//! the bumped epoch and a late write of transaction N cannot join N+1; a retried EndTxn
+//! names the epoch before the bump; an abort is accepted from Empty and Complete* (the
+//! client may not know the transaction ended); an exhausted epoch hands over to a new
+//! producer id once the markers are written (`next_producer_id`).
+//!
 //! A change is two-phase, as in Kafka: `prepare_*` validates, sets `pending` and returns a
 //! [`Transit`] (what the log record will say); the caller writes it to
 //! `__transaction_state`, then [`TxnMetadata::complete`] applies it or
@@ -19,7 +26,7 @@
 use std::collections::BTreeSet;
 
 use super::error::TxnError;
-use super::records::TxnLogValue;
+use super::records::{TxnLogValue, TRANSACTION_VERSION_2};
 
 /// No producer id / epoch (Kafka's `RecordBatch.NO_PRODUCER_ID` / `NO_PRODUCER_EPOCH`).
 pub const NO_PRODUCER_ID: i64 = -1;
@@ -87,14 +94,21 @@ impl TxnState {
         TxnState::ALL.into_iter().find(|s| s.name() == name)
     }
 
-    /// The states this one may follow (Kafka's `validPreviousStates`, TV1).
+    /// The states this one may follow (Kafka's `validPreviousStates`; an abort from Empty
+    /// or Complete* only happens for Transactions V2 clients).
     fn valid_previous(self) -> &'static [TxnState] {
         use TxnState::*;
         match self {
             Empty => &[Empty, CompleteCommit, CompleteAbort],
             Ongoing => &[Ongoing, Empty, CompleteCommit, CompleteAbort],
             PrepareCommit => &[Ongoing],
-            PrepareAbort => &[Ongoing, PrepareEpochFence],
+            PrepareAbort => &[
+                Ongoing,
+                PrepareEpochFence,
+                Empty,
+                CompleteCommit,
+                CompleteAbort,
+            ],
             CompleteCommit => &[PrepareCommit],
             CompleteAbort => &[PrepareAbort],
             Dead => &[Empty, CompleteCommit, CompleteAbort],
@@ -133,6 +147,8 @@ pub struct Transit {
     pub partitions: BTreeSet<TopicPartition>,
     pub start_timestamp_ms: i64,
     pub last_update_timestamp_ms: i64,
+    pub next_producer_id: i64,
+    pub client_version: i16,
 }
 
 impl Transit {
@@ -147,6 +163,8 @@ impl Transit {
             last_update_timestamp_ms: self.last_update_timestamp_ms,
             start_timestamp_ms: self.start_timestamp_ms,
             previous_producer_id: self.last_producer_id,
+            next_producer_id: self.next_producer_id,
+            client_version: self.client_version,
         }
     }
 }
@@ -164,7 +182,8 @@ pub enum InitStep {
 /// What EndTxn does.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum EndStep {
-    /// Already completed with this outcome (a retry): answer success.
+    /// Already completed with this outcome (a retry): answer success with the current
+    /// producer id and epoch.
     AlreadyDone,
     /// Write this Prepare* record, then write the markers and complete.
     Write(Transit),
@@ -188,6 +207,11 @@ pub struct TxnMetadata {
     /// A fence's bumped epoch may not have reached the log; do not bump again (Kafka's
     /// `hasFailedEpochFence`: that epoch was never handed out).
     pub failed_epoch_fence: bool,
+    /// The producer id a Transactions V2 end with an exhausted epoch hands over to (-1: none).
+    pub next_producer_id: i64,
+    /// The transaction version of the client's last request (Kafka's
+    /// `clientTransactionVersion`): 2 = Transactions V2.
+    pub client_version: i16,
 }
 
 impl TxnMetadata {
@@ -206,6 +230,8 @@ impl TxnMetadata {
             last_update_timestamp_ms: now_ms,
             pending: None,
             failed_epoch_fence: false,
+            next_producer_id: NO_PRODUCER_ID,
+            client_version: 0,
         }
     }
 
@@ -224,7 +250,14 @@ impl TxnMetadata {
             last_update_timestamp_ms: value.last_update_timestamp_ms,
             pending: None,
             failed_epoch_fence: false,
+            next_producer_id: value.next_producer_id,
+            client_version: value.client_version,
         }
+    }
+
+    /// Whether the id's last request came from a Transactions V2 client.
+    pub fn is_v2(&self) -> bool {
+        self.client_version >= TRANSACTION_VERSION_2
     }
 
     fn transit(&mut self, state: TxnState) -> Transit {
@@ -239,6 +272,8 @@ impl TxnMetadata {
             partitions: self.partitions.clone(),
             start_timestamp_ms: self.start_timestamp_ms,
             last_update_timestamp_ms: self.last_update_timestamp_ms,
+            next_producer_id: self.next_producer_id,
+            client_version: self.client_version,
         }
     }
 
@@ -353,6 +388,9 @@ impl TxnMetadata {
         };
         self.producer_epoch = bumped;
         self.last_producer_epoch = NO_PRODUCER_EPOCH;
+        // One bump, also for Transactions V2: the timed-out producer's late EndTxn then
+        // looks like a retry of this abort, so its commit gets INVALID_TXN_STATE and its
+        // abort succeeds, as Kafka 4.4 answers.
         let mut t = self.transit(TxnState::PrepareAbort);
         t.last_update_timestamp_ms = now_ms;
         Ok(t)
@@ -369,12 +407,14 @@ impl TxnMetadata {
         Ok(())
     }
 
-    /// AddPartitionsToTxn / AddOffsetsToTxn. `Ok(None)`: already in the transaction.
+    /// AddPartitionsToTxn / AddOffsetsToTxn, or a partition leader adding a partition for
+    /// a Transactions V2 client (`client_version` 2). `Ok(None)`: already in the transaction.
     pub fn prepare_add_partitions(
         &mut self,
         producer_id: i64,
         producer_epoch: i16,
         partitions: &BTreeSet<TopicPartition>,
+        client_version: i16,
         now_ms: i64,
     ) -> Result<Option<Transit>, TxnError> {
         self.check_producer(producer_id, producer_epoch)?;
@@ -398,53 +438,105 @@ impl TxnMetadata {
         }
         t.partitions.extend(partitions.iter().cloned());
         t.last_update_timestamp_ms = now_ms;
+        t.client_version = client_version;
         Ok(Some(t))
     }
 
-    /// Whether the partitions are in the Ongoing transaction of this producer (the v4+
-    /// `VerifyOnly` form of AddPartitionsToTxn).
+    /// The partitions of this producer's Ongoing transaction, none outside one (the v4+
+    /// `VerifyOnly` form of AddPartitionsToTxn, Kafka's `handleVerifyPartitionsInTransaction`).
     pub fn verify_partitions(
         &self,
         producer_id: i64,
         producer_epoch: i16,
-    ) -> Result<&BTreeSet<TopicPartition>, TxnError> {
+    ) -> Result<BTreeSet<TopicPartition>, TxnError> {
         self.check_producer(producer_id, producer_epoch)?;
-        if self.state != TxnState::Ongoing {
-            return Err(TxnError::InvalidTxnState);
+        if self.pending.is_some() {
+            return Err(TxnError::ConcurrentTransactions);
         }
-        Ok(&self.partitions)
+        if self.state != TxnState::Ongoing {
+            return Ok(BTreeSet::new());
+        }
+        Ok(self.partitions.clone())
+    }
+
+    /// Whether EndTxn of a Transactions V2 client must hand out a new producer id: its
+    /// bump would exhaust the epoch. The caller allocates it before [`Self::prepare_end`].
+    pub fn end_needs_new_producer_id(&self, client_version: i16) -> bool {
+        client_version >= TRANSACTION_VERSION_2
+            && self.pending.is_none()
+            && epoch_exhausted(self.producer_epoch)
     }
 
     /// EndTxn from the client (Kafka's `endTransaction(isFromClient = true)`).
+    /// `client_version` 2 (EndTxn v5) bumps the epoch; `new_producer_id` is the id
+    /// allocated when [`Self::end_needs_new_producer_id`] said so.
     pub fn prepare_end(
         &mut self,
         producer_id: i64,
         producer_epoch: i16,
         commit: bool,
+        client_version: i16,
+        new_producer_id: Option<i64>,
         now_ms: i64,
     ) -> Result<EndStep, TxnError> {
-        if self.producer_id != producer_id {
+        // Transactions V2: the same epoch is the next transaction's; a retry names the
+        // epoch before the bump (or, after a handover to a new producer id, the old id's
+        // last epoch).
+        let v2 = self.is_v2();
+        let retry_after_bump =
+            v2 && i32::from(self.producer_epoch) == i32::from(producer_epoch) + 1;
+        let retry_after_handover = v2
+            && self.last_producer_id == producer_id
+            && producer_epoch == i16::MAX - 1
+            && self.producer_epoch == 0;
+        let retry = retry_after_bump || retry_after_handover;
+        if self.producer_id != producer_id && !retry_after_handover {
             return Err(TxnError::InvalidProducerIdMapping);
         }
-        if producer_epoch != self.producer_epoch {
+        let valid_epoch = if v2 {
+            match self.state {
+                TxnState::PrepareCommit | TxnState::PrepareAbort => retry_after_bump,
+                TxnState::CompleteCommit | TxnState::CompleteAbort => {
+                    retry || producer_epoch == self.producer_epoch
+                }
+                _ => producer_epoch == self.producer_epoch,
+            }
+        } else {
+            producer_epoch == self.producer_epoch
+        };
+        if !valid_epoch {
             return Err(TxnError::ProducerFenced);
         }
         if self.pending.is_some() {
             return Err(TxnError::ConcurrentTransactions);
         }
+        let bumps = client_version >= TRANSACTION_VERSION_2;
+        let next = if commit {
+            TxnState::PrepareCommit
+        } else {
+            TxnState::PrepareAbort
+        };
         match (self.state, commit) {
             (TxnState::Ongoing, _) => {
-                let next = if commit {
-                    TxnState::PrepareCommit
-                } else {
-                    TxnState::PrepareAbort
-                };
-                let mut t = self.transit(next);
-                t.last_update_timestamp_ms = now_ms;
-                Ok(EndStep::Write(t))
+                self.prepare_end_write(next, bumps, client_version, new_producer_id, now_ms)
             }
-            (TxnState::CompleteCommit, true) | (TxnState::CompleteAbort, false) => {
+            (TxnState::CompleteCommit, true) | (TxnState::CompleteAbort, false) if !v2 || retry => {
                 Ok(EndStep::AlreadyDone)
+            }
+            // Transactions V2: the client may not know its transaction ended (or never
+            // started one the coordinator heard of): an abort is written anyway, bumping
+            // the epoch, with no partitions to mark.
+            (TxnState::Empty | TxnState::CompleteCommit | TxnState::CompleteAbort, false)
+                if bumps && !retry =>
+            {
+                self.prepare_end_write(next, bumps, client_version, new_producer_id, now_ms)
+                    .map(|step| match step {
+                        EndStep::Write(mut t) => {
+                            t.partitions.clear();
+                            EndStep::Write(t)
+                        }
+                        other => other,
+                    })
             }
             (TxnState::PrepareCommit, true) | (TxnState::PrepareAbort, false) => {
                 Err(TxnError::ConcurrentTransactions)
@@ -453,6 +545,49 @@ impl TxnMetadata {
                 Err(TxnError::ConcurrentTransactions)
             }
             _ => Err(TxnError::InvalidTxnState),
+        }
+    }
+
+    /// The Prepare* transit of an end; with `bump` (Transactions V2) at the next epoch,
+    /// handing over to `new_producer_id` when the epoch runs out.
+    fn prepare_end_write(
+        &mut self,
+        next: TxnState,
+        bump: bool,
+        client_version: i16,
+        new_producer_id: Option<i64>,
+        now_ms: i64,
+    ) -> Result<EndStep, TxnError> {
+        let handover = bump && epoch_exhausted(self.producer_epoch);
+        if handover && new_producer_id.is_none() {
+            // Allocated for another state: the client retries.
+            return Err(TxnError::ConcurrentTransactions);
+        }
+        let mut t = self.transit(next);
+        if bump {
+            t.last_producer_epoch = self.producer_epoch;
+            t.producer_epoch = self.producer_epoch.saturating_add(1);
+            t.next_producer_id = if handover {
+                new_producer_id.unwrap_or(NO_PRODUCER_ID)
+            } else {
+                NO_PRODUCER_ID
+            };
+        }
+        if self.state != TxnState::Ongoing {
+            t.start_timestamp_ms = now_ms;
+        }
+        t.client_version = client_version;
+        t.last_update_timestamp_ms = now_ms;
+        Ok(EndStep::Write(t))
+    }
+
+    /// The producer id and epoch an EndTxn v5 answer hands the client: the next
+    /// transaction's (after a handover, the new id at epoch 0).
+    pub fn next_transaction_producer(&self) -> (i64, i16) {
+        if self.is_v2() && self.next_producer_id != NO_PRODUCER_ID {
+            (self.next_producer_id, 0)
+        } else {
+            (self.producer_id, self.producer_epoch)
         }
     }
 
@@ -466,6 +601,14 @@ impl TxnMetadata {
         let mut t = self.transit(next);
         t.partitions.clear();
         t.last_update_timestamp_ms = now_ms;
+        if self.is_v2() && self.next_producer_id != NO_PRODUCER_ID {
+            // The markers (at the old id's last epoch) are written: hand over.
+            t.last_producer_id = self.producer_id;
+            t.last_producer_epoch = self.producer_epoch;
+            t.producer_id = self.next_producer_id;
+            t.producer_epoch = 0;
+            t.next_producer_id = NO_PRODUCER_ID;
+        }
         Ok(t)
     }
 
@@ -495,6 +638,8 @@ impl TxnMetadata {
         self.partitions = t.partitions;
         self.start_timestamp_ms = t.start_timestamp_ms;
         self.last_update_timestamp_ms = t.last_update_timestamp_ms;
+        self.next_producer_id = t.next_producer_id;
+        self.client_version = t.client_version;
         if matches!(t.state, TxnState::CompleteCommit | TxnState::CompleteAbort) {
             self.failed_epoch_fence = false;
         }

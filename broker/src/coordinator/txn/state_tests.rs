@@ -12,6 +12,9 @@ use super::state::{EndStep, InitStep, Transit, TxnMetadata, TxnState, NO_PRODUCE
 
 const PID: i64 = 1000;
 const TIMEOUT: i32 = 60_000;
+/// Client transaction versions: Transactions V1 (EndTxn ≤ v4) and V2 (EndTxn v5).
+const V1: i16 = 0;
+const V2: i16 = 2;
 
 fn tps(list: &[(&str, i32)]) -> BTreeSet<(String, i32)> {
     list.iter().map(|(t, p)| (t.to_string(), *p)).collect()
@@ -34,7 +37,7 @@ fn initialised() -> TxnMetadata {
 fn ongoing() -> TxnMetadata {
     let mut meta = initialised();
     let t = meta
-        .prepare_add_partitions(PID, 0, &tps(&[("a", 0), ("b", 1)]), 10)
+        .prepare_add_partitions(PID, 0, &tps(&[("a", 0), ("b", 1)]), V1, 10)
         .expect("add")
         .expect("a change");
     written(&mut meta, t);
@@ -55,10 +58,10 @@ fn adding_partitions_opens_the_transaction_and_repeats_are_free() {
     assert_eq!(meta.state, TxnState::Ongoing);
     assert_eq!(meta.start_timestamp_ms, 10);
     assert_eq!(meta.partitions, tps(&[("a", 0), ("b", 1)]));
-    let again = meta.prepare_add_partitions(PID, 0, &tps(&[("a", 0)]), 20);
+    let again = meta.prepare_add_partitions(PID, 0, &tps(&[("a", 0)]), V1, 20);
     assert_eq!(again, Ok(None));
     let more = meta
-        .prepare_add_partitions(PID, 0, &tps(&[("c", 0)]), 30)
+        .prepare_add_partitions(PID, 0, &tps(&[("c", 0)]), V1, 30)
         .expect("add")
         .expect("a change");
     assert_eq!(
@@ -71,36 +74,39 @@ fn adding_partitions_opens_the_transaction_and_repeats_are_free() {
 #[test]
 fn commit_goes_through_prepare_to_complete_and_a_retry_succeeds() {
     let mut meta = ongoing();
-    let Ok(EndStep::Write(t)) = meta.prepare_end(PID, 0, true, 40) else {
+    let Ok(EndStep::Write(t)) = meta.prepare_end(PID, 0, true, V1, None, 40) else {
         panic!("expected a prepare");
     };
     assert_eq!(t.state, TxnState::PrepareCommit);
     written(&mut meta, t);
     // While prepared: the same outcome waits, the other one is refused, adds wait.
     assert_eq!(
-        meta.prepare_end(PID, 0, true, 41),
+        meta.prepare_end(PID, 0, true, V1, None, 41),
         Err(TxnError::ConcurrentTransactions)
     );
     assert_eq!(
-        meta.prepare_end(PID, 0, false, 41),
+        meta.prepare_end(PID, 0, false, V1, None, 41),
         Err(TxnError::InvalidTxnState)
     );
     assert_eq!(
-        meta.prepare_add_partitions(PID, 0, &tps(&[("a", 0)]), 41),
+        meta.prepare_add_partitions(PID, 0, &tps(&[("a", 0)]), V1, 41),
         Err(TxnError::ConcurrentTransactions)
     );
     let done = meta.prepare_complete(50).expect("complete");
     assert!(done.partitions.is_empty());
     written(&mut meta, done);
     assert_eq!(meta.state, TxnState::CompleteCommit);
-    assert_eq!(meta.prepare_end(PID, 0, true, 60), Ok(EndStep::AlreadyDone));
     assert_eq!(
-        meta.prepare_end(PID, 0, false, 60),
+        meta.prepare_end(PID, 0, true, V1, None, 60),
+        Ok(EndStep::AlreadyDone)
+    );
+    assert_eq!(
+        meta.prepare_end(PID, 0, false, V1, None, 60),
         Err(TxnError::InvalidTxnState)
     );
     // The next transaction starts afresh.
     let next = meta
-        .prepare_add_partitions(PID, 0, &tps(&[("z", 0)]), 70)
+        .prepare_add_partitions(PID, 0, &tps(&[("z", 0)]), V1, 70)
         .expect("add")
         .expect("a change");
     assert_eq!(next.partitions, tps(&[("z", 0)]));
@@ -111,7 +117,7 @@ fn commit_goes_through_prepare_to_complete_and_a_retry_succeeds() {
 fn ending_without_a_transaction_is_an_invalid_state() {
     let mut meta = initialised();
     assert_eq!(
-        meta.prepare_end(PID, 0, true, 5),
+        meta.prepare_end(PID, 0, true, V1, None, 5),
         Err(TxnError::InvalidTxnState)
     );
 }
@@ -120,15 +126,15 @@ fn ending_without_a_transaction_is_an_invalid_state() {
 fn wrong_producer_ids_and_epochs_are_refused_with_kafkas_codes() {
     let mut meta = ongoing();
     assert_eq!(
-        meta.prepare_end(PID + 1, 0, true, 5),
+        meta.prepare_end(PID + 1, 0, true, V1, None, 5),
         Err(TxnError::InvalidProducerIdMapping)
     );
     assert_eq!(
-        meta.prepare_end(PID, 1, true, 5),
+        meta.prepare_end(PID, 1, true, V1, None, 5),
         Err(TxnError::ProducerFenced)
     );
     assert_eq!(
-        meta.prepare_add_partitions(PID, 3, &tps(&[("a", 0)]), 5),
+        meta.prepare_add_partitions(PID, 3, &tps(&[("a", 0)]), V1, 5),
         Err(TxnError::ProducerFenced)
     );
 }
@@ -137,11 +143,11 @@ fn wrong_producer_ids_and_epochs_are_refused_with_kafkas_codes() {
 fn a_pending_write_makes_every_other_change_wait() {
     let mut meta = ongoing();
     let _t = meta
-        .prepare_add_partitions(PID, 0, &tps(&[("c", 0)]), 5)
+        .prepare_add_partitions(PID, 0, &tps(&[("c", 0)]), V1, 5)
         .expect("add")
         .expect("a change");
     assert_eq!(
-        meta.prepare_end(PID, 0, true, 5),
+        meta.prepare_end(PID, 0, true, V1, None, 5),
         Err(TxnError::ConcurrentTransactions)
     );
     assert_eq!(
@@ -149,7 +155,7 @@ fn a_pending_write_makes_every_other_change_wait() {
         Err(TxnError::ConcurrentTransactions)
     );
     meta.abandon(false);
-    assert!(meta.prepare_end(PID, 0, true, 5).is_ok());
+    assert!(meta.prepare_end(PID, 0, true, V1, None, 5).is_ok());
 }
 
 #[test]
@@ -164,7 +170,7 @@ fn init_on_an_open_transaction_fences_the_producer_and_aborts_it() {
     written(&mut meta, t);
     // The old producer is fenced; a retried init waits for the abort.
     assert_eq!(
-        meta.prepare_end(PID, 0, true, 51),
+        meta.prepare_end(PID, 0, true, V1, None, 51),
         Err(TxnError::ProducerFenced)
     );
     assert_eq!(
@@ -277,6 +283,8 @@ fn transitions_kafka_forbids_are_refused_when_applied() {
         partitions: BTreeSet::new(),
         start_timestamp_ms: -1,
         last_update_timestamp_ms: 5,
+        next_producer_id: -1,
+        client_version: V1,
     });
     assert_eq!(
         meta.complete(bogus.expect("built")),
@@ -305,7 +313,7 @@ async fn loading_a_partition_keeps_each_ids_latest_record_and_drops_tombstones()
     let mut a = ongoing();
     a.transactional_id = "a".into();
     let mut prepared = a.clone();
-    let Ok(EndStep::Write(t)) = prepared.prepare_end(PID, 0, false, 40) else {
+    let Ok(EndStep::Write(t)) = prepared.prepare_end(PID, 0, false, V1, None, 40) else {
         panic!("expected a prepare");
     };
     let mut b = initialised();
@@ -319,6 +327,8 @@ async fn loading_a_partition_keeps_each_ids_latest_record_and_drops_tombstones()
         last_update_timestamp_ms: m.last_update_timestamp_ms,
         start_timestamp_ms: m.start_timestamp_ms,
         previous_producer_id: -1,
+        next_producer_id: -1,
+        client_version: 0,
     };
     let a_ongoing = value_of(&a);
     let b_empty = value_of(&b);
@@ -339,4 +349,164 @@ async fn loading_a_partition_keeps_each_ids_latest_record_and_drops_tombstones()
     assert_eq!(a.partitions, tps(&[("a", 0), ("b", 1)]));
     assert_eq!(a.start_timestamp_ms, 10);
     assert!(a.pending.is_none());
+}
+
+/// A Transactions V2 transaction: the leader adds the partition, EndTxn bumps the epoch.
+fn ongoing_v2(epoch: i16) -> TxnMetadata {
+    let mut meta = initialised();
+    meta.producer_epoch = epoch;
+    let t = meta
+        .prepare_add_partitions(PID, epoch, &tps(&[("a", 0)]), V2, 10)
+        .expect("add")
+        .expect("a change");
+    written(&mut meta, t);
+    assert!(meta.is_v2());
+    meta
+}
+
+#[test]
+fn a_transactions_v2_end_bumps_the_epoch_and_a_retry_names_the_epoch_before_it() {
+    let mut meta = ongoing_v2(0);
+    let Ok(EndStep::Write(t)) = meta.prepare_end(PID, 0, true, V2, None, 20) else {
+        panic!("expected a prepare");
+    };
+    assert_eq!((t.producer_epoch, t.last_producer_epoch), (1, 0));
+    written(&mut meta, t);
+    // While the markers are written the retry waits; the old epoch is not fenced.
+    assert_eq!(
+        meta.prepare_end(PID, 0, true, V2, None, 21),
+        Err(TxnError::ConcurrentTransactions)
+    );
+    let t = meta.prepare_complete(30).expect("complete");
+    written(&mut meta, t);
+    assert_eq!(meta.next_transaction_producer(), (PID, 1));
+    assert_eq!(
+        meta.prepare_end(PID, 0, true, V2, None, 31),
+        Ok(EndStep::AlreadyDone)
+    );
+    assert_eq!(
+        meta.prepare_end(PID, 0, false, V2, None, 31),
+        Err(TxnError::InvalidTxnState)
+    );
+    // The next transaction runs at epoch 1; epoch 0 can no longer add partitions.
+    assert_eq!(
+        meta.prepare_add_partitions(PID, 0, &tps(&[("a", 0)]), V2, 32),
+        Err(TxnError::ProducerFenced)
+    );
+    let t = meta
+        .prepare_add_partitions(PID, 1, &tps(&[("b", 0)]), V2, 33)
+        .expect("add")
+        .expect("a change");
+    written(&mut meta, t);
+    assert_eq!(meta.partitions, tps(&[("b", 0)]));
+    assert_eq!(
+        meta.prepare_end(PID, 0, true, V2, None, 34),
+        Err(TxnError::ProducerFenced)
+    );
+}
+
+#[test]
+fn a_transactions_v2_abort_is_accepted_without_a_transaction_and_commit_is_not() {
+    let mut meta = ongoing_v2(3);
+    let Ok(EndStep::Write(t)) = meta.prepare_end(PID, 3, true, V2, None, 20) else {
+        panic!("expected a prepare");
+    };
+    written(&mut meta, t);
+    let t = meta.prepare_complete(30).expect("complete");
+    written(&mut meta, t);
+    // Epoch 4 is the next transaction's, which never produced: abort is written anyway.
+    assert_eq!(
+        meta.prepare_end(PID, 4, true, V2, None, 40),
+        Err(TxnError::InvalidTxnState)
+    );
+    let Ok(EndStep::Write(t)) = meta.prepare_end(PID, 4, false, V2, None, 41) else {
+        panic!("expected an abort");
+    };
+    assert_eq!(t.state, TxnState::PrepareAbort);
+    assert!(t.partitions.is_empty());
+    assert_eq!(t.producer_epoch, 5);
+    written(&mut meta, t);
+}
+
+#[test]
+fn a_transactions_v2_end_with_an_exhausted_epoch_hands_over_to_a_new_producer_id() {
+    let mut meta = ongoing_v2(i16::MAX - 2);
+    assert!(!meta.end_needs_new_producer_id(V2));
+    let Ok(EndStep::Write(t)) = meta.prepare_end(PID, i16::MAX - 2, true, V2, None, 20) else {
+        panic!("expected a prepare");
+    };
+    written(&mut meta, t);
+    let t = meta.prepare_complete(21).expect("complete");
+    written(&mut meta, t);
+    let t = meta
+        .prepare_add_partitions(PID, i16::MAX - 1, &tps(&[("a", 0)]), V2, 22)
+        .expect("add")
+        .expect("a change");
+    written(&mut meta, t);
+    assert!(meta.end_needs_new_producer_id(V2));
+    assert_eq!(
+        meta.prepare_end(PID, i16::MAX - 1, true, V2, None, 23),
+        Err(TxnError::ConcurrentTransactions),
+        "the caller must allocate the new id first"
+    );
+    let Ok(EndStep::Write(t)) = meta.prepare_end(PID, i16::MAX - 1, true, V2, Some(PID + 7), 24)
+    else {
+        panic!("expected a prepare");
+    };
+    assert_eq!(
+        (t.producer_id, t.producer_epoch, t.next_producer_id),
+        (PID, i16::MAX, PID + 7)
+    );
+    written(&mut meta, t);
+    assert_eq!(meta.next_transaction_producer(), (PID + 7, 0));
+    let t = meta.prepare_complete(25).expect("complete");
+    assert_eq!(
+        (t.producer_id, t.producer_epoch, t.last_producer_id),
+        (PID + 7, 0, PID)
+    );
+    written(&mut meta, t);
+    // The old id's retry is recognised.
+    assert_eq!(
+        meta.prepare_end(PID, i16::MAX - 1, true, V2, None, 26),
+        Ok(EndStep::AlreadyDone)
+    );
+}
+
+#[test]
+fn a_timed_out_transactions_v2_producers_late_commit_is_an_invalid_state_and_its_abort_succeeds() {
+    let mut meta = ongoing_v2(2);
+    let t = meta.prepare_fence_abort(50).expect("fence");
+    assert_eq!(t.producer_epoch, 3);
+    written(&mut meta, t);
+    let t = meta.prepare_complete(51).expect("complete");
+    written(&mut meta, t);
+    assert_eq!(
+        meta.prepare_end(PID, 2, true, V2, None, 52),
+        Err(TxnError::InvalidTxnState)
+    );
+    assert_eq!(
+        meta.prepare_end(PID, 2, false, V2, None, 52),
+        Ok(EndStep::AlreadyDone)
+    );
+    assert_eq!(
+        meta.prepare_end(PID, 1, false, V2, None, 52),
+        Err(TxnError::ProducerFenced)
+    );
+}
+
+#[test]
+fn verification_lists_the_ongoing_transactions_partitions_and_none_outside_one() {
+    let mut meta = ongoing_v2(0);
+    assert_eq!(meta.verify_partitions(PID, 0), Ok(tps(&[("a", 0)])));
+    assert_eq!(
+        meta.verify_partitions(PID, 1),
+        Err(TxnError::ProducerFenced)
+    );
+    let Ok(EndStep::Write(t)) = meta.prepare_end(PID, 0, true, V2, None, 20) else {
+        panic!("expected a prepare");
+    };
+    written(&mut meta, t);
+    let t = meta.prepare_complete(30).expect("complete");
+    written(&mut meta, t);
+    assert_eq!(meta.verify_partitions(PID, 1), Ok(BTreeSet::new()));
 }

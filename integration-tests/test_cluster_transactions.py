@@ -1,0 +1,246 @@
+"""Transaction coordinator failover in a 3-node cluster (issue #12).
+
+A Java 4.4 transactional producer (`txn-shell`) commits transactions on an RF=3 topic
+(min.insync.replicas 2) whose transactional id is coordinated by a node other than the metadata
+quorum's leader (the leader of its `__transaction_state` partition, RF 3). Twice, with a
+transaction open (records sent, not committed), the node coordinating the id (FindCoordinator
+key type 1, every node agreeing) is killed (SIGKILL); each time the survivors' FindCoordinator
+names another, running node within a deadline (the time is printed):
+- round 1: the same producer's commit of its open transaction, issued right after the kill,
+  rides the failover (the client finds the new coordinator, which loaded the transaction as
+  Ongoing, and retries); the producer goes on committing; then a second producer with the same
+  id fences it while it has a transaction open: that transaction is aborted, the old producer's
+  commit fails (fenced), the new producer commits;
+- round 2 (the killed node restarted and back in the ISR of the topic and of the id's
+  `__transaction_state` partition first): a new producer with the same id, started right after
+  the kill, gets its producer id from the new coordinator, which first aborts the open
+  transaction of the previous one (fenced when it tries to commit), and commits.
+The kill-to-first-successful-commit time of each round is the failover time, printed and bounded.
+The killed node restarts and rejoins, and a last transaction commits. A read_committed consumer
+then reads exactly the committed transactions' records (keys, values, at the offsets the sends
+returned, in partition order), none of the aborted ones: the transaction open at the first kill
+wholly visible (it committed; had its commit failed it would have to be wholly absent), the one
+open at the second kill wholly absent; read_uncommitted reads every record sent.
+Not covered: a kill while the coordinator is between PrepareCommit and CompleteCommit (the
+window is milliseconds; no tool holds it open on both brokers).
+
+One cluster for the module (every node is running again when the test ends). On Kafka the cluster
+runs transaction.version 0 (Transactions V1), as test_transactions.py. Also passes against Apache
+Kafka 4.4 (BROOK_TEST_TARGET=kafka).
+"""
+
+import itertools
+import struct
+import threading
+import time
+
+import pytest
+
+from harness import wire
+from harness.cluster import wait_for
+from harness.cluster_scenarios import create_topic_via, partitions_view, unique
+from harness.txn_shell import TxnShell
+from test_transactions import FENCED, KAFKA_TXN_VERSION, error_classes, set_kafka_transaction_version
+
+PARTITIONS = 3
+PER_PARTITION = 4
+COORDINATOR_MOVE_BOUND_S = 30  # generous for a loaded CI machine; the times are printed
+FAILOVER_BOUND_S = 45
+REJOIN_S = 60
+TXN_STATE = "__transaction_state"
+
+
+def find_txn_coordinator(bootstrap: str, tid: str) -> dict:
+    """FindCoordinator v2 with key type 1 (transaction) sent to one node: {"error", "node_id"}."""
+    r = wire.call(bootstrap, 10, 2, [("key", "string"), ("key_type", "int8")], {"key": tid, "key_type": 1},
+                  [("throttle_time_ms", "int32"), ("error_code", "int16"), ("error_message", "nstring"),
+                   ("node_id", "int32"), ("host", "string"), ("port", "int32")])
+    return {"error": r["error_code"], "node_id": r["node_id"]}
+
+
+def agreed_coordinator(cluster, tid: str, node_ids) -> int:
+    """The coordinator every node of `node_ids` names without error, or None."""
+    answers = [find_txn_coordinator(cluster.bootstrap_of(i), tid) for i in node_ids]
+    ids = {a["node_id"] for a in answers}
+    return ids.pop() if len(ids) == 1 and all(a["error"] == 0 for a in answers) else None
+
+
+def records(tag: str) -> list:
+    return [{"key": f"{tag}-k{p}-{i}", "value": f"{tag}-v{p}-{i}", "partition": p}
+            for i in range(PER_PARTITION) for p in range(PARTITIONS)]
+
+
+def by_partition(rows: list) -> dict:
+    """{partition: [(offset, key, value)]} in offset order."""
+    out: dict = {}
+    for r in sorted(rows, key=lambda r: (int(r["partition"]), int(r["offset"]))):
+        out.setdefault(int(r["partition"]), []).append((int(r["offset"]), r["key"], r["value"]))
+    return out
+
+
+def txn_state_partition(tid: str, partitions: int = 50) -> int:
+    """Kafka's partition of `tid` in __transaction_state: abs(String.hashCode) % partitions
+    (transaction.state.log.num.partitions, 50 on both brokers here)."""
+    h = 0
+    units = tid.encode("utf-16-be")
+    for unit in struct.unpack(f">{len(units) // 2}H", units):  # Java chars: UTF-16 code units
+        h = (31 * h + unit) & 0xFFFFFFFF
+    h = h - (1 << 32) if h >= 1 << 31 else h
+    return (0 if h == -(1 << 31) else abs(h)) % partitions
+
+
+class Kill:
+    """SIGKILL the node coordinating `tid` (every node agreeing on it), then watch, in a thread,
+    the survivors' FindCoordinator until they all name another node."""
+
+    def __init__(self, cluster, tid: str):
+        self.cluster, self.tid = cluster, tid
+        self.victim = wait_for(lambda: agreed_coordinator(cluster, tid, cluster.node_ids), 30,
+                               f"every node naming one coordinator of {tid}")
+        self.survivors = [n for n in cluster.node_ids if n != self.victim]
+        self.quorum_leader = cluster.quorum_leader()
+        self.moved_to, self.moved_after_s = None, None
+        self.killed_at = time.monotonic()
+        cluster.node(self.victim).kill()
+        self._watcher = threading.Thread(target=self._watch, daemon=True)
+        self._watcher.start()
+
+    def _watch(self) -> None:
+        deadline = self.killed_at + COORDINATOR_MOVE_BOUND_S
+        while time.monotonic() < deadline:
+            try:
+                node = agreed_coordinator(self.cluster, self.tid, self.survivors)
+            except (OSError, ValueError):
+                node = None
+            if node is not None and node != self.victim:
+                self.moved_to, self.moved_after_s = node, time.monotonic() - self.killed_at
+                return
+            time.sleep(0.1)
+
+    def since(self) -> float:
+        return time.monotonic() - self.killed_at
+
+    def wait_moved(self) -> int:
+        self._watcher.join(COORDINATOR_MOVE_BOUND_S + 5)
+        assert self.moved_to in self.survivors, f"the coordinator of {self.tid} never moved off node {self.victim}"
+        return self.moved_to
+
+    def restart_and_wait_rejoined(self, topic: str) -> None:
+        """Restart the killed node; until it is registered everywhere and back in the ISR of
+        every partition of `topic` and of the id's __transaction_state partition."""
+        cluster, victim = self.cluster, self.victim
+        cluster.node(victim).start()
+        cluster.wait_registered(REJOIN_S)
+        state_partition = txn_state_partition(self.tid)
+
+        def rejoined():
+            view = partitions_view(cluster, victim, topic)
+            state = partitions_view(cluster, victim, TXN_STATE) or {}
+            return (view and all(victim in p["isr"] and p["leader"] >= 0 for p in view.values())
+                    and victim in state.get(state_partition, {}).get("isr", []))
+
+        wait_for(rejoined, REJOIN_S, f"node {victim} back in the ISR of {topic} and {TXN_STATE}-{state_partition}")
+
+    def report(self, what: str, failover_s: float) -> str:
+        return (f"{what}: coordinator node {self.victim} killed (quorum leader {self.quorum_leader}); survivors "
+                f"named node {self.moved_to} after {self.moved_after_s or float('nan'):.1f} s; first successful "
+                f"commit {failover_s:.1f} s after the kill")
+
+
+@pytest.fixture(scope="module")
+def txn_cluster(cluster):
+    if cluster.kind == "kafka":
+        set_kafka_transaction_version(cluster.node(1), KAFKA_TXN_VERSION)
+    return cluster
+
+
+@pytest.mark.timeout(400)
+def test_killing_the_transaction_coordinator_moves_it_and_commits_exactly_the_committed_transactions(txn_cluster):
+    cluster = txn_cluster
+    topic = unique("t-txn-failover")
+    create_topic_via(cluster, 1, topic, PARTITIONS, 3, {"min.insync.replicas": "2"})
+    quorum_leader = cluster.quorum_leader()
+
+    # A transactional id whose coordinator is not the quorum leader (the first FindCoordinator
+    # also creates __transaction_state, RF 3), so that the first kill fails over the transaction
+    # coordinator alone.
+    prefix = unique("tid-failover")
+    candidates = (f"{prefix}-{i}" for i in itertools.count())
+
+    def pick():
+        tid = next(candidates)
+        node = agreed_coordinator(cluster, tid, cluster.node_ids)
+        return tid if node is not None and node != quorum_leader else None
+
+    tid = wait_for(pick, 60, "a transactional id coordinated by a node other than the quorum leader")
+    committed, aborted = [], []  # send results (with key and value) of committed / aborted transactions
+    with TxnShell(cluster.bootstrap) as shell:
+        def send(name: str, tag: str) -> list:
+            recs = records(tag)
+            return [{**r, **res} for r, res in zip(recs, shell.send(name, topic, recs))]
+
+        shell.ok("producer", name="p1", transactional_id=tid, init=True)
+        for tag in ("before-0", "before-1"):
+            shell.ok("begin", name="p1")
+            committed += send("p1", tag)
+            shell.ok("commit", name="p1")
+
+        # Round 1: the same producer commits the transaction it had open at the kill.
+        shell.ok("begin", name="p1")
+        open_at_kill = send("p1", "open-at-kill")
+        kill = Kill(cluster, tid)
+        answer = shell.call("commit", name="p1")
+        if not answer.get("ok") and "TimeoutException" in error_classes(answer):
+            answer = shell.call("commit", name="p1")  # a timed-out commit may be retried
+        failover_s = kill.since()
+        kill.wait_moved()
+        print(kill.report("same producer commits", failover_s) + ("" if answer.get("ok") else f" (failed: {answer})"))
+        if answer.get("ok"):
+            committed += open_at_kill
+            assert failover_s <= FAILOVER_BOUND_S
+        else:  # then it must be wholly absent
+            shell.ok("abort", name="p1")
+            aborted += open_at_kill
+
+        shell.ok("begin", name="p1")
+        committed += send("p1", "after-kill")
+        shell.ok("commit", name="p1")
+        # A new producer with the same id fences the old one and aborts its open transaction.
+        shell.ok("begin", name="p1")
+        aborted += send("p1", "fenced")
+        shell.ok("producer", name="p2", transactional_id=tid, init=True)
+        late = shell.call("commit", name="p1")
+        assert not late.get("ok") and error_classes(late) & FENCED, late
+        shell.ok("begin", name="p2")
+        committed += send("p2", "new-producer")
+        shell.ok("commit", name="p2")
+        kill.restart_and_wait_rejoined(topic)
+
+        # Round 2: the coordinator dies with p2's transaction open; a new producer with the same
+        # id (InitProducerId at the new coordinator) fences p2 and aborts that transaction.
+        shell.ok("begin", name="p2")
+        aborted += send("p2", "open-at-kill-2")
+        kill = Kill(cluster, tid)
+        shell.ok("producer", name="p3", transactional_id=tid, init=True)
+        shell.ok("begin", name="p3")
+        committed += send("p3", "after-kill-2")
+        shell.ok("commit", name="p3")
+        failover_s = kill.since()
+        kill.wait_moved()
+        print(kill.report("new producer fences and commits", failover_s))
+        assert failover_s <= FAILOVER_BOUND_S
+        late = shell.call("commit", name="p2")
+        assert not late.get("ok") and error_classes(late) & FENCED, late
+        kill.restart_and_wait_rejoined(topic)
+        shell.ok("begin", name="p3")
+        committed += send("p3", "after-rejoin")
+        shell.ok("commit", name="p3")
+
+        read = shell.ok("read", topic=topic, isolation="read_committed", timeout_ms=30000, timeout=60)
+        assert read["complete"], read["end"]
+        assert by_partition(read["records"]) == by_partition(committed)
+        assert not {r["key"] for r in read["records"]} & {r["key"] for r in aborted}
+        # read_uncommitted: every record sent, the aborted ones too, at the offsets their sends returned
+        everything = shell.ok("read", topic=topic, isolation="read_uncommitted", timeout_ms=30000, timeout=60)
+        assert everything["complete"], everything["end"]
+        assert by_partition(everything["records"]) == by_partition(committed + aborted)

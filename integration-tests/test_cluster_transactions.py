@@ -20,7 +20,11 @@ The killed node restarts and rejoins, and a last transaction commits. A read_com
 then reads exactly the committed transactions' records (keys, values, at the offsets the sends
 returned, in partition order), none of the aborted ones: the transaction open at the first kill
 wholly visible (it committed; had its commit failed it would have to be wholly absent), the one
-open at the second kill wholly absent; read_uncommitted reads every record sent.
+open at the second kill wholly absent; read_uncommitted reads every record sent. Kafka's
+`kafka-dump-log` reads the markers from the segments of a node never killed: one control batch
+one past each transaction's last record on each partition, COMMIT or ABORT as it ended, and the
+coordinator epoch they carry (the leader epoch of the id's `__transaction_state` partition) never
+decreasing and higher after each failover (the new coordinator's markers outrank the old one's).
 Not covered: a kill while the coordinator is between PrepareCommit and CompleteCommit (the
 window is milliseconds; no tool holds it open on both brokers).
 
@@ -41,6 +45,7 @@ from harness.cluster import wait_for
 from harness.cluster_scenarios import create_topic_via, partitions_view, unique
 from harness.txn_shell import TxnShell
 from test_transactions import FENCED, KAFKA_TXN_VERSION, error_classes, set_kafka_transaction_version
+from test_transactions_dump_log import dump
 
 PARTITIONS = 3
 PER_PARTITION = 4
@@ -174,16 +179,23 @@ def test_killing_the_transaction_coordinator_moves_it_and_commits_exactly_the_co
 
     tid = wait_for(pick, 60, "a transactional id coordinated by a node other than the quorum leader")
     committed, aborted = [], []  # send results (with key and value) of committed / aborted transactions
+    ended = []  # (marker expected, the transaction's records) of every transaction, in order
+    epochs_change_after = []  # indexes into `ended` of the first transaction ended after each kill
     with TxnShell(cluster.bootstrap) as shell:
         def send(name: str, tag: str) -> list:
             recs = records(tag)
             return [{**r, **res} for r, res in zip(recs, shell.send(name, topic, recs))]
 
         shell.ok("producer", name="p1", transactional_id=tid, init=True)
+        def commit(name: str, tag: str) -> None:
+            shell.ok("begin", name=name)
+            sent = send(name, tag)
+            shell.ok("commit", name=name)
+            committed.extend(sent)
+            ended.append(("COMMIT", sent))
+
         for tag in ("before-0", "before-1"):
-            shell.ok("begin", name="p1")
-            committed += send("p1", tag)
-            shell.ok("commit", name="p1")
+            commit("p1", tag)
 
         # Round 1: the same producer commits the transaction it had open at the kill.
         shell.ok("begin", name="p1")
@@ -195,36 +207,39 @@ def test_killing_the_transaction_coordinator_moves_it_and_commits_exactly_the_co
         failover_s = kill.since()
         kill.wait_moved()
         print(kill.report("same producer commits", failover_s) + ("" if answer.get("ok") else f" (failed: {answer})"))
+        epochs_change_after.append(len(ended))
         if answer.get("ok"):
             committed += open_at_kill
+            ended.append(("COMMIT", open_at_kill))
             assert failover_s <= FAILOVER_BOUND_S
         else:  # then it must be wholly absent
             shell.ok("abort", name="p1")
             aborted += open_at_kill
+            ended.append(("ABORT", open_at_kill))
 
-        shell.ok("begin", name="p1")
-        committed += send("p1", "after-kill")
-        shell.ok("commit", name="p1")
+        commit("p1", "after-kill")
         # A new producer with the same id fences the old one and aborts its open transaction.
         shell.ok("begin", name="p1")
-        aborted += send("p1", "fenced")
+        fenced = send("p1", "fenced")
         shell.ok("producer", name="p2", transactional_id=tid, init=True)
         late = shell.call("commit", name="p1")
         assert not late.get("ok") and error_classes(late) & FENCED, late
-        shell.ok("begin", name="p2")
-        committed += send("p2", "new-producer")
-        shell.ok("commit", name="p2")
+        aborted += fenced
+        ended.append(("ABORT", fenced))
+        commit("p2", "new-producer")
         kill.restart_and_wait_rejoined(topic)
+        killed = [kill.victim]
 
         # Round 2: the coordinator dies with p2's transaction open; a new producer with the same
         # id (InitProducerId at the new coordinator) fences p2 and aborts that transaction.
         shell.ok("begin", name="p2")
-        aborted += send("p2", "open-at-kill-2")
+        open_at_kill = send("p2", "open-at-kill-2")
         kill = Kill(cluster, tid)
         shell.ok("producer", name="p3", transactional_id=tid, init=True)
-        shell.ok("begin", name="p3")
-        committed += send("p3", "after-kill-2")
-        shell.ok("commit", name="p3")
+        aborted += open_at_kill
+        epochs_change_after.append(len(ended))
+        ended.append(("ABORT", open_at_kill))
+        commit("p3", "after-kill-2")
         failover_s = kill.since()
         kill.wait_moved()
         print(kill.report("new producer fences and commits", failover_s))
@@ -232,10 +247,15 @@ def test_killing_the_transaction_coordinator_moves_it_and_commits_exactly_the_co
         late = shell.call("commit", name="p2")
         assert not late.get("ok") and error_classes(late) & FENCED, late
         kill.restart_and_wait_rejoined(topic)
-        shell.ok("begin", name="p3")
-        committed += send("p3", "after-rejoin")
-        shell.ok("commit", name="p3")
+        killed.append(kill.victim)
+        commit("p3", "after-rejoin")
 
+        # Until the high watermark is past the last marker on every partition (so every ISR
+        # member, the witness below included, has every marker).
+        last_marker = {p: max(r["offset"] for r in ended[-1][1] if r["partition"] == p) + 1 for p in range(PARTITIONS)}
+        wait_for(lambda: {int(p): o for p, o in shell.ok("end-offsets", topic=topic, isolation="read_uncommitted")
+                          ["offsets"].items()} == {p: o + 1 for p, o in last_marker.items()},
+                 30, "the high watermark one past the last marker on every partition")
         read = shell.ok("read", topic=topic, isolation="read_committed", timeout_ms=30000, timeout=60)
         assert read["complete"], read["end"]
         assert by_partition(read["records"]) == by_partition(committed)
@@ -244,3 +264,20 @@ def test_killing_the_transaction_coordinator_moves_it_and_commits_exactly_the_co
         everything = shell.ok("read", topic=topic, isolation="read_uncommitted", timeout_ms=30000, timeout=60)
         assert everything["complete"], everything["end"]
         assert by_partition(everything["records"]) == by_partition(committed + aborted)
+
+    # The markers as Kafka's kafka-dump-log reads them from the segment of a node never killed
+    # (each partition: one control batch one past each transaction's last record there): COMMIT
+    # or ABORT as the transaction ended, and the coordinator epoch they carry (the leader epoch of
+    # the id's __transaction_state partition) higher after each failover.
+    witness = next(n for n in cluster.node_ids if n not in killed)
+    for p in range(PARTITIONS):
+        files = sorted(str(f) for f in (cluster.node(witness).log_dirs / f"{topic}-{p}").glob("*.log"))
+        batches = dump("--print-data-log", "--files", ",".join(files))
+        markers = [(int(r["offset"]), r["endTxnMarker"], int(r["coordinatorEpoch"]))
+                   for b in batches if b["batch"]["isControl"] == "true" for r in b["records"]]
+        expected = [(max(r["offset"] for r in recs if r["partition"] == p) + 1, kind) for kind, recs in ended]
+        assert [(o, kind) for o, kind, _e in markers] == expected, f"partition {p}"
+        epochs = [e for _o, _k, e in markers]
+        assert epochs == sorted(epochs), f"partition {p}: coordinator epochs {epochs}"
+        for i in epochs_change_after:
+            assert epochs[i] > epochs[i - 1], f"partition {p}: coordinator epochs {epochs}, failovers before {epochs_change_after}"

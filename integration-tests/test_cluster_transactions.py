@@ -1,9 +1,9 @@
 """Transaction coordinator failover in a 3-node cluster (issue #12).
 
 A Java 4.4 transactional producer (`txn-shell`) commits transactions on an RF=3 topic
-(min.insync.replicas 2) whose transactional id is coordinated by a node other than the metadata
-quorum's leader (the leader of its `__transaction_state` partition, RF 3). Twice, with a
-transaction open (records sent, not committed), the node coordinating the id (FindCoordinator
+(min.insync.replicas 2); its transactional id's coordinator (the leader of the id's
+`__transaction_state` partition; the module runs that topic with 2 replicas and min ISR 1, see
+CLUSTER_OVERRIDES) is at first not the metadata quorum's leader. Twice, with a transaction open (records sent, not committed), the node coordinating the id (FindCoordinator
 key type 1, every node agreeing) is killed (SIGKILL); each time the survivors' FindCoordinator
 names another, running node within a deadline (the time is printed):
 - round 1: the same producer's commit of its open transaction, issued right after the kill,
@@ -25,8 +25,15 @@ open at the second kill wholly absent; read_uncommitted reads every record sent.
 one past each transaction's last record on each partition, COMMIT or ABORT as it ended, and the
 coordinator epoch they carry (the leader epoch of the id's `__transaction_state` partition) never
 decreasing and higher after each failover (the new coordinator's markers outrank the old one's).
-Not covered: a kill while the coordinator is between PrepareCommit and CompleteCommit (the
-window is milliseconds; no tool holds it open on both brokers).
+
+A kill between PrepareCommit and the markers: a data partition leader that replicates none of the
+id's transaction log is paused (SIGSTOP), so the commit is answered (PrepareCommit written) while
+the coordinator's markers cannot complete; the coordinator is killed and the paused node resumed.
+The next coordinator loads the transaction as PrepareCommit and finishes it: every partition
+stable within a deadline (time printed), read_committed reads the whole transaction, the producer
+commits the next one; `kafka-dump-log` shows on each partition the COMMIT markers right after the
+transaction, the last of them with the new coordinator's epoch (a marker the dead coordinator
+got appended stays, with its lower epoch: Kafka appends a second marker for the same transaction).
 
 One cluster for the module (every node is running again when the test ends). On Kafka the cluster
 runs transaction.version 0 (Transactions V1), as test_transactions.py. Also passes against Apache
@@ -37,6 +44,7 @@ import itertools
 import struct
 import threading
 import time
+from typing import Optional
 
 import pytest
 
@@ -44,7 +52,9 @@ from harness import wire
 from harness.cluster import wait_for
 from harness.cluster_scenarios import create_topic_via, partitions_view, unique
 from harness.txn_shell import TxnShell
-from test_transactions import FENCED, KAFKA_TXN_VERSION, error_classes, set_kafka_transaction_version
+from test_transactions import (
+    FENCED, KAFKA_TXN_VERSION, error_classes, set_kafka_transaction_version, wait_stable,
+)
 from test_transactions_dump_log import dump
 
 PARTITIONS = 3
@@ -53,6 +63,10 @@ COORDINATOR_MOVE_BOUND_S = 30  # generous for a loaded CI machine; the times are
 FAILOVER_BOUND_S = 45
 REJOIN_S = 60
 TXN_STATE = "__transaction_state"
+# Two replicas of each __transaction_state partition, so that some node replicates none of an
+# id's transaction log (the prepared-commit test pauses it); min ISR 1, so that the survivor of a
+# killed coordinator can take over.
+CLUSTER_OVERRIDES = {"transaction.state.log.replication.factor": "2", "transaction.state.log.min.isr": "1"}
 
 
 def find_txn_coordinator(bootstrap: str, tid: str) -> dict:
@@ -98,12 +112,12 @@ class Kill:
     """SIGKILL the node coordinating `tid` (every node agreeing on it), then watch, in a thread,
     the survivors' FindCoordinator until they all name another node."""
 
-    def __init__(self, cluster, tid: str):
+    def __init__(self, cluster, tid: str, victim: Optional[int] = None, quorum_leader: Optional[int] = None):
         self.cluster, self.tid = cluster, tid
-        self.victim = wait_for(lambda: agreed_coordinator(cluster, tid, cluster.node_ids), 30,
-                               f"every node naming one coordinator of {tid}")
+        self.victim = victim or wait_for(lambda: agreed_coordinator(cluster, tid, cluster.node_ids), 30,
+                                         f"every node naming one coordinator of {tid}")
         self.survivors = [n for n in cluster.node_ids if n != self.victim]
-        self.quorum_leader = cluster.quorum_leader()
+        self.quorum_leader = quorum_leader or cluster.quorum_leader()
         self.moved_to, self.moved_after_s = None, None
         self.killed_at = time.monotonic()
         cluster.node(self.victim).kill()
@@ -146,10 +160,10 @@ class Kill:
 
         wait_for(rejoined, REJOIN_S, f"node {victim} back in the ISR of {topic} and {TXN_STATE}-{state_partition}")
 
-    def report(self, what: str, failover_s: float) -> str:
+    def report(self, what: str, failover_s: float, event: str = "first successful commit") -> str:
         return (f"{what}: coordinator node {self.victim} killed (quorum leader {self.quorum_leader}); survivors "
-                f"named node {self.moved_to} after {self.moved_after_s or float('nan'):.1f} s; first successful "
-                f"commit {failover_s:.1f} s after the kill")
+                f"named node {self.moved_to} after {self.moved_after_s or float('nan'):.1f} s; {event} "
+                f"{failover_s:.1f} s after the kill")
 
 
 @pytest.fixture(scope="module")
@@ -281,3 +295,88 @@ def test_killing_the_transaction_coordinator_moves_it_and_commits_exactly_the_co
         assert epochs == sorted(epochs), f"partition {p}: coordinator epochs {epochs}"
         for i in epochs_change_after:
             assert epochs[i] > epochs[i - 1], f"partition {p}: coordinator epochs {epochs}, failovers before {epochs_change_after}"
+
+
+def markers_of(cluster, node_id: int, topic: str, partition: int) -> list:
+    """[(offset, "COMMIT"|"ABORT", coordinator epoch)] of the partition's segments on `node_id`."""
+    files = sorted(str(f) for f in (cluster.node(node_id).log_dirs / f"{topic}-{partition}").glob("*.log"))
+    return [(int(r["offset"]), r["endTxnMarker"], int(r["coordinatorEpoch"]))
+            for b in dump("--print-data-log", "--files", ",".join(files))
+            if b["batch"]["isControl"] == "true" for r in b["records"]]
+
+
+@pytest.mark.timeout(400)
+def test_a_coordinator_killed_after_prepare_commit_before_its_markers_is_finished_by_the_next_one(txn_cluster):
+    """The commit answered (PrepareCommit written on the id's 2 __transaction_state replicas) but
+    its markers held back: the leader of a data partition, the one node not replicating the id's
+    __transaction_state partition, is paused (SIGSTOP), so the coordinator's WriteTxnMarkers (and
+    the replication of any marker its peers append) wait on it. The coordinator is then killed and
+    the paused node resumed: only the next coordinator, loading the transaction as PrepareCommit,
+    can finish it. Every partition gets its COMMIT marker (the first one right after the
+    transaction's last record; a partition that had the dead coordinator's marker may get a second
+    one from the new coordinator), read_committed reads the whole transaction, the producer
+    commits the next one, and the killed node rejoins."""
+    cluster = txn_cluster
+    topic = unique("t-txn-prepared")
+    view = create_topic_via(cluster, 1, topic, PARTITIONS, 3, {"min.insync.replicas": "2"})
+    data_leaders = {v["leader"] for v in view.values()}
+    prefix = unique("tid-prepared")
+    candidates = (f"{prefix}-{i}" for i in itertools.count())
+
+    def pick():
+        tid = next(candidates)
+        coordinator = agreed_coordinator(cluster, tid, cluster.node_ids)
+        if coordinator is None:
+            return None
+        state = (partitions_view(cluster, coordinator, TXN_STATE) or {}).get(txn_state_partition(tid))
+        if state is None:
+            return None
+        assert state["leader"] == coordinator, (tid, state)  # Kafka's id -> partition mapping
+        others = set(cluster.node_ids) - set(state["replicas"])
+        return (tid, coordinator, others.pop()) if len(others) == 1 and others <= data_leaders else None
+
+    tid, coordinator, paused = wait_for(pick, 60, "an id whose __transaction_state replicas exclude a data leader")
+    quorum_leader = cluster.quorum_leader()
+    with TxnShell(cluster.bootstrap) as shell:
+        shell.ok("producer", name="p", transactional_id=tid, init=True)
+        shell.ok("begin", name="p")
+        prepared = [{**r, **res} for r, res in zip(records("prepared"), shell.send("p", topic, records("prepared")))]
+        cluster.node(paused).pause()
+        try:
+            shell.ok("commit", name="p", timeout=30)  # answered once PrepareCommit is written
+            kill = Kill(cluster, tid, victim=coordinator, quorum_leader=quorum_leader)
+        finally:
+            cluster.node(paused).resume()
+        wait_stable(shell, topic, timeout_s=FAILOVER_BOUND_S)
+        completed_s = kill.since()
+        kill.wait_moved()
+        print(kill.report(f"PrepareCommit finished by the next coordinator (node {paused} paused)", completed_s,
+                          "every partition stable (all markers written)"))
+
+        shell.ok("begin", name="p")
+        after = [{**r, **res} for r, res in zip(records("after"), shell.send("p", topic, records("after")))]
+        shell.ok("commit", name="p")
+        kill.restart_and_wait_rejoined(topic)
+        last_marker = {p: max(r["offset"] for r in after if r["partition"] == p) + 1 for p in range(PARTITIONS)}
+        wait_for(lambda: {int(p): o for p, o in shell.ok("end-offsets", topic=topic, isolation="read_uncommitted")
+                          ["offsets"].items()} == {p: o + 1 for p, o in last_marker.items()},
+                 30, "the high watermark one past the last marker on every partition")
+        read = shell.ok("read", topic=topic, isolation="read_committed", timeout_ms=30000, timeout=60)
+        assert read["complete"], read["end"]
+        assert by_partition(read["records"]) == by_partition(prepared + after)
+
+    # Markers as kafka-dump-log reads them on the node that was paused (a replica of every
+    # partition): the prepared transaction's COMMIT markers right after its last record, the last
+    # of them the new coordinator's (it resends to every partition; a marker the dead one got
+    # appended before is kept, with its lower coordinator epoch), then the next transaction's.
+    duplicates = 0
+    for p in range(PARTITIONS):
+        markers = markers_of(cluster, paused, topic, p)
+        assert [o for o, _k, _e in markers][0] == max(r["offset"] for r in prepared if r["partition"] == p) + 1
+        assert markers[-1][0] == last_marker[p], markers
+        assert all(kind == "COMMIT" for _o, kind, _e in markers), (p, markers)
+        new_epoch = markers[-1][2]
+        assert markers[-2][2] == new_epoch, (p, markers)
+        assert all(e < new_epoch for _o, _k, e in markers[:-2]), (p, markers)
+        duplicates += len(markers) - 2
+    print(f"COMMIT markers of the prepared transaction left by the killed coordinator: {duplicates}")

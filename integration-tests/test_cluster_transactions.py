@@ -3,8 +3,9 @@
 A Java 4.4 transactional producer (`txn-shell`) commits transactions on an RF=3 topic
 (min.insync.replicas 2); its transactional id's coordinator (the leader of the id's
 `__transaction_state` partition; the module runs that topic with 2 replicas and min ISR 1, see
-CLUSTER_OVERRIDES) is at first not the metadata quorum's leader. Twice, with a transaction open (records sent, not committed), the node coordinating the id (FindCoordinator
-key type 1, every node agreeing) is killed (SIGKILL); each time the survivors' FindCoordinator
+CLUSTER_OVERRIDES) is at first not the metadata quorum's leader. Twice, with a transaction open
+(records sent, not committed), the node coordinating the id (FindCoordinator key type 1, every
+node agreeing) is killed (SIGKILL); each time the survivors' FindCoordinator
 names another, running node within a deadline (the time is printed):
 - round 1: the same producer's commit of its open transaction, issued right after the kill,
   rides the failover (the client finds the new coordinator, which loaded the transaction as
@@ -294,7 +295,7 @@ def test_killing_the_transaction_coordinator_moves_it_and_commits_exactly_the_co
         epochs = [e for _o, _k, e in markers]
         assert epochs == sorted(epochs), f"partition {p}: coordinator epochs {epochs}"
         for i in epochs_change_after:
-            assert epochs[i] > epochs[i - 1], f"partition {p}: coordinator epochs {epochs}, failovers before {epochs_change_after}"
+            assert epochs[i] > epochs[i - 1], f"partition {p}: epochs {epochs}, failovers before {epochs_change_after}"
 
 
 def markers_of(cluster, node_id: int, topic: str, partition: int) -> list:
@@ -357,6 +358,11 @@ def test_a_coordinator_killed_after_prepare_commit_before_its_markers_is_finishe
         after = [{**r, **res} for r, res in zip(records("after"), shell.send("p", topic, records("after")))]
         shell.ok("commit", name="p")
         kill.restart_and_wait_rejoined(topic)
+        # the paused node, whose segments are read below, in every ISR, so that the high
+        # watermark cannot pass a marker it lacks
+        wait_for(lambda: all(paused in v["isr"]
+                             for v in (partitions_view(cluster, paused, topic) or {0: {"isr": []}}).values()),
+                 REJOIN_S, f"node {paused} in the ISR of every partition of {topic}")
         last_marker = {p: max(r["offset"] for r in after if r["partition"] == p) + 1 for p in range(PARTITIONS)}
         wait_for(lambda: {int(p): o for p, o in shell.ok("end-offsets", topic=topic, isolation="read_uncommitted")
                           ["offsets"].items()} == {p: o + 1 for p, o in last_marker.items()},

@@ -11,7 +11,9 @@ them through the page cache):
 - `--transaction-log-decoder` on the `__transaction_state` segments: the transactional id's
   records, in log order, go Empty -> Ongoing (partition 0) -> Ongoing (partitions 0,1) ->
   PrepareCommit -> CompleteCommit -> Ongoing -> PrepareAbort -> CompleteAbort, all with one
-  producer id and epoch (the data batches'), the partitions each state names (none once complete),
+  producer id (the data batches'), the producer epoch (one throughout under Transactions V1; under
+  V2, BROOK_TEST_KAFKA_TXN_VERSION=2, bumped by each transaction's end: its Prepare/Complete
+  records and markers carry the bumped epoch), the partitions each state names (none once complete),
   each transaction's start timestamp kept through its states, and the partition's leader epoch
   stamped on the batches (the coordinator epoch the markers carry).
 - `--print-data-log` on each data partition's segment: the records as batches of that producer
@@ -36,7 +38,7 @@ import pytest
 from harness import kafka_cli, paths
 from harness.broker import Broker
 from harness.txn_shell import TxnShell
-from test_transactions import KAFKA_TXN_VERSION, set_kafka_transaction_version, unique, wait_stable
+from test_transactions import KAFKA_TXN_VERSION, served_txn_version, set_kafka_transaction_version, unique, wait_stable
 
 TOOL = "org.apache.kafka.tools.DumpLogSegments"
 TXN_STATE = "__transaction_state"
@@ -146,7 +148,11 @@ def test_transaction_log_decoder_reads_the_coordinator_records_of_a_commit_and_a
 
     producer_ids = {s["producerId"] for s in states}
     assert len(producer_ids) == 1 and producer_ids.pop() >= 0, states
-    assert {s["producerEpoch"] for s in states} == {states[0]["producerEpoch"]}
+    # Empty and the first Ongoing at the epoch InitProducerId gave; a transaction's end (Prepare*,
+    # Complete*) at that epoch + `bump` (V2 bumps it at every end), which the next one starts at.
+    bump = 1 if served_txn_version() >= 2 else 0
+    e = states[0]["producerEpoch"]
+    assert [s["producerEpoch"] for s in states] == [e, e, e, e + bump, e + bump, e + bump, e + 2 * bump, e + 2 * bump]
     assert {s["transactionTimeoutMs"] for s in states} == {60000}  # the Java producer's default
 
     assert states[0]["transactionStartTimestampMs"] == -1
@@ -162,7 +168,10 @@ def test_transaction_log_decoder_reads_the_coordinator_records_of_a_commit_and_a
 def test_dump_log_reads_transactional_batches_and_commit_and_abort_markers(broker, scenario):
     topic, tid = scenario["topic"], scenario["tid"]
     states = txn_log_records(broker, tid)
-    producer_id, epoch = states[0]["producerId"], states[0]["producerEpoch"]
+    producer_id = states[0]["producerId"]
+    # A transaction's records carry its Ongoing epoch, its marker its Prepare epoch.
+    ongoing = [s for s in states if s["transactionStatus"] == "Ongoing"]
+    data_epoch = {"committed": ongoing[0]["producerEpoch"], "aborted": ongoing[-1]["producerEpoch"]}
     # The coordinator epoch of a marker is the leader epoch of the coordinator's partition.
     prepare = {s["transactionStatus"]: s for s in states}
     coordinator_epoch = {"COMMIT": prepare["PrepareCommit"]["leader_epoch"],
@@ -180,9 +189,17 @@ def test_dump_log_reads_transactional_batches_and_commit_and_abort_markers(broke
         assert [(int(r["offset"]), r["key"], r["payload"]) for _b, r in data] == [
             (r["offset"], r["key"], r["value"]) for r in committed + aborted
         ]
-        for b, _r in data + control:
+        epochs = {r["offset"]: data_epoch["committed"] for r in committed}
+        epochs.update({r["offset"]: data_epoch["aborted"] for r in aborted})
+        for b, r in data:
             assert b["batch"]["isTransactional"] == "true", b
-            assert (int(b["batch"]["producerId"]), int(b["batch"]["producerEpoch"])) == (producer_id, epoch), b
+            assert (int(b["batch"]["producerId"]), int(b["batch"]["producerEpoch"])) == \
+                (producer_id, epochs[int(r["offset"])]), b
+        for b, r in control:
+            assert b["batch"]["isTransactional"] == "true", b
+            ended = prepare["PrepareCommit" if r["endTxnMarker"] == "COMMIT" else "PrepareAbort"]
+            assert (int(b["batch"]["producerId"]), int(b["batch"]["producerEpoch"])) == \
+                (producer_id, ended["producerEpoch"]), b
 
         expected_markers = [(committed[-1]["offset"] + 1, "COMMIT")]
         if aborted:

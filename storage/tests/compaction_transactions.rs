@@ -50,7 +50,7 @@ fn end(log: &mut Log, pid: i64, kind: ControlType, now: i64) -> i64 {
 /// Appends plain records of key `z` until everything before them is in closed segments.
 fn roll(log: &mut Log, now: i64) {
     let target = log.log_end_offset();
-    while log.segment_infos().last().map(|s| s.base_offset) <= Some(target) {
+    while log.segment_infos().last().map(|s| s.base_offset) < Some(target) {
         let mut batch = TestBatch::values(now, &[]);
         batch.records = vec![TestRecord {
             key: Some(b"z".to_vec()),
@@ -291,4 +291,67 @@ fn an_open_transaction_is_never_cleaned_past_until_it_ends() {
     let log = reopen_agrees(dir.path(), log, 2_000);
     assert_eq!(log.first_unstable_offset(), None);
     assert!(later.iter().all(|o| *o > open));
+}
+
+fn snapshots(dir: &Path) -> Vec<String> {
+    common::files(dir)
+        .into_iter()
+        .filter(|f| f.ends_with(".snapshot"))
+        .collect()
+}
+
+#[test]
+fn a_marker_stays_while_a_snapshot_taken_inside_its_transaction_may_be_replayed_from() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut log = Log::open(dir.path(), config(), 0).expect("open");
+    // A tombstone: its delete horizon makes a second pass due without a roll (a roll
+    // writes a producer snapshot, and only two are kept).
+    let mut tombstone = TestBatch::values(0, &[]);
+    tombstone.records = vec![TestRecord {
+        key: Some(b"t".to_vec()),
+        value: None,
+        timestamp_delta: 0,
+    }];
+    log.append(&mut encode_batch(&tombstone), 0, 0)
+        .expect("append");
+    put(&mut log, 2, 0, "a", "aborted-a", 0);
+    // A producer snapshot while producer 2's transaction is open (the periodic
+    // checkpoint writes one whenever the log is flushed to its end).
+    let inside = log.flush_for_shutdown(0).expect("snapshot");
+    // Aborted with a bumped epoch (as after a fencing InitProducerId), and the producer's
+    // last word here: no batch of it stays, and no later marker would close a
+    // transaction a replay reopened.
+    let mut marker = TestBatch::marker(2, 1, ABORT, 0);
+    marker.base_timestamp = 0;
+    let abort = log
+        .append(&mut encode_batch(&marker), 0, 0)
+        .expect("append marker")
+        .base_offset;
+    assert_eq!(inside, abort);
+    roll(&mut log, 0);
+    let snapshots_inside = snapshots(dir.path());
+    assert_eq!(snapshots_inside.len(), 2, "the one inside and the roll's");
+    assert!(log.clean(1_000, 1 << 20).expect("first pass").cleaned);
+    assert!(!records(&log).iter().any(|(_, _, v)| v == "aborted-a"));
+    assert_eq!(marker_at(&log, abort), Some(false));
+    // The tombstone's horizon passed: a second pass, which reads no data of the
+    // transaction; its marker still stays, the snapshot inside could be loaded.
+    assert!(log.clean(1_100, 1 << 20).expect("second pass").cleaned);
+    assert_eq!(snapshots(dir.path()), snapshots_inside);
+    assert_eq!(marker_at(&log, abort), Some(false));
+    // A crash, and a recovery from that snapshot: its replay meets the marker, nothing
+    // stays open.
+    drop(log);
+    let mut log =
+        Log::open_with_recovery_point(dir.path(), config(), 1_100, inside).expect("recover");
+    assert_eq!(log.first_unstable_offset(), None);
+    // Once newer snapshots replaced it, the marker gets its horizon and goes.
+    roll(&mut log, 2_000);
+    roll(&mut log, 2_000);
+    assert!(!snapshots(dir.path()).contains(&snapshots_inside[0]));
+    assert!(log.clean(2_000, 1 << 20).expect("clean").cleaned);
+    assert_eq!(marker_at(&log, abort), Some(true));
+    assert!(log.clean(2_100, 1 << 20).expect("clean").cleaned);
+    assert_eq!(marker_at(&log, abort), None);
+    reopen_agrees(dir.path(), log, 2_100);
 }

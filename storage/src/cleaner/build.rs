@@ -25,7 +25,13 @@ impl CleanJob {
     pub fn build(self) -> Result<BuiltClean> {
         // One transaction state for the whole pass: the groups are written in offset
         // order from the log start (see `cleaner/txn.rs`).
-        let mut txns = TxnFilter::new(&self.aborted);
+        // Snapshots are written at the log end only: none written from now on lies below
+        // a marker of this pass.
+        let oldest_snapshot = crate::producer_snapshot::list(&self.dir)?
+            .into_iter()
+            .min()
+            .unwrap_or(i64::MAX);
+        let mut txns = TxnFilter::new(&self.aborted, oldest_snapshot);
         let (map, end_offset) = self.build_offset_map(&txns)?;
         let ctx = FilterContext {
             map: &map,

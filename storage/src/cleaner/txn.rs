@@ -16,6 +16,12 @@
 //!   state can be), its first offset moved to the first batch written: what a replay of
 //!   the cleaned log rebuilds. The last stable offset is kept (it only bounds searches).
 //!
+//! - A marker goes only below the oldest producer snapshot: a recovery may load any
+//!   snapshot at or below its recovery point, and one taken while the transaction was
+//!   open (between its first record and its marker) would reopen it for good if the
+//!   replay after it no longer met the marker. Snapshots are only ever written at the
+//!   log end, so one written during the pass lies above every marker it sees.
+//!
 //! The pass walks every cleaned segment from the log start in offset order, so every
 //! data batch of a transaction whose marker it meets passes first. Pure, no I/O.
 
@@ -33,11 +39,14 @@ pub(crate) struct TxnFilter {
     data_read: HashSet<i64>,
     /// Producer → first transactional data batch written since its last marker.
     first_written: HashMap<i64, i64>,
+    /// Markers at or above it stay (the oldest producer snapshot's offset).
+    marker_bound: i64,
 }
 
 impl TxnFilter {
-    /// The aborted transactions that may hold data in the cleaned range.
-    pub fn new(aborted: &[AbortedTxn]) -> Self {
+    /// The aborted transactions that may hold data in the cleaned range, and the offset
+    /// of the log's oldest producer snapshot (`i64::MAX` without one).
+    pub fn new(aborted: &[AbortedTxn], marker_bound: i64) -> Self {
         let mut by_producer: HashMap<i64, Vec<AbortedTxn>> = HashMap::new();
         for entry in aborted {
             by_producer
@@ -50,6 +59,7 @@ impl TxnFilter {
         }
         TxnFilter {
             aborted: by_producer,
+            marker_bound,
             ..TxnFilter::default()
         }
     }
@@ -77,9 +87,10 @@ impl TxnFilter {
         self.is_aborted(header)
     }
 
-    /// A marker was read: returns whether it may go (no data of its transaction read).
+    /// A marker was read: returns whether it may go (no data of its transaction read,
+    /// below the oldest producer snapshot).
     pub fn on_marker(&mut self, header: &BatchHeader) -> bool {
-        !self.data_read.remove(&header.producer_id)
+        !self.data_read.remove(&header.producer_id) && header.base_offset < self.marker_bound
     }
 
     /// A batch was written to the cleaned segment (`header` is the original one).
@@ -148,7 +159,10 @@ mod tests {
 
     #[test]
     fn only_batches_inside_an_aborted_range_of_their_producer_are_aborted() {
-        let filter = TxnFilter::new(&[entry(1, 10, 20), entry(1, 30, 40), entry(2, 0, 5)]);
+        let filter = TxnFilter::new(
+            &[entry(1, 10, 20), entry(1, 30, 40), entry(2, 0, 5)],
+            i64::MAX,
+        );
         for (pid, at, aborted) in [
             (1, 9, false),
             (1, 10, true),
@@ -168,7 +182,7 @@ mod tests {
 
     #[test]
     fn a_marker_stays_while_its_transaction_had_data_and_indexes_what_was_written() {
-        let mut filter = TxnFilter::new(&[entry(1, 0, 3), entry(1, 4, 6)]);
+        let mut filter = TxnFilter::new(&[entry(1, 0, 3), entry(1, 4, 6)], 9);
         // First transaction: its data was read (and dropped): the marker stays, unindexed.
         assert!(filter.on_data(&data(1, 0)));
         assert!(!filter.on_marker(&marker(1, 3)));
@@ -179,8 +193,9 @@ mod tests {
         assert_eq!(filter.on_written(&data(1, 5)), None);
         assert!(!filter.on_marker(&marker(1, 6)));
         assert_eq!(filter.on_written(&marker(1, 6)), Some(entry(1, 5, 6)));
-        // A marker with no data read before it may go.
-        assert!(filter.on_marker(&marker(1, 9)));
-        filter.on_dropped_marker(&marker(1, 9));
+        // A marker with no data read before it may go, below the oldest snapshot.
+        assert!(filter.on_marker(&marker(1, 8)));
+        filter.on_dropped_marker(&marker(1, 8));
+        assert!(!filter.on_marker(&marker(1, 9)));
     }
 }

@@ -13,8 +13,14 @@
 //! last sequence survives, as Kafka's `overrideLastOffset`), producer id/epoch/base
 //! sequence, partition leader epoch, codec and timestamp type; maxTimestamp is
 //! recomputed from the kept records (CreateTime) and the CRC is recomputed. A batch that
-//! keeps every record and needs no horizon is copied byte for byte. Control batches and
-//! batches that cannot be decoded are kept untouched.
+//! keeps every record and needs no horizon is copied byte for byte. Batches that cannot
+//! be decoded are kept untouched.
+//!
+//! Transactions (the pass's `TxnRole` for the batch, see `cleaner/txn.rs`): a data batch
+//! of an aborted transaction loses every record whatever the map says; a control batch
+//! is kept untouched unless its marker's transaction has no data left, in which case it
+//! gets a delete horizon as a tombstone's batch does and goes once it has passed; an
+//! empty control batch (as Kafka's cleaner leaves) always may go.
 
 use crate::batch::{BatchHeader, TimestampType, BATCH_HEADER_LEN};
 use crate::cleaner::codec;

@@ -335,7 +335,7 @@ impl Segment {
     ) -> Result<()> {
         let mut position = 0u64;
         while let Some(header) = self.header_at(position)? {
-            if header.is_control() && header.has_producer_id() {
+            if header.is_control() && header.has_producer_id() && header.records_count > 0 {
                 let bytes = self.read_batch(position, &header)?;
                 let marker = crate::control::parse_end_txn_marker(&bytes, &header);
                 if let Err(reason) = &marker {

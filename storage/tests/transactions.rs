@@ -351,35 +351,66 @@ fn compacting_scenario(dir: &Path) -> (Log, LogConfig) {
     (log, config)
 }
 
+/// The scenario's aborted entries once cleaned: the data of both aborted transactions
+/// is gone, except each producer's last batch, kept empty for its sequence state (p1's
+/// [4,5], p3's [8,9]); an entry stays for those, from the batch kept.
+fn cleaned_aborted() -> Vec<AbortedTxn> {
+    vec![aborted(1, 4, 6, 2), aborted(3, 8, 10, 11)]
+}
+
 #[test]
-fn compaction_keeps_every_aborted_transaction_in_the_cleaned_segments_index() {
+fn compaction_drops_aborted_records_and_indexes_what_a_replay_rebuilds() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (mut log, config) = compacting_scenario(dir.path());
-    let before = log.aborted_transactions(0, i64::MAX);
-    assert_eq!(before, scenario_aborted());
+    assert_eq!(log.aborted_transactions(0, i64::MAX), scenario_aborted());
     let segments_before = log.segment_count();
     let outcome = log.clean(100_000, 1 << 20).expect("clean");
     assert!(outcome.cleaned);
+    // Nothing at or past p4's open transaction (from 11) is cleaned.
+    assert_eq!(outcome.first_dirty_offset, 11);
     assert!(
         log.segment_count() < segments_before,
         "segments were merged"
     );
-    assert_eq!(log.aborted_transactions(0, i64::MAX), before);
-    // One cleaned group from offset 0: its index is the concatenation of its members'.
+    assert_eq!(log.aborted_transactions(0, i64::MAX), cleaned_aborted());
     let first = fs::read(dir.path().join("00000000000000000000.txnindex")).expect("read");
-    assert_eq!(txn_index::decode_valid(&first, 0, i64::MAX), before);
-    assert_eq!(txn_index_files(dir.path()), before);
-    assert!(!read_all(&log).is_empty());
+    assert_eq!(
+        txn_index::decode_valid(&first, 0, i64::MAX),
+        cleaned_aborted()
+    );
+    assert_eq!(txn_index_files(dir.path()), cleaned_aborted());
+    let keys = |log: &Log| -> Vec<String> {
+        common::keyed::readable(log)
+            .into_iter()
+            .map(|(_, k, _)| String::from_utf8_lossy(&k.unwrap_or_default()).into_owned())
+            .collect()
+    };
+    let kept = keys(&log);
+    assert!(
+        kept.iter().any(|k| k.starts_with("k2-")),
+        "committed data stays"
+    );
+    assert!(
+        !kept
+            .iter()
+            .any(|k| k.starts_with("k1-") || k.starts_with("k3-")),
+        "aborted data is gone: {kept:?}"
+    );
+    assert_eq!(log.first_unstable_offset(), Some(11));
     let point = log.flush_for_shutdown(100_000).expect("shutdown");
     drop(log);
-    // From the files (trusted segments) and from a full scan.
+    // From the files (trusted segments) and from a full scan: the same state.
     let log = Log::open_with_recovery_point(dir.path(), config.clone(), 0, point).expect("reopen");
     assert_eq!(log.load_stats().scanned_segments, 0);
-    assert_eq!(log.aborted_transactions(0, i64::MAX), before);
+    assert_eq!(log.aborted_transactions(0, i64::MAX), cleaned_aborted());
+    assert_eq!(keys(&log), kept);
     drop(log);
     let log = Log::open(dir.path(), config, 0).expect("reopen fully");
-    assert_eq!(log.aborted_transactions(0, i64::MAX), before);
-    assert_eq!(txn_index_files(dir.path()), before);
+    assert_eq!(log.aborted_transactions(0, i64::MAX), cleaned_aborted());
+    assert_eq!(txn_index_files(dir.path()), cleaned_aborted());
+    assert_eq!(log.first_unstable_offset(), Some(11));
+    assert_eq!(open_firsts(&log), vec![(4, 11)]);
+    assert_eq!(keys(&log), kept);
 }
 
 /// `b` holds the uncleaned log, cleanly shut down; `a`'s cleaned group is put into it
@@ -446,7 +477,9 @@ fn a_txn_index_swap_without_its_log_swap_is_dropped() {
         ..common::keyed::compact_config()
     };
     let log = Log::open_with_recovery_point(b.path(), config, 0, point).expect("recover");
-    assert_eq!(log.aborted_transactions(0, i64::MAX), aborted);
+    // The uncleaned segments, with their own entries.
+    assert_ne!(aborted, scenario_aborted());
+    assert_eq!(log.aborted_transactions(0, i64::MAX), scenario_aborted());
     assert!(!b.path().join("00000000000000000000.txnindex.swap").exists());
     assert_eq!(
         log.load_stats().scanned_segments,

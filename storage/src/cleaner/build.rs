@@ -9,9 +9,12 @@ use crate::cleaner::job::{BuiltClean, BuiltGroup, CapturedSegment, CleanJob};
 use crate::cleaner::offset_map::OffsetMap;
 use crate::cleaner::plan::{group_segments, SegmentInfo};
 use crate::cleaner::record::parse_records;
-use crate::cleaner::rewrite::{self, delete_horizon, empty_batch, FilterContext, Filtered};
+use crate::cleaner::rewrite::{
+    self, delete_horizon, empty_batch, placeholder_batch, FilterContext, Filtered, TxnRole,
+};
 use crate::cleaner::scan::for_each_batch;
 use crate::cleaner::swap::CleanedWriter;
+use crate::cleaner::txn::TxnFilter;
 use crate::error::Result;
 use crate::log::DueDeletions;
 use crate::segment::{file_name, SegmentSource, DELETED_SUFFIX};
@@ -20,7 +23,16 @@ impl CleanJob {
     /// Builds the pass: blocking file I/O and CPU (decompression, CRC), no lock. On
     /// error every file written so far is removed.
     pub fn build(self) -> Result<BuiltClean> {
-        let (map, end_offset) = self.build_offset_map()?;
+        // One transaction state for the whole pass: the groups are written in offset
+        // order from the log start (see `cleaner/txn.rs`).
+        // Snapshots are written at the log end only: none written from now on lies below
+        // a marker of this pass.
+        let oldest_snapshot = crate::producer_snapshot::list(&self.dir)?
+            .into_iter()
+            .min()
+            .unwrap_or(i64::MAX);
+        let mut txns = TxnFilter::new(&self.aborted, oldest_snapshot);
+        let (map, end_offset) = self.build_offset_map(&txns)?;
         let ctx = FilterContext {
             map: &map,
             end_offset,
@@ -39,7 +51,7 @@ impl CleanJob {
                 .iter()
                 .filter_map(|i| cleanable.get(*i).copied())
                 .collect();
-            groups.push(self.build_group(&members, ctx)?);
+            groups.push(self.build_group(&members, ctx, &mut txns)?);
         }
         self.superseded_deletions(&groups).unlink()?;
         Ok(BuiltClean {
@@ -53,7 +65,9 @@ impl CleanJob {
 
     /// Indexes the dirty section's keys. Returns the map and the exclusive end of what
     /// it covers: the first uncleanable offset, or the first batch that did not fit.
-    fn build_offset_map(&self) -> Result<(OffsetMap, i64)> {
+    /// Batches of aborted transactions stay out of it (Kafka's rule): they go whatever
+    /// their keys, and must not shadow an older committed value of one.
+    fn build_offset_map(&self, txns: &TxnFilter) -> Result<(OffsetMap, i64)> {
         let plan = &self.plan;
         let mut map = OffsetMap::new(self.dedupe_buffer_bytes);
         let mut end = plan.first_uncleanable_offset;
@@ -71,7 +85,7 @@ impl CleanJob {
                 if header.base_offset >= plan.first_uncleanable_offset {
                     return Ok(false);
                 }
-                if header.is_control() {
+                if header.is_control() || txns.is_aborted(header) {
                     return Ok(true);
                 }
                 let Some(payload) = rewrite::payload(bytes, header) else {
@@ -111,6 +125,7 @@ impl CleanJob {
         &self,
         members: &[&CapturedSegment],
         ctx: FilterContext<'_>,
+        txns: &mut TxnFilter,
     ) -> Result<BuiltGroup> {
         let infos: Vec<SegmentInfo> = members.iter().map(|s| s.info).collect();
         let mut built = BuiltGroup {
@@ -120,6 +135,7 @@ impl CleanJob {
             records_removed: 0,
             unreadable_batches: 0,
             delete_horizon: None,
+            aborted: Vec::new(),
         };
         let (Some(first), Some(last)) = (members.first(), members.last()) else {
             return Ok(built);
@@ -132,7 +148,14 @@ impl CleanJob {
         // Dropped on error: the partial file is removed.
         let mut writer = CleanedWriter::create(&self.dir, first.info.base_offset)?;
         for member in members {
-            self.write_segment(member, ctx, group_last_offset, &mut writer, &mut built)?;
+            self.write_segment(
+                member,
+                ctx,
+                txns,
+                group_last_offset,
+                &mut writer,
+                &mut built,
+            )?;
         }
         built.written = writer.written();
         built.file = Some(writer.finish()?);
@@ -143,6 +166,7 @@ impl CleanJob {
         &self,
         member: &CapturedSegment,
         ctx: FilterContext<'_>,
+        txns: &mut TxnFilter,
         group_last_offset: i64,
         writer: &mut CleanedWriter,
         built: &mut BuiltGroup,
@@ -151,7 +175,23 @@ impl CleanJob {
             &member.source,
             member.info.base_offset,
             &mut |bytes, header| {
-                match rewrite::filter_batch(bytes, header, ctx) {
+                // Past what this pass indexed (the key map's end, the last stable
+                // offset) nothing is decided: the state still follows every batch.
+                let decided = header.base_offset < ctx.end_offset;
+                let role = if header.is_control() {
+                    let done = txns.on_marker(header);
+                    if done && decided && header.has_producer_id() {
+                        TxnRole::MarkerDone
+                    } else {
+                        TxnRole::Keyed
+                    }
+                } else if txns.on_data(header) && decided {
+                    TxnRole::Aborted
+                } else {
+                    TxnRole::Keyed
+                };
+                let mut written = true;
+                match rewrite::filter_batch(bytes, header, role, ctx) {
                     Filtered::Unchanged => {
                         if let Some(h) = delete_horizon(header).filter(|h| *h > ctx.now_ms) {
                             built.delete_horizon = built.delete_horizon.max(Some(h));
@@ -173,12 +213,20 @@ impl CleanJob {
                     }
                     Filtered::Empty { records_removed } => {
                         built.records_removed += records_removed as u64;
-                        if header.last_offset() == group_last_offset
-                            || self.is_last_of_producer(header)
-                        {
+                        // The producer's last batch keeps its identity (sequence state);
+                        // a group's last batch only its offsets.
+                        written = self.is_last_of_producer(header);
+                        if written {
                             writer.write(&empty_batch(header))?;
+                        } else if header.last_offset() == group_last_offset {
+                            writer.write(&placeholder_batch(header))?;
                         }
                     }
+                }
+                if written {
+                    built.aborted.extend(txns.on_written(header));
+                } else if header.is_control() {
+                    txns.on_dropped_marker(header);
                 }
                 Ok(true)
             },

@@ -3,7 +3,8 @@
 //!
 //! 1. `Log::prepare_clean`, under the lock, memory only: captures a [`CleanJob`] (the
 //!    plan, the closed segments below the first uncleanable offset with their open
-//!    files, each producer's last batch, the config, the log's rewrite generation);
+//!    files, each producer's last batch, the aborted transactions, the config, the
+//!    log's rewrite generation);
 //! 2. [`CleanJob::build`] (`cleaner/build.rs`), without the lock: indexes the dirty
 //!    section's keys and writes and fsyncs one `.cleaned` file per segment group,
 //!    leaving a [`BuiltClean`];
@@ -30,6 +31,7 @@ use crate::cleaner::plan::{CleanPlan, SegmentInfo};
 use crate::cleaner::swap::CleanedFile;
 use crate::config::LogConfig;
 use crate::segment::SegmentSource;
+use crate::txn_index::AbortedTxn;
 
 /// Marks a log as being cleaned; cleared on drop.
 #[derive(Debug)]
@@ -80,6 +82,9 @@ pub struct CleanJob {
     /// producer's sequence state survives: Kafka's `lastRecordsOfActiveProducers`, also
     /// taken once at the start of a pass).
     pub(crate) last_batch_of_producer: HashMap<i64, i64>,
+    /// The aborted transactions that may hold data below the first uncleanable offset
+    /// (`cleaner/txn.rs`).
+    pub(crate) aborted: Vec<AbortedTxn>,
     /// The log's `.deleted` files waiting for `file.delete.delay.ms`: those named after
     /// a segment this pass replaces would be unlinked by the commit's renames, under the
     /// lock; the build unlinks them first (`cleaner/build.rs`).
@@ -104,8 +109,10 @@ pub(crate) struct BuiltGroup {
     pub written: u64,
     pub records_removed: u64,
     pub unreadable_batches: u64,
-    /// The latest delete horizon of a batch still holding a tombstone.
+    /// The latest delete horizon of a batch still holding a tombstone or a marker.
     pub delete_horizon: Option<i64>,
+    /// The cleaned segment's aborted transaction index, in marker order.
+    pub aborted: Vec<AbortedTxn>,
 }
 
 /// The result of phase 2, to commit under the lock (`Log::commit_clean`). Dropped

@@ -5,6 +5,7 @@
 //! - `plan`: pure decisions (cleanable range, dirty ratio, lags, grouping);
 //! - `offset_map`: key → latest offset of the dirty section, within a memory budget;
 //! - `record`, `codec`, `rewrite`: decoding, filtering and re-encoding one batch;
+//! - `txn`: aborted transactions' data and markers (Kafka's `CleanedTransactionMetadata`);
 //! - `job`, `build`, `scan`: a pass captured under the partition lock, built without
 //!   it (reading the segments' open files), committed under it again;
 //! - `swap`: the atomic replacement of segments and its crash recovery;
@@ -18,8 +19,10 @@
 //! holding one keeps working.
 //!
 //! Tombstones follow KIP-534 (delete horizon in the batch). Offsets are kept (gaps are
-//! normal). Aborted transactional records are not special-cased: they compete for
-//! their key like committed ones (Kafka discards them first; not done here).
+//! normal). Transactions as Kafka's cleaner: nothing at or past the first offset of an
+//! open transaction is cleaned; records of aborted transactions go whatever their keys
+//! and stay out of the key map; a marker stays while data of its transaction may
+//! remain, then gets a delete horizon like a tombstone and goes after it (`txn`).
 
 mod build;
 pub mod checkpoint;
@@ -31,6 +34,7 @@ pub(crate) mod record;
 pub(crate) mod rewrite;
 mod scan;
 pub(crate) mod swap;
+pub(crate) mod txn;
 
 pub use job::{BuiltClean, CleanJob};
 pub use plan::{CleanPlan, SegmentInfo};
@@ -63,10 +67,10 @@ pub struct CleanOutcome {
 pub struct CleanerState {
     /// The first dirty offset (`None` = never cleaned, all dirty).
     pub first_dirty_offset: Option<i64>,
-    /// The latest delete horizon of a batch still holding a tombstone, as of the last
-    /// pass: once it passes, a pass is due even with no new dirty bytes (Kafka's
-    /// `latestDeleteHorizon`). Not persisted: after a restart tombstones already marked
-    /// go at the next pass triggered by new writes.
+    /// The latest delete horizon of a batch still holding a tombstone or a marker, as
+    /// of the last pass: once it passes, a pass is due even with no new dirty bytes
+    /// (Kafka's `latestDeleteHorizon`). Not persisted: after a restart tombstones and
+    /// markers already marked go at the next pass triggered by new writes.
     pub latest_delete_horizon: Option<i64>,
 }
 

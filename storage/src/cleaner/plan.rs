@@ -5,7 +5,9 @@
 //!
 //! The cleanable range runs from the log start to the first uncleanable offset: the
 //! active segment's base, or earlier the base of the first dirty segment whose largest
-//! timestamp is newer than `now - min.compaction.lag.ms`. The clean section lies below
+//! timestamp is newer than `now - min.compaction.lag.ms`, or earlier the first offset of
+//! the oldest open transaction (Kafka never cleans past the last stable offset: whether
+//! that transaction's records stay is not decided yet). The clean section lies below
 //! the first dirty offset (the cleaner checkpoint), the dirty section above it.
 
 use crate::config::LogConfig;
@@ -53,11 +55,13 @@ impl CleanPlan {
     }
 }
 
-/// Plans over `segments` (oldest first, the last one active).
+/// Plans over `segments` (oldest first, the last one active), with the first offset of
+/// the oldest open transaction `first_unstable_offset`.
 pub fn plan(
     segments: &[SegmentInfo],
     checkpoint: Option<i64>,
     log_start_offset: i64,
+    first_unstable_offset: Option<i64>,
     config: &LogConfig,
     now_ms: i64,
 ) -> CleanPlan {
@@ -73,6 +77,7 @@ pub fn plan(
         .filter(|s| s.next_offset > first_dirty)
         .find(|s| s.max_timestamp.is_some_and(|ts| ts > lag_limit))
         .map_or(active_base, |s| s.base_offset)
+        .min(first_unstable_offset.unwrap_or(i64::MAX))
         .max(first_dirty);
     let mut plan = CleanPlan {
         first_dirty_offset: first_dirty,
@@ -81,10 +86,13 @@ pub fn plan(
         dirty_bytes: 0,
         max_lag_exceeded: false,
     };
+    // Nothing dirty below the bound (an open transaction holds it at the checkpoint):
+    // no pass is due, however large the segment holding the bound.
+    let dirty_below = first_dirty < first_uncleanable;
     for s in closed.iter().filter(|s| s.base_offset < first_uncleanable) {
         if s.next_offset <= first_dirty {
             plan.clean_bytes += s.size;
-        } else {
+        } else if dirty_below {
             plan.dirty_bytes += s.size;
             let oldest = s.first_timestamp.or(s.max_timestamp);
             if let (Some(max_lag), Some(ts)) = (config.max_compaction_lag_ms, oldest) {
@@ -149,7 +157,7 @@ mod tests {
     #[test]
     fn ratio_counts_clean_and_dirty_bytes_below_the_active_segment() {
         let segs = [seg(0, 10, 100, 1), seg(10, 20, 300, 2), seg(20, 25, 999, 3)];
-        let p = plan(&segs, Some(10), 0, &config(), 1_000);
+        let p = plan(&segs, Some(10), 0, None, &config(), 1_000);
         assert_eq!((p.first_dirty_offset, p.first_uncleanable_offset), (10, 20));
         assert_eq!((p.clean_bytes, p.dirty_bytes), (100, 300));
         assert!((p.dirty_ratio() - 0.75).abs() < 1e-9);
@@ -165,7 +173,7 @@ mod tests {
     fn a_missing_or_stale_checkpoint_means_all_dirty() {
         let segs = [seg(5, 10, 100, 1), seg(10, 20, 300, 2), seg(20, 25, 0, 3)];
         for checkpoint in [None, Some(2), Some(99)] {
-            let p = plan(&segs, checkpoint, 5, &config(), 1_000);
+            let p = plan(&segs, checkpoint, 5, None, &config(), 1_000);
             assert_eq!(p.first_dirty_offset, 5);
             assert_eq!((p.clean_bytes, p.dirty_bytes), (0, 400));
         }
@@ -183,11 +191,11 @@ mod tests {
             min_compaction_lag_ms: 500,
             ..config()
         };
-        let p = plan(&segs, None, 0, &lagged, 1_000);
+        let p = plan(&segs, None, 0, None, &lagged, 1_000);
         assert_eq!(p.first_uncleanable_offset, 10);
         assert_eq!(p.dirty_bytes, 100);
         // Nothing dirty is old enough: nothing is cleanable.
-        let p = plan(&segs, Some(10), 0, &lagged, 1_000);
+        let p = plan(&segs, Some(10), 0, None, &lagged, 1_000);
         assert_eq!(p.first_uncleanable_offset, 10);
         assert_eq!(p.dirty_bytes, 0);
         assert!(!p.needs_cleaning(&lagged));
@@ -205,17 +213,31 @@ mod tests {
             min_cleanable_dirty_ratio: 0.9,
             ..config()
         };
-        let p = plan(&segs, Some(10), 0, &cfg, 600);
+        let p = plan(&segs, Some(10), 0, None, &cfg, 600);
         assert!(!p.max_lag_exceeded);
         assert!(!p.needs_cleaning(&cfg));
-        let p = plan(&segs, Some(10), 0, &cfg, 800);
+        let p = plan(&segs, Some(10), 0, None, &cfg, 800);
         assert!(p.max_lag_exceeded);
         assert!(p.needs_cleaning(&cfg));
     }
 
     #[test]
+    fn an_open_transaction_bounds_the_cleanable_range_at_its_first_offset() {
+        let segs = [seg(0, 10, 100, 1), seg(10, 20, 100, 2), seg(20, 25, 5, 3)];
+        let p = plan(&segs, None, 0, Some(14), &config(), 1_000);
+        assert_eq!(p.first_uncleanable_offset, 14);
+        assert_eq!((p.clean_bytes, p.dirty_bytes), (0, 200));
+        // Once cleaned up to it, nothing is due until the transaction ends.
+        let p = plan(&segs, Some(14), 0, Some(14), &config(), 1_000);
+        assert_eq!((p.first_uncleanable_offset, p.dirty_bytes), (14, 0));
+        assert!(!p.needs_cleaning(&config()));
+        let p = plan(&segs, Some(14), 0, None, &config(), 1_000);
+        assert_eq!((p.first_uncleanable_offset, p.dirty_bytes), (20, 100));
+    }
+
+    #[test]
     fn only_the_active_segment_means_nothing_to_clean() {
-        let p = plan(&[seg(0, 50, 10_000, 1)], None, 0, &config(), 1_000);
+        let p = plan(&[seg(0, 50, 10_000, 1)], None, 0, None, &config(), 1_000);
         assert_eq!((p.first_uncleanable_offset, p.dirty_bytes), (0, 0));
         assert!(!p.needs_cleaning(&config()));
     }

@@ -13,8 +13,14 @@
 //! last sequence survives, as Kafka's `overrideLastOffset`), producer id/epoch/base
 //! sequence, partition leader epoch, codec and timestamp type; maxTimestamp is
 //! recomputed from the kept records (CreateTime) and the CRC is recomputed. A batch that
-//! keeps every record and needs no horizon is copied byte for byte. Control batches and
-//! batches that cannot be decoded are kept untouched.
+//! keeps every record and needs no horizon is copied byte for byte. Batches that cannot
+//! be decoded are kept untouched.
+//!
+//! Transactions (the pass's `TxnRole` for the batch, see `cleaner/txn.rs`): a data batch
+//! of an aborted transaction loses every record whatever the map says; a control batch
+//! is kept untouched unless its marker's transaction has no data left, in which case it
+//! gets a delete horizon as a tombstone's batch does and goes once it has passed; an
+//! empty control batch (as Kafka's cleaner leaves) always may go.
 
 use crate::batch::{BatchHeader, TimestampType, BATCH_HEADER_LEN};
 use crate::cleaner::codec;
@@ -65,10 +71,33 @@ pub(crate) fn payload(batch: &[u8], header: &BatchHeader) -> Option<Vec<u8>> {
     codec::decompress(header.compression(), data, MAX_PAYLOAD)
 }
 
+/// What the pass's transaction state (`cleaner/txn.rs`) says about a batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TxnRole {
+    /// Not of an aborted transaction: its records compete for their keys (a control
+    /// batch in this role is kept as is).
+    Keyed,
+    /// A data batch of an aborted transaction: every record goes, whatever its key.
+    Aborted,
+    /// A marker whose transaction has no data left: it gets a delete horizon, and goes
+    /// once the horizon has passed.
+    MarkerDone,
+}
+
 /// Decides the fate of every record of `batch` (exactly one whole batch).
-pub(crate) fn filter_batch(batch: &[u8], header: &BatchHeader, ctx: FilterContext<'_>) -> Filtered {
+pub(crate) fn filter_batch(
+    batch: &[u8],
+    header: &BatchHeader,
+    role: TxnRole,
+    ctx: FilterContext<'_>,
+) -> Filtered {
     if header.is_control() {
-        return Filtered::Unchanged;
+        return filter_marker(batch, header, role, ctx);
+    }
+    if role == TxnRole::Aborted {
+        return Filtered::Empty {
+            records_removed: usize::try_from(header.records_count).unwrap_or(0),
+        };
     }
     let Some(payload) = payload(batch, header) else {
         return Filtered::Unreadable;
@@ -115,6 +144,49 @@ pub(crate) fn filter_batch(batch: &[u8], header: &BatchHeader, ctx: FilterContex
     }
 }
 
+/// A control batch: kept as is unless it is a marker with no data left
+/// (`TxnRole::MarkerDone`), which first gets a delete horizon (like a tombstone's
+/// batch) and goes in a pass after it. An empty control batch (a marker already
+/// removed, kept for the segment's offsets) always may go.
+fn filter_marker(
+    batch: &[u8],
+    header: &BatchHeader,
+    role: TxnRole,
+    ctx: FilterContext<'_>,
+) -> Filtered {
+    let removed = usize::try_from(header.records_count).unwrap_or(0);
+    if header.records_count == 0 {
+        return Filtered::Empty { records_removed: 0 };
+    }
+    if role != TxnRole::MarkerDone {
+        return Filtered::Unchanged;
+    }
+    match delete_horizon(header) {
+        Some(h) if ctx.now_ms >= h => Filtered::Empty {
+            records_removed: removed,
+        },
+        Some(_) => Filtered::Unchanged,
+        None => {
+            let Some(payload) = payload(batch, header) else {
+                return Filtered::Unreadable;
+            };
+            let Some(records) = parse_records(&payload, header.records_count) else {
+                return Filtered::Unreadable;
+            };
+            let horizon = ctx.now_ms.saturating_add(ctx.delete_retention_ms);
+            let kept: Vec<&Record<'_>> = records.iter().collect();
+            match build_batch(header, &kept, Some(horizon)) {
+                Some(bytes) => Filtered::Rewritten {
+                    bytes,
+                    records_removed: 0,
+                    delete_horizon: Some(horizon),
+                },
+                None => Filtered::Unreadable,
+            }
+        }
+    }
+}
+
 /// A new batch holding `kept` with `header`'s identity (see the module doc).
 fn build_batch(
     header: &BatchHeader,
@@ -157,6 +229,28 @@ pub(crate) fn empty_batch(header: &BatchHeader) -> Vec<u8> {
     let attributes = header.attributes & !0x07 & !DELETE_HORIZON_BIT;
     encode(
         header,
+        attributes,
+        header.max_timestamp,
+        header.max_timestamp,
+        0,
+        &[],
+    )
+}
+
+/// An empty batch that only holds `header`'s offsets (a group's last batch, kept so
+/// the cleaned segment spans its group's offsets, see `cleaner/swap.rs`): no producer,
+/// neither transactional nor control, so a replay of the log (producer state,
+/// transactions) passes over it as if the batch were gone, as in Kafka's cleaned log.
+pub(crate) fn placeholder_batch(header: &BatchHeader) -> Vec<u8> {
+    let anonymous = BatchHeader {
+        producer_id: -1,
+        producer_epoch: -1,
+        base_sequence: -1,
+        ..*header
+    };
+    let attributes = header.attributes & !0x07 & !0x10 & !0x20 & !DELETE_HORIZON_BIT;
+    encode(
+        &anonymous,
         attributes,
         header.max_timestamp,
         header.max_timestamp,

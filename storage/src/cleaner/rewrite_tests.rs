@@ -98,6 +98,7 @@ fn only_the_latest_record_per_key_stays_with_offsets_and_producer_fields() {
     } = filter_batch(
         &bytes,
         &validate_batch(&bytes).expect("valid"),
+        TxnRole::Keyed,
         ctx(&map, 0),
     )
     else {
@@ -135,12 +136,12 @@ fn a_batch_of_latest_records_is_copied_and_a_superseded_one_empties() {
     let header = validate_batch(&bytes).expect("valid");
     let map = map_of(&[("a", 0), ("b", 1)]);
     assert_eq!(
-        filter_batch(&bytes, &header, ctx(&map, 0)),
+        filter_batch(&bytes, &header, TxnRole::Keyed, ctx(&map, 0)),
         Filtered::Unchanged
     );
     let map = map_of(&[("a", 5), ("b", 6)]);
     assert_eq!(
-        filter_batch(&bytes, &header, ctx(&map, 0)),
+        filter_batch(&bytes, &header, TxnRole::Keyed, ctx(&map, 0)),
         Filtered::Empty { records_removed: 2 }
     );
     let empty = empty_batch(&header);
@@ -162,10 +163,13 @@ fn records_past_the_map_and_keys_outside_it_stay() {
         end_offset: 11,
         ..ctx(&map, 0)
     };
-    assert_eq!(filter_batch(&bytes, &header, bounded), Filtered::Unchanged);
+    assert_eq!(
+        filter_batch(&bytes, &header, TxnRole::Keyed, bounded),
+        Filtered::Unchanged
+    );
     let map = map_of(&[("z", 11)]);
     assert_eq!(
-        filter_batch(&bytes, &header, ctx(&map, 0)),
+        filter_batch(&bytes, &header, TxnRole::Keyed, ctx(&map, 0)),
         Filtered::Unchanged
     );
 }
@@ -179,7 +183,7 @@ fn a_tombstone_gets_a_horizon_then_goes_after_it() {
         bytes: marked,
         records_removed: 0,
         delete_horizon: Some(6_000),
-    } = filter_batch(&bytes, &header, ctx(&map, 5_000))
+    } = filter_batch(&bytes, &header, TxnRole::Keyed, ctx(&map, 5_000))
     else {
         panic!("expected the horizon to be set");
     };
@@ -193,14 +197,14 @@ fn a_tombstone_gets_a_horizon_then_goes_after_it() {
     assert_eq!(h.base_timestamp + records[1].timestamp_delta, 10_010);
     // Before the horizon: nothing changes; after it: the tombstone goes.
     assert_eq!(
-        filter_batch(&marked, &h, ctx(&map, 5_999)),
+        filter_batch(&marked, &h, TxnRole::Keyed, ctx(&map, 5_999)),
         Filtered::Unchanged
     );
     let Filtered::Rewritten {
         bytes: done,
         records_removed: 1,
         delete_horizon: None,
-    } = filter_batch(&marked, &h, ctx(&map, 6_000))
+    } = filter_batch(&marked, &h, TxnRole::Keyed, ctx(&map, 6_000))
     else {
         panic!("expected the tombstone to go");
     };
@@ -227,7 +231,7 @@ fn compressed_batches_round_trip_with_their_codec() {
             bytes: out,
             records_removed: 1,
             ..
-        } = filter_batch(&bytes, &header, ctx(&map, 0))
+        } = filter_batch(&bytes, &header, TxnRole::Keyed, ctx(&map, 0))
         else {
             panic!("{codec:?}: expected a rewrite");
         };
@@ -250,12 +254,98 @@ fn control_and_undecodable_batches_are_kept_as_is() {
     let map = map_of(&[("a", 9)]);
     header.attributes |= 0x20;
     assert_eq!(
-        filter_batch(&bytes, &header, ctx(&map, 0)),
+        filter_batch(&bytes, &header, TxnRole::Keyed, ctx(&map, 0)),
         Filtered::Unchanged
     );
     header.attributes = 6; // unknown codec
     assert_eq!(
-        filter_batch(&bytes, &header, ctx(&map, 0)),
+        filter_batch(&bytes, &header, TxnRole::Keyed, ctx(&map, 0)),
         Filtered::Unreadable
+    );
+}
+
+fn marker_at(offset: i64, timestamp: i64) -> Vec<u8> {
+    let mut batch = TestBatch::marker(7, 1, crate::control::ControlType::Abort, 4);
+    batch.base_timestamp = timestamp;
+    let mut bytes = encode_batch(&batch);
+    stamp_offset_and_epoch(&mut bytes, offset, 3);
+    bytes
+}
+
+#[test]
+fn a_batch_of_an_aborted_transaction_empties_whatever_its_keys() {
+    let bytes = keyed(10, &[("a", Some("1")), ("b", None)]);
+    let header = validate_batch(&bytes).expect("valid");
+    // Neither key is superseded: only the transaction's outcome removes them.
+    let map = map_of(&[("a", 10), ("b", 11)]);
+    assert_eq!(
+        filter_batch(&bytes, &header, TxnRole::Aborted, ctx(&map, 0)),
+        Filtered::Empty { records_removed: 2 }
+    );
+}
+
+#[test]
+fn a_marker_without_data_gets_a_horizon_then_goes_after_it() {
+    let map = map_of(&[]);
+    let bytes = marker_at(20, 1_234);
+    let header = validate_batch(&bytes).expect("valid");
+    // While its transaction may still have data, or untouched by the pass: as is.
+    assert_eq!(
+        filter_batch(&bytes, &header, TxnRole::Keyed, ctx(&map, 5_000)),
+        Filtered::Unchanged
+    );
+    let Filtered::Rewritten {
+        bytes: marked,
+        records_removed: 0,
+        delete_horizon: Some(6_000),
+    } = filter_batch(&bytes, &header, TxnRole::MarkerDone, ctx(&map, 5_000))
+    else {
+        panic!("the marker gets a delete horizon");
+    };
+    let h = validate_batch(&marked).expect("valid crc");
+    assert_eq!(h.attributes, header.attributes | DELETE_HORIZON_BIT);
+    assert_eq!((h.base_timestamp, h.max_timestamp), (6_000, 1_234));
+    assert_eq!(
+        (
+            h.base_offset,
+            h.producer_id,
+            h.producer_epoch,
+            h.partition_leader_epoch
+        ),
+        (20, 7, 1, 3)
+    );
+    // Still the same marker, its record's timestamp unchanged.
+    let m = crate::control::parse_end_txn_marker(&marked, &h).expect("a marker");
+    assert_eq!(
+        (m.control_type, m.coordinator_epoch),
+        (crate::control::ControlType::Abort, 4)
+    );
+    let payload = payload(&marked, &h).expect("payload");
+    let record = &parse_records(&payload, 1).expect("record")[0];
+    assert_eq!(h.base_timestamp + record.timestamp_delta, 1_234);
+    assert_eq!(
+        filter_batch(&marked, &h, TxnRole::MarkerDone, ctx(&map, 5_999)),
+        Filtered::Unchanged
+    );
+    assert_eq!(
+        filter_batch(&marked, &h, TxnRole::MarkerDone, ctx(&map, 6_000)),
+        Filtered::Empty { records_removed: 1 }
+    );
+    // A group's last batch leaves a placeholder with its offsets and nothing else.
+    let placeholder = placeholder_batch(&h);
+    let ph = validate_batch(&placeholder).expect("valid");
+    assert!(!ph.is_control() && !ph.is_transactional() && !ph.has_producer_id());
+    assert_eq!(
+        (ph.records_count, ph.base_offset, ph.last_offset()),
+        (0, 20, 20)
+    );
+    // An empty control batch (Kafka's cleaner leaves them) goes whatever its role.
+    let empty = empty_batch(&h);
+    let eh = validate_batch(&empty).expect("valid");
+    assert!(eh.is_control() && eh.is_transactional());
+    assert_eq!((eh.records_count, eh.last_offset()), (0, 20));
+    assert_eq!(
+        filter_batch(&empty, &eh, TxnRole::Keyed, ctx(&map, 0)),
+        Filtered::Empty { records_removed: 0 }
     );
 }

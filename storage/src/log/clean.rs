@@ -6,6 +6,10 @@
 //!
 //! Producer state is unchanged by a clean: the last batch of every producer is kept
 //! (emptied if needed), so replaying the headers at the next open yields the same state.
+//! Transactions too: no open transaction is cleaned (the plan stops at its first
+//! offset), and a marker stays while any batch of its transaction does
+//! (`cleaner/txn.rs`), so a replay reopens nothing. The cleaned segments' aborted
+//! transaction indexes and the log's aborted list are replaced by what the pass kept.
 
 use std::sync::atomic::Ordering;
 
@@ -50,6 +54,7 @@ impl Log {
             &self.segment_infos(),
             self.cleaner.first_dirty_offset,
             self.log_start_offset,
+            self.producers.first_unstable_offset(),
             &self.config,
             now_ms,
         )
@@ -111,6 +116,10 @@ impl Log {
             .entries()
             .filter_map(|(id, e)| Some((id, e.batches.back()?.last_offset)))
             .collect();
+        let aborted = self.aborted_transactions(
+            self.log_start_offset,
+            plan.first_uncleanable_offset.min(active_base),
+        );
         Some(CleanJob {
             dir: self.dir.clone(),
             config: self.config.clone(),
@@ -119,6 +128,7 @@ impl Log {
             plan,
             segments,
             last_batch_of_producer,
+            aborted,
             pending_deletions: self.pending_deletion_paths(),
             generation: self.rewrites.load(Ordering::Acquire),
             guard,
@@ -234,11 +244,13 @@ impl Log {
                 continue; // only empty segments: left as they are
             };
             let base_offset = file.base_offset();
-            // The group's aborted transactions: the concatenated entries of its members
-            // (the cleaner keeps every marker), as `B.txnindex.swap`, before the commit.
-            let end = group.members.last().map_or(base_offset, |m| m.next_offset);
-            let aborted = self.aborted_between(base_offset, end);
-            let written = if aborted.is_empty() {
+            // The group's aborted transactions as the pass kept them (`cleaner/txn.rs`),
+            // as `B.txnindex.swap`, before the commit; empty when the pass dropped every
+            // entry of an existing `B.txnindex`, which a crash recovery would otherwise
+            // keep with the new `B.log` (it removes only the other members' indexes).
+            let aborted = group.aborted;
+            let stale_index = crate::txn_index::path(&self.dir, base_offset).exists();
+            let written = if aborted.is_empty() && !stale_index {
                 Ok(())
             } else {
                 swap::write_txn_index_swap(&self.dir, base_offset, &aborted)
@@ -270,11 +282,13 @@ impl Log {
             swap::install(&self.dir, *base_offset)?;
         }
         sync_dir(&self.dir)?;
-        for (base_offset, _, aborted) in committed {
+        for (base_offset, members, aborted) in committed {
             let mut segment = Segment::open(&self.dir, base_offset, &self.config, now_ms)?;
             segment.recover(&self.config, &mut |_, _| {})?;
             segment.reset_txn_index(&aborted)?;
             segment.flush()?;
+            let end = members.last().map_or(base_offset, |m| m.next_offset);
+            self.replace_aborted_between(base_offset, end, aborted);
             self.segments.insert(base_offset, segment);
         }
         // The new index files' names.

@@ -183,7 +183,9 @@ impl Log {
                 break; // a partial last batch: the fetch response hit max_bytes
             };
             let header = batch::validate_batch(bytes).map_err(corrupt)?;
-            if header.is_control() && header.has_producer_id() {
+            // An empty control batch is a marker the leader's cleaner removed, kept for
+            // its offsets (as Kafka's follower, it does not touch the producer state).
+            if header.is_control() && header.has_producer_id() && header.records_count > 0 {
                 parse_end_txn_marker(bytes, &header).map_err(corrupt)?;
             }
             // Recovery rejects such batches; accepting one would lose it at restart.

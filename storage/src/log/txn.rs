@@ -256,13 +256,12 @@ impl Log {
         view.aborted.retain(|e| e.last_offset >= first_base);
     }
 
-    /// The aborted entries whose markers lie in `[from, to)` (a compacted group's index).
-    pub(crate) fn aborted_between(&self, from: i64, to: i64) -> Vec<AbortedTxn> {
-        let view = self.txns.view.read();
-        view.aborted
-            .iter()
-            .filter(|e| (from..to).contains(&e.last_offset))
-            .copied()
-            .collect()
+    /// Replaces the aborted entries whose markers lie in `[from, to)` by `entries` (a
+    /// cleaned segment's index, markers in that range, in order).
+    pub(crate) fn replace_aborted_between(&self, from: i64, to: i64, entries: Vec<AbortedTxn>) {
+        let mut view = self.txns.view.write();
+        let start = view.aborted.partition_point(|e| e.last_offset < from);
+        let end = view.aborted.partition_point(|e| e.last_offset < to);
+        view.aborted.splice(start..end, entries);
     }
 }

@@ -23,19 +23,8 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from harness import drivers
 from harness.txn_shell import TxnShell
+from test_compaction import COMPACT, FAST_CLEANER
 
-FAST_CLEANER = {
-    "log.cleaner.backoff.ms": "200",
-    "log.retention.check.interval.ms": "500",
-    "log.initial.task.delay.ms": "0",
-}
-COMPACT = [
-    "cleanup.policy=compact",
-    "segment.ms=100",
-    "min.cleanable.dirty.ratio=0.01",
-    "delete.retention.ms=1000",
-    "min.compaction.lag.ms=0",
-]
 DEADLINE_S = 45.0
 ROLL_KEY = "roll"
 

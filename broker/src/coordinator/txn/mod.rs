@@ -201,17 +201,7 @@ impl TxnCoordinator {
             .lock()
             .get(id)
             .is_none_or(|m| m.needs_new_producer_id(expected));
-        let new_pid = if needs_pid {
-            Some(
-                broker
-                    .producer_ids
-                    .allocate(broker)
-                    .await
-                    .map_err(|_| TxnError::CoordinatorNotAvailable)?,
-            )
-        } else {
-            None
-        };
+        let new_pid = allocate_producer_id_if(broker, needs_pid).await?;
         let now_ms = brook_storage::log_manager::now_ms();
         let step = {
             let mut txns = self.txns.lock();
@@ -311,17 +301,7 @@ impl TxnCoordinator {
             .lock()
             .get(id)
             .is_some_and(|m| m.end_needs_new_producer_id(client_version));
-        let new_pid = if needs_pid {
-            Some(
-                broker
-                    .producer_ids
-                    .allocate(broker)
-                    .await
-                    .map_err(|_| TxnError::CoordinatorNotAvailable)?,
-            )
-        } else {
-            None
-        };
+        let new_pid = allocate_producer_id_if(broker, needs_pid).await?;
         let now_ms = brook_storage::log_manager::now_ms();
         let step = {
             let mut txns = self.txns.lock();
@@ -382,6 +362,20 @@ impl TxnCoordinator {
         out.sort_by(|a, b| a.transactional_id.cmp(&b.transactional_id));
         Ok(out)
     }
+}
+
+/// A new producer id when `needed`, allocated before the id's state is locked (the
+/// allocation may wait for the metadata quorum).
+async fn allocate_producer_id_if(broker: &Broker, needed: bool) -> Result<Option<i64>, TxnError> {
+    if !needed {
+        return Ok(None);
+    }
+    broker
+        .producer_ids
+        .allocate(broker)
+        .await
+        .map(Some)
+        .map_err(|_| TxnError::CoordinatorNotAvailable)
 }
 
 fn view(meta: &TxnMetadata) -> TxnView {

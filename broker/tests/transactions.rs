@@ -435,3 +435,105 @@ fn a_transaction_prepared_before_a_crash_is_completed_when_its_partition_is_load
     assert_eq!((log_end(&node, 0), log_end(&node, 1)), (1, 1));
     assert_eq!(end(&node, pid, epoch, true), 0, "a retried commit succeeds");
 }
+
+/// One transactional record of `pid`/`epoch` at `sequence`, as a client's batch.
+fn txn_batch(pid: i64, epoch: i16, sequence: i32) -> bytes::Bytes {
+    use kafka_protocol::records::{Record, TimestampType};
+    let record = Record {
+        transactional: true,
+        control: false,
+        delete_horizon: false,
+        partition_leader_epoch: -1,
+        producer_id: pid,
+        producer_epoch: epoch,
+        timestamp_type: TimestampType::Creation,
+        offset: 0,
+        sequence,
+        timestamp: brook_storage::log_manager::now_ms(),
+        key: Some(bytes::Bytes::from_static(b"k")),
+        value: Some(bytes::Bytes::from_static(b"v")),
+        headers: Default::default(),
+    };
+    brook::coordinator::encode_uncompressed_batch(std::slice::from_ref(&record))
+        .expect("a batch")
+        .freeze()
+}
+
+/// Produce (acks=all) of one transactional batch to `partition` at `version`; the
+/// partition's error code.
+fn produce_txn(node: &Node, version: i16, partition: i32, pid: i64, epoch: i16, seq: i32) -> i16 {
+    use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+    use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
+    let request = ProduceRequest::default()
+        .with_transactional_id(Some(txn_id()))
+        .with_acks(-1)
+        .with_timeout_ms(10_000)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(TopicName(StrBytes::from_static_str(TOPIC)))
+            .with_partition_data(vec![PartitionProduceData::default()
+                .with_index(partition)
+                .with_records(Some(txn_batch(pid, epoch, seq)))])]);
+    let r: ProduceResponse = call(node, ApiKey::Produce, version, &request);
+    r.responses[0].partition_responses[0].error_code
+}
+
+#[test]
+fn leaders_verify_transactional_batches_and_add_partitions_for_transactions_v2() {
+    const TRANSACTION_ABORTABLE: i16 = 120;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut node = single(dir.path(), &[]);
+    node.start();
+    create_topic_with(&node, 3);
+    let (code, pid, epoch) = init(&node, 60_000);
+    assert_eq!(code, 0);
+    assert_eq!(add_these_partitions(&node, pid, epoch, vec![0]), vec![0]);
+
+    // KIP-890 part 1: a batch for a partition outside the transaction is refused, with the
+    // code each Produce version knows, and nothing is written.
+    assert_eq!(produce_txn(&node, 9, 1, pid, epoch, 0), INVALID_TXN_STATE);
+    assert_eq!(
+        produce_txn(&node, 11, 1, pid, epoch, 0),
+        TRANSACTION_ABORTABLE
+    );
+    assert_eq!(log_end(&node, 1), 0);
+    assert_eq!(produce_txn(&node, 9, 0, pid, epoch, 0), 0);
+    // An older epoch is fenced by the coordinator.
+    assert_eq!(
+        produce_txn(&node, 12, 2, pid, epoch - 1, 0),
+        INVALID_PRODUCER_EPOCH
+    );
+    // Transactions V2: Produce v12 adds the partition itself.
+    assert_eq!(produce_txn(&node, 12, 2, pid, epoch, 0), 0);
+    assert_eq!(
+        wait_for_state(&node, |s| s == "Ongoing"),
+        ("Ongoing".to_string(), 2)
+    );
+
+    // EndTxn v5 bumps the epoch and answers the next transaction's; a retry with the old
+    // epoch is recognised; the markers carry the bumped epoch, so the next transaction
+    // starts at sequence 0 of it.
+    let request = EndTxnRequest::default()
+        .with_transactional_id(txn_id())
+        .with_producer_id(ProducerId(pid))
+        .with_producer_epoch(epoch)
+        .with_committed(true);
+    let r: EndTxnResponse = call(&node, ApiKey::EndTxn, 5, &request);
+    assert_eq!(
+        (r.error_code, r.producer_id.0, r.producer_epoch),
+        (0, pid, epoch + 1)
+    );
+    assert_eq!(settled_state(&node), ("CompleteCommit".to_string(), 0));
+    let retry: EndTxnResponse = call(&node, ApiKey::EndTxn, 5, &request);
+    assert_eq!((retry.error_code, retry.producer_epoch), (0, epoch + 1));
+    assert_eq!(log_end(&node, 0), 2, "record + marker");
+    assert_eq!(produce_txn(&node, 12, 0, pid, epoch + 1, 0), 0);
+    assert_eq!(
+        produce_txn(&node, 12, 1, pid, epoch, 1),
+        INVALID_PRODUCER_EPOCH
+    );
+    assert_eq!(
+        wait_for_state(&node, |s| s == "Ongoing"),
+        ("Ongoing".to_string(), 1)
+    );
+    node.stop();
+}

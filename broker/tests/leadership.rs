@@ -10,22 +10,17 @@ mod common;
 use std::net::TcpStream;
 use std::path::Path;
 
-use bytes::{Bytes, BytesMut};
-use common::{cluster, try_call as call, wait_until, Node};
+use common::{cluster, one_record_batch, produce_request, try_call as call, wait_until, Node};
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
-use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
     ApiKey, BrokerId, CreateTopicsRequest, CreateTopicsResponse, FetchRequest, FetchResponse,
     ListOffsetsRequest, ListOffsetsResponse, MetadataRequest, MetadataResponse, ProduceRequest,
     ProduceResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
 
 const NOT_LEADER_OR_FOLLOWER: i16 = 6;
 const FENCED_LEADER_EPOCH: i16 = 74;
@@ -48,41 +43,9 @@ fn leaders(bootstrap: &str) -> Option<Vec<(i32, i32)>> {
     Some(out.into_iter().map(|(_, l, e)| (l, e)).collect())
 }
 
-fn one_record_batch() -> Bytes {
-    let record = Record {
-        transactional: false,
-        control: false,
-        partition_leader_epoch: -1,
-        producer_id: -1,
-        producer_epoch: -1,
-        timestamp_type: TimestampType::Creation,
-        offset: 0,
-        sequence: -1,
-        timestamp: 1_700_000_000_000,
-        key: Some(Bytes::from_static(b"k")),
-        value: Some(Bytes::from_static(b"v")),
-        headers: Default::default(),
-        delete_horizon: false,
-    };
-    let mut buf = BytesMut::new();
-    let options = RecordEncodeOptions {
-        version: 2,
-        compression: Compression::None,
-    };
-    RecordBatchEncoder::encode(&mut buf, &[record], &options).expect("encode batch");
-    buf.freeze()
-}
-
 /// An acks=all Produce of one record to `partition` of the test topic.
 fn produce_one(partition: i32) -> ProduceRequest {
-    ProduceRequest::default()
-        .with_acks(-1)
-        .with_timeout_ms(10_000)
-        .with_topic_data(vec![TopicProduceData::default()
-            .with_name(TopicName(StrBytes::from_static_str(TOPIC)))
-            .with_partition_data(vec![PartitionProduceData::default()
-                .with_index(partition)
-                .with_records(Some(one_record_batch()))])])
+    produce_request(TOPIC, partition, one_record_batch(None))
 }
 
 fn fetch_error(bootstrap: &str, partition: i32, current_leader_epoch: i32) -> (i16, i32) {

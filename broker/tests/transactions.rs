@@ -12,7 +12,7 @@
 
 mod common;
 
-use common::{cluster, free_port, try_call, wait_until, Node};
+use common::{cluster, free_port, one_record_batch, produce_request, try_call, wait_until, Node};
 use kafka_protocol::messages::add_partitions_to_txn_request::{
     AddPartitionsToTxnTopic, AddPartitionsToTxnTransaction,
 };
@@ -436,43 +436,12 @@ fn a_transaction_prepared_before_a_crash_is_completed_when_its_partition_is_load
     assert_eq!(end(&node, pid, epoch, true), 0, "a retried commit succeeds");
 }
 
-/// One transactional record of `pid`/`epoch` at `sequence`, as a client's batch.
-fn txn_batch(pid: i64, epoch: i16, sequence: i32) -> bytes::Bytes {
-    use kafka_protocol::records::{Record, TimestampType};
-    let record = Record {
-        transactional: true,
-        control: false,
-        delete_horizon: false,
-        partition_leader_epoch: -1,
-        producer_id: pid,
-        producer_epoch: epoch,
-        timestamp_type: TimestampType::Creation,
-        offset: 0,
-        sequence,
-        timestamp: brook_storage::log_manager::now_ms(),
-        key: Some(bytes::Bytes::from_static(b"k")),
-        value: Some(bytes::Bytes::from_static(b"v")),
-        headers: Default::default(),
-    };
-    brook::coordinator::encode_uncompressed_batch(std::slice::from_ref(&record))
-        .expect("a batch")
-        .freeze()
-}
-
-/// Produce (acks=all) of one transactional batch to `partition` at `version`; the
+/// Produce (acks=all) of one transactional record to `partition` at `version`; the
 /// partition's error code.
 fn produce_txn(node: &Node, version: i16, partition: i32, pid: i64, epoch: i16, seq: i32) -> i16 {
-    use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-    use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
-    let request = ProduceRequest::default()
-        .with_transactional_id(Some(txn_id()))
-        .with_acks(-1)
-        .with_timeout_ms(10_000)
-        .with_topic_data(vec![TopicProduceData::default()
-            .with_name(TopicName(StrBytes::from_static_str(TOPIC)))
-            .with_partition_data(vec![PartitionProduceData::default()
-                .with_index(partition)
-                .with_records(Some(txn_batch(pid, epoch, seq)))])]);
+    use kafka_protocol::messages::ProduceResponse;
+    let request = produce_request(TOPIC, partition, one_record_batch(Some((pid, epoch, seq))))
+        .with_transactional_id(Some(txn_id()));
     let r: ProduceResponse = call(node, ApiKey::Produce, version, &request);
     r.responses[0].partition_responses[0].error_code
 }

@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 use brook_protocol::kafka_protocol::messages::{AddOffsetsToTxnRequest, AddOffsetsToTxnResponse};
 
 use crate::broker::Broker;
-use crate::coordinator::group::records::{partition_for, OFFSETS_TOPIC};
+use crate::coordinator::group::records::{group_partition_index, OFFSETS_TOPIC};
 use crate::coordinator::txn::TxnError;
 use crate::coordinator::txn::TRANSACTIONS_V1;
 use crate::error::{fenced_for_version, BrokerError};
@@ -31,14 +31,8 @@ pub async fn handle(
 
 async fn add(broker: &Broker, req: &AddOffsetsToTxnRequest) -> Result<(), BrokerError> {
     offsets_topic::ensure(broker).await?;
-    let partitions = broker
-        .image()
-        .topic(OFFSETS_TOPIC)
-        .map_or(0, |t| i32::try_from(t.partitions.len()).unwrap_or(0));
-    if partitions == 0 {
-        return Err(TxnError::CoordinatorNotAvailable.into());
-    }
-    let partition = partition_for(&req.group_id, partitions);
+    let partition = group_partition_index(&broker.image(), &req.group_id)
+        .ok_or(TxnError::CoordinatorNotAvailable)?;
     let wanted = BTreeSet::from([(OFFSETS_TOPIC.to_string(), partition)]);
     broker
         .txn

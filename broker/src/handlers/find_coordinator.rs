@@ -15,7 +15,7 @@ use tracing::warn;
 
 use crate::broker::Broker;
 use crate::coordinator::group::records::group_partition;
-use crate::coordinator::txn::records::{partition_for as txn_partition_for, TXN_STATE_TOPIC};
+use crate::coordinator::txn::records::state_partition;
 use crate::metadata::{offsets_topic, txn_state_topic};
 
 const GROUP_KEY: i8 = 0;
@@ -92,10 +92,7 @@ fn find(broker: &Broker, key_type: i8, key: &str) -> (Option<ResponseError>, Opt
     let image = broker.image();
     let partition = match key_type {
         GROUP_KEY => group_partition(&image, key),
-        TRANSACTION_KEY => image.topic(TXN_STATE_TOPIC).and_then(|t| {
-            let count = i32::try_from(t.partitions.len()).ok()?;
-            t.partitions.get(&txn_partition_for(key, count.max(1)))
-        }),
+        TRANSACTION_KEY => state_partition(&image, key).map(|(_, p)| p),
         _ => return (Some(ResponseError::InvalidRequest), None),
     };
     let Some(leader) = partition.map(|p| p.leader) else {

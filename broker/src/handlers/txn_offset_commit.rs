@@ -23,7 +23,7 @@ use brook_protocol::kafka_protocol::ResponseError;
 
 use super::offset_entries::{accepted, check, Requested};
 use crate::broker::Broker;
-use crate::coordinator::group::records::{partition_for, OFFSETS_TOPIC};
+use crate::coordinator::group::records::{group_partition_index, OFFSETS_TOPIC};
 use crate::coordinator::group::{TxnCommitter, TxnProducer};
 use crate::coordinator::txn::partition_check::{ensure_in_transaction, Operation, Producer};
 
@@ -94,17 +94,9 @@ async fn in_transaction(
     req: &TxnOffsetCommitRequest,
     version: i16,
 ) -> Result<(), ResponseError> {
-    let partitions = broker
-        .image()
-        .topic(OFFSETS_TOPIC)
-        .map_or(0, |t| i32::try_from(t.partitions.len()).unwrap_or(0));
-    if partitions == 0 {
-        return Err(ResponseError::CoordinatorNotAvailable);
-    }
-    let tp = (
-        OFFSETS_TOPIC.to_string(),
-        partition_for(&req.group_id, partitions),
-    );
+    let partition = group_partition_index(&broker.image(), &req.group_id)
+        .ok_or(ResponseError::CoordinatorNotAvailable)?;
+    let tp = (OFFSETS_TOPIC.to_string(), partition);
     let operation = if version >= FIRST_V2_VERSION {
         Operation::Add
     } else {

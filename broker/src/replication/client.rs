@@ -76,6 +76,26 @@ impl PeerConnection {
         &self.addr
     }
 
+    /// One request on a connection of its own, closed after the answer: for the rare
+    /// coordinator-to-leader requests (transaction markers, KIP-890 checks), which do not
+    /// keep a connection open.
+    pub async fn call_once<Req, Resp>(
+        addr: &str,
+        node_id: i32,
+        connect_timeout: Duration,
+        api: ApiKey,
+        version: i16,
+        request: &Req,
+        timeout: Duration,
+    ) -> Result<Resp, PeerError>
+    where
+        Req: Encodable + HeaderVersion,
+        Resp: Decodable + HeaderVersion,
+    {
+        let mut conn = PeerConnection::connect(addr, node_id, connect_timeout).await?;
+        conn.call(api, version, request, timeout).await
+    }
+
     /// Sends `request` at `version` and waits up to `timeout` for its response.
     pub async fn call<Req, Resp>(
         &mut self,

@@ -1,6 +1,6 @@
 //! What the crate's process tests share: `brook` nodes spawned on loopback ports (one
-//! node or a three-controller cluster), polling with a deadline, and one Kafka request on
-//! a fresh connection. Each test binary uses part of it.
+//! node or a three-controller cluster), polling with a deadline, one Kafka request on a
+//! fresh connection, and a one-record Produce. Each test binary uses part of it.
 #![allow(dead_code)]
 
 use std::io::{Read, Write};
@@ -177,4 +177,53 @@ pub fn try_call<Req: Encodable + HeaderVersion, Resp: Decodable + HeaderVersion>
     ResponseHeader::decode(&mut frame, Resp::header_version(version))
         .map_err(std::io::Error::other)?;
     Resp::decode(&mut frame, version).map_err(std::io::Error::other)
+}
+
+/// One record (`k` → `v`) as a client's v2 batch; transactional for `producer` = (producer
+/// id, epoch, sequence), else without a producer.
+pub fn one_record_batch(producer: Option<(i64, i16, i32)>) -> Bytes {
+    use kafka_protocol::records::{
+        Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+    };
+    let (producer_id, producer_epoch, sequence) = producer.unwrap_or((-1, -1, -1));
+    let record = Record {
+        transactional: producer.is_some(),
+        control: false,
+        delete_horizon: false,
+        partition_leader_epoch: -1,
+        producer_id,
+        producer_epoch,
+        timestamp_type: TimestampType::Creation,
+        offset: 0,
+        sequence,
+        timestamp: 1_700_000_000_000,
+        key: Some(Bytes::from_static(b"k")),
+        value: Some(Bytes::from_static(b"v")),
+        headers: Default::default(),
+    };
+    let mut buf = BytesMut::new();
+    let options = RecordEncodeOptions {
+        version: 2,
+        compression: Compression::None,
+    };
+    RecordBatchEncoder::encode(&mut buf, &[record], &options).expect("encode batch");
+    buf.freeze()
+}
+
+/// An acks=all Produce of `records` to `topic`-`partition`.
+pub fn produce_request(
+    topic: &'static str,
+    partition: i32,
+    records: Bytes,
+) -> kafka_protocol::messages::ProduceRequest {
+    use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+    use kafka_protocol::messages::{ProduceRequest, TopicName};
+    ProduceRequest::default()
+        .with_acks(-1)
+        .with_timeout_ms(10_000)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(TopicName(StrBytes::from_static_str(topic)))
+            .with_partition_data(vec![PartitionProduceData::default()
+                .with_index(partition)
+                .with_records(Some(records))])])
 }

@@ -38,9 +38,15 @@ pub fn group_partition<'a>(
     image: &'a brook_raft::MetadataImage,
     group_id: &str,
 ) -> Option<&'a brook_raft::PartitionImage> {
-    let topic = image.topic(OFFSETS_TOPIC)?;
-    let partitions = i32::try_from(topic.partitions.len()).ok()?;
-    topic.partitions.get(&partition_for(group_id, partitions))
+    let index = group_partition_index(image, group_id)?;
+    image.topic(OFFSETS_TOPIC)?.partitions.get(&index)
+}
+
+/// The index of [`group_partition`] (the partition a transaction adds for the group's
+/// offsets), if the topic has partitions.
+pub fn group_partition_index(image: &brook_raft::MetadataImage, group_id: &str) -> Option<i32> {
+    let partitions = i32::try_from(image.topic(OFFSETS_TOPIC)?.partitions.len()).ok()?;
+    (partitions > 0).then(|| partition_for(group_id, partitions))
 }
 
 /// Kafka's wire primitives for these schemas (big-endian, non-flexible).

@@ -200,16 +200,15 @@ async fn write_remote(
                     })
                     .collect(),
             )]);
-    let response: WriteTxnMarkersResponse = match async {
-        let mut conn = PeerConnection::connect(&addr, broker.node_id, CONNECT_TIMEOUT).await?;
-        conn.call(
-            ApiKey::WriteTxnMarkers,
-            WRITE_TXN_MARKERS_VERSION,
-            &request,
-            MARKER_TIMEOUT + Duration::from_secs(5),
-        )
-        .await
-    }
+    let response: WriteTxnMarkersResponse = match PeerConnection::call_once(
+        &addr,
+        broker.node_id,
+        CONNECT_TIMEOUT,
+        ApiKey::WriteTxnMarkers,
+        WRITE_TXN_MARKERS_VERSION,
+        &request,
+        MARKER_TIMEOUT + Duration::from_secs(5),
+    )
     .await
     {
         Ok(response) => response,

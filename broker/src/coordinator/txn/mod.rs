@@ -38,7 +38,6 @@ pub use records::TRANSACTION_VERSION_2;
 /// The client transaction version of Transactions V1 requests (AddPartitionsToTxn ≤ v3,
 /// AddOffsetsToTxn, EndTxn ≤ v4).
 pub const TRANSACTIONS_V1: i16 = 0;
-use records::{partition_for, TXN_STATE_TOPIC};
 use state::{EndStep, InitStep, TopicPartition, Transit, TxnMetadata, TxnState};
 pub use worker::run;
 
@@ -121,17 +120,7 @@ impl TxnCoordinator {
         transactional_id: &str,
     ) -> Result<(i32, i32), TxnError> {
         let image = broker.image();
-        let topic = image
-            .topic(TXN_STATE_TOPIC)
-            .ok_or(TxnError::CoordinatorNotAvailable)?;
-        let count = i32::try_from(topic.partitions.len()).unwrap_or(0);
-        if count == 0 {
-            return Err(TxnError::CoordinatorNotAvailable);
-        }
-        let partition = partition_for(transactional_id, count);
-        let part = topic
-            .partitions
-            .get(&partition)
+        let (partition, part) = records::state_partition(&image, transactional_id)
             .ok_or(TxnError::CoordinatorNotAvailable)?;
         if !part.has_leader() {
             return Err(TxnError::CoordinatorNotAvailable);

@@ -34,7 +34,7 @@ use brook_protocol::kafka_protocol::protocol::StrBytes;
 use brook_protocol::kafka_protocol::ResponseError;
 use tracing::debug;
 
-use super::records::{partition_for, TXN_STATE_TOPIC};
+use super::records::state_partition;
 use super::state::TopicPartition;
 use super::{TxnError, TRANSACTION_VERSION_2};
 use crate::broker::Broker;
@@ -164,13 +164,8 @@ async fn remote(
     operation: Operation,
 ) -> i16 {
     let image = broker.image();
-    let coordinator = image.topic(TXN_STATE_TOPIC).and_then(|topic| {
-        let count = i32::try_from(topic.partitions.len()).ok()?;
-        let part = topic
-            .partitions
-            .get(&partition_for(producer.transactional_id, count))?;
-        part.has_leader().then_some(part.leader)
-    });
+    let coordinator = state_partition(&image, producer.transactional_id)
+        .and_then(|(_, part)| part.has_leader().then_some(part.leader));
     let Some(endpoint) = coordinator.and_then(|node| image.broker(node)) else {
         return ResponseError::CoordinatorNotAvailable.code();
     };
@@ -187,16 +182,15 @@ async fn remote(
                 .with_name(TopicName(StrBytes::from_string(tp.0.clone())))
                 .with_partitions(vec![tp.1])]),
     ]);
-    let response: AddPartitionsToTxnResponse = match async {
-        let mut conn = PeerConnection::connect(&addr, broker.node_id, CONNECT_TIMEOUT).await?;
-        conn.call(
-            ApiKey::AddPartitionsToTxn,
-            REQUEST_VERSION,
-            &request,
-            REQUEST_TIMEOUT,
-        )
-        .await
-    }
+    let response: AddPartitionsToTxnResponse = match PeerConnection::call_once(
+        &addr,
+        broker.node_id,
+        CONNECT_TIMEOUT,
+        ApiKey::AddPartitionsToTxn,
+        REQUEST_VERSION,
+        &request,
+        REQUEST_TIMEOUT,
+    )
     .await
     {
         Ok(response) => response,

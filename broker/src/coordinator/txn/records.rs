@@ -76,6 +76,19 @@ pub fn partition_for(transactional_id: &str, partitions: i32) -> i32 {
     crate::coordinator::group::records::partition_for(transactional_id, partitions)
 }
 
+/// The `__transaction_state` partition (index and image) of `transactional_id` in
+/// `image`, if the topic exists: FindCoordinator answers its leader, and only that broker
+/// coordinates the id.
+pub fn state_partition<'a>(
+    image: &'a brook_raft::MetadataImage,
+    transactional_id: &str,
+) -> Option<(i32, &'a brook_raft::PartitionImage)> {
+    let topic = image.topic(TXN_STATE_TOPIC)?;
+    let count = i32::try_from(topic.partitions.len()).ok()?;
+    let partition = partition_for(transactional_id, count);
+    topic.partitions.get(&partition).map(|p| (partition, p))
+}
+
 /// The key bytes of `transactional_id`.
 pub fn encode_key(transactional_id: &str) -> Vec<u8> {
     let mut out = Vec::with_capacity(4 + transactional_id.len());

@@ -33,6 +33,8 @@ command -v kcat >/dev/null 2>&1 || apt_install kcat
 command -v docker-compose >/dev/null 2>&1 || apt_install docker-compose
 # nftables: the chaos run's network partitions (test_chaos_short.py, chaos/netfault.py).
 command -v nft >/dev/null 2>&1 || apt_install nftables
+# `ss` shows the broker's socket buffer sizes (test_config_and_limits.py).
+command -v ss >/dev/null 2>&1 || apt_install iproute2
 command -v java >/dev/null 2>&1 || apt_install default-jdk-headless
 command -v mvn >/dev/null 2>&1 || apt_install maven
 command -v "$python" >/dev/null 2>&1 || apt_install python3

@@ -108,3 +108,21 @@ def test_a_message_over_max_message_bytes_is_refused_and_nothing_is_written(brok
     assert errors and any("RecordTooLarge" in str(e) or "MESSAGE_TOO_LARGE" in str(e) or "too large" in str(e).lower() for e in errors), errors
     latest = drivers.run("java", "offsets", broker.bootstrap, "--topic", topic, "--spec", "latest")
     assert latest["0"]["offset"] == 1
+
+
+def test_client_connections_get_the_configured_socket_buffer_sizes(broker_factory):
+    """`socket.send.buffer.bytes` / `socket.receive.buffer.bytes` size the broker's end of a
+    client connection (SO_SNDBUF / SO_RCVBUF; Linux reports twice the size set, socket(7))."""
+    b = broker_factory({"socket.send.buffer.bytes": "131072", "socket.receive.buffer.bytes": "65536"})
+    with socket.create_connection((b.host, b.port), timeout=10) as client:
+        client_port = client.getsockname()[1]
+        # The broker's end: from the broker's port to this client's.
+        query = f"( sport = :{b.port} and dport = :{client_port} )"
+        deadline = time.monotonic() + 10
+        while True:
+            shown = subprocess.run(["ss", "-tnmH", "state", "established", query],
+                                   capture_output=True, text=True, check=True).stdout  # fmt: skip
+            if "skmem" in shown or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+    assert "tb262144" in shown and "rb131072" in shown, shown

@@ -1,6 +1,6 @@
 """The Prometheus endpoint (`metrics.listener`) reports what the broker did: request counts
 and latency histograms per API, bytes and messages in per topic, bytes out, active
-connections, and each partition's log end offset.
+connections, each partition's log end offset, and where fetches read (page cache or disk).
 
 Apache Kafka has no Prometheus endpoint of its own (it needs an external exporter), so these
 tests exist only for the brook target: defined only there, not skipped on kafka.
@@ -61,6 +61,48 @@ if paths.target() != "kafka":
             samples, "brook_requests_total", api="Produce"
         )
         assert value(samples, "brook_network_bytes_out_total") > 0
+
+    def test_fetches_read_cached_data_on_the_worker_and_evicted_data_on_the_blocking_pool(broker, topic):
+        """A fetch reads from the page cache without waiting (RWF_NOWAIT) and hands a
+        partition whose bytes were evicted to the blocking pool: both answer the same records."""
+        import os
+
+        drivers.run("confluent", "create-topic", broker.bootstrap, "--topic", topic, "--partitions", "1")
+        records = [{"key": f"k{i}", "value": f"v{i}-" + "x" * 500, "partition": 0} for i in range(300)]
+        drivers.run("confluent", "produce", broker.bootstrap, "--topic", topic, "--codec", "none", records=records)
+
+        def reads():
+            samples = scrape(broker.metrics_url)
+            return tuple(value(samples, "brook_fetch_partition_reads_total", path=p) for p in ("page_cache", "blocking"))
+
+        def consume():
+            got = drivers.run("confluent", "consume", broker.bootstrap, "--topic", topic, "--count", "300",
+                              "--from", "earliest")  # fmt: skip
+            assert [(r["offset"], r["key"], r["value"]) for r in got] == [
+                (i, r["key"], r["value"]) for i, r in enumerate(records)
+            ]
+
+        cached_before, blocking_before = reads()
+        consume()
+        cached_after, blocking_after = reads()
+        assert cached_after > cached_before, "just-written data is read from the page cache"
+        assert blocking_after == blocking_before, "nothing needed the disk"
+
+        # Write the segments back and drop them from the page cache: the next reads must wait
+        # for the disk, so they go to the blocking pool, and deliver the same records.
+        partition_dir = broker.log_dirs / f"{topic}-0"
+        segments = sorted(partition_dir.glob("*.log"))
+        assert segments, f"no segment in {partition_dir}"
+        for segment in segments:
+            fd = os.open(segment, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            finally:
+                os.close(fd)
+        consume()
+        _, blocking_evicted = reads()
+        assert blocking_evicted > blocking_after, "evicted data is read on the blocking pool"
 
     def test_active_connections_track_open_sockets(broker):
         import socket

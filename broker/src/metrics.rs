@@ -98,6 +98,18 @@ pub fn record_fetch(topic: &str, bytes: usize) {
     topic_probe(topic).bytes_out.increment(bytes as u64);
 }
 
+/// Where a fetch read a partition: `page_cache` on its async worker (`RWF_NOWAIT` reads),
+/// or `blocking` on the blocking pool (bytes not cached, or the copying path). A rising
+/// `blocking` share means consumers or followers read from the disk.
+pub fn record_fetch_read(from_page_cache: bool) {
+    let path = if from_page_cache {
+        "page_cache"
+    } else {
+        "blocking"
+    };
+    counter!("brook_fetch_partition_reads_total", "path" => path).increment(1);
+}
+
 /// One log cleaner pass (cold path: registered per call, labelled by topic).
 pub fn record_log_cleaned(
     topic: &str,
@@ -154,6 +166,9 @@ pub fn set_consumer_lag(group: &str, topic: &str, partition: i32, lag: i64) {
 pub fn register_broker_series() {
     gauge!("brook_active_connections").increment(0.0);
     counter!("brook_connections_total").increment(0);
+    for path in ["page_cache", "blocking"] {
+        counter!("brook_fetch_partition_reads_total", "path" => path).increment(0);
+    }
 }
 
 /// Counts a connection as active for as long as it lives.

@@ -125,6 +125,11 @@ pub enum StorageError {
     /// The blocking task running a storage operation panicked or was cancelled.
     #[error("storage task failed: {reason}")]
     TaskFailed { reason: String },
+    /// A read limited to the page cache ([`crate::file_records::ReadWait::CachedOnly`])
+    /// met bytes that are not there; blocking reads never return it. The caller retries
+    /// on a blocking thread.
+    #[error("the bytes to read are not in the page cache")]
+    NotCached,
 }
 
 /// Shorthand for `Result<T, StorageError>`.

@@ -3,9 +3,10 @@
 //! record bytes go from the page cache to the socket without entering user memory.
 
 use std::fs::File;
+use std::io::IoSliceMut;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
@@ -16,6 +17,17 @@ use crate::error::{Result, StorageError};
 /// costs more than copying a few KiB, and the response encoder shares only chunks at
 /// least this large (`brook_protocol::chunked::MIN_SHARED_LEN`).
 pub const MIN_ZERO_COPY_BYTES: u64 = 4 * 1024;
+
+/// How a read may wait for the disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadWait {
+    /// Plain `pread`: may sleep until the disk answers (blocking threads only).
+    Block,
+    /// `preadv2(RWF_NOWAIT)`: copies what the page cache holds and fails with
+    /// [`StorageError::NotCached`] instead of waiting for the disk, so a fetch of recent
+    /// data can be answered on its async worker without a blocking-pool hop (issue #13).
+    CachedOnly,
+}
 
 /// A fetch's record set: in memory, or left in the segment files for a zero-copy send.
 #[derive(Debug, Clone)]
@@ -77,8 +89,9 @@ impl FileRecords {
         self.rewrites.load(Ordering::Acquire) != self.generation
     }
 
-    /// The bytes of the ranges, read into memory (blocking file I/O).
-    pub fn load(&self) -> Result<Bytes> {
+    /// The bytes of the ranges, read into memory (blocking file I/O unless `wait` is
+    /// [`ReadWait::CachedOnly`]).
+    pub fn load(&self, wait: ReadWait) -> Result<Bytes> {
         let mut out = BytesMut::zeroed(usize::try_from(self.len).unwrap_or(usize::MAX));
         let mut at = 0usize;
         for range in &self.ranges {
@@ -86,7 +99,7 @@ impl FileRecords {
             let Some(buf) = out.get_mut(at..at + len) else {
                 break;
             };
-            let got = read_full(&range.file, &range.path, buf, range.position)?;
+            let got = read_full_in(&range.file, &range.path, buf, range.position, wait)?;
             at += got;
             if got < len {
                 break; // the file was cut under us: the caller checks `is_stale`
@@ -99,12 +112,39 @@ impl FileRecords {
 
 /// `pread` until `buf` is full or the file ends; the number of bytes read.
 pub(crate) fn read_full(file: &File, path: &Path, buf: &mut [u8], offset: u64) -> Result<usize> {
+    read_full_in(file, path, buf, offset, ReadWait::Block)
+}
+
+/// Set once a file system refuses `RWF_NOWAIT` (`EOPNOTSUPP`): cached-only reads then fail
+/// at once, without the syscall, and every read takes the blocking path.
+static NOWAIT_UNSUPPORTED: AtomicBool = AtomicBool::new(false);
+
+/// [`read_full`], or with [`ReadWait::CachedOnly`] its page-cache-only form: a read that
+/// would wait for the disk (`EAGAIN`; the kernel may first return the cached part as a
+/// short read) fails with [`StorageError::NotCached`].
+pub(crate) fn read_full_in(
+    file: &File,
+    path: &Path,
+    buf: &mut [u8],
+    offset: u64,
+    wait: ReadWait,
+) -> Result<usize> {
     let mut done = 0;
     while done < buf.len() {
-        match file.read_at(&mut buf[done..], offset + done as u64) {
+        let at = offset + done as u64;
+        let read = match wait {
+            ReadWait::Block => file.read_at(&mut buf[done..], at),
+            ReadWait::CachedOnly => read_cached(file, &mut buf[done..], at),
+        };
+        match read {
             Ok(0) => break,
             Ok(n) => done += n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e)
+                if wait == ReadWait::CachedOnly && e.kind() == std::io::ErrorKind::WouldBlock =>
+            {
+                return Err(StorageError::NotCached)
+            }
             Err(source) => {
                 return Err(StorageError::Io {
                     context: "read segment",
@@ -115,4 +155,22 @@ pub(crate) fn read_full(file: &File, path: &Path, buf: &mut [u8], offset: u64) -
         }
     }
     Ok(done)
+}
+
+/// One `preadv2(RWF_NOWAIT)`; `WouldBlock` when the bytes are not all cached (and nothing
+/// was), or when the file system does not support it.
+fn read_cached(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
+    if NOWAIT_UNSUPPORTED.load(Ordering::Relaxed) {
+        return Err(std::io::ErrorKind::WouldBlock.into());
+    }
+    let flags = rustix::io::ReadWriteFlags::NOWAIT;
+    match rustix::io::preadv2(file, &mut [IoSliceMut::new(buf)], offset, flags) {
+        Ok(n) => Ok(n),
+        Err(rustix::io::Errno::AGAIN) => Err(std::io::ErrorKind::WouldBlock.into()),
+        Err(rustix::io::Errno::OPNOTSUPP) => {
+            NOWAIT_UNSUPPORTED.store(true, Ordering::Relaxed);
+            Err(std::io::ErrorKind::WouldBlock.into())
+        }
+        Err(e) => Err(e.into()),
+    }
 }

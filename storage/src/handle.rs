@@ -28,7 +28,7 @@ use tokio::sync::watch;
 
 use crate::config::LogConfig;
 use crate::error::{Result, StorageError};
-use crate::file_records::{FetchedRecords, MIN_ZERO_COPY_BYTES};
+use crate::file_records::{FetchedRecords, ReadWait, MIN_ZERO_COPY_BYTES};
 use crate::log::{
     AppendInfo, FollowerAppend, Log, MinOneBatch, ReadPlan, ReadResult, RetentionOutcome,
     TimestampOffset,
@@ -106,19 +106,52 @@ impl PlannedRead {
         max_bytes: usize,
         min_one_batch: MinOneBatch,
     ) -> Result<(FetchedRecords, i64)> {
-        if let Some(read) = self.plan.execute_ranges(max_bytes, min_one_batch)? {
-            if read.records.len() >= MIN_ZERO_COPY_BYTES {
-                return Ok((FetchedRecords::Files(read.records), read.log_start_offset));
-            }
-            let bytes = read.records.load()?;
-            if !read.records.is_stale() {
-                return Ok((FetchedRecords::Memory(bytes), read.log_start_offset));
-            }
+        if let Some(sent) = self.send_unlocked(max_bytes, min_one_batch, ReadWait::Block)? {
+            return Ok(sent);
         }
         let read = self
             .handle
             .with_log_blocking(|log| self.plan.read_locked(log, max_bytes, min_one_batch))?;
         Ok((FetchedRecords::Memory(read.records), read.log_start_offset))
+    }
+
+    /// [`Self::execute_for_send`] from the page cache alone, for an async worker: `None`
+    /// when a byte it needs is not cached or a truncation raced it (then run
+    /// `execute_for_send` on a blocking thread). Recent data, what consumers at the tail
+    /// and followers fetch, is nearly always cached, and this spares those fetches the
+    /// two thread switches of a blocking-pool hop.
+    pub fn try_execute_for_send_cached(
+        &self,
+        max_bytes: usize,
+        min_one_batch: MinOneBatch,
+    ) -> Result<Option<(FetchedRecords, i64)>> {
+        match self.send_unlocked(max_bytes, min_one_batch, ReadWait::CachedOnly) {
+            Err(StorageError::NotCached) => Ok(None),
+            other => other,
+        }
+    }
+
+    /// The unlocked part of `execute_for_send`; `None` when a truncation raced it.
+    fn send_unlocked(
+        &self,
+        max_bytes: usize,
+        min_one_batch: MinOneBatch,
+        wait: ReadWait,
+    ) -> Result<Option<(FetchedRecords, i64)>> {
+        let Some(read) = self.plan.execute_ranges(max_bytes, min_one_batch, wait)? else {
+            return Ok(None);
+        };
+        if read.records.len() >= MIN_ZERO_COPY_BYTES {
+            return Ok(Some((
+                FetchedRecords::Files(read.records),
+                read.log_start_offset,
+            )));
+        }
+        let bytes = read.records.load(wait)?;
+        if read.records.is_stale() {
+            return Ok(None);
+        }
+        Ok(Some((FetchedRecords::Memory(bytes), read.log_start_offset)))
     }
 
     /// The most bytes the read was planned for.

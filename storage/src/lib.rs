@@ -33,7 +33,7 @@ pub use cleaner::CleanOutcome;
 pub use config::LogConfig;
 pub use control::{ControlType, EndTxnMarker};
 pub use error::{Result, StorageError};
-pub use file_records::{FetchedRecords, FileRange, FileRecords};
+pub use file_records::{FetchedRecords, FileRange, FileRecords, ReadWait};
 pub use handle::{LogHandle, PlannedRead};
 pub use log::{
     AppendInfo, FollowerAppend, LeaderEpochCache, LoadStats, Log, MinOneBatch, RangesRead,

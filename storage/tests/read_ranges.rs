@@ -4,15 +4,15 @@
 
 mod common;
 
-use brook_storage::{Log, LogManager, MinOneBatch, ReadPlan};
+use brook_storage::{Log, LogManager, MinOneBatch, ReadPlan, ReadWait, StorageError};
 use common::{batch, filled, small_config};
 
-fn ranged(plan: &ReadPlan, limit: usize, min_one: MinOneBatch) -> Vec<u8> {
+fn ranged(plan: &ReadPlan, limit: usize, min_one: MinOneBatch, wait: ReadWait) -> Vec<u8> {
     let read = plan
-        .execute_ranges(limit, min_one)
+        .execute_ranges(limit, min_one, wait)
         .expect("scan")
         .expect("no truncation raced it");
-    let bytes = read.records.load().expect("load");
+    let bytes = read.records.load(wait).expect("load");
     assert_eq!(bytes.len() as u64, read.records.len());
     bytes.to_vec()
 }
@@ -54,8 +54,11 @@ fn ranges_hold_the_copying_reads_batches_and_at_most_a_partial_last_one() {
             for limit in limits {
                 for min_one in [MinOneBatch::No, MinOneBatch::Yes] {
                     let whole = copied(&plan, limit, min_one);
-                    let got = ranged(&plan, limit, min_one);
+                    let got = ranged(&plan, limit, min_one, ReadWait::Block);
                     let context = format!("start {start} bound {bound} limit {limit} {min_one:?}");
+                    // Just written, so cached: the page-cache-only scan finds the same.
+                    let cached = ranged(&plan, limit, min_one, ReadWait::CachedOnly);
+                    assert_eq!(cached, got, "{context}: cached-only read");
                     assert!(got.starts_with(&whole), "{context}: whole batches first");
                     let first = (start / 2) as usize;
                     if whole.is_empty() {
@@ -94,7 +97,7 @@ fn ranges_stay_readable_after_retention_and_go_stale_on_truncation() {
     let batches = filled(&mut log);
     let plan = log.plan_read(0, usize::MAX, i64::MAX).expect("plan");
     let before = plan
-        .execute_ranges(usize::MAX, MinOneBatch::No)
+        .execute_ranges(usize::MAX, MinOneBatch::No, ReadWait::Block)
         .expect("scan")
         .expect("fresh");
     log.increment_log_start_offset(30, 0)
@@ -104,7 +107,7 @@ fn ranges_stay_readable_after_retention_and_go_stale_on_truncation() {
     assert_eq!(
         before
             .records
-            .load()
+            .load(ReadWait::Block)
             .expect("the open files are still readable")
             .to_vec(),
         batches.concat()
@@ -115,15 +118,55 @@ fn ranges_stay_readable_after_retention_and_go_stale_on_truncation() {
     // racing it is refused.
     let plan = log.plan_read(30, usize::MAX, i64::MAX).expect("plan");
     let found = plan
-        .execute_ranges(usize::MAX, MinOneBatch::No)
+        .execute_ranges(usize::MAX, MinOneBatch::No, ReadWait::Block)
         .expect("scan")
         .expect("fresh");
     log.truncate_to(36).expect("truncate");
     assert!(found.records.is_stale());
     assert!(plan
-        .execute_ranges(usize::MAX, MinOneBatch::No)
+        .execute_ranges(usize::MAX, MinOneBatch::No, ReadWait::Block)
         .expect("scan")
         .is_none());
+}
+
+/// Drops the log's segment files from the page cache (written back first).
+fn evict_segments(log: &mut Log, dir: &std::path::Path) {
+    log.flush(0).expect("flush");
+    for entry in std::fs::read_dir(dir).expect("dir") {
+        let path = entry.expect("entry").path();
+        if path.extension().is_some_and(|e| e == "log") {
+            let file = std::fs::File::open(&path).expect("open segment");
+            rustix::fs::fadvise(&file, 0, None, rustix::fs::Advice::DontNeed).expect("fadvise");
+        }
+    }
+}
+
+#[test]
+fn a_cached_only_read_refuses_bytes_the_page_cache_lacks_and_a_blocking_read_loads_them() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut log = Log::open(dir.path(), small_config(), 0).expect("open");
+    let batches = filled(&mut log);
+    evict_segments(&mut log, dir.path());
+    let plan = log.plan_read(0, usize::MAX, i64::MAX).expect("plan");
+    let refused = plan.execute_ranges(usize::MAX, MinOneBatch::Yes, ReadWait::CachedOnly);
+    assert!(
+        matches!(refused, Err(StorageError::NotCached)),
+        "evicted headers are not read without waiting: {refused:?}"
+    );
+    // The blocking scan reads the headers, and with them the small segments, into the cache.
+    let found = plan
+        .execute_ranges(usize::MAX, MinOneBatch::Yes, ReadWait::Block)
+        .expect("scan")
+        .expect("fresh");
+    assert_eq!(
+        found.records.load(ReadWait::Block).expect("load").to_vec(),
+        batches.concat()
+    );
+    // Everything is cached now: the cached-only path answers alone.
+    assert_eq!(
+        ranged(&plan, usize::MAX, MinOneBatch::Yes, ReadWait::CachedOnly),
+        batches.concat()
+    );
 }
 
 #[tokio::test]
@@ -160,9 +203,21 @@ async fn the_handle_sends_large_sets_from_files_and_small_ones_from_memory() {
     };
     assert!(files.ranges().len() > 1, "spans segments");
     assert!(
-        files.load().expect("load").to_vec() == expected,
+        files.load(ReadWait::Block).expect("load").to_vec() == expected,
         "same bytes as a copy"
     );
+    // Just written, so the async worker's page-cache-only attempt finds the same ranges.
+    let planned = handle
+        .plan_read(0, usize::MAX, i64::MAX)
+        .await
+        .expect("plan");
+    let Some((FetchedRecords::Files(cached), 0)) = planned
+        .try_execute_for_send_cached(usize::MAX, MinOneBatch::Yes)
+        .expect("read")
+    else {
+        panic!("cached data is sent from its files without a blocking hop");
+    };
+    assert_eq!(cached.len(), files.len());
 
     let planned = handle.plan_read(0, 100, i64::MAX).await.expect("plan");
     let (records, _) =

@@ -70,6 +70,10 @@ pub struct BrokerConfig {
     pub auto_create_topics_enable: bool,
     pub delete_topic_enable: bool,
     pub socket_request_max_bytes: usize,
+    /// `socket.send.buffer.bytes` / `socket.receive.buffer.bytes` of the client listeners'
+    /// sockets; `None` keeps the OS default (-1).
+    pub socket_send_buffer_bytes: Option<usize>,
+    pub socket_receive_buffer_bytes: Option<usize>,
     pub message_max_bytes: u32,
     pub log_retention_check_interval_ms: u64,
     /// `log.cleaner.enable`: run the compaction task.
@@ -240,6 +244,8 @@ impl BrokerConfig {
             auto_create_topics_enable: g.text("auto.create.topics.enable") == "true",
             delete_topic_enable: g.text("delete.topic.enable") == "true",
             socket_request_max_bytes: g.narrow("socket.request.max.bytes")?,
+            socket_send_buffer_bytes: g.socket_buffer("socket.send.buffer.bytes")?,
+            socket_receive_buffer_bytes: g.socket_buffer("socket.receive.buffer.bytes")?,
             message_max_bytes: g.narrow("message.max.bytes")?,
             log_retention_check_interval_ms: g.narrow("log.retention.check.interval.ms")?,
             log_cleaner_enable: g.text("log.cleaner.enable") == "true",
@@ -322,6 +328,10 @@ impl Getter<'_> {
 
     /// A number converted to the Rust type the broker uses; negative or too large
     /// values are refused here rather than wrapped.
+    fn socket_buffer(&self, name: &str) -> Result<Option<usize>, ConfigError> {
+        super::listener::parse_socket_buffer(self.text(name)).map_err(|why| self.invalid(name, why))
+    }
+
     fn narrow<N: TryFrom<i64>>(&self, name: &str) -> Result<N, ConfigError> {
         let wide: i64 = self
             .text(name)

@@ -10,6 +10,7 @@
 use super::keys::{Importance, KeyDef, UpdateMode};
 use super::listener::{
     check_listeners, check_metrics_listener, check_protocol_map, check_quorum_voters,
+    check_socket_buffer,
 };
 use super::value::{ConfigType as T, Validator as V};
 use Importance::{High as H, Low as L, Medium as M};
@@ -183,8 +184,12 @@ pub(super) static BROKER_KEYS: &[KeyDef] = &[
       "The maximum wait time for each fetcher request issued by follower replicas."),
     k("replica.lag.time.max.ms", T::Long, Some("30000"), V::AtLeast(1), H, RO,
       "If a follower hasn't sent any fetch requests or hasn't consumed up to the leaders log end offset for at least this time, the leader will remove the follower from isr."),
+    k("socket.receive.buffer.bytes", T::Int, Some("102400"), V::Custom(check_socket_buffer), H, RO,
+      "The SO_RCVBUF buffer of the socket server sockets. If the value is -1, the OS default will be used. Brook refuses 0 and values below -1."),
     k("socket.request.max.bytes", T::Int, Some("104857600"), V::AtLeast(1), H, RO,
       "The maximum number of bytes in a socket request."),
+    k("socket.send.buffer.bytes", T::Int, Some("102400"), V::Custom(check_socket_buffer), H, RO,
+      "The SO_SNDBUF buffer of the socket server sockets. If the value is -1, the OS default will be used. Brook refuses 0 and values below -1."),
     k("transaction.abort.timed.out.transaction.cleanup.interval.ms", T::Int, Some("10000"), V::AtLeast(1), L, RO,
       "The interval at which to rollback transactions that have timed out."),
     k("transaction.max.timeout.ms", T::Int, Some("900000"), V::AtLeast(1), H, RO,

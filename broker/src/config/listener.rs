@@ -200,6 +200,29 @@ pub fn check_metrics_listener(value: &str) -> Result<(), String> {
     parse_metrics_listener(value).map(|_| ())
 }
 
+/// `socket.send.buffer.bytes` / `socket.receive.buffer.bytes`: `None` for -1 (the OS
+/// default, with the kernel's autotuning), else the size to set.
+pub fn parse_socket_buffer(value: &str) -> Result<Option<usize>, String> {
+    let bytes: i64 = value
+        .trim()
+        .parse()
+        .map_err(|_| format!("{value:?} is not a number"))?;
+    match bytes {
+        -1 => Ok(None),
+        // Kafka passes these to Java's setSendBufferSize, which refuses them too.
+        n if n <= 0 => Err(format!(
+            "{n} is not a buffer size: use -1 for the OS default or a positive size"
+        )),
+        n => usize::try_from(n)
+            .map(Some)
+            .map_err(|_| format!("{n} is out of range")),
+    }
+}
+
+pub fn check_socket_buffer(value: &str) -> Result<(), String> {
+    parse_socket_buffer(value).map(|_| ())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -73,6 +73,8 @@ fn defaults_give_a_runnable_single_node_broker() {
     assert_eq!(config.default_replication_factor, 1);
     assert!(config.auto_create_topics_enable && config.delete_topic_enable);
     assert_eq!(config.socket_request_max_bytes, 104_857_600);
+    assert_eq!(config.socket_send_buffer_bytes, Some(102_400));
+    assert_eq!(config.socket_receive_buffer_bytes, Some(102_400));
     assert_eq!(config.message_max_bytes, 1_048_588);
     assert_eq!(config.offsets_topic_num_partitions, 50);
     assert_eq!(config.offsets_retention_ms, 10_080 * 60_000);
@@ -176,6 +178,30 @@ fn env_vars_map_to_keys_and_unknown_brook_vars_warn() {
     assert_eq!(config.log_dirs, vec![PathBuf::from("/data/x")]);
     assert_eq!(warnings.len(), 1);
     assert!(warnings[0].contains("BROOK_NO_SUCH_THING"), "{warnings:?}");
+}
+
+#[test]
+fn socket_buffers_take_a_size_or_minus_one_for_the_os_default() {
+    let config = with(&[
+        "socket.send.buffer.bytes=-1",
+        "socket.receive.buffer.bytes=65536",
+    ]);
+    assert_eq!(config.socket_send_buffer_bytes, None);
+    assert_eq!(config.socket_receive_buffer_bytes, Some(65_536));
+    for bad in [
+        "socket.send.buffer.bytes=0",
+        "socket.receive.buffer.bytes=-2",
+    ] {
+        let message = BrokerConfig::load(None, no_env(), &overrides(&[bad]))
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        let key = bad.split('=').next().unwrap_or_default();
+        assert!(
+            message.contains(key) && message.contains("-1 for the OS default"),
+            "{bad}: {message}"
+        );
+    }
 }
 
 #[test]

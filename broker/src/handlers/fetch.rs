@@ -12,7 +12,9 @@
 //!
 //! Each pass checks and plans every partition on the runtime (memory only: the partition
 //! lock is held just to capture the segments, `brook_storage::PlannedRead`), then reads
-//! them all in one blocking-pool hop, without the partition locks. Only batch headers are
+//! them without the partition locks: on the runtime while the bytes are in the page cache
+//! (`preadv2(RWF_NOWAIT)`, which fails instead of waiting for the disk), and from the first
+//! partition that is not, the rest in one blocking-pool hop. Only batch headers are
 //! read: a record set of 4 KiB or more stays in its segment files and is sent with
 //! `sendfile` (zero-copy, issue #13; `server::write`), a placeholder of its length
 //! standing for it in the encoded response. Such a record set may end inside a batch, as
@@ -30,7 +32,7 @@ use std::future::Future;
 use std::task::Poll;
 use std::time::Duration;
 
-use brook_protocol::chunked::placeholder;
+use brook_protocol::chunked::{placeholder, MAX_PLACEHOLDER_LEN};
 use brook_protocol::kafka_protocol::messages::fetch_response::{
     AbortedTransaction, EpochEndOffset, FetchableTopicResponse, LeaderIdAndEpoch, NodeEndpoint,
     PartitionData,
@@ -354,8 +356,10 @@ type PartitionRead = (
 
 /// Reads the partitions `indexes` of `wanted` (in order), sharing `budget` bytes; the first
 /// with data may exceed it by one batch unless `had_data` (data already gathered). Checks
-/// and plans each partition here (memory only), then reads them all in one blocking-pool
-/// hop. Returns each partition's data with its append watch, subscribed before its read.
+/// and plans each partition here (memory only), then reads them in order: on this thread
+/// while their bytes are in the page cache (zero-copy path only: batch headers, or a small
+/// record set), and from the first that is not, the rest in one blocking-pool hop. Returns
+/// each partition's data with its append watch, subscribed before its read.
 async fn read_some(
     broker: &Broker,
     wanted: &[Wanted],
@@ -374,37 +378,23 @@ async fn read_some(
         prepared.push((i, p));
         watches.push((i, watch));
     }
-    let datas = if prepared
-        .iter()
-        .any(|(_, p)| matches!(p, Prepared::Read(..)))
-    {
-        let reads = tokio::task::spawn_blocking(move || {
-            read_prepared(prepared, budget, had_data, zero_copy)
-        });
-        match reads.await {
-            Ok(datas) => datas,
-            Err(e) => {
-                tracing::error!(error = %e, "fetch read task failed");
-                let code = ResponseError::UnknownServerError.code();
-                indexes
-                    .iter()
-                    .map(|&i| {
-                        let data = PartitionData::default()
-                            .with_partition_index(wanted.get(i).map_or(-1, |w| w.key.partition))
-                            .with_error_code(code);
-                        (data, None)
-                    })
-                    .collect()
+    let mut reader = Reader {
+        budget,
+        any_data: had_data,
+        zero_copy,
+    };
+    let mut datas = Vec::with_capacity(prepared.len());
+    let mut pending = prepared.into_iter();
+    while let Some((slot, p)) = pending.next() {
+        match reader.read_cached(slot, p) {
+            Attempt::Answered(data) => datas.push(data),
+            Attempt::Uncached(uncached) => {
+                let rest: Vec<_> = std::iter::once((slot, uncached)).chain(pending).collect();
+                datas.extend(read_blocking(rest, reader, wanted).await);
+                break;
             }
         }
-    } else {
-        prepared
-            .into_iter()
-            .map(|(_, p)| match p {
-                Prepared::Done(data) | Prepared::Read(data, _) => (data, None),
-            })
-            .collect()
-    };
+    }
     watches
         .into_iter()
         .zip(datas)
@@ -412,71 +402,166 @@ async fn read_some(
         .collect()
 }
 
-/// Runs the planned reads in order on this (blocking) thread, sharing the budget. Each
-/// is `(slot, prepared)`: the slot (unique within the response) picks the placeholder of
-/// a record set left in its files.
-fn read_prepared(
+/// Runs `prepared` reads in order in one blocking-pool hop.
+async fn read_blocking(
     prepared: Vec<(usize, Prepared)>,
-    mut budget: usize,
-    mut any_data: bool,
-    zero_copy: bool,
+    mut reader: Reader,
+    wanted: &[Wanted],
 ) -> Vec<(PartitionData, Option<FileRecords>)> {
-    prepared
-        .into_iter()
-        .map(|(slot, p)| match p {
-            Prepared::Done(data) => (data, None),
-            Prepared::Read(base, planned) => {
-                let limit = planned.max_bytes().min(budget);
-                let min_one = if any_data {
-                    MinOneBatch::No
-                } else {
-                    MinOneBatch::Yes
-                };
-                match read_one(&planned, slot, limit, min_one, zero_copy) {
-                    Ok((records, files, log_start)) => {
-                        budget = budget.saturating_sub(records.len());
-                        any_data |= !records.is_empty();
-                        let data = base
-                            .with_log_start_offset(log_start)
-                            .with_records(Some(records));
-                        (data, files)
-                    }
-                    Err(e) => (
-                        base.with_error_code(BrokerError::from(e).code().code()),
-                        None,
-                    ),
-                }
-            }
-        })
-        .collect()
+    let slots: Vec<usize> = prepared.iter().map(|(slot, _)| *slot).collect();
+    let reads = tokio::task::spawn_blocking(move || {
+        prepared
+            .into_iter()
+            .map(|(slot, p)| reader.read(slot, p))
+            .collect::<Vec<_>>()
+    });
+    match reads.await {
+        Ok(datas) => datas,
+        Err(e) => {
+            tracing::error!(error = %e, "fetch read task failed");
+            let code = ResponseError::UnknownServerError.code();
+            slots
+                .iter()
+                .map(|&i| {
+                    let data = PartitionData::default()
+                        .with_partition_index(wanted.get(i).map_or(-1, |w| w.key.partition))
+                        .with_error_code(code);
+                    (data, None)
+                })
+                .collect()
+        }
+    }
 }
 
-/// One planned read, as the response's `records` (bytes, or the placeholder of a record
-/// set left in its files), those files, and the log start offset.
-fn read_one(
+/// Runs planned reads in order, sharing the response's byte budget. A read's slot (unique
+/// within the response) picks the placeholder of a record set left in its files.
+struct Reader {
+    budget: usize,
+    /// Data already gathered: no later read may exceed the budget (`minOneMessage`).
+    any_data: bool,
+    zero_copy: bool,
+}
+
+/// A read tried from the page cache alone.
+enum Attempt {
+    Answered((PartitionData, Option<FileRecords>)),
+    /// The read given back, for the blocking pool.
+    Uncached(Prepared),
+}
+
+impl Reader {
+    /// The read from the page cache alone, on this (async) thread; given back when a byte
+    /// it needs is not cached, or on the copying path.
+    fn read_cached(&mut self, slot: usize, p: Prepared) -> Attempt {
+        let (base, planned) = match p {
+            Prepared::Done(data) => return Attempt::Answered((data, None)),
+            Prepared::Read(base, planned) if self.zero_copy => (base, planned),
+            uncached => return Attempt::Uncached(uncached),
+        };
+        let (limit, min_one) = self.bounds(&planned);
+        match planned.try_execute_for_send_cached(limit, min_one) {
+            Ok(Some((FetchedRecords::Files(files), _)))
+                if files.len() > MAX_PLACEHOLDER_LEN as u64 =>
+            {
+                // Read by the copying path, which blocks.
+                Attempt::Uncached(Prepared::Read(base, planned))
+            }
+            Ok(Some(sent)) => {
+                metrics::record_fetch_read(true);
+                let read = files_or_bytes(sent, slot, &planned, limit, min_one);
+                Attempt::Answered(self.answer(base, read))
+            }
+            Ok(None) => Attempt::Uncached(Prepared::Read(base, planned)),
+            Err(e) => Attempt::Answered(self.answer(base, Err(e))),
+        }
+    }
+
+    /// The read, blocking on the disk if need be (blocking threads only).
+    fn read(&mut self, slot: usize, p: Prepared) -> (PartitionData, Option<FileRecords>) {
+        let (base, planned) = match p {
+            Prepared::Done(data) => return (data, None),
+            Prepared::Read(base, planned) => (base, planned),
+        };
+        metrics::record_fetch_read(false);
+        let (limit, min_one) = self.bounds(&planned);
+        let read = if self.zero_copy {
+            planned
+                .execute_for_send(limit, min_one)
+                .and_then(|sent| files_or_bytes(sent, slot, &planned, limit, min_one))
+        } else {
+            copied(&planned, limit, min_one)
+        };
+        self.answer(base, read)
+    }
+
+    /// The byte limit of the next read, and whether it may exceed it by one batch.
+    fn bounds(&self, planned: &PlannedRead) -> (usize, MinOneBatch) {
+        let limit = planned.max_bytes().min(self.budget);
+        let min_one = if self.any_data {
+            MinOneBatch::No
+        } else {
+            MinOneBatch::Yes
+        };
+        (limit, min_one)
+    }
+
+    /// The partition's answer to a read, charged to the budget.
+    fn answer(
+        &mut self,
+        base: PartitionData,
+        read: brook_storage::Result<ReadRecords>,
+    ) -> (PartitionData, Option<FileRecords>) {
+        match read {
+            Ok((records, files, log_start)) => {
+                self.budget = self.budget.saturating_sub(records.len());
+                self.any_data |= !records.is_empty();
+                let data = base
+                    .with_log_start_offset(log_start)
+                    .with_records(Some(records));
+                (data, files)
+            }
+            Err(e) => (
+                base.with_error_code(BrokerError::from(e).code().code()),
+                None,
+            ),
+        }
+    }
+}
+
+/// A read as the response's `records` (bytes, or the placeholder of a record set left in
+/// its files), those files, and the log start offset.
+type ReadRecords = (bytes::Bytes, Option<FileRecords>, i64);
+
+/// The copying read (`brook.fetch.zero.copy=false`, or a record set too large for a
+/// placeholder). Blocking file I/O.
+fn copied(
     planned: &PlannedRead,
-    slot: usize,
     limit: usize,
     min_one: MinOneBatch,
-    zero_copy: bool,
-) -> brook_storage::Result<(bytes::Bytes, Option<FileRecords>, i64)> {
-    let copied = || {
-        planned
-            .execute(limit, min_one)
-            .map(|read| (read.records, None, read.log_start_offset))
-    };
-    if !zero_copy {
-        return copied();
-    }
-    match planned.execute_for_send(limit, min_one)? {
+) -> brook_storage::Result<ReadRecords> {
+    planned
+        .execute(limit, min_one)
+        .map(|read| (read.records, None, read.log_start_offset))
+}
+
+/// A zero-copy read's answer: its bytes, or its files behind the placeholder of `slot`.
+/// A record set too large for a placeholder is read by the copying path instead (which
+/// also handles a truncation racing it): blocking I/O, so `Reader::read_cached` leaves
+/// such a read to the blocking pool.
+fn files_or_bytes(
+    sent: (FetchedRecords, i64),
+    slot: usize,
+    planned: &PlannedRead,
+    limit: usize,
+    min_one: MinOneBatch,
+) -> brook_storage::Result<ReadRecords> {
+    match sent {
         (FetchedRecords::Memory(bytes), log_start) => Ok((bytes, None, log_start)),
         (FetchedRecords::Files(files), log_start) => {
             let len = usize::try_from(files.len()).unwrap_or(usize::MAX);
             match placeholder(slot, len) {
                 Some(stand_in) => Ok((stand_in, Some(files), log_start)),
-                // Too large to stand in for: read by the copying path instead (which
-                // also handles a truncation racing it).
-                None => copied(),
+                None => copied(planned, limit, min_one),
             }
         }
     }

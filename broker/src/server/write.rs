@@ -9,6 +9,7 @@ use std::io::{self, IoSlice};
 use brook_protocol::chunked::{Chunk, ChunkLen};
 use brook_storage::FileRecords;
 use bytes::{Buf, Bytes};
+use rustix::net::{SendAncillaryBuffer, SendFlags};
 use tokio::io::{AsyncWriteExt, Interest};
 use tokio::net::TcpStream;
 
@@ -38,19 +39,31 @@ pub async fn write_response(stream: &mut TcpStream, chunks: Vec<ResponseChunk>) 
         match chunk {
             Chunk::Bytes(bytes) => run.push(bytes),
             Chunk::External(FileChunk(files)) => {
-                write_bytes(stream, std::mem::take(&mut run)).await?;
+                write_bytes(stream, std::mem::take(&mut run), More::Follows).await?;
                 send_files(stream, &files).await?;
             }
         }
     }
-    write_bytes(stream, run).await
+    write_bytes(stream, run, More::Last).await
+}
+
+/// Whether more of the response follows a run of in-memory chunks.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum More {
+    /// A record set follows from its files: the run is sent with `MSG_MORE`, so the
+    /// kernel holds its few header bytes and sends them in the record set's first segment
+    /// instead of a packet of their own (which would wake the client for a header alone).
+    Follows,
+    Last,
 }
 
 /// Writes in-memory chunks with vectored writes, so record sets read into memory go to the
 /// socket without being joined first.
-async fn write_bytes(stream: &mut TcpStream, chunks: Vec<Bytes>) -> io::Result<()> {
-    if let [only] = chunks.as_slice() {
-        return stream.write_all(only).await;
+async fn write_bytes(stream: &mut TcpStream, chunks: Vec<Bytes>, more: More) -> io::Result<()> {
+    if more == More::Last {
+        if let [only] = chunks.as_slice() {
+            return stream.write_all(only).await;
+        }
     }
     let mut chunks: VecDeque<Bytes> = chunks.into();
     while !chunks.is_empty() {
@@ -59,7 +72,10 @@ async fn write_bytes(stream: &mut TcpStream, chunks: Vec<Bytes>) -> io::Result<(
             .take(MAX_IOVECS)
             .map(|c| IoSlice::new(c))
             .collect();
-        let mut written = stream.write_vectored(&slices).await?;
+        let mut written = match more {
+            More::Last => stream.write_vectored(&slices).await?,
+            More::Follows => send_more(stream, &slices).await?,
+        };
         if written == 0 {
             return Err(io::ErrorKind::WriteZero.into());
         }
@@ -77,6 +93,22 @@ async fn write_bytes(stream: &mut TcpStream, chunks: Vec<Bytes>) -> io::Result<(
         }
     }
     Ok(())
+}
+
+/// One `sendmsg(MSG_MORE)` of `slices`, waiting for the socket to be writable.
+async fn send_more(stream: &TcpStream, slices: &[IoSlice<'_>]) -> io::Result<usize> {
+    loop {
+        stream.writable().await?;
+        let sent = stream.try_io(Interest::WRITABLE, || {
+            let mut control = SendAncillaryBuffer::default();
+            rustix::net::sendmsg(stream, slices, &mut control, SendFlags::MORE)
+                .map_err(io::Error::from)
+        });
+        match sent {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+            other => return other,
+        }
+    }
 }
 
 /// Sends file ranges with `sendfile`, waiting for the socket to be writable between calls.

@@ -14,7 +14,7 @@ use std::sync::atomic::Ordering;
 
 use crate::batch::{BatchHeader, BATCH_HEADER_LEN};
 use crate::error::{Result, StorageError};
-use crate::file_records::{read_full, FileRange, FileRecords};
+use crate::file_records::{read_full_in, FileRange, FileRecords, ReadWait};
 use crate::segment::SegmentSource;
 
 use super::{MinOneBatch, ReadPlan};
@@ -33,17 +33,19 @@ pub struct RangesRead {
 
 impl ReadPlan {
     /// Finds the planned read's record set as file ranges, at most `max_bytes` (no more
-    /// than planned; see the module docs for the first batch). Blocking file I/O (batch
-    /// headers only). `Ok(None)`: a truncation raced the scan; read again under the lock.
+    /// than planned; see the module docs for the first batch). Reads batch headers only,
+    /// blocking unless `wait` is [`ReadWait::CachedOnly`]. `Ok(None)`: a truncation raced
+    /// the scan; read again under the lock.
     pub fn execute_ranges(
         &self,
         max_bytes: usize,
         min_one_batch: MinOneBatch,
+        wait: ReadWait,
     ) -> Result<Option<RangesRead>> {
         let mut remaining = max_bytes.min(self.max_bytes) as u64;
         let mut ranges: Vec<FileRange> = Vec::new();
         for source in &self.sources {
-            let mut headers = HeaderReader::new(source);
+            let mut headers = HeaderReader::new(source, wait);
             let mut start = source.position;
             let first = loop {
                 match headers.at(start)? {
@@ -98,15 +100,17 @@ impl ReadPlan {
 /// Batch headers of one planned segment, read a window at a time.
 struct HeaderReader<'a> {
     source: &'a SegmentSource,
+    wait: ReadWait,
     window: Vec<u8>,
     /// File position of `window[0]`.
     window_start: u64,
 }
 
 impl<'a> HeaderReader<'a> {
-    fn new(source: &'a SegmentSource) -> Self {
+    fn new(source: &'a SegmentSource, wait: ReadWait) -> Self {
         HeaderReader {
             source,
+            wait,
             window: Vec::new(),
             window_start: 0,
         }
@@ -124,11 +128,12 @@ impl<'a> HeaderReader<'a> {
         if !cached {
             let want = (self.source.size - position).min(HEADER_WINDOW as u64) as usize;
             self.window.resize(want, 0);
-            let got = read_full(
+            let got = read_full_in(
                 &self.source.file,
                 &self.source.path,
                 &mut self.window,
                 position,
+                self.wait,
             )?;
             self.window.truncate(got);
             self.window_start = position;

@@ -326,12 +326,13 @@ impl Getter<'_> {
             .map_err(|_| self.invalid(name, "Not a number of type INT"))
     }
 
-    /// A number converted to the Rust type the broker uses; negative or too large
-    /// values are refused here rather than wrapped.
+    /// A socket buffer size: `None` for -1 (the OS default).
     fn socket_buffer(&self, name: &str) -> Result<Option<usize>, ConfigError> {
         super::listener::parse_socket_buffer(self.text(name)).map_err(|why| self.invalid(name, why))
     }
 
+    /// A number converted to the Rust type the broker uses; negative or too large
+    /// values are refused here rather than wrapped.
     fn narrow<N: TryFrom<i64>>(&self, name: &str) -> Result<N, ConfigError> {
         let wide: i64 = self
             .text(name)

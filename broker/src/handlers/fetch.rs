@@ -32,7 +32,7 @@ use std::future::Future;
 use std::task::Poll;
 use std::time::Duration;
 
-use brook_protocol::chunked::{placeholder, MAX_PLACEHOLDER_LEN};
+use brook_protocol::chunked::placeholder;
 use brook_protocol::kafka_protocol::messages::fetch_response::{
     AbortedTransaction, EpochEndOffset, FetchableTopicResponse, LeaderIdAndEpoch, NodeEndpoint,
     PartitionData,
@@ -460,17 +460,14 @@ impl Reader {
         };
         let (limit, min_one) = self.bounds(&planned);
         match planned.try_execute_for_send_cached(limit, min_one) {
-            Ok(Some((FetchedRecords::Files(files), _)))
-                if files.len() > MAX_PLACEHOLDER_LEN as u64 =>
-            {
-                // Read by the copying path, which blocks.
-                Attempt::Uncached(Prepared::Read(base, planned))
-            }
-            Ok(Some(sent)) => {
-                metrics::record_fetch_read(true);
-                let read = files_or_bytes(sent, slot, &planned, limit, min_one);
-                Attempt::Answered(self.answer(base, read))
-            }
+            Ok(Some(sent)) => match placed(sent, slot) {
+                Some(read) => {
+                    metrics::record_fetch_read(true);
+                    Attempt::Answered(self.answer(base, Ok(read)))
+                }
+                // Too large for a placeholder: the copying path reads it, which blocks.
+                None => Attempt::Uncached(Prepared::Read(base, planned)),
+            },
             Ok(None) => Attempt::Uncached(Prepared::Read(base, planned)),
             Err(e) => Attempt::Answered(self.answer(base, Err(e))),
         }
@@ -485,9 +482,11 @@ impl Reader {
         metrics::record_fetch_read(false);
         let (limit, min_one) = self.bounds(&planned);
         let read = if self.zero_copy {
-            planned
-                .execute_for_send(limit, min_one)
-                .and_then(|sent| files_or_bytes(sent, slot, &planned, limit, min_one))
+            planned.execute_for_send(limit, min_one).and_then(|sent| {
+                // Too large for a placeholder: read by the copying path instead (which
+                // also handles a truncation racing it).
+                placed(sent, slot).map_or_else(|| copied(&planned, limit, min_one), Ok)
+            })
         } else {
             copied(&planned, limit, min_one)
         };
@@ -544,25 +543,14 @@ fn copied(
         .map(|read| (read.records, None, read.log_start_offset))
 }
 
-/// A zero-copy read's answer: its bytes, or its files behind the placeholder of `slot`.
-/// A record set too large for a placeholder is read by the copying path instead (which
-/// also handles a truncation racing it): blocking I/O, so `Reader::read_cached` leaves
-/// such a read to the blocking pool.
-fn files_or_bytes(
-    sent: (FetchedRecords, i64),
-    slot: usize,
-    planned: &PlannedRead,
-    limit: usize,
-    min_one: MinOneBatch,
-) -> brook_storage::Result<ReadRecords> {
+/// A zero-copy read's answer: its bytes, or its files behind the placeholder of `slot`;
+/// `None` when the record set cannot have a placeholder (over `MAX_PLACEHOLDER_LEN`).
+fn placed(sent: (FetchedRecords, i64), slot: usize) -> Option<ReadRecords> {
     match sent {
-        (FetchedRecords::Memory(bytes), log_start) => Ok((bytes, None, log_start)),
+        (FetchedRecords::Memory(bytes), log_start) => Some((bytes, None, log_start)),
         (FetchedRecords::Files(files), log_start) => {
             let len = usize::try_from(files.len()).unwrap_or(usize::MAX);
-            match placeholder(slot, len) {
-                Some(stand_in) => Ok((stand_in, Some(files), log_start)),
-                None => copied(planned, limit, min_one),
-            }
+            placeholder(slot, len).map(|stand_in| (stand_in, Some(files), log_start))
         }
     }
 }

@@ -73,7 +73,7 @@ fn defaults_give_a_runnable_single_node_broker() {
     assert_eq!(config.default_replication_factor, 1);
     assert!(config.auto_create_topics_enable && config.delete_topic_enable);
     assert_eq!(config.socket_request_max_bytes, 104_857_600);
-    assert_eq!(config.socket_send_buffer_bytes, Some(102_400));
+    assert_eq!(config.socket_send_buffer_bytes, Some(262_144));
     assert_eq!(config.socket_receive_buffer_bytes, Some(102_400));
     assert_eq!(config.message_max_bytes, 1_048_588);
     assert_eq!(config.offsets_topic_num_partitions, 50);

@@ -97,14 +97,39 @@ async fn write_bytes(stream: &mut TcpStream, chunks: Vec<Bytes>, more: More) -> 
 
 /// One `sendmsg(MSG_MORE)` of `slices`, waiting for the socket to be writable.
 async fn send_more(stream: &TcpStream, slices: &[IoSlice<'_>]) -> io::Result<usize> {
+    let wanted = slices.iter().map(|s| s.len()).sum();
+    send_once(stream, wanted, || {
+        let mut control = SendAncillaryBuffer::default();
+        rustix::net::sendmsg(stream, slices, &mut control, SendFlags::MORE).map_err(io::Error::from)
+    })
+    .await
+}
+
+/// Waits for the socket to be writable and makes one non-blocking send of up to `wanted`
+/// bytes. A short send means the socket's buffer filled, so the readiness is cleared then,
+/// as tokio's own `poll_write` does: the next send waits for `EPOLLOUT` instead of first
+/// making a call that can only fail with `EAGAIN`. For `sendfile` that call is not free:
+/// it reads up to 64 KiB from the page cache into its pipe before finding the socket full,
+/// then drops them. (The short send set `SOCK_NOSPACE`, so the socket wakes its poller
+/// once space frees.)
+async fn send_once(
+    stream: &TcpStream,
+    wanted: usize,
+    mut send: impl FnMut() -> io::Result<usize>,
+) -> io::Result<usize> {
     loop {
         stream.writable().await?;
-        let sent = stream.try_io(Interest::WRITABLE, || {
-            let mut control = SendAncillaryBuffer::default();
-            rustix::net::sendmsg(stream, slices, &mut control, SendFlags::MORE)
-                .map_err(io::Error::from)
+        let mut sent = 0;
+        let result = stream.try_io(Interest::WRITABLE, || {
+            sent = send()?;
+            if sent > 0 && sent < wanted {
+                Err(io::ErrorKind::WouldBlock.into()) // clears the readiness
+            } else {
+                Ok(sent)
+            }
         });
-        match sent {
+        match result {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock && sent > 0 => return Ok(sent),
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
             other => return other,
         }
@@ -127,21 +152,25 @@ async fn send_files(stream: &mut TcpStream, files: &FileRecords) -> io::Result<(
                 ));
             }
             let count = (end - position).min(MAX_SENDFILE) as usize;
-            stream.writable().await?;
-            let sent = stream.try_io(Interest::WRITABLE, || {
-                rustix::fs::sendfile(&*stream, &*range.file, Some(&mut position), count)
-                    .map_err(io::Error::from)
-            });
-            match sent {
-                Ok(0) => {
+            let sent = send_once(stream, count, || {
+                let sent =
+                    rustix::fs::sendfile(&*stream, &*range.file, Some(&mut position), count)?;
+                // A short send is taken for a full socket, and the next send waits for it
+                // to drain; a file that ended early would instead leave that wait with no
+                // wake-up coming, so it is told apart here and fails the write.
+                if sent < count && rustix::fs::fstat(&*range.file)?.st_size as u64 <= position {
                     return Err(io::Error::new(
                         io::ErrorKind::UnexpectedEof,
                         format!("{} ended before its planned range", range.path.display()),
-                    ))
+                    ));
                 }
-                Ok(_) => {} // `sendfile` advanced `position`
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                Err(e) => return Err(e),
+                Ok(sent)
+            })
+            .await?; // `sendfile` advanced `position`
+            if sent == 0 {
+                return Err(io::Error::other(
+                    "sendfile sent nothing from a file that has not ended",
+                ));
             }
         }
     }

@@ -188,10 +188,6 @@ pub(super) static BROKER_KEYS: &[KeyDef] = &[
       "The SO_RCVBUF buffer of the socket server sockets. If the value is -1, the OS default will be used. Brook refuses 0 and values below -1."),
     k("socket.request.max.bytes", T::Int, Some("104857600"), V::AtLeast(1), H, RO,
       "The maximum number of bytes in a socket request."),
-    // Kafka's default is 102400. Brook's is larger because a fetch's record sets are queued
-    // by sendfile as references to page-cache pages, not copies: the larger limit lets a
-    // consumer's 1 MiB partition response go out in about 3 sends instead of 5, with as
-    // many fewer wake-ups (issue #13: ~10% less CPU per GB fetched).
     k("socket.send.buffer.bytes", T::Int, Some("262144"), V::Custom(check_socket_buffer), H, RO,
       "The SO_SNDBUF buffer of the socket server sockets. If the value is -1, the OS default will be used. Brook refuses 0 and values below -1, and its default is 262144 (Kafka's is 102400): record sets go out with sendfile as page-cache references, so a larger buffer costs no copies and needs fewer sends per fetch."),
     k("transaction.abort.timed.out.transaction.cleanup.interval.ms", T::Int, Some("10000"), V::AtLeast(1), L, RO,

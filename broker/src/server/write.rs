@@ -147,32 +147,34 @@ async fn send_files(stream: &mut TcpStream, files: &FileRecords) -> io::Result<(
         let end = range.position + range.len;
         while position < end {
             if files.is_stale() {
-                return Err(io::Error::other(
-                    "records were truncated between the fetch's read and its send",
-                ));
+                return Err(truncated());
             }
             let count = (end - position).min(MAX_SENDFILE) as usize;
             let sent = send_once(stream, count, || {
                 let sent =
                     rustix::fs::sendfile(&*stream, &*range.file, Some(&mut position), count)?;
-                // A short send is taken for a full socket, and the next send waits for it
-                // to drain; a file that ended early would instead leave that wait with no
-                // wake-up coming, so it is told apart here and fails the write.
-                if sent < count && rustix::fs::fstat(&*range.file)?.st_size as u64 <= position {
-                    return Err(io::Error::new(
-                        io::ErrorKind::UnexpectedEof,
-                        format!("{} ended before its planned range", range.path.display()),
-                    ));
+                // A short send is taken for a full socket: the next send waits for it to
+                // drain. A truncation also cuts a send short, with no wake-up coming, so
+                // it is told apart here (the log marks reads stale before it changes a
+                // file in place).
+                if sent < count && files.is_stale() {
+                    return Err(truncated());
                 }
                 Ok(sent)
             })
             .await?; // `sendfile` advanced `position`
             if sent == 0 {
-                return Err(io::Error::other(
-                    "sendfile sent nothing from a file that has not ended",
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    format!("{} ended before its planned range", range.path.display()),
                 ));
             }
         }
     }
     Ok(())
+}
+
+/// The error that closes a connection whose planned record set was truncated under it.
+fn truncated() -> io::Error {
+    io::Error::other("records were truncated between the fetch's read and its send")
 }

@@ -17,13 +17,16 @@ use std::sync::Arc;
 use crate::batch::{BatchHeader, BATCH_HEADER_LEN};
 use crate::config::LogConfig;
 use crate::error::{io_err, Result, StorageError};
-use crate::index::{time, OffsetEntry, OffsetIndex, TimeEntry, TimeIndex};
+use crate::index::{OffsetIndex, TimeIndex};
 use crate::records;
 use crate::recovery::read_valid_batch;
 pub use crate::roll::{roll_reason, IncomingAppend, RollReason, RollState};
 use crate::txn_index::{AbortedTxn, TxnIndexFile};
 
+mod rebuild;
 mod trusted;
+
+pub(crate) use rebuild::Rebuild;
 
 /// Suffix of a segment file awaiting deletion (`file.delete.delay.ms`).
 pub const DELETED_SUFFIX: &str = ".deleted";
@@ -64,64 +67,6 @@ impl IndexCursor {
         self.bytes_since_last_entry += header.size() as u64;
         let max = self.max_timestamp?;
         due.then_some(((header.last_offset(), position), max))
-    }
-}
-
-/// Index entries and scan state rebuilt from a segment's batches, in order (shared by
-/// recovery and truncation, so both produce the indexes a live append would have).
-struct Rebuild {
-    cursor: IndexCursor,
-    offsets: Vec<OffsetEntry>,
-    times: Vec<TimeEntry>,
-    max_offset_entries: usize,
-    max_time_entries: usize,
-    interval: u64,
-    first_ts: Option<i64>,
-    next_offset: i64,
-}
-
-impl Rebuild {
-    fn new(base_offset: i64, config: &LogConfig) -> Self {
-        Rebuild {
-            cursor: IndexCursor::default(),
-            offsets: Vec::new(),
-            times: Vec::new(),
-            max_offset_entries: (config.segment_index_bytes / 8).max(1) as usize,
-            max_time_entries: (config.segment_index_bytes / 12).max(1) as usize,
-            interval: config.index_interval_bytes,
-            first_ts: None,
-            next_offset: base_offset,
-        }
-    }
-
-    fn observe(
-        &mut self,
-        offset_index: &OffsetIndex,
-        time_index: &TimeIndex,
-        header: &BatchHeader,
-        position: u64,
-    ) {
-        if let Some(((offset, pos), (ts, ts_offset))) =
-            self.cursor.observe(header, position, self.interval)
-        {
-            if let Some(e) = offset_index.entry(offset, pos) {
-                let increasing = self
-                    .offsets
-                    .last()
-                    .is_none_or(|l| l.relative_offset < e.relative_offset);
-                if self.offsets.len() < self.max_offset_entries && increasing {
-                    self.offsets.push(e);
-                }
-            }
-            if let Some(e) = time_index.entry(ts, ts_offset) {
-                if self.times.len() < self.max_time_entries && time::accepts(self.times.last(), &e)
-                {
-                    self.times.push(e);
-                }
-            }
-        }
-        self.first_ts.get_or_insert(header.max_timestamp);
-        self.next_offset = header.next_offset();
     }
 }
 
@@ -266,7 +211,7 @@ impl Segment {
             ) else {
                 break;
             };
-            rebuild.observe(&self.offset_index, &self.time_index, &header, position);
+            rebuild.observe(&header);
             on_batch(&header, &buf);
             position += header.size() as u64;
         }
@@ -284,6 +229,27 @@ impl Segment {
         Ok(truncated)
     }
 
+    /// Opens a segment the cleaner wrote, with the index files it wrote and fsynced
+    /// beside it, from what its writer observed (`rebuild`): no scan, as this runs under
+    /// the partition lock. A file whose size is not what was written is scanned in full.
+    pub(crate) fn open_cleaned(
+        dir: &Path,
+        base_offset: i64,
+        config: &LogConfig,
+        now_ms: i64,
+        rebuild: Rebuild,
+    ) -> Result<Self> {
+        let mut segment = Segment::open(dir, base_offset, config, now_ms)?;
+        let size = rebuild.size();
+        if segment.size == size {
+            segment.install(rebuild, size)?;
+        } else {
+            tracing::warn!(path = %segment.log_path.display(), expected = size, found = segment.size, "cleaned segment changed size; scanning it");
+            segment.recover(config, &mut |_, _| {})?;
+        }
+        Ok(segment)
+    }
+
     /// Kafka's `LogSegment.truncateTo`: removes every batch from the first one whose last
     /// offset is `>= offset` (a batch spanning `offset` goes whole), fsyncs the file, and
     /// rebuilds the indexes from the remaining batch headers (no CRC: they were checked on
@@ -298,7 +264,7 @@ impl Segment {
             let Some(header) = self.header_at(position)? else {
                 break;
             };
-            rebuild.observe(&self.offset_index, &self.time_index, &header, position);
+            rebuild.observe(&header);
             position += header.size() as u64;
         }
         // The file first: the indexes are hints that recovery rebuilds anyway.

@@ -14,8 +14,9 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::path::Path;
 
-use brook_storage::cleaner::DecodedRecord;
-use brook_storage::Log;
+use brook_storage::cleaner::{decode_records, DecodedRecord};
+use brook_storage::segment::Segment;
+use brook_storage::{Log, LogConfig, MinOneBatch};
 use common::keyed::{append, check, compact_config, readable, Model};
 use proptest::prelude::*;
 
@@ -145,10 +146,15 @@ fn a_leftover_cleaned_file_is_discarded_and_the_old_segments_stay() {
     let log = build(dir.path());
     let expected = readable(&log);
     log.close(2_000).expect("close");
-    let cleaned = dir.path().join("00000000000000000000.log.cleaned");
-    fs::write(&cleaned, b"half written").expect("write");
+    let leftovers = ["log", "index", "timeindex"].map(|ext| {
+        dir.path()
+            .join(format!("00000000000000000000.{ext}.cleaned"))
+    });
+    for leftover in &leftovers {
+        fs::write(leftover, b"half written").expect("write");
+    }
     let log = Log::open(dir.path(), compact_config(), 2_000).expect("reopen");
-    assert!(!cleaned.exists());
+    assert!(leftovers.iter().all(|f| !f.exists()));
     assert_eq!(readable(&log), expected);
 }
 
@@ -203,4 +209,88 @@ fn the_checkpoint_survives_a_restart_so_a_clean_log_is_not_cleaned_again() {
         outcome.first_dirty_offset
     );
     assert!(!log.clean(2_000, BUDGET).expect("clean").cleaned);
+}
+
+/// The indexes a full scan of `dir`'s segment at `base` writes, as (offset, time) bytes.
+fn rebuilt_indexes(dir: &Path, base: i64, config: &LogConfig) -> (Vec<u8>, Vec<u8>) {
+    let scratch = tempfile::tempdir().expect("scratch");
+    let name = |ext: &str| format!("{base:020}.{ext}");
+    fs::copy(dir.join(name("log")), scratch.path().join(name("log"))).expect("copy log");
+    let mut segment = Segment::open(scratch.path(), base, config, 0).expect("open copy");
+    segment
+        .recover(config, &mut |_, _| {})
+        .expect("recover copy");
+    drop(segment);
+    let read = |ext: &str| fs::read(scratch.path().join(name(ext))).expect("read index");
+    (read("index"), read("timeindex"))
+}
+
+#[test]
+fn a_cleaned_segment_opens_with_the_indexes_a_full_scan_would_write() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // Small index intervals, so that each cleaned segment carries several entries.
+    let config = LogConfig {
+        segment_bytes: 4_000,
+        index_interval_bytes: 100,
+        ..compact_config()
+    };
+    let mut log = Log::open(dir.path(), config.clone(), 1_000).expect("open");
+    let mut model = Model::new();
+    for i in 0..400u32 {
+        let key = (i % 40) as u8;
+        append(
+            &mut log,
+            &mut model,
+            key,
+            Some((i % 9) as u8),
+            1_000 + i64::from(i),
+        );
+    }
+    let outcome = log.clean(2_000, BUDGET).expect("clean");
+    assert!(outcome.cleaned && outcome.records_removed > 0);
+    let mut indexed_entries = 0;
+    for name in log_files(dir.path()).keys() {
+        let base: i64 = name.trim_end_matches(".log").parse().expect("base offset");
+        let index =
+            |ext: &str| fs::read(dir.path().join(format!("{base:020}.{ext}"))).expect("index");
+        let (offsets, times) = rebuilt_indexes(dir.path(), base, &config);
+        assert_eq!(index("index"), offsets, "offset index of {name}");
+        assert_eq!(index("timeindex"), times, "time index of {name}");
+        indexed_entries += offsets.len() / 8;
+    }
+    assert!(
+        indexed_entries >= 10,
+        "only {indexed_entries} offset index entries"
+    );
+    let leftovers: Vec<String> = fs::read_dir(dir.path())
+        .expect("list")
+        .filter_map(|e| Some(e.ok()?.file_name().to_str()?.to_string()))
+        .filter(|n| n.ends_with(".cleaned") || n.ends_with(".swap"))
+        .collect();
+    assert!(leftovers.is_empty(), "left over: {leftovers:?}");
+    check(&log, &model, outcome.first_dirty_offset);
+    // Lookups through those indexes: by offset and by timestamp (record i was appended
+    // at offset i with timestamp 1,000 + i), each kept record is found where it is.
+    let kept = readable(&log);
+    for (offset, _, _) in &kept {
+        let read = log
+            .read(*offset, 1, i64::MAX, MinOneBatch::Yes)
+            .expect("read");
+        let first = decode_records(&read.records).expect("decodes");
+        assert_eq!(
+            first.first().map(|r| r.0),
+            Some(*offset),
+            "read at {offset}"
+        );
+        let by_time = log.offset_for_timestamp(1_000 + offset).expect("by time");
+        assert_eq!(
+            by_time.map(|t| t.offset),
+            Some(*offset),
+            "timestamp of {offset}"
+        );
+    }
+    let expected = readable(&log);
+    log.close(3_000).expect("close");
+    let log = Log::open(dir.path(), config, 3_000).expect("reopen");
+    assert_eq!(readable(&log), expected);
 }

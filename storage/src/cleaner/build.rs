@@ -146,7 +146,7 @@ impl CleanJob {
         }
         let group_last_offset = last.info.next_offset - 1;
         // Dropped on error: the partial file is removed.
-        let mut writer = CleanedWriter::create(&self.dir, first.info.base_offset)?;
+        let mut writer = CleanedWriter::create(&self.dir, first.info.base_offset, &self.config)?;
         for member in members {
             self.write_segment(
                 member,

@@ -1,13 +1,16 @@
 //! Atomic replacement of cleaned segments, and its recovery at open.
 //!
 //! A clean of a group of segments (the first based at `B`) proceeds as:
-//! 1. write `B.log.cleaned`, fsync it (without the partition lock: `CleanedWriter`,
-//!    leaving a `CleanedFile`);
+//! 1. write `B.log.cleaned`, fsync it, then its indexes as `B.index.cleaned` and
+//!    `B.timeindex.cleaned`, built from the batches as they were written, fsynced too
+//!    (without the partition lock: `CleanedWriter`, leaving a `CleanedFile`);
 //! 2. rename it `B.log.swap`, fsync the directory: from here the clean is committed
 //!    (under the lock, once the log was checked to be unchanged: `CleanedFile::commit`);
 //! 3. rename every replaced segment's files to `*.deleted` (the delayed deletion of
 //!    retention, so readers holding them keep working);
-//! 4. rename `B.log.swap` to `B.log`, fsync the directory; indexes are rebuilt from it.
+//! 4. rename the `.cleaned` indexes to `B.index` and `B.timeindex`, then `B.log.swap`
+//!    to `B.log`, fsync the directory. The segment opens with those indexes as they are
+//!    (`Segment::open_cleaned`): nothing of it is scanned under the lock.
 //!
 //! The directory fsyncs are the caller's, so that a pass of many groups does steps 2, 3
 //! and 4 for all of them with one fsync after step 2 and one after step 4 (each group's
@@ -18,9 +21,11 @@
 //! at the next open after a crash.
 //!
 //! Recovery (`complete_interrupted_cleans`, before the segments are scanned): every
-//! `*.log.cleaned` is deleted (step 1 never committed: the old segments are intact); for
+//! `*.cleaned` file is deleted (step 1 never committed: the old segments are intact); for
 //! every `B.log.swap`, the segments it replaces (base offsets in `[B, swap's next
-//! offset)`) are deleted if still there, and the rename of step 4 is completed. The
+//! offset)`) are deleted if still there, and the rename of step 4 is completed. Index
+//! files at `B` go with the replaced segments' files, whichever they were: the open
+//! rebuilds them from the new `B.log`. The
 //! cleaner always keeps the last batch of a group (possibly emptied) so the swap's
 //! offset range is exactly the replaced segments' range. A crash at any instant thus
 //! leaves either the old segments or the new one, never a mix.
@@ -29,10 +34,11 @@ use std::fs::{self, File};
 use std::io::{BufReader, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-use crate::batch::BATCH_HEADER_LEN;
-use crate::error::{io_err, Result};
+use crate::batch::{BatchHeader, BATCH_HEADER_LEN};
+use crate::config::LogConfig;
+use crate::error::{io_err, Result, StorageError};
 use crate::recovery::{read_valid_batch, segment_file_name, sync_dir};
-use crate::segment::file_name;
+use crate::segment::{file_name, Rebuild};
 
 /// Suffix of a cleaned segment being written.
 pub const CLEANED_SUFFIX: &str = ".cleaned";
@@ -41,6 +47,22 @@ pub const SWAP_SUFFIX: &str = ".swap";
 
 fn cleaned_path(dir: &Path, base_offset: i64) -> PathBuf {
     dir.join(format!("{}{CLEANED_SUFFIX}", file_name(base_offset, "log")))
+}
+
+/// `B.index.cleaned` and `B.timeindex.cleaned`.
+fn cleaned_index_paths(dir: &Path, base_offset: i64) -> [PathBuf; 2] {
+    INDEX_EXTENSIONS.map(|ext| dir.join(format!("{}{CLEANED_SUFFIX}", file_name(base_offset, ext))))
+}
+
+const INDEX_EXTENSIONS: [&str; 2] = ["index", "timeindex"];
+
+fn remove_if_there(path: &Path, what: &str) {
+    match fs::remove_file(path) {
+        Ok(()) => {}
+        // The log (and its directory) was deleted meanwhile, or the file was never made.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => tracing::warn!(path = %path.display(), error = %e, "removing {what} failed"),
+    }
 }
 
 fn swap_path(dir: &Path, base_offset: i64) -> PathBuf {
@@ -71,10 +93,12 @@ pub(crate) struct CleanedWriter {
     out: BufWriter<File>,
     file: CleanedFile,
     written: u64,
+    /// The indexes and scan state of what was written so far.
+    rebuild: Rebuild,
 }
 
 impl CleanedWriter {
-    pub fn create(dir: &Path, base_offset: i64) -> Result<Self> {
+    pub fn create(dir: &Path, base_offset: i64, config: &LogConfig) -> Result<Self> {
         let path = cleaned_path(dir, base_offset);
         let out = File::create(&path).map_err(io_err("create cleaned segment", &path))?;
         Ok(CleanedWriter {
@@ -84,12 +108,20 @@ impl CleanedWriter {
                 base_offset,
                 path,
                 committed: false,
+                rebuild: None,
             },
             written: 0,
+            rebuild: Rebuild::new(base_offset, config),
         })
     }
 
     pub fn write(&mut self, batch: &[u8]) -> Result<()> {
+        let header = BatchHeader::parse(batch).map_err(|reason| StorageError::CorruptLog {
+            path: self.file.path.clone(),
+            position: self.written,
+            reason,
+        })?;
+        self.rebuild.observe(&header);
         self.out
             .write_all(batch)
             .map_err(io_err("write cleaned segment", &self.file.path))?;
@@ -101,28 +133,38 @@ impl CleanedWriter {
         self.written
     }
 
-    /// Flushes and fsyncs the file: step 1 done. On error the partial file is removed
-    /// (by the `CleanedFile`'s drop).
+    /// Flushes and fsyncs the file, then writes and fsyncs its indexes: step 1 done. On
+    /// error the partial files are removed (by the `CleanedFile`'s drop).
     pub fn finish(self) -> Result<CleanedFile> {
-        let path = &self.file.path;
-        let out = self
-            .out
+        let CleanedWriter {
+            out,
+            mut file,
+            rebuild,
+            ..
+        } = self;
+        let out = out
             .into_inner()
-            .map_err(|e| io_err("flush cleaned segment", path)(e.into_error()))?;
+            .map_err(|e| io_err("flush cleaned segment", &file.path)(e.into_error()))?;
         out.sync_all()
-            .map_err(io_err("fsync cleaned segment", path))?;
-        Ok(self.file)
+            .map_err(io_err("fsync cleaned segment", &file.path))?;
+        let [offset_index, time_index] = cleaned_index_paths(&file.dir, file.base_offset);
+        rebuild.write_index_files(&offset_index, &time_index)?;
+        file.rebuild = Some(rebuild);
+        Ok(file)
     }
 }
 
-/// A fully written and fsynced `B.log.cleaned`, not yet committed. Dropped uncommitted,
-/// it removes its file (a failed or abandoned clean).
+/// A fully written and fsynced `B.log.cleaned` with its `.cleaned` indexes, not yet
+/// committed. Dropped uncommitted, it removes its files (a failed or abandoned clean).
 #[derive(Debug)]
 pub(crate) struct CleanedFile {
     dir: PathBuf,
     base_offset: i64,
     path: PathBuf,
     committed: bool,
+    /// What the writer observed, for `Segment::open_cleaned` (set once the indexes are
+    /// written).
+    rebuild: Option<Rebuild>,
 }
 
 impl CleanedFile {
@@ -132,12 +174,19 @@ impl CleanedFile {
 
     /// Step 2: renames the file `.swap`. Under the partition lock. The caller fsyncs the
     /// directory before renaming any replaced segment: that fsync is the commit point,
-    /// after which recovery completes the replacement.
-    pub fn commit(mut self) -> Result<()> {
+    /// after which recovery completes the replacement. Returns what the segment opens
+    /// with after step 4; its `.cleaned` indexes stay until `install` (or the next open).
+    pub fn commit(mut self) -> Result<Rebuild> {
+        let rebuild = self
+            .rebuild
+            .take()
+            .ok_or_else(|| StorageError::TaskFailed {
+                reason: format!("{} committed before it was finished", self.path.display()),
+            })?;
         let swap = swap_path(&self.dir, self.base_offset);
         fs::rename(&self.path, &swap).map_err(io_err("rename cleaned segment", &self.path))?;
         self.committed = true;
-        Ok(())
+        Ok(rebuild)
     }
 }
 
@@ -146,13 +195,10 @@ impl CleanedFile {
 /// the next open, which is also correct as long as its segments are unchanged.
 pub(crate) fn uncommit(dir: &Path, base_offset: i64) {
     for swap in [swap_path(dir, base_offset), txn_swap_path(dir, base_offset)] {
-        match fs::remove_file(&swap) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => {
-                tracing::warn!(path = %swap.display(), error = %e, "removing an uncommitted swap segment failed")
-            }
-        }
+        remove_if_there(&swap, "an uncommitted swap segment");
+    }
+    for index in cleaned_index_paths(dir, base_offset) {
+        remove_if_there(&index, "an uncommitted cleaned index");
     }
 }
 
@@ -161,20 +207,26 @@ impl Drop for CleanedFile {
         if self.committed {
             return;
         }
-        match fs::remove_file(&self.path) {
-            Ok(()) => {}
-            // The log (and its directory) was deleted meanwhile.
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => {
-                tracing::warn!(path = %self.path.display(), error = %e, "removing an abandoned cleaned segment failed")
-            }
+        remove_if_there(&self.path, "an abandoned cleaned segment");
+        for index in cleaned_index_paths(&self.dir, self.base_offset) {
+            remove_if_there(&index, "an abandoned cleaned index");
         }
     }
 }
 
-/// Step 4: `B.txnindex.swap` (if any) becomes `B.txnindex`, then `B.log.swap` becomes
-/// `B.log` (the caller fsyncs the directory).
+/// Step 4: `B.index.cleaned` and `B.timeindex.cleaned` (at a commit; recovery has
+/// removed them) become the indexes, `B.txnindex.swap` (if any) becomes `B.txnindex`,
+/// then `B.log.swap` becomes `B.log` (the caller fsyncs the directory).
 pub(crate) fn install(dir: &Path, base_offset: i64) -> Result<()> {
+    let cleaned_indexes = cleaned_index_paths(dir, base_offset);
+    for (cleaned, ext) in cleaned_indexes.iter().zip(INDEX_EXTENSIONS) {
+        let index = dir.join(file_name(base_offset, ext));
+        match fs::rename(cleaned, &index) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io_err("install cleaned index", cleaned)(e)),
+        }
+    }
     let txn_swap = txn_swap_path(dir, base_offset);
     let txn_index = crate::txn_index::path(dir, base_offset);
     match fs::rename(&txn_swap, &txn_index) {
@@ -218,7 +270,7 @@ pub(crate) fn complete_interrupted_cleans(dir: &Path) -> Result<()> {
             continue;
         };
         match ext {
-            "log.cleaned" => {
+            "log.cleaned" | "index.cleaned" | "timeindex.cleaned" => {
                 let path = entry.path();
                 fs::remove_file(&path).map_err(io_err("remove cleaned segment", &path))?;
                 changed = true;

@@ -21,6 +21,17 @@ pub struct OffsetEntry {
     pub position: u32,
 }
 
+impl OffsetEntry {
+    /// The entry of a segment based at `base_offset`, if the offset and position fit
+    /// the u32 fields.
+    pub fn new(base_offset: i64, offset: i64, position: u64) -> Option<Self> {
+        Some(OffsetEntry {
+            relative_offset: u32::try_from(offset - base_offset).ok()?,
+            position: u32::try_from(position).ok()?,
+        })
+    }
+}
+
 /// The offset index of one segment.
 #[derive(Debug)]
 pub struct OffsetIndex {
@@ -119,10 +130,7 @@ impl OffsetIndex {
 
     /// Builds an entry if the offset and position fit the u32 fields.
     pub fn entry(&self, offset: i64, position: u64) -> Option<OffsetEntry> {
-        Some(OffsetEntry {
-            relative_offset: u32::try_from(offset - self.base_offset).ok()?,
-            position: u32::try_from(position).ok()?,
-        })
+        OffsetEntry::new(self.base_offset, offset, position)
     }
 }
 
@@ -130,7 +138,7 @@ fn max_entries(max_index_bytes: u64) -> usize {
     (max_index_bytes / OFFSET_ENTRY_SIZE as u64).max(1) as usize
 }
 
-fn encode(entry: &OffsetEntry) -> [u8; OFFSET_ENTRY_SIZE] {
+pub(crate) fn encode(entry: &OffsetEntry) -> [u8; OFFSET_ENTRY_SIZE] {
     let mut out = [0u8; OFFSET_ENTRY_SIZE];
     out[..4].copy_from_slice(&entry.relative_offset.to_be_bytes());
     out[4..].copy_from_slice(&entry.position.to_be_bytes());

@@ -20,6 +20,16 @@ pub struct TimeEntry {
     pub relative_offset: u32,
 }
 
+impl TimeEntry {
+    /// The entry of a segment based at `base_offset`, if the offset fits the u32 field.
+    pub fn new(base_offset: i64, timestamp: i64, offset: i64) -> Option<Self> {
+        Some(TimeEntry {
+            timestamp,
+            relative_offset: u32::try_from(offset - base_offset).ok()?,
+        })
+    }
+}
+
 /// The time index of one segment.
 #[derive(Debug)]
 pub struct TimeIndex {
@@ -106,10 +116,7 @@ impl TimeIndex {
     }
 
     pub fn entry(&self, timestamp: i64, offset: i64) -> Option<TimeEntry> {
-        Some(TimeEntry {
-            timestamp,
-            relative_offset: u32::try_from(offset - self.base_offset).ok()?,
-        })
+        TimeEntry::new(self.base_offset, timestamp, offset)
     }
 }
 
@@ -122,7 +129,7 @@ fn max_entries(max_index_bytes: u64) -> usize {
     (max_index_bytes / TIME_ENTRY_SIZE as u64).max(1) as usize
 }
 
-fn encode(entry: &TimeEntry) -> [u8; TIME_ENTRY_SIZE] {
+pub(crate) fn encode(entry: &TimeEntry) -> [u8; TIME_ENTRY_SIZE] {
     let mut out = [0u8; TIME_ENTRY_SIZE];
     out[..8].copy_from_slice(&entry.timestamp.to_be_bytes());
     out[8..].copy_from_slice(&entry.relative_offset.to_be_bytes());

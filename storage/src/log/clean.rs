@@ -19,7 +19,7 @@ use crate::cleaner::{checkpoint, swap, CleanOutcome};
 use crate::error::{Result, StorageError};
 use crate::log::Log;
 use crate::recovery::sync_dir;
-use crate::segment::{Segment, SegmentSource};
+use crate::segment::{Rebuild, Segment, SegmentSource};
 use crate::txn_index::AbortedTxn;
 
 fn info_of(s: &Segment) -> SegmentInfo {
@@ -235,9 +235,10 @@ impl Log {
 
     /// Replaces each group's segments by its cleaned file (steps 2-4 of
     /// `cleaner/swap.rs`), every group at once: under the lock, a pass of N groups costs
-    /// three directory fsyncs instead of three per group.
+    /// three directory fsyncs instead of three per group. Renames and opens only: the
+    /// files and their indexes were written and fsynced by the build.
     fn install_groups(&mut self, groups: Vec<BuiltGroup>, now_ms: i64) -> Result<()> {
-        let mut committed: Vec<(i64, Vec<SegmentInfo>, Vec<AbortedTxn>)> =
+        let mut committed: Vec<(i64, Vec<SegmentInfo>, Vec<AbortedTxn>, Rebuild)> =
             Vec::with_capacity(groups.len());
         for group in groups {
             let Some(file) = group.file else {
@@ -255,14 +256,17 @@ impl Log {
             } else {
                 swap::write_txn_index_swap(&self.dir, base_offset, &aborted)
             };
-            if let Err(e) = written.and_then(|()| file.commit()) {
-                swap::uncommit(&self.dir, base_offset);
-                for (base, _, _) in &committed {
-                    swap::uncommit(&self.dir, *base);
+            let rebuild = match written.and_then(|()| file.commit()) {
+                Ok(rebuild) => rebuild,
+                Err(e) => {
+                    swap::uncommit(&self.dir, base_offset);
+                    for (base, ..) in &committed {
+                        swap::uncommit(&self.dir, *base);
+                    }
+                    return Err(e);
                 }
-                return Err(e);
-            }
-            committed.push((base_offset, group.members, aborted));
+            };
+            committed.push((base_offset, group.members, aborted, rebuild));
         }
         if committed.is_empty() {
             return Ok(());
@@ -271,7 +275,7 @@ impl Log {
         // `swap::complete_interrupted_cleans`.
         sync_dir(&self.dir)?;
         let due_ms = now_ms.saturating_add(self.config.file_delete_delay_ms);
-        for (base_offset, members, _) in &committed {
+        for (base_offset, members, ..) in &committed {
             for member in members {
                 if let Some(old) = self.segments.remove(&member.base_offset) {
                     let paths = old.rename_for_deletion()?;
@@ -282,11 +286,12 @@ impl Log {
             swap::install(&self.dir, *base_offset)?;
         }
         sync_dir(&self.dir)?;
-        for (base_offset, members, aborted) in committed {
-            let mut segment = Segment::open(&self.dir, base_offset, &self.config, now_ms)?;
-            segment.recover(&self.config, &mut |_, _| {})?;
+        for (base_offset, members, aborted, rebuild) in committed {
+            let mut segment =
+                Segment::open_cleaned(&self.dir, base_offset, &self.config, now_ms, rebuild)?;
+            // Reads the `.txnindex` installed from its swap (fsynced when written) and
+            // finds it equal: no write.
             segment.reset_txn_index(&aborted)?;
-            segment.flush()?;
             let end = members.last().map_or(base_offset, |m| m.next_offset);
             self.replace_aborted_between(base_offset, end, aborted);
             self.segments.insert(base_offset, segment);

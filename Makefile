@@ -7,7 +7,7 @@ CARGO ?= cargo
 # apt-get needs root; a developer who is not root gets sudo.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run cluster build deps toolchain lint unit integration kill-test controller-failover chaos soak test bench bench-cluster bench-storage bench-startup clean-data
+.PHONY: run cluster build deps toolchain lint unit integration kill-test controller-failover chaos soak test bench bench-cluster bench-storage bench-startup bench-compaction clean-data
 
 run: toolchain
 	$(CARGO) build --release -p brook
@@ -104,6 +104,12 @@ bench-storage:
 bench-startup:
 	$(CARGO) build --release -p brook
 	python3 bench/startup_scale.py $(ARGS)
+
+# Produce latency while a 1.1 GB compacted partition is cleaned (bench/compaction_latency.py):
+# Brook vs Kafka, 3 rounds each (about 7 minutes). Needs what `make deps` installs. Never a CI gate.
+bench-compaction:
+	$(CARGO) build --release -p brook
+	python3 bench/compaction_latency.py $(ARGS)
 
 clean-data:
 	rm -rf ./data

@@ -30,8 +30,8 @@ use crate::config::LogConfig;
 use crate::error::{Result, StorageError};
 use crate::file_records::{FetchedRecords, ReadWait, MIN_ZERO_COPY_BYTES};
 use crate::log::{
-    AppendInfo, FollowerAppend, Log, MinOneBatch, ReadPlan, ReadResult, RetentionOutcome,
-    TimestampOffset,
+    AppendInfo, DueDeletions, FollowerAppend, Log, MinOneBatch, ReadPlan, ReadResult,
+    RetentionOutcome, TimestampOffset,
 };
 use crate::producer_state::ActiveProducer;
 use crate::txn_index::{AbortedTxn, OngoingTxn};
@@ -458,15 +458,23 @@ impl LogHandle {
         self.run(|log| log.max_timestamp_offset()).await
     }
 
-    /// See [`Log::enforce_retention`]: one retention pass with the current config.
+    /// See [`Log::enforce_retention`]: one retention pass with the current config; the
+    /// due `.deleted` files are unlinked after the lock is released.
     pub async fn enforce_retention(&self, now_ms: i64) -> Result<RetentionOutcome> {
-        self.run(move |log| log.enforce_retention(now_ms)).await
+        let (mut outcome, unlinked) = self
+            .run_then_unlink(move |log| log.retention_pass(now_ms))
+            .await?;
+        outcome.files_unlinked = unlinked;
+        Ok(outcome)
     }
 
     /// See [`Log::increment_log_start_offset`] (DeleteRecords); returns the new log start.
+    /// The due `.deleted` files are unlinked after the lock is released.
     pub async fn increment_log_start_offset(&self, offset: i64, now_ms: i64) -> Result<i64> {
-        self.run(move |log| log.increment_log_start_offset(offset, now_ms))
-            .await
+        let (start, _) = self
+            .run_then_unlink(move |log| log.advance_log_start_offset(offset, now_ms))
+            .await?;
+        Ok(start)
     }
 
     /// See [`Log::cleaning_priority`]: `Some(dirty ratio)` when the log is due for
@@ -562,6 +570,24 @@ impl LogHandle {
             .map_err(|e| StorageError::TaskFailed {
                 reason: e.to_string(),
             })?
+    }
+
+    /// `run` for an operation that leaves `.deleted` files due: they are unlinked on the
+    /// same blocking thread once the lock is released (unlinking a large file frees its
+    /// extents, which can take tens of milliseconds). Returns how many were unlinked.
+    async fn run_then_unlink<R: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Log) -> Result<(R, DueDeletions)> + Send + 'static,
+    ) -> Result<(R, usize)> {
+        let handle = self.clone();
+        tokio::task::spawn_blocking(move || {
+            let (result, due) = handle.with_log_blocking(f)?;
+            Ok((result, due.unlink()?))
+        })
+        .await
+        .map_err(|e| StorageError::TaskFailed {
+            reason: e.to_string(),
+        })?
     }
 
     /// Publishes the log's bounds and epoch, clamps the high watermark into the new

@@ -148,3 +148,62 @@ fn a_restart_keeps_the_log_start_offset_and_removes_deleted_files() {
     manager.delete_log("t", 0).expect("delete");
     assert!(!dir.path().join("log-start-offset-checkpoint").exists());
 }
+
+/// Through the handle, retention and DeleteRecords unlink the `.deleted` files that are
+/// due after releasing the partition lock: with no delay, this pass's own files; with a
+/// delay, the earlier pass's files once it is over.
+#[tokio::test]
+async fn the_handle_unlinks_due_deleted_files_after_retention_and_delete_records() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let dirs = vec![dir.path().to_path_buf()];
+    let no_delay = LogConfig {
+        file_delete_delay_ms: 0,
+        ..config(Some(10_000), None)
+    };
+    let manager = LogManager::open(&dirs, no_delay.clone()).expect("open");
+    let handle = manager.get_or_create("t", 0, no_delay).expect("create");
+    handle
+        .with_log_blocking(|log| Ok(fill(log, 8)))
+        .expect("fill");
+    let partition_dir = handle.dir().to_path_buf();
+    let outcome = handle.enforce_retention(14_500).await.expect("retention");
+    assert_eq!((outcome.segments_deleted, outcome.files_unlinked), (2, 6));
+    assert_eq!(handle.log_start_offset(), 16);
+    assert!(deleted_files(&partition_dir).is_empty());
+    assert_eq!(
+        handle
+            .increment_log_start_offset(26, 0)
+            .await
+            .expect("delete records"),
+        26
+    );
+    assert!(deleted_files(&partition_dir).is_empty());
+    assert_eq!(
+        files(&partition_dir)
+            .iter()
+            .filter(|f| f.ends_with(".log"))
+            .count(),
+        1
+    );
+
+    // With file.delete.delay.ms: the files wait, and a later pass unlinks them.
+    handle
+        .set_config(config(Some(10_000), None))
+        .await
+        .expect("config");
+    handle
+        .with_log_blocking(|log| Ok(fill(log, 4)))
+        .expect("fill more");
+    let start = handle.log_start_offset();
+    let end = handle.log_end_offset();
+    handle
+        .increment_log_start_offset(end, 0)
+        .await
+        .expect("delete records");
+    let waiting = deleted_files(&partition_dir).len();
+    assert!(waiting > 0 && start < end, "{waiting} files waiting");
+    let outcome = handle.enforce_retention(60_000).await.expect("retention");
+    assert_eq!(outcome.files_unlinked, waiting);
+    assert!(deleted_files(&partition_dir).is_empty());
+    manager.shutdown().expect("shutdown");
+}

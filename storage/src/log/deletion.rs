@@ -32,7 +32,7 @@ pub struct RetentionOutcome {
 /// `.deleted` files to unlink, taken out of the log's pending list: unlinking a large
 /// file frees its extents (with online discard, a trim each), which can take tens of
 /// milliseconds per file, so callers that can do it after releasing the partition lock
-/// do (the cleaner).
+/// do (`LogHandle`'s clean, retention and DeleteRecords).
 #[derive(Debug, Default)]
 #[must_use = "the files stay on disk until unlinked"]
 pub struct DueDeletions(pub(crate) Vec<PathBuf>);
@@ -70,11 +70,19 @@ impl Log {
         self.segments.values().map(|s| s.size()).sum()
     }
 
-    /// One retention pass with the current config: unlinks `.deleted` files whose delay
-    /// is over, then deletes the segments that time, size or the log start offset
-    /// condemn.
+    /// One retention pass with the current config, then the `.deleted` files whose delay
+    /// is over unlinked (see `retention_pass`).
     pub fn enforce_retention(&mut self, now_ms: i64) -> Result<RetentionOutcome> {
-        let files_unlinked = self.purge_deleted_files(now_ms)?;
+        let (mut outcome, due) = self.retention_pass(now_ms)?;
+        outcome.files_unlinked = due.unlink()?;
+        Ok(outcome)
+    }
+
+    /// One retention pass with the current config: deletes the segments that time, size
+    /// or the log start offset condemn (renamed `.deleted`), and hands back the `.deleted`
+    /// files whose delay is over (this pass's own with `file.delete.delay.ms=0`) for the
+    /// caller to unlink after releasing the partition lock. `files_unlinked` is 0.
+    pub fn retention_pass(&mut self, now_ms: i64) -> Result<(RetentionOutcome, DueDeletions)> {
         let deletion = segments_to_delete(
             &self.segment_stats(),
             &self.config,
@@ -94,18 +102,33 @@ impl Log {
                 "deleted old segments"
             );
         }
-        Ok(RetentionOutcome {
+        let outcome = RetentionOutcome {
             segments_deleted,
             reason: deletion.map(|d| d.reason),
             log_start_offset: self.log_start_offset,
-            files_unlinked,
-        })
+            files_unlinked: 0,
+        };
+        Ok((outcome, self.take_due_deletions(now_ms)))
+    }
+
+    /// DeleteRecords (see `advance_log_start_offset`), then the `.deleted` files whose
+    /// delay is over unlinked. Returns the new log start offset.
+    pub fn increment_log_start_offset(&mut self, offset: i64, now_ms: i64) -> Result<i64> {
+        let (start, due) = self.advance_log_start_offset(offset, now_ms)?;
+        due.unlink()?;
+        Ok(start)
     }
 
     /// DeleteRecords: moves the log start offset up to `offset` (never down) and deletes
-    /// the segments entirely below it. `offset` above the log end offset is out of range.
-    /// Returns the new log start offset (the partition's low watermark).
-    pub fn increment_log_start_offset(&mut self, offset: i64, now_ms: i64) -> Result<i64> {
+    /// the segments entirely below it (renamed `.deleted`). `offset` above the log end
+    /// offset is out of range. Returns the new log start offset (the partition's low
+    /// watermark) and the `.deleted` files whose delay is over, for the caller to unlink
+    /// after releasing the partition lock.
+    pub fn advance_log_start_offset(
+        &mut self,
+        offset: i64,
+        now_ms: i64,
+    ) -> Result<(i64, DueDeletions)> {
         if offset > self.log_end_offset || offset < 0 {
             return Err(StorageError::OffsetOutOfRange {
                 requested: offset,
@@ -131,7 +154,7 @@ impl Log {
         }
         self.trim_epochs_to_log_start()?;
         self.raise_recovery_point_to_log_start()?;
-        Ok(self.log_start_offset)
+        Ok((self.log_start_offset, self.take_due_deletions(now_ms)))
     }
 
     /// Applies a checkpointed log start offset after open: the start moves forward to it,
@@ -180,8 +203,8 @@ impl Log {
     }
 
     /// Deletes the `count` oldest segments (never the active one), renaming their files
-    /// for delayed unlinking, and moves the log start offset to the first remaining
-    /// segment. Returns how many went.
+    /// for delayed unlinking (`take_due_deletions`), and moves the log start offset to
+    /// the first remaining segment. Returns how many went.
     fn delete_oldest(&mut self, count: usize, now_ms: i64) -> Result<usize> {
         let count = count.min(self.segments.len().saturating_sub(1));
         let due_ms = now_ms.saturating_add(self.config.file_delete_delay_ms);
@@ -211,7 +234,6 @@ impl Log {
         self.raise_recovery_point_to_log_start()?;
         if deleted > 0 {
             sync_dir(&self.dir)?;
-            self.purge_deleted_files(now_ms)?;
             self.trim_epochs_to_log_start()?;
         }
         Ok(deleted)

@@ -65,6 +65,15 @@ fn remove_if_there(path: &Path, what: &str) {
     }
 }
 
+/// Renames `from` to `to` if `from` exists (step 4's optional files).
+fn rename_if_there(from: &Path, to: &Path) -> Result<()> {
+    match fs::rename(from, to) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(io_err("install cleaned file", from)(e)),
+    }
+}
+
 fn swap_path(dir: &Path, base_offset: i64) -> PathBuf {
     dir.join(format!("{}{SWAP_SUFFIX}", file_name(base_offset, "log")))
 }
@@ -92,8 +101,8 @@ pub(crate) struct CleanedWriter {
     // Before `file`: a writer dropped on error flushes its buffer, then the file goes.
     out: BufWriter<File>,
     file: CleanedFile,
-    written: u64,
-    /// The indexes and scan state of what was written so far.
+    /// The indexes and scan state of what was written so far (its size: the bytes
+    /// written).
     rebuild: Rebuild,
 }
 
@@ -110,7 +119,6 @@ impl CleanedWriter {
                 committed: false,
                 rebuild: None,
             },
-            written: 0,
             rebuild: Rebuild::new(base_offset, config),
         })
     }
@@ -118,19 +126,18 @@ impl CleanedWriter {
     pub fn write(&mut self, batch: &[u8]) -> Result<()> {
         let header = BatchHeader::parse(batch).map_err(|reason| StorageError::CorruptLog {
             path: self.file.path.clone(),
-            position: self.written,
+            position: self.rebuild.size(),
             reason,
         })?;
         self.rebuild.observe(&header);
         self.out
             .write_all(batch)
             .map_err(io_err("write cleaned segment", &self.file.path))?;
-        self.written += batch.len() as u64;
         Ok(())
     }
 
     pub fn written(&self) -> u64 {
-        self.written
+        self.rebuild.size()
     }
 
     /// Flushes and fsyncs the file, then writes and fsyncs its indexes: step 1 done. On
@@ -218,22 +225,16 @@ impl Drop for CleanedFile {
 /// removed them) become the indexes, `B.txnindex.swap` (if any) becomes `B.txnindex`,
 /// then `B.log.swap` becomes `B.log` (the caller fsyncs the directory).
 pub(crate) fn install(dir: &Path, base_offset: i64) -> Result<()> {
-    let cleaned_indexes = cleaned_index_paths(dir, base_offset);
-    for (cleaned, ext) in cleaned_indexes.iter().zip(INDEX_EXTENSIONS) {
-        let index = dir.join(file_name(base_offset, ext));
-        match fs::rename(cleaned, &index) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(io_err("install cleaned index", cleaned)(e)),
-        }
+    for (cleaned, ext) in cleaned_index_paths(dir, base_offset)
+        .iter()
+        .zip(INDEX_EXTENSIONS)
+    {
+        rename_if_there(cleaned, &dir.join(file_name(base_offset, ext)))?;
     }
-    let txn_swap = txn_swap_path(dir, base_offset);
-    let txn_index = crate::txn_index::path(dir, base_offset);
-    match fs::rename(&txn_swap, &txn_index) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(io_err("install cleaned txn index", &txn_swap)(e)),
-    }
+    rename_if_there(
+        &txn_swap_path(dir, base_offset),
+        &crate::txn_index::path(dir, base_offset),
+    )?;
     let swap = swap_path(dir, base_offset);
     let log = dir.join(file_name(base_offset, "log"));
     fs::rename(&swap, &log).map_err(io_err("install cleaned segment", &swap))

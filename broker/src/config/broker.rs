@@ -109,6 +109,10 @@ pub struct BrokerConfig {
     pub transactional_id_expiration_ms: i32,
     /// `transaction.abort.timed.out.transaction.cleanup.interval.ms`.
     pub transaction_abort_timed_out_interval_ms: i32,
+    /// `add.partitions.to.txn.retry.backoff.ms` / `.max.ms`: a leader's retries of a
+    /// Transactions V2 add-partition answered CONCURRENT_TRANSACTIONS.
+    pub add_partitions_to_txn_retry_backoff_ms: i32,
+    pub add_partitions_to_txn_retry_backoff_max_ms: i32,
     /// `transaction.remove.expired.transaction.cleanup.interval.ms`.
     pub transaction_remove_expired_interval_ms: i32,
     /// The Prometheus endpoint; `None` when `metrics.listener` is empty.
@@ -273,6 +277,10 @@ impl BrokerConfig {
             transaction_max_timeout_ms: g.int("transaction.max.timeout.ms")?,
             transaction_version: i16::try_from(g.int("brook.transaction.version")?).unwrap_or(0),
             transactional_id_expiration_ms: g.int("transactional.id.expiration.ms")?,
+            add_partitions_to_txn_retry_backoff_ms: g
+                .int("add.partitions.to.txn.retry.backoff.ms")?,
+            add_partitions_to_txn_retry_backoff_max_ms: g
+                .int("add.partitions.to.txn.retry.backoff.max.ms")?,
             transaction_abort_timed_out_interval_ms: g
                 .int("transaction.abort.timed.out.transaction.cleanup.interval.ms")?,
             transaction_remove_expired_interval_ms: g

@@ -44,6 +44,10 @@ const fn k(
 
 #[rustfmt::skip]
 pub(super) static BROKER_KEYS: &[KeyDef] = &[
+    k("add.partitions.to.txn.retry.backoff.max.ms", T::Int, Some("100"), V::AtLeast(0), H, RO,
+      "How long a partition leader keeps retrying, without answering the producer, to add a partition to a Transactions V2 transaction whose coordinator answers CONCURRENT_TRANSACTIONS (the previous transaction's markers are still being written)."),
+    k("add.partitions.to.txn.retry.backoff.ms", T::Int, Some("20"), V::AtLeast(1), H, RO,
+      "The pause between those retries."),
     k("advertised.listeners", T::List, None, V::Custom(check_listeners), H, RO,
       "Specifies the listener addresses that the Kafka brokers will advertise to clients and other brokers. If not set, the value for `listeners` is used, without the controller listeners; a host that is empty or 0.0.0.0 is advertised as `localhost` (Brook)."),
     k("auto.create.topics.enable", T::Boolean, Some("true"), V::None, H, RO,

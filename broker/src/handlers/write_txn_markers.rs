@@ -1,7 +1,8 @@
 //! WriteTxnMarkers, the partition leader's side: for each marker, append the COMMIT or
 //! ABORT control batch to every listed partition this broker leads (through
 //! `coordinator::txn::markers::write_local`, the same code the local coordinator uses) and
-//! answer once it is replicated. Sent by other brokers' transaction coordinators and by
+//! answer once they are replicated (all partitions at once, each waiting for its own
+//! replication). Sent by other brokers' transaction coordinators and by
 //! `kafka-transactions.sh abort`. Per-partition errors: UNKNOWN_TOPIC_OR_PARTITION,
 //! NOT_LEADER_OR_FOLLOWER, the storage's refusal, or the replication wait's.
 
@@ -10,8 +11,13 @@ use brook_protocol::kafka_protocol::messages::write_txn_markers_response::{
 };
 use brook_protocol::kafka_protocol::messages::{WriteTxnMarkersRequest, WriteTxnMarkersResponse};
 
+use futures_util::future::join_all;
+
 use crate::broker::Broker;
 use crate::coordinator::txn::markers::{write_local, Marker};
+
+/// Never used: one code per partition, in request order (a guard, not success).
+const UNKNOWN_SERVER_ERROR: i16 = -1;
 
 pub async fn handle(
     broker: &Broker,
@@ -26,29 +32,38 @@ pub async fn handle(
             commit: m.transaction_result,
             coordinator_epoch: m.coordinator_epoch,
         };
-        let mut topics = Vec::with_capacity(m.topics.len());
-        for topic in &m.topics {
-            let mut partitions = Vec::with_capacity(topic.partition_indexes.len());
-            for &partition in &topic.partition_indexes {
-                let code = match write_local(broker, &topic.name, partition, &marker).await {
+        // Every partition's marker at once: each waits for its own replication.
+        let codes = join_all(m.topics.iter().flat_map(|topic| {
+            topic.partition_indexes.iter().map(move |&partition| async move {
+                match write_local(broker, &topic.name, partition, &marker).await {
                     Ok(()) => 0,
                     Err(e) => {
                         tracing::debug!(topic = %topic.name.0, partition, error = %e, "transaction marker not written");
                         e.code().code()
                     }
-                };
-                partitions.push(
-                    WritableTxnMarkerPartitionResult::default()
-                        .with_partition_index(partition)
-                        .with_error_code(code),
-                );
-            }
-            topics.push(
+                }
+            })
+        }))
+        .await;
+        let mut codes = codes.into_iter();
+        let topics = m
+            .topics
+            .iter()
+            .map(|topic| {
+                let partitions = topic
+                    .partition_indexes
+                    .iter()
+                    .map(|&partition| {
+                        WritableTxnMarkerPartitionResult::default()
+                            .with_partition_index(partition)
+                            .with_error_code(codes.next().unwrap_or(UNKNOWN_SERVER_ERROR))
+                    })
+                    .collect();
                 WritableTxnMarkerTopicResult::default()
                     .with_name(topic.name.clone())
-                    .with_partitions(partitions),
-            );
-        }
+                    .with_partitions(partitions)
+            })
+            .collect::<Vec<_>>();
         results.push(
             WritableTxnMarkerResult::default()
                 .with_producer_id(m.producer_id)

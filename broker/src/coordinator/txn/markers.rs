@@ -26,6 +26,7 @@ use brook_protocol::kafka_protocol::messages::{
 use brook_protocol::kafka_protocol::protocol::StrBytes;
 use brook_protocol::kafka_protocol::records::{Record, TimestampType};
 use bytes::{Bytes, BytesMut};
+use futures_util::future::join_all;
 use tracing::{debug, warn};
 
 use super::state::TopicPartition;
@@ -150,20 +151,27 @@ pub async fn write_all(
             }
         }
     }
-    for (leader, tps) in by_leader {
-        if leader == broker.node_id {
-            for tp in tps {
-                if let Err(e) = write_local(broker, &tp.0, tp.1, marker).await {
-                    if !matches!(e, BrokerError::UnknownTopicOrPartition { .. }) {
-                        debug!(topic = %tp.0, partition = tp.1, error = %e, "marker not written; retrying");
-                        left.insert(tp.clone());
-                    }
-                }
+    // Every leader at once, and every local partition at once (Kafka keeps one marker
+    // channel per destination broker): the transaction stays Prepare* until the slowest
+    // one is replicated, and a producer's next transaction waits for that.
+    let local = by_leader.remove(&broker.node_id).unwrap_or_default();
+    let local = join_all(local.into_iter().map(|tp| async move {
+        match write_local(broker, &tp.0, tp.1, marker).await {
+            Ok(()) | Err(BrokerError::UnknownTopicOrPartition { .. }) => None,
+            Err(e) => {
+                debug!(topic = %tp.0, partition = tp.1, error = %e, "marker not written; retrying");
+                Some(tp.clone())
             }
-        } else {
-            left.extend(write_remote(broker, leader, marker, &tps).await);
         }
-    }
+    }));
+    let remote = join_all(
+        by_leader
+            .iter()
+            .map(|(leader, tps)| write_remote(broker, *leader, marker, tps)),
+    );
+    let (local, remote) = tokio::join!(local, remote);
+    left.extend(local.into_iter().flatten());
+    left.extend(remote.into_iter().flatten());
     left
 }
 

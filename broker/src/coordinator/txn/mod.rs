@@ -52,6 +52,9 @@ pub struct TxnConfig {
     pub abort_interval_ms: u64,
     /// `transaction.remove.expired.transaction.cleanup.interval.ms`.
     pub expire_interval_ms: u64,
+    /// `add.partitions.to.txn.retry.backoff.ms` / `add.partitions.to.txn.retry.backoff.max.ms`.
+    pub add_retry_backoff: std::time::Duration,
+    pub add_retry_max: std::time::Duration,
 }
 
 impl TxnConfig {
@@ -61,11 +64,17 @@ impl TxnConfig {
             id_expiration_ms: i64::from(config.transactional_id_expiration_ms),
             abort_interval_ms: config.transaction_abort_timed_out_interval_ms.max(1) as u64,
             expire_interval_ms: config.transaction_remove_expired_interval_ms.max(1) as u64,
+            add_retry_backoff: millis(config.add_partitions_to_txn_retry_backoff_ms),
+            add_retry_max: millis(config.add_partitions_to_txn_retry_backoff_max_ms),
         }
     }
 }
 
 /// Whether a `__transaction_state` partition's ids are usable.
+fn millis(ms: i32) -> std::time::Duration {
+    std::time::Duration::from_millis(u64::try_from(ms).unwrap_or(0))
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Load {
     Loading { epoch: i32 },

@@ -17,6 +17,10 @@
 //! clients that know that code and INVALID_TXN_STATE to older ones, and a coordinator that
 //! is busy, moving or unreachable becomes a retriable error of the caller's API.
 //!
+//! A V2 add answered CONCURRENT_TRANSACTIONS (the producer's previous transaction is
+//! still writing its markers) is retried here for `add.partitions.to.txn.retry.backoff.max.ms`
+//! before the caller's API sees it, as Kafka's leader does.
+//!
 //! Kafka also keeps a verification guard between the answer and the append; Brook does
 //! not (a marker landing in between is the one race left open).
 
@@ -32,6 +36,7 @@ use brook_protocol::kafka_protocol::messages::{
 };
 use brook_protocol::kafka_protocol::protocol::StrBytes;
 use brook_protocol::kafka_protocol::ResponseError;
+use tokio::time::Instant;
 use tracing::debug;
 
 use super::records::state_partition;
@@ -85,12 +90,39 @@ pub async fn ensure_in_transaction(
     operation: Operation,
     retriable: ResponseError,
 ) -> Result<(), ResponseError> {
-    let code = match broker.txn.coordinates(broker, producer.transactional_id) {
+    let config = broker.txn.config();
+    let deadline = Instant::now() + config.add_retry_max;
+    loop {
+        let code = ask(broker, producer, tp, operation).await;
+        if operation == Operation::Add
+            && code == ResponseError::ConcurrentTransactions.code()
+            && Instant::now() + config.add_retry_backoff <= deadline
+        {
+            // The previous transaction's markers are still being written (its EndTxn is
+            // answered once Prepare* is durable). Kafka's leader holds the request and
+            // retries (`add.partitions.to.txn.retry.backoff.ms` up to `.max.ms`): failing
+            // it instead lets a client that aborts now, with no produce of this
+            // transaction through, send its abort while the commit is still
+            // PrepareCommit, and that abort is answered PRODUCER_FENCED.
+            tokio::time::sleep(config.add_retry_backoff).await;
+            continue;
+        }
+        return translate(code, operation, retriable);
+    }
+}
+
+/// One question to the id's coordinator, in-process or over the network.
+async fn ask(
+    broker: &Broker,
+    producer: Producer<'_>,
+    tp: &TopicPartition,
+    operation: Operation,
+) -> i16 {
+    match broker.txn.coordinates(broker, producer.transactional_id) {
         Ok(_) => local(broker, producer, tp, operation).await,
         Err(TxnError::NotCoordinator) => remote(broker, producer, tp, operation).await,
         Err(e) => BrokerError::from(e).code().code(),
-    };
-    translate(code, operation, retriable)
+    }
 }
 
 /// Kafka's translation of a coordinator's answer for the client of the leader's API.

@@ -255,6 +255,15 @@ impl TxnMetadata {
         }
     }
 
+    /// Kafka's `pendingTransitionInProgress`: a write of this id is in flight, or its
+    /// markers are being written (Kafka holds the pending Complete* state while it sends
+    /// them). Client requests then answer CONCURRENT_TRANSACTIONS before any producer id
+    /// or epoch check, so a producer that ends or starts its next transaction while the
+    /// previous one's markers are still out retries instead of being told it is fenced.
+    pub fn transition_in_progress(&self) -> bool {
+        self.pending.is_some() || self.state.is_prepared()
+    }
+
     /// Whether the id's last request came from a Transactions V2 client.
     pub fn is_v2(&self) -> bool {
         self.client_version >= TRANSACTION_VERSION_2
@@ -299,7 +308,7 @@ impl TxnMetadata {
         new_producer_id: Option<i64>,
         now_ms: i64,
     ) -> Result<InitStep, TxnError> {
-        if self.pending.is_some() {
+        if self.transition_in_progress() {
             return Err(TxnError::ConcurrentTransactions);
         }
         if let Some((pid, epoch)) = expected {
@@ -418,7 +427,7 @@ impl TxnMetadata {
         now_ms: i64,
     ) -> Result<Option<Transit>, TxnError> {
         self.check_producer(producer_id, producer_epoch)?;
-        if self.pending.is_some() || self.state.is_prepared() {
+        if self.transition_in_progress() {
             return Err(TxnError::ConcurrentTransactions);
         }
         if matches!(self.state, TxnState::Dead | TxnState::PrepareEpochFence) {
@@ -450,7 +459,7 @@ impl TxnMetadata {
         producer_epoch: i16,
     ) -> Result<BTreeSet<TopicPartition>, TxnError> {
         self.check_producer(producer_id, producer_epoch)?;
-        if self.pending.is_some() {
+        if self.transition_in_progress() {
             return Err(TxnError::ConcurrentTransactions);
         }
         if self.state != TxnState::Ongoing {
@@ -479,6 +488,13 @@ impl TxnMetadata {
         new_producer_id: Option<i64>,
         now_ms: i64,
     ) -> Result<EndStep, TxnError> {
+        // First, as Kafka's `endTransaction` does: while the previous end's markers are
+        // out, the producer's next EndTxn (say, the abort of a transaction it has just
+        // begun, at the epoch the commit handed out) waits for them instead of failing
+        // the epoch checks below against a Prepare* state.
+        if self.transition_in_progress() {
+            return Err(TxnError::ConcurrentTransactions);
+        }
         // Transactions V2: the same epoch is the next transaction's; a retry names the
         // epoch before the bump (or, after a handover to a new producer id, the old id's
         // last epoch).
@@ -506,9 +522,6 @@ impl TxnMetadata {
         };
         if !valid_epoch {
             return Err(TxnError::ProducerFenced);
-        }
-        if self.pending.is_some() {
-            return Err(TxnError::ConcurrentTransactions);
         }
         let bumps = client_version >= TRANSACTION_VERSION_2;
         let next = if commit {

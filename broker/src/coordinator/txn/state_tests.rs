@@ -79,15 +79,14 @@ fn commit_goes_through_prepare_to_complete_and_a_retry_succeeds() {
     };
     assert_eq!(t.state, TxnState::PrepareCommit);
     written(&mut meta, t);
-    // While prepared: the same outcome waits, the other one is refused, adds wait.
-    assert_eq!(
-        meta.prepare_end(PID, 0, true, V1, None, 41),
-        Err(TxnError::ConcurrentTransactions)
-    );
-    assert_eq!(
-        meta.prepare_end(PID, 0, false, V1, None, 41),
-        Err(TxnError::InvalidTxnState)
-    );
+    // While prepared (the markers are out), every end and add waits, as Kafka's pending
+    // Complete* state makes them: the same outcome, the other one, a wrong epoch.
+    for (epoch, commit) in [(0, true), (0, false), (7, false)] {
+        assert_eq!(
+            meta.prepare_end(PID, epoch, commit, V1, None, 41),
+            Err(TxnError::ConcurrentTransactions)
+        );
+    }
     assert_eq!(
         meta.prepare_add_partitions(PID, 0, &tps(&[("a", 0)]), V1, 41),
         Err(TxnError::ConcurrentTransactions)
@@ -168,10 +167,11 @@ fn init_on_an_open_transaction_fences_the_producer_and_aborts_it() {
     assert_eq!(t.producer_epoch, 1);
     assert_eq!(t.partitions, tps(&[("a", 0), ("b", 1)]));
     written(&mut meta, t);
-    // The old producer is fenced; a retried init waits for the abort.
+    // While the abort's markers are out, the old producer's end and a retried init wait;
+    // once it completed, the old producer is fenced.
     assert_eq!(
         meta.prepare_end(PID, 0, true, V1, None, 51),
-        Err(TxnError::ProducerFenced)
+        Err(TxnError::ConcurrentTransactions)
     );
     assert_eq!(
         meta.prepare_init(TIMEOUT, None, None, 51),
@@ -180,6 +180,10 @@ fn init_on_an_open_transaction_fences_the_producer_and_aborts_it() {
     let done = meta.prepare_complete(52).expect("complete");
     written(&mut meta, done);
     assert_eq!(meta.state, TxnState::CompleteAbort);
+    assert_eq!(
+        meta.prepare_end(PID, 0, true, V1, None, 52),
+        Err(TxnError::ProducerFenced)
+    );
     let Ok(InitStep::Write(t)) = meta.prepare_init(TIMEOUT, None, None, 53) else {
         panic!("expected a new epoch");
     };
@@ -402,6 +406,42 @@ fn a_transactions_v2_end_bumps_the_epoch_and_a_retry_names_the_epoch_before_it()
     assert_eq!(
         meta.prepare_end(PID, 0, true, V2, None, 34),
         Err(TxnError::ProducerFenced)
+    );
+}
+
+/// franz-go's `GroupTransactSession` across brokers (issue #29): a commit answered at
+/// PrepareCommit hands out epoch 1; the producer begins its next transaction, its first
+/// produce fails (a rebalance), and it aborts at epoch 1 while the commit's markers are
+/// still out. Kafka answers CONCURRENT_TRANSACTIONS until they are written, then takes
+/// the abort; answering PRODUCER_FENCED killed the producer.
+#[test]
+fn a_transactions_v2_abort_sent_while_the_commits_markers_are_out_waits_for_them() {
+    let mut meta = ongoing_v2(0);
+    let Ok(EndStep::Write(t)) = meta.prepare_end(PID, 0, true, V2, None, 20) else {
+        panic!("expected a prepare");
+    };
+    written(&mut meta, t);
+    assert_eq!(meta.next_transaction_producer(), (PID, 1));
+    assert_eq!(
+        meta.prepare_end(PID, 1, false, V2, None, 21),
+        Err(TxnError::ConcurrentTransactions)
+    );
+    assert_eq!(
+        meta.prepare_add_partitions(PID, 1, &tps(&[("b", 0)]), V2, 21),
+        Err(TxnError::ConcurrentTransactions)
+    );
+    assert_eq!(
+        meta.verify_partitions(PID, 1),
+        Err(TxnError::ConcurrentTransactions)
+    );
+    let t = meta.prepare_complete(30).expect("complete");
+    written(&mut meta, t);
+    let Ok(EndStep::Write(t)) = meta.prepare_end(PID, 1, false, V2, None, 31) else {
+        panic!("expected the abort to be written once the commit completed");
+    };
+    assert_eq!(
+        (t.state, t.producer_epoch, t.partitions.len()),
+        (TxnState::PrepareAbort, 2, 0)
     );
 }
 

@@ -207,6 +207,7 @@ fn complete_prepared(broker: &Arc<Broker>, tasks: &mut JoinSet<()>) {
 /// Writes the markers of prepared transaction `id`, then its Complete* record.
 async fn complete(broker: &Broker, id: &str) -> Result<(), TxnError> {
     let txn = &broker.txn;
+    let started = std::time::Instant::now();
     let at = txn.coordinates(broker, id)?;
     let (marker, mut left) = {
         let txns = txn.txns.lock();
@@ -240,7 +241,12 @@ async fn complete(broker: &Broker, id: &str) -> Result<(), TxnError> {
         meta.prepare_complete(now_ms)?
     };
     txn.persist(broker, id, at, transit, false).await?;
-    debug!(transactional_id = %id, commit = marker.commit, "transaction completed");
+    debug!(
+        transactional_id = %id,
+        commit = marker.commit,
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "transaction completed"
+    );
     Ok(())
 }
 

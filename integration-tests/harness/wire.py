@@ -26,7 +26,8 @@ ERRORS = {
 }
 
 # -- a minimal codec: a schema is a list of (name, type); type is a primitive name or
-#    ("array", schema-or-primitive). Strings are "string" (non-null) or "nstring" (nullable).
+#    ("array", schema-or-primitive). Strings are "string" (non-null) or "nstring" (nullable);
+#    "nbytes" is nullable bytes (int32 length), read only.
 _FIXED = {"int8": ">b", "int16": ">h", "int32": ">i", "int64": ">q", "bool": ">?"}
 
 
@@ -70,6 +71,9 @@ class _Reader:
         if schema in ("string", "nstring"):
             (n,) = struct.unpack(">h", self.take(2))
             return None if n < 0 else self.take(n).decode()
+        if schema == "nbytes":
+            (n,) = struct.unpack(">i", self.take(4))
+            return None if n < 0 else self.take(n)
         raise ValueError(schema)
 
 
@@ -276,6 +280,52 @@ def list_offsets(bootstrap: str, topic: str, partitions: List[int], timestamp: i
                                               ("leader_epoch", "int32")]))]))])
     return {p["partition_index"]: {"error": p["error_code"], "offset": p["offset"], "leader_epoch": p["leader_epoch"]}
             for t in r["topics"] for p in t["partitions"]}
+
+
+# -- Fetch v11 (api 1) --------------------------------------------------------------------------
+FINAL_EPOCH = -1  # a session epoch that closes the session (or asks for none)
+_FETCH_REQ = [
+    ("replica_id", "int32"), ("max_wait_ms", "int32"), ("min_bytes", "int32"), ("max_bytes", "int32"),
+    ("isolation_level", "int8"), ("session_id", "int32"), ("session_epoch", "int32"),
+    ("topics", A([("topic", "string"),
+                  ("partitions", A([("partition", "int32"), ("current_leader_epoch", "int32"),
+                                    ("fetch_offset", "int64"), ("log_start_offset", "int64"),
+                                    ("partition_max_bytes", "int32")]))])),
+    ("forgotten_topics_data", A([("topic", "string"), ("partitions", A("int32"))])),
+    ("rack_id", "string"),
+]
+_FETCH_RESP = [
+    ("throttle_time_ms", "int32"), ("error_code", "int16"), ("session_id", "int32"),
+    ("responses", A([("topic", "string"),
+                     ("partitions", A([("partition_index", "int32"), ("error_code", "int16"),
+                                       ("high_watermark", "int64"), ("last_stable_offset", "int64"),
+                                       ("log_start_offset", "int64"),
+                                       ("aborted_transactions", A([("producer_id", "int64"), ("first_offset", "int64")])),
+                                       ("preferred_read_replica", "int32"), ("records", "nbytes")]))])),
+]
+
+
+def fetch(bootstrap: str, partitions: Dict[str, Dict[int, int]], max_wait_ms: int, min_bytes: int = 1,
+          session_id: int = 0, session_epoch: int = FINAL_EPOCH, max_bytes: int = 1 << 20) -> dict:
+    """One consumer Fetch; `partitions`: {topic: {partition: fetch offset}} (may be empty).
+    Session (0, FINAL_EPOCH): sessionless; (0, 0): open a session; (id, n>0): incremental;
+    (id, FINAL_EPOCH): close it. Returns {"error", "session_id",
+    "partitions": {(topic, p): {"error", "high_watermark", "records": bytes}}}."""
+    request = {"replica_id": -1, "max_wait_ms": max_wait_ms, "min_bytes": min_bytes, "max_bytes": max_bytes,
+               "isolation_level": 0, "session_id": session_id, "session_epoch": session_epoch,
+               "topics": [{"topic": t, "partitions": [{"partition": p, "current_leader_epoch": -1, "fetch_offset": o,
+                                                       "log_start_offset": -1, "partition_max_bytes": max_bytes}
+                                                      for p, o in ps.items()]}
+                          for t, ps in partitions.items()],
+               "forgotten_topics_data": [], "rack_id": ""}
+    r = call(bootstrap, 1, 11, _FETCH_REQ, request, _FETCH_RESP, timeout=max_wait_ms / 1000 + TIMEOUT_S)
+    return {
+        "error": r["error_code"],
+        "session_id": r["session_id"],
+        "partitions": {(t["topic"], p["partition_index"]): {"error": p["error_code"], "high_watermark": p["high_watermark"],
+                                                           "records": p["records"] or b""}
+                       for t in r["responses"] for p in t["partitions"]},
+    }
 
 
 def error_name(code: int) -> str:

@@ -61,7 +61,12 @@ def test_partitions_only_grow_and_deleted_topics_are_unknown(broker, topic):
     assert error_of(client.create_topics([NewTopic(topic, 3, 1)]), topic) is None
     assert error_of(client.create_partitions([NewPartitions(topic, 2)]), topic) == KafkaError.INVALID_PARTITIONS
     assert error_of(client.create_partitions([NewPartitions(topic, 4)]), topic) is None
-    assert len(client.list_topics(topic, timeout=30).topics[topic].partitions) == 4
+    # Kafka's brokers learn the new partition from the metadata log a moment after the
+    # controller answers: poll with a deadline.
+    deadline = time.monotonic() + 30
+    while len(client.list_topics(topic, timeout=30).topics[topic].partitions) != 4:
+        assert time.monotonic() < deadline, "the 4th partition never appeared in Metadata"
+        time.sleep(0.2)
     assert error_of(client.delete_topics([topic]), topic) is None
     deadline = time.monotonic() + 30
     while topic in topic_names(client):

@@ -1,6 +1,8 @@
 """Topic administration edge cases answered with the error codes Kafka's spec names,
 through confluent-kafka's AdminClient (librdkafka) — and nothing changes when a request is
-refused or only validated.
+refused or only validated. The ACL APIs without an authorizer: served at Kafka 4.4's
+versions and answered SECURITY_DISABLED with Kafka's messages, on the wire and through
+Kafka's own `kafka-acls` (AclCommand).
 """
 
 import time
@@ -8,6 +10,8 @@ import time
 import pytest
 from confluent_kafka import KafkaError
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+
+from harness import kafka_cli, wire
 
 
 def admin(broker):
@@ -57,7 +61,12 @@ def test_partitions_only_grow_and_deleted_topics_are_unknown(broker, topic):
     assert error_of(client.create_topics([NewTopic(topic, 3, 1)]), topic) is None
     assert error_of(client.create_partitions([NewPartitions(topic, 2)]), topic) == KafkaError.INVALID_PARTITIONS
     assert error_of(client.create_partitions([NewPartitions(topic, 4)]), topic) is None
-    assert len(client.list_topics(topic, timeout=30).topics[topic].partitions) == 4
+    # Kafka's brokers learn the new partition from the metadata log a moment after the
+    # controller answers: poll with a deadline.
+    deadline = time.monotonic() + 30
+    while len(client.list_topics(topic, timeout=30).topics[topic].partitions) != 4:
+        assert time.monotonic() < deadline, "the 4th partition never appeared in Metadata"
+        time.sleep(0.2)
     assert error_of(client.delete_topics([topic]), topic) is None
     deadline = time.monotonic() + 30
     while topic in topic_names(client):
@@ -83,3 +92,37 @@ def test_a_topic_deleted_by_id_is_gone_and_its_name_reusable(broker, topic):
     second_id = drivers.run("java", "describe-topic", broker.bootstrap, "--topic", topic)["topic_id"]
     assert second_id != first_id
     assert drivers.run("java", "offsets", broker.bootstrap, "--topic", topic, "--spec", "latest")["0"]["offset"] == 0
+
+
+SECURITY_DISABLED = 54
+ACL_COMMAND = "org.apache.kafka.tools.AclCommand"
+ERROR_PREFIX = "Error while executing ACL command: org.apache.kafka.common.errors.SecurityDisabledException: "
+
+
+def test_acl_requests_without_an_authorizer_are_security_disabled(broker, topic):
+    """Kafka without an authorizer serves DescribeAcls, CreateAcls and DeleteAcls (v1-3 since
+    4.0) and refuses them with SECURITY_DISABLED (AclApis): DescribeAcls as a whole, the
+    others per creation / per filter. MirrorMaker 2's ACL sync takes this answer quietly."""
+    advertised = wire.api_versions(broker.bootstrap)
+    assert [advertised.get(api) for api in (29, 30, 31)] == [(1, 3)] * 3
+    assert wire.describe_acls(broker.bootstrap) == {
+        "error": SECURITY_DISABLED, "message": "No Authorizer is configured on the broker", "resources": []}
+    refused = {"error": SECURITY_DISABLED, "message": "No Authorizer is configured."}
+    assert wire.create_acls(broker.bootstrap, [topic, topic + "-2"]) == [refused] * 2
+    assert wire.delete_acls(broker.bootstrap, filters=2) == [dict(refused, matching=[])] * 2
+
+
+def acl_command(broker, *args):
+    proc = kafka_cli.run(ACL_COMMAND, "--bootstrap-server", broker.bootstrap, *args, check=False)
+    errors = [line for line in proc.stdout.splitlines() if line.startswith("Error while executing")]
+    return proc.returncode, errors
+
+
+def test_kafka_acls_says_no_authorizer_is_configured(broker, topic):
+    """--list and --add (which lists the topic's ACLs first) stop at DescribeAcls; --remove
+    --force sends DeleteAcls. Each prints Kafka's message and exits 1."""
+    assert acl_command(broker, "--list") == (1, [ERROR_PREFIX + "No Authorizer is configured on the broker"])
+    added = acl_command(broker, "--add", "--allow-principal", "User:alice", "--operation", "Read", "--topic", topic)
+    assert added == (1, [ERROR_PREFIX + "No Authorizer is configured on the broker"])
+    removed = acl_command(broker, "--remove", "--force", "--topic", topic)
+    assert removed == (1, [ERROR_PREFIX + "No Authorizer is configured."])

@@ -31,7 +31,7 @@ CLOSE_DEADLINE_S = 5.0
 CLIENT_ID = b"brook-bad-input-test"
 
 API_PRODUCE = 0
-API_DESCRIBE_ACLS = 29
+API_GET_TELEMETRY_SUBSCRIPTIONS = 71
 API_VERSIONS = 18
 NONE = 0
 CORRUPT_MESSAGE = 2
@@ -488,25 +488,24 @@ def test_api_versions_at_an_unknown_version_gets_a_v0_error_response_listing_the
     assert_still_serving(broker, topic)
 
 
-# Apache Kafka serves DescribeAcls, so "a known API the broker does not serve" exists
-# only on brook (ACLs come later): the test is defined only for that
-# target (not skipped on kafka, simply absent).
+# Apache Kafka serves GetTelemetrySubscriptions (KIP-714), so "a known API the broker does not
+# serve" exists only on brook (client telemetry is not implemented): the test is defined only
+# for that target (not skipped on kafka, simply absent).
 if target() != "kafka":
 
     def test_a_known_api_the_broker_does_not_serve_gets_unsupported_version_in_its_format(broker, topic):
         setup_topic(broker, topic)
         with connect(broker) as s:
             advertised = api_versions_round_trip(s, 500)
-            assert API_DESCRIBE_ACLS not in advertised, (
-                "brook now serves DescribeAcls: point this test at another API it does not serve"
+            assert API_GET_TELEMETRY_SUBSCRIPTIONS not in advertised, (
+                "brook now serves GetTelemetrySubscriptions: point this test at another API it does not serve"
             )
-            # DescribeAcls v2 (flexible): resource type ANY, name null, pattern ANY,
-            # principal null, host null, operation ANY, permission ANY, tagged fields.
-            body = struct.pack(">b", 1) + uvarint(0) + struct.pack(">b", 1) + uvarint(0) + uvarint(0)
-            body += struct.pack(">bb", 1, 1) + uvarint(0)
-            s.sendall(frame(header_v2(API_DESCRIBE_ACLS, 2, 501) + body))
+            # GetTelemetrySubscriptions v0 (flexible): client_instance_id (a zero uuid),
+            # tagged fields.
+            body = bytes(16) + uvarint(0)
+            s.sendall(frame(header_v2(API_GET_TELEMETRY_SUBSCRIPTIONS, 0, 501) + body))
             # Response: header v1 (correlation id, tagged fields), throttle_time_ms,
-            # error_code, then error_message and resources.
+            # error_code, then the subscription's fields.
             r = Reader(read_response(s))
             assert r.unpack("i") == 501
             r.empty_tagged_fields()

@@ -60,6 +60,10 @@ pub enum BrokerError {
     /// An appended write (a transaction marker) did not reach the ISR.
     #[error("not replicated: {0:?}")]
     NotReplicated(NotReplicated),
+    /// An ACL request to a broker with no authorizer; the message is Kafka's own wording
+    /// for that API (`AclApis`).
+    #[error("{0}")]
+    SecurityDisabled(&'static str),
 }
 
 impl BrokerError {
@@ -85,6 +89,7 @@ impl BrokerError {
             BrokerError::InvalidReplicaAssignment(_) => ResponseError::InvalidReplicaAssignment,
             BrokerError::Txn(e) => txn_code(e),
             BrokerError::NotReplicated(e) => e.code(),
+            BrokerError::SecurityDisabled(_) => ResponseError::SecurityDisabled,
         }
     }
 }
@@ -280,6 +285,14 @@ mod tests {
             received_epoch: 1,
         });
         assert_eq!(zombie.code(), ResponseError::TransactionCoordinatorFenced);
+    }
+
+    #[test]
+    fn an_acl_request_without_an_authorizer_is_security_disabled() {
+        let e = BrokerError::SecurityDisabled("No Authorizer is configured.");
+        assert_eq!(e.code(), ResponseError::SecurityDisabled);
+        assert_eq!(e.code().code(), 54);
+        assert_eq!(e.to_string(), "No Authorizer is configured.");
     }
 
     #[test]

@@ -3,9 +3,11 @@
 The cluster tests need what no client library offers: "ask broker 2 itself" (its own metadata
 view, leader epochs, a group's coordinator) and "send this admin request to that broker, not to
 the controller the client would pick". Each call opens a connection to `bootstrap` (HOST:PORT),
-sends one request at a fixed, non-flexible version that Apache Kafka 4.x and Brook both accept,
-and returns the decoded response as plain dicts. Schemas follow Kafka's message JSON files
-(clients/src/main/resources/common/message/*.json); field names are Kafka's, in snake_case.
+sends one request at a fixed version that Apache Kafka 4.x and Brook both accept (non-flexible,
+or flexible where a test needs a newest version: compact strings and arrays, tagged fields,
+request header v2, response header v1), and returns the decoded response as plain dicts.
+Schemas follow Kafka's message JSON files (clients/src/main/resources/common/message/*.json);
+field names are Kafka's, in snake_case.
 
 Invariant: a call never retries; a connection error raises OSError, and error codes are
 returned for the caller to assert on (see ERRORS for the names used in messages).
@@ -22,17 +24,33 @@ ERRORS = {
     0: "NONE", 3: "UNKNOWN_TOPIC_OR_PARTITION", 5: "LEADER_NOT_AVAILABLE", 6: "NOT_LEADER_OR_FOLLOWER",
     7: "REQUEST_TIMED_OUT", 14: "COORDINATOR_LOAD_IN_PROGRESS", 15: "COORDINATOR_NOT_AVAILABLE",
     36: "TOPIC_ALREADY_EXISTS", 37: "INVALID_PARTITIONS", 38: "INVALID_REPLICATION_FACTOR",
-    41: "NOT_CONTROLLER",
+    41: "NOT_CONTROLLER", 54: "SECURITY_DISABLED",
 }
 
 # -- a minimal codec: a schema is a list of (name, type); type is a primitive name or
-#    ("array", schema-or-primitive). Strings are "string" (non-null) or "nstring" (nullable).
+#    ("array", schema-or-primitive). Strings are "string" (non-null) or "nstring" (nullable);
+#    "nbytes" is nullable bytes (int32 length). Flexible versions: "cstring" / "cnstring"
+#    (compact), ("carray", element), and "tags" (a tagged-field section: sent empty, read
+#    and skipped; its value in a request dict may be left out).
 _FIXED = {"int8": ">b", "int16": ">h", "int32": ">i", "int64": ">q", "bool": ">?"}
+
+
+def _uvarint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte, n = n & 0x7F, n >> 7
+        out.append(byte | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
 
 
 def _encode(schema, value) -> bytes:
     if isinstance(schema, list):
-        return b"".join(_encode(t, value[name]) for name, t in schema)
+        return b"".join(_encode(t, None if t == "tags" else value[name]) for name, t in schema)
+    if isinstance(schema, tuple) and schema[0] == "carray":
+        if value is None:
+            return _uvarint(0)
+        return _uvarint(len(value) + 1) + b"".join(_encode(schema[1], v) for v in value)
     if isinstance(schema, tuple):  # ("array", element)
         if value is None:
             return struct.pack(">i", -1)
@@ -44,6 +62,13 @@ def _encode(schema, value) -> bytes:
             return struct.pack(">h", -1)
         raw = value.encode()
         return struct.pack(">h", len(raw)) + raw
+    if schema in ("cstring", "cnstring"):
+        if value is None:
+            return _uvarint(0)
+        raw = value.encode()
+        return _uvarint(len(raw) + 1) + raw
+    if schema == "tags":
+        return _uvarint(0)
     raise ValueError(schema)
 
 
@@ -58,9 +83,21 @@ class _Reader:
         self.pos += n
         return chunk
 
+    def uvarint(self) -> int:
+        n, shift = 0, 0
+        while True:
+            (byte,) = self.take(1)
+            n |= (byte & 0x7F) << shift
+            if not byte & 0x80:
+                return n
+            shift += 7
+
     def read(self, schema):
         if isinstance(schema, list):
             return {name: self.read(t) for name, t in schema}
+        if isinstance(schema, tuple) and schema[0] == "carray":
+            n = self.uvarint() - 1
+            return None if n < 0 else [self.read(schema[1]) for _ in range(n)]
         if isinstance(schema, tuple):
             (n,) = struct.unpack(">i", self.take(4))
             return None if n < 0 else [self.read(schema[1]) for _ in range(n)]
@@ -70,6 +107,17 @@ class _Reader:
         if schema in ("string", "nstring"):
             (n,) = struct.unpack(">h", self.take(2))
             return None if n < 0 else self.take(n).decode()
+        if schema == "nbytes":
+            (n,) = struct.unpack(">i", self.take(4))
+            return None if n < 0 else self.take(n)
+        if schema in ("cstring", "cnstring"):
+            n = self.uvarint() - 1
+            return None if n < 0 else self.take(n).decode()
+        if schema == "tags":
+            for _ in range(self.uvarint()):
+                self.uvarint()  # tag
+                self.take(self.uvarint())
+            return None
         raise ValueError(schema)
 
 
@@ -78,10 +126,14 @@ def A(element) -> tuple:
 
 
 def call(bootstrap: str, api_key: int, version: int, request_schema, request: dict, response_schema,
-         timeout: float = TIMEOUT_S) -> dict:
-    """Send one request (header v1) to `bootstrap` and decode the response (header v0)."""
+         timeout: float = TIMEOUT_S, flexible: bool = False) -> dict:
+    """Send one request (header v1; v2 if `flexible`) to `bootstrap` and decode the response
+    (header v0; v1 if `flexible`)."""
     host, _, port = bootstrap.rpartition(":")
-    body = struct.pack(">hhih", api_key, version, 7, len(CLIENT_ID)) + CLIENT_ID + _encode(request_schema, request)
+    header = struct.pack(">hhih", api_key, version, 7, len(CLIENT_ID)) + CLIENT_ID
+    if flexible:
+        header += _encode("tags", None)
+    body = header + _encode(request_schema, request)
     with socket.create_connection((host, int(port)), timeout=timeout) as s:
         s.settimeout(timeout)
         s.sendall(struct.pack(">i", len(body)) + body)
@@ -90,6 +142,8 @@ def call(bootstrap: str, api_key: int, version: int, request_schema, request: di
     (correlation_id,) = struct.unpack(">i", reader.take(4))
     if correlation_id != 7:
         raise ValueError(f"correlation id {correlation_id} != 7")
+    if flexible:
+        reader.read("tags")
     return reader.read(response_schema)
 
 
@@ -276,6 +330,113 @@ def list_offsets(bootstrap: str, topic: str, partitions: List[int], timestamp: i
                                               ("leader_epoch", "int32")]))]))])
     return {p["partition_index"]: {"error": p["error_code"], "offset": p["offset"], "leader_epoch": p["leader_epoch"]}
             for t in r["topics"] for p in t["partitions"]}
+
+
+# -- ApiVersions v0 (api 18) ----------------------------------------------------------------------
+def api_versions(bootstrap: str) -> Dict[int, tuple]:
+    """{api key: (min version, max version)} as `bootstrap` advertises them."""
+    r = call(bootstrap, 18, 0, [], {},
+             [("error_code", "int16"),
+              ("api_keys", A([("api_key", "int16"), ("min_version", "int16"), ("max_version", "int16")]))])
+    return {k["api_key"]: (k["min_version"], k["max_version"]) for k in r["api_keys"]}
+
+
+# -- Fetch v11 (api 1) --------------------------------------------------------------------------
+FINAL_EPOCH = -1  # a session epoch that closes the session (or asks for none)
+_FETCH_REQ = [
+    ("replica_id", "int32"), ("max_wait_ms", "int32"), ("min_bytes", "int32"), ("max_bytes", "int32"),
+    ("isolation_level", "int8"), ("session_id", "int32"), ("session_epoch", "int32"),
+    ("topics", A([("topic", "string"),
+                  ("partitions", A([("partition", "int32"), ("current_leader_epoch", "int32"),
+                                    ("fetch_offset", "int64"), ("log_start_offset", "int64"),
+                                    ("partition_max_bytes", "int32")]))])),
+    ("forgotten_topics_data", A([("topic", "string"), ("partitions", A("int32"))])),
+    ("rack_id", "string"),
+]
+_FETCH_RESP = [
+    ("throttle_time_ms", "int32"), ("error_code", "int16"), ("session_id", "int32"),
+    ("responses", A([("topic", "string"),
+                     ("partitions", A([("partition_index", "int32"), ("error_code", "int16"),
+                                       ("high_watermark", "int64"), ("last_stable_offset", "int64"),
+                                       ("log_start_offset", "int64"),
+                                       ("aborted_transactions", A([("producer_id", "int64"), ("first_offset", "int64")])),
+                                       ("preferred_read_replica", "int32"), ("records", "nbytes")]))])),
+]
+
+
+def fetch(bootstrap: str, partitions: Dict[str, Dict[int, int]], max_wait_ms: int, min_bytes: int = 1,
+          session_id: int = 0, session_epoch: int = FINAL_EPOCH, max_bytes: int = 1 << 20) -> dict:
+    """One consumer Fetch; `partitions`: {topic: {partition: fetch offset}} (may be empty).
+    Session (0, FINAL_EPOCH): sessionless; (0, 0): open a session; (id, n>0): incremental;
+    (id, FINAL_EPOCH): close it. Returns {"error", "session_id",
+    "partitions": {(topic, p): {"error", "high_watermark", "records": bytes}}}."""
+    request = {"replica_id": -1, "max_wait_ms": max_wait_ms, "min_bytes": min_bytes, "max_bytes": max_bytes,
+               "isolation_level": 0, "session_id": session_id, "session_epoch": session_epoch,
+               "topics": [{"topic": t, "partitions": [{"partition": p, "current_leader_epoch": -1, "fetch_offset": o,
+                                                       "log_start_offset": -1, "partition_max_bytes": max_bytes}
+                                                      for p, o in ps.items()]}
+                          for t, ps in partitions.items()],
+               "forgotten_topics_data": [], "rack_id": ""}
+    r = call(bootstrap, 1, 11, _FETCH_REQ, request, _FETCH_RESP, timeout=max_wait_ms / 1000 + TIMEOUT_S)
+    return {
+        "error": r["error_code"],
+        "session_id": r["session_id"],
+        "partitions": {(t["topic"], p["partition_index"]): {"error": p["error_code"], "high_watermark": p["high_watermark"],
+                                                           "records": p["records"] or b""}
+                       for t in r["responses"] for p in t["partitions"]},
+    }
+
+
+# -- DescribeAcls / CreateAcls / DeleteAcls v3 (api 29, 30, 31; flexible) --------------------------
+ACL_ANY, ACL_TOPIC, PATTERN_LITERAL, OP_READ, PERMISSION_ALLOW = 1, 2, 3, 3, 3
+_ACL_FILTER = [("resource_type_filter", "int8"), ("resource_name_filter", "cnstring"), ("pattern_type_filter", "int8"),
+               ("principal_filter", "cnstring"), ("host_filter", "cnstring"), ("operation", "int8"),
+               ("permission_type", "int8")]
+_ANY_FILTER = {"resource_type_filter": ACL_ANY, "resource_name_filter": None, "pattern_type_filter": ACL_ANY,
+               "principal_filter": None, "host_filter": None, "operation": ACL_ANY, "permission_type": ACL_ANY}
+
+
+def describe_acls(bootstrap: str) -> dict:
+    """DescribeAcls v3 for every ACL -> {"error", "message", "resources"}."""
+    r = call(bootstrap, 29, 3, _ACL_FILTER + [("_tags", "tags")], _ANY_FILTER,
+             [("throttle_time_ms", "int32"), ("error_code", "int16"), ("error_message", "cnstring"),
+              ("resources", ("carray", [("resource_type", "int8"), ("resource_name", "cstring"), ("pattern_type", "int8"),
+                                        ("acls", ("carray", [("principal", "cstring"), ("host", "cstring"),
+                                                             ("operation", "int8"), ("permission_type", "int8"),
+                                                             ("_tags", "tags")])),
+                                        ("_tags", "tags")])),
+              ("_tags", "tags")], flexible=True)
+    return {"error": r["error_code"], "message": r["error_message"], "resources": r["resources"]}
+
+
+def create_acls(bootstrap: str, topics: List[str], principal: str = "User:alice") -> List[dict]:
+    """CreateAcls v3: allow `principal` to READ each literal topic -> [{"error", "message"}] per creation."""
+    creation = [("resource_type", "int8"), ("resource_name", "cstring"), ("resource_pattern_type", "int8"),
+                ("principal", "cstring"), ("host", "cstring"), ("operation", "int8"), ("permission_type", "int8"),
+                ("_tags", "tags")]
+    request = {"creations": [{"resource_type": ACL_TOPIC, "resource_name": t, "resource_pattern_type": PATTERN_LITERAL,
+                              "principal": principal, "host": "*", "operation": OP_READ,
+                              "permission_type": PERMISSION_ALLOW} for t in topics]}
+    r = call(bootstrap, 30, 3, [("creations", ("carray", creation)), ("_tags", "tags")], request,
+             [("throttle_time_ms", "int32"),
+              ("results", ("carray", [("error_code", "int16"), ("error_message", "cnstring"), ("_tags", "tags")])),
+              ("_tags", "tags")], flexible=True)
+    return [{"error": x["error_code"], "message": x["error_message"]} for x in r["results"]]
+
+
+def delete_acls(bootstrap: str, filters: int = 1) -> List[dict]:
+    """DeleteAcls v3 with `filters` match-everything filters -> [{"error", "message", "matching"}] per filter."""
+    matching = [("error_code", "int16"), ("error_message", "cnstring"), ("resource_type", "int8"),
+                ("resource_name", "cstring"), ("pattern_type", "int8"), ("principal", "cstring"), ("host", "cstring"),
+                ("operation", "int8"), ("permission_type", "int8"), ("_tags", "tags")]
+    r = call(bootstrap, 31, 3, [("filters", ("carray", _ACL_FILTER + [("_tags", "tags")])), ("_tags", "tags")],
+             {"filters": [_ANY_FILTER] * filters},
+             [("throttle_time_ms", "int32"),
+              ("filter_results", ("carray", [("error_code", "int16"), ("error_message", "cnstring"),
+                                             ("matching_acls", ("carray", matching)), ("_tags", "tags")])),
+              ("_tags", "tags")], flexible=True)
+    return [{"error": x["error_code"], "message": x["error_message"], "matching": x["matching_acls"]}
+            for x in r["filter_results"]]
 
 
 def error_name(code: int) -> str:

@@ -6,9 +6,10 @@
 //! request waits — until an append to one of its partitions wakes it to read the
 //! partitions that changed again (the others keep what they returned; Kafka's delayed
 //! fetch is keyed by partition too), or `max_wait_ms` passes and it answers with what it
-//! has. Each partition's append watch is subscribed before that partition is read, so an
-//! append landing between the read and the wait still wakes it. Incremental fetch
-//! sessions (KIP-227) are in `fetch_session`.
+//! has. A request with no partition to fetch (once its session is resolved) is answered
+//! at once, as are errors and divergences (`answers_now`). Each partition's append watch
+//! is subscribed before that partition is read, so an append landing between the read and
+//! the wait still wakes it. Incremental fetch sessions (KIP-227) are in `fetch_session`.
 //!
 //! Each pass checks and plans every partition on the runtime (memory only: the partition
 //! lock is held just to capture the segments, `brook_storage::PlannedRead`), then reads
@@ -187,6 +188,8 @@ pub async fn handle(broker: &Broker, req: FetchRequest, version: i16) -> Reply {
 
     let wait = Duration::from_millis(req.max_wait_ms.max(0) as u64).min(MAX_WAIT);
     let deadline = Instant::now() + wait;
+    // Kafka caps min_bytes at the response's byte limit (`KafkaApis.handleFetchRequest`).
+    let min_bytes = req.min_bytes.max(0).min(req.max_bytes.max(0)) as usize;
     // A long poll reads every partition once; each wake re-reads only the partitions whose
     // log end or high watermark moved, and a timeout answers with what was already read.
     let mut slots: Vec<Option<PartitionData>> = vec![None; wanted.len()];
@@ -215,12 +218,12 @@ pub async fn handle(broker: &Broker, req: FetchRequest, version: i16) -> Reply {
             watches[i] = watch;
         }
         let gathered: usize = slots.iter().map(|d| record_len(d.as_ref())).sum();
-        // An error or a divergence is answered at once, as Kafka does.
         let any_error = slots
             .iter()
             .flatten()
             .any(|d| d.error_code != 0 || d.diverging_epoch.end_offset >= 0);
-        if gathered >= req.min_bytes.max(0) as usize || any_error || Instant::now() >= deadline {
+        let waited_out = Instant::now() >= deadline;
+        if answers_now(wanted.len(), gathered, min_bytes, any_error, waited_out) {
             break;
         }
         let woken = tokio::select! {
@@ -307,6 +310,24 @@ pub async fn handle(broker: &Broker, req: FetchRequest, version: i16) -> Reply {
         body: ResponseKind::Fetch(response),
         files: sent_files,
     }
+}
+
+/// Whether a fetch is answered now rather than held for more data: Kafka's rule
+/// (`ReplicaManager.fetchMessages`) answers at once when the request does not want to wait
+/// (`max_wait_ms` <= 0, here `waited_out` from the start), names no partition to fetch
+/// once its session is resolved (the Java consumer closes its fetch session with such a
+/// request: epoch -1, no topics; an incremental fetch that lists nothing new still fetches
+/// its session's partitions, so it waits), has `min_bytes`, or met an error or a
+/// divergence in some partition. (Kafka's other case, a preferred read replica, Brook
+/// does not have.) The same rule ends the wait after each wake.
+fn answers_now(
+    partitions: usize,
+    gathered: usize,
+    min_bytes: usize,
+    any_error: bool,
+    waited_out: bool,
+) -> bool {
+    partitions == 0 || gathered >= min_bytes || any_error || waited_out
 }
 
 fn record_len(data: Option<&PartitionData>) -> usize {
@@ -722,4 +743,29 @@ async fn follower_view(
         }
     }
     Ok(Ok(log))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::answers_now;
+
+    #[test]
+    fn a_fetch_with_no_partitions_is_answered_at_once() {
+        // The Java consumer's session close: nothing to fetch, so nothing to wait for.
+        assert!(answers_now(0, 0, 1, false, false));
+    }
+
+    #[test]
+    fn a_fetch_short_of_min_bytes_waits_until_its_deadline() {
+        assert!(!answers_now(1, 0, 1, false, false));
+        assert!(!answers_now(3, 99, 100, false, false));
+        assert!(answers_now(1, 0, 1, false, true));
+    }
+
+    #[test]
+    fn min_bytes_an_error_or_a_divergence_end_the_wait() {
+        assert!(answers_now(2, 100, 100, false, false));
+        assert!(answers_now(1, 0, 0, false, false));
+        assert!(answers_now(1, 0, 1, true, false));
+    }
 }

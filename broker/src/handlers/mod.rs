@@ -13,11 +13,14 @@ pub mod add_offsets_to_txn;
 pub mod add_partitions_to_txn;
 pub mod alter_configs;
 pub mod api_versions;
+pub mod create_acls;
 pub mod create_partitions;
 pub mod create_topics;
+pub mod delete_acls;
 pub mod delete_groups;
 pub mod delete_records;
 pub mod delete_topics;
+pub mod describe_acls;
 pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_groups;
@@ -89,6 +92,9 @@ pub const HANDLERS: &[ApiKey] = &[
     ApiKey::DescribeTransactions,
     ApiKey::ListTransactions,
     ApiKey::DescribeProducers,
+    ApiKey::DescribeAcls,
+    ApiKey::CreateAcls,
+    ApiKey::DeleteAcls,
 ];
 
 /// Whether Brook serves `api_key` at `version`.
@@ -229,6 +235,15 @@ pub async fn handle(
         }
         RequestKind::DescribeProducers(req) => {
             ResponseKind::DescribeProducers(describe_producers::handle(broker, req, v).await)
+        }
+        RequestKind::DescribeAcls(req) => {
+            ResponseKind::DescribeAcls(describe_acls::handle(broker, req, v))
+        }
+        RequestKind::CreateAcls(req) => {
+            ResponseKind::CreateAcls(create_acls::handle(broker, req, v))
+        }
+        RequestKind::DeleteAcls(req) => {
+            ResponseKind::DeleteAcls(delete_acls::handle(broker, req, v))
         }
         other => {
             return Err(BrokerError::NoHandler(

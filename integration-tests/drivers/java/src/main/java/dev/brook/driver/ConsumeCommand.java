@@ -4,6 +4,10 @@
  * latest: seekToEnd, or an absolute offset), printing each record as one JSON line in the order
  * poll() returns them. It stops after --count records or at --timeout-ms (then exits 0 with
  * what it has): the tests, not the driver, decide whether that is enough.
+ * --fetch-max-wait-ms sets fetch.max.wait.ms. --idle-before-close-ms MS: after the records,
+ * wait MS without polling (so the fetch the consumer left parked at the broker is answered
+ * and no fetch is in flight), then time close() (which closes the fetch session with an
+ * empty Fetch) and print {"close_ms":N} as the last line.
  */
 package dev.brook.driver;
 
@@ -35,6 +39,7 @@ final class ConsumeCommand {
         props.put("value.deserializer", ByteArrayDeserializer.class.getName());
         // --isolation read_committed|read_uncommitted (default: the client's, read_uncommitted).
         args.get("isolation").ifPresent(isolation -> props.put("isolation.level", isolation));
+        args.get("fetch-max-wait-ms").ifPresent(ms -> props.put("fetch.max.wait.ms", ms));
         if (args.get("max-bytes").isPresent()) {
             String maxBytes = args.required("max-bytes");
             props.put("fetch.max.bytes", maxBytes);
@@ -57,6 +62,12 @@ final class ConsumeCommand {
                     Json.println(toJson(record));
                     printed++;
                 }
+            }
+            if (args.get("idle-before-close-ms").isPresent()) {
+                Thread.sleep(args.intValue("idle-before-close-ms", 0));
+                long start = System.nanoTime();
+                consumer.close();
+                Json.println(Json.object().put("close_ms", (System.nanoTime() - start) / 1_000_000));
             }
         }
         return 0;

@@ -9,6 +9,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
 libs=${KAFKA_LIBS:-$repo/.cache/kafka/libs}
 kafka_version=$(sed -n 's:.*<kafka.version>\(.*\)</kafka.version>.*:\1:p' "$here/kafka-dist/pom.xml")
+connect_libs=${CONNECT_LIBS:-$repo/.cache/connect/libs}
+connect_version=$(sed -n 's:.*<connect.version>\(.*\)</connect.version>.*:\1:p' "$here/connect-dist/pom.xml")
 python=${PYTHON:-python3}
 
 log() { echo "install.sh: $*" >&2; }
@@ -55,6 +57,19 @@ else
   mvn -q -B -f "$here/kafka-dist/pom.xml" dependency:copy-dependencies -DoutputDirectory="$libs"
 fi
 
+# 3b. Kafka Connect + MirrorMaker 2 (test_connect.py, test_mirror_maker.py): Connect's runtime, the
+#     file and mirror plugins and their kafka-clients, all one release, on a classpath of their own
+#     (connect-dist/pom.xml says why it is not the broker's 4.4 jars).
+connect_jars() { for a in connect-runtime connect-file connect-mirror connect-mirror-client kafka-clients; do
+  [ -f "$connect_libs/$a-$connect_version.jar" ] || return 1; done; }
+if connect_jars; then
+  log "Kafka Connect $connect_version jars already in $connect_libs"
+else
+  log "fetching Kafka Connect $connect_version jars into $connect_libs"
+  mkdir -p "$connect_libs"
+  mvn -q -B -f "$here/connect-dist/pom.xml" dependency:copy-dependencies -DoutputDirectory="$connect_libs"
+fi
+
 # 4. Each other client's own installer (java, franz, kafkajs, ...). BROOK_INSTALL_ONLY_PYTHON=1
 #    skips them (for working on the Python side while others build their drivers).
 for script in "$here"/drivers/*/install.sh; do
@@ -69,6 +84,7 @@ kcat -V >/dev/null 2>&1 || die "kcat does not run"
 java -version >/dev/null 2>&1 || die "java does not run"
 docker-compose version >/dev/null 2>&1 || die "docker-compose does not run"
 [ -f "$libs/kafka_2.13-$kafka_version.jar" ] || die "Kafka jars missing in $libs"
+connect_jars || die "Kafka Connect jars missing in $connect_libs"
 "$python" - <<'PY' || die "a Python client or codec is missing"
 import confluent_kafka, kafka, lz4.frame, pytest, pytest_timeout, snappy, yaml, zstandard  # noqa: F401
 from kafka.codec import has_gzip, has_lz4, has_snappy, has_zstd
@@ -76,4 +92,4 @@ missing = [n for n, ok in [("gzip", has_gzip()), ("snappy", has_snappy()), ("lz4
 if missing:
     raise SystemExit(f"kafka-python lacks codecs: {missing}")
 PY
-log "ok: kcat $(kcat -V 2>&1 | sed -n 's/^Version \([^ ]*\).*/\1/p'), confluent-kafka $("$python" -c 'import confluent_kafka as c; print(c.version())'), kafka-python $("$python" -c 'import kafka; print(kafka.__version__)'), Kafka $kafka_version"
+log "ok: kcat $(kcat -V 2>&1 | sed -n 's/^Version \([^ ]*\).*/\1/p'), confluent-kafka $("$python" -c 'import confluent_kafka as c; print(c.version())'), kafka-python $("$python" -c 'import kafka; print(kafka.__version__)'), Kafka $kafka_version, Connect $connect_version"

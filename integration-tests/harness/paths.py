@@ -1,7 +1,7 @@
-"""Where things live: the repository, the integration-tests folder, Kafka's jars, brook's binary.
+"""Where things live: the repository, the integration-tests folder, Kafka's and Connect's jars, brook's binary.
 
 Every path is absolute and derived from this file's location, so the suite runs from any
-working directory. Environment variables override the defaults (BROOK_BIN, KAFKA_LIBS).
+working directory. Environment variables override the defaults (BROOK_BIN, KAFKA_LIBS, CONNECT_LIBS).
 """
 
 import os
@@ -12,6 +12,10 @@ REPO_DIR = TESTS_DIR.parent
 KAFKA_LIBS = Path(os.environ.get("KAFKA_LIBS", REPO_DIR / ".cache" / "kafka" / "libs"))
 KAFKA_REF_SCRIPT = TESTS_DIR / "scripts" / "kafka-ref.sh"
 KAFKA_CLUSTER_SCRIPT = TESTS_DIR / "scripts" / "kafka-cluster-ref.sh"
+# Kafka Connect + MirrorMaker 2 (connect-dist/pom.xml): a classpath of their own, and the Log4j 2
+# configuration their JVMs log with.
+CONNECT_LIBS = Path(os.environ.get("CONNECT_LIBS", REPO_DIR / ".cache" / "connect" / "libs"))
+CONNECT_LOG4J2 = TESTS_DIR / "connect-dist" / "log4j2.properties"
 
 
 def brook_bin() -> Path:

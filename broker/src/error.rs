@@ -75,7 +75,7 @@ impl BrokerError {
             BrokerError::Propose(ProposeError::Apply(e)) => apply_code(e),
             BrokerError::Propose(ProposeError::NotLeader { .. }) => ResponseError::NotController,
             BrokerError::Propose(_) => ResponseError::RequestTimedOut,
-            BrokerError::Config(_) => ResponseError::InvalidConfig,
+            BrokerError::Config(e) => config_code(e),
             BrokerError::InvalidTopic { .. } => ResponseError::InvalidTopicException,
             BrokerError::UnknownTopicOrPartition { .. } => ResponseError::UnknownTopicOrPartition,
             BrokerError::InvalidRequest(_) => ResponseError::InvalidRequest,
@@ -91,6 +91,28 @@ impl BrokerError {
             BrokerError::NotReplicated(e) => e.code(),
             BrokerError::SecurityDisabled(_) => ResponseError::SecurityDisabled,
         }
+    }
+}
+
+/// A refused configuration: what Kafka's broker-side dynamic config checks refuse
+/// (`DynamicBrokerConfig.validateConfigs`) is `INVALID_REQUEST`; everything else —
+/// topic configs, unknown names, list operations, what Brook does not support — is
+/// `INVALID_CONFIG`, as Kafka's controller answers.
+pub fn config_code(e: &ConfigError) -> ResponseError {
+    match e {
+        ConfigError::ReadOnly { .. }
+        | ConfigError::PerBrokerOnly { .. }
+        | ConfigError::PerListenerOnly { .. }
+        | ConfigError::InvalidBrokerValue { .. } => ResponseError::InvalidRequest,
+        ConfigError::InvalidValue { .. }
+        | ConfigError::UnknownTopicKey { .. }
+        | ConfigError::UnknownBrokerKey { .. }
+        | ConfigError::BadListOperation { .. }
+        | ConfigError::Unsupported { .. }
+        | ConfigError::Missing { .. }
+        | ConfigError::Contradiction { .. }
+        | ConfigError::BadOverride { .. }
+        | ConfigError::Io { .. } => ResponseError::InvalidConfig,
     }
 }
 
@@ -182,6 +204,34 @@ fn apply_code(e: &ApplyError) -> ResponseError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn config_refusals_get_the_codes_kafka_answers() {
+        let read_only = ConfigError::ReadOnly {
+            key: "num.partitions".into(),
+        };
+        assert_eq!(config_code(&read_only), ResponseError::InvalidRequest);
+        let broker_value = ConfigError::InvalidBrokerValue {
+            key: "log.retention.ms".into(),
+            value: "abc".into(),
+            reason: "Not a number of type LONG".into(),
+        };
+        assert_eq!(config_code(&broker_value), ResponseError::InvalidRequest);
+        let topic_value = ConfigError::invalid("retention.ms", "abc", "Not a number");
+        assert_eq!(config_code(&topic_value), ResponseError::InvalidConfig);
+        let unknown = ConfigError::UnknownTopicKey {
+            key: "made.up".into(),
+        };
+        assert_eq!(
+            BrokerError::from(unknown).code(),
+            ResponseError::InvalidConfig
+        );
+        let unsupported = ConfigError::Unsupported {
+            key: "sasl.enabled.mechanisms".into(),
+            reason: "no".into(),
+        };
+        assert_eq!(config_code(&unsupported), ResponseError::InvalidConfig);
+    }
 
     #[test]
     fn storage_errors_map_to_the_codes_the_spec_names() {

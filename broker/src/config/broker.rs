@@ -11,14 +11,15 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
+use super::alter::{normalize_broker_update, BrokerScope};
 use super::error::ConfigError;
-use super::keys::{broker_key, UpdateMode};
+use super::keys::broker_key;
 use super::listener::{
     parse_listeners, parse_metrics_listener, parse_protocol_map, parse_quorum_voters,
 };
 use super::listener::{Listener, QuorumVoter};
 use super::topic_config::TopicConfig;
-use super::value::{normalize, split_list};
+use super::value::split_list;
 
 /// Where a broker value came from; see [`super::describe::ConfigSource`] for the wire ids.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -294,8 +295,18 @@ impl BrokerConfig {
             topic_defaults: TopicConfig::default(),
             layers: layers.clone(),
         };
+        // Kafka's KafkaConfig: broker.id is node.id's synonym (filled from it at load).
+        if let Some(broker_id) = g.opt("broker.id").filter(|id| *id != "-1") {
+            if broker_id != config.node_id.to_string() {
+                return Err(ConfigError::Contradiction {
+                    keys: "broker.id, node.id".to_owned(),
+                    reason: "You must set `node.id` to the same value as `broker.id`.".to_owned(),
+                });
+            }
+        }
         config.topic_defaults = TopicConfig::resolve(&config, &BTreeMap::new())?;
         super::roles::check(&config)?;
+        super::security::check_served(&config, &layers)?;
         Ok(config)
     }
 }
@@ -350,20 +361,15 @@ impl Getter<'_> {
     }
 }
 
-/// Checks one dynamic broker update (IncrementalAlterConfigs / AlterConfigs on a
-/// BROKER resource) and returns the canonical value to store. Kafka refuses keys
-/// outside `DynamicBrokerConfig.ALL_DYNAMIC_CONFIGS`; the broker maps `ReadOnly` to
-/// `INVALID_REQUEST` and `InvalidValue`/`UnknownBrokerKey` to `INVALID_CONFIG`.
+/// Checks one dynamic per-broker value as [`normalize_broker_update`] does and returns
+/// the canonical value to store.
 pub fn normalize_broker_dynamic(key: &str, value: &str) -> Result<String, ConfigError> {
-    let def = broker_key(key).ok_or_else(|| ConfigError::UnknownBrokerKey {
-        key: key.to_owned(),
-    })?;
-    if def.update_mode == UpdateMode::ReadOnly {
-        return Err(ConfigError::ReadOnly {
+    let one = BTreeMap::from([(key.to_owned(), value.to_owned())]);
+    normalize_broker_update(&one, BrokerScope::PerBroker)?
+        .remove(key)
+        .ok_or_else(|| ConfigError::UnknownBrokerKey {
             key: key.to_owned(),
-        });
-    }
-    normalize(def.name, def.config_type, def.validator, value)
+        })
 }
 
 /// [`normalize_broker_dynamic`] without the result.

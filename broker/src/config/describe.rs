@@ -8,6 +8,8 @@
 //! first entry for the key itself is dropped. So with only `log.retention.hours=1` set,
 //! topic `retention.ms` reports `3600000` with source DEFAULT_CONFIG and no synonyms,
 //! exactly as Kafka does. A topic override comes first as DYNAMIC_TOPIC_CONFIG.
+//! Every Kafka 4.4 key is described, implemented or not (the documentation of the ones
+//! Brook does not act on says so); Kafka's internal keys are not, as in Kafka.
 
 use std::collections::BTreeMap;
 
@@ -80,7 +82,7 @@ pub fn describe_topic(
 ) -> Result<Vec<DescribedConfig>, ConfigError> {
     let values = effective_topic_values(broker, overrides)?;
     let mut out = Vec::new();
-    for key in topic_keys() {
+    for key in topic_keys().iter().filter(|k| k.is_described()) {
         let value = values.get(key.name).cloned();
         let mut synonyms = Vec::new();
         if let Some(own) = overrides.get(key.name) {
@@ -115,6 +117,7 @@ pub fn describe_topic(
 pub fn describe_broker(broker: &BrokerConfig, options: DescribeOptions) -> Vec<DescribedConfig> {
     broker_keys()
         .iter()
+        .filter(|key| key.is_described())
         .map(|key| broker_entry(&broker.layers, key, None, options))
         .collect()
 }
@@ -130,7 +133,7 @@ pub fn describe_broker_defaults(
         .cluster_default
         .iter()
         .filter_map(|(name, value)| {
-            let key = broker_key(name)?;
+            let key = broker_key(name).filter(|k| k.is_described())?;
             Some(broker_entry(
                 &broker.layers,
                 key,

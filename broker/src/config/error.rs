@@ -2,9 +2,10 @@
 //!
 //! Messages follow Apache Kafka's wording (`ConfigException`,
 //! `InvalidConfigurationException`) so that operators and client tools see the text they
-//! know. The broker maps `UnknownKey`/`InvalidValue` on CreateTopics, AlterConfigs and
-//! IncrementalAlterConfigs to `INVALID_CONFIG`, `ReadOnly` to `INVALID_REQUEST`, and
-//! refuses to start on any error while loading.
+//! know. `crate::error` maps them to Kafka's codes: what Kafka's broker-side dynamic
+//! config checks refuse (`ReadOnly`, `PerBrokerOnly`, `PerListenerOnly`,
+//! `InvalidBrokerValue`) to `INVALID_REQUEST`, everything else to `INVALID_CONFIG`. The
+//! node refuses to start on any error while loading.
 
 use std::path::PathBuf;
 
@@ -24,9 +25,30 @@ pub enum ConfigError {
     /// A broker config name Brook does not know, in a dynamic update.
     #[error("Unknown broker config name: {key}")]
     UnknownBrokerKey { key: String },
-    /// A key that cannot be changed while the broker runs.
-    #[error("Cannot update these configs dynamically: {key}")]
+    /// Keys that cannot be changed while the broker runs (Kafka lists them: `[a, b]`).
+    #[error("Cannot update these configs dynamically: [{key}]")]
     ReadOnly { key: String },
+    /// Per-broker keys sent for the cluster-default broker resource.
+    #[error("Cannot update these configs at default cluster level, broker id must be specified: [{key}]")]
+    PerBrokerOnly { key: String },
+    /// Keystore / truststore keys sent without a `listener.name.<listener>.` prefix.
+    #[error("These security configs can be dynamically updated only per-listener using the listener prefix: [{key}]")]
+    PerListenerOnly { key: String },
+    /// A dynamic broker value that does not parse or validate (Kafka answers these with
+    /// `INVALID_REQUEST`, topic values with `INVALID_CONFIG`).
+    #[error("Invalid value {value} for configuration {key}: {reason}")]
+    InvalidBrokerValue {
+        key: String,
+        value: String,
+        reason: String,
+    },
+    /// APPEND / SUBTRACT on an unknown or non-list key (Kafka words it per resource type).
+    #[error("{message}")]
+    BadListOperation { key: String, message: String },
+    /// Something Brook does not support (yet), refused rather than silently ignored; the
+    /// reason is the whole message.
+    #[error("{reason}")]
+    Unsupported { key: String, reason: String },
     /// A required key (no default) was not set.
     #[error("Missing required configuration \"{key}\" which has no default value.")]
     Missing { key: String },
@@ -62,6 +84,11 @@ impl ConfigError {
             | ConfigError::UnknownTopicKey { key }
             | ConfigError::UnknownBrokerKey { key }
             | ConfigError::ReadOnly { key }
+            | ConfigError::PerBrokerOnly { key }
+            | ConfigError::PerListenerOnly { key }
+            | ConfigError::InvalidBrokerValue { key, .. }
+            | ConfigError::BadListOperation { key, .. }
+            | ConfigError::Unsupported { key, .. }
             | ConfigError::Missing { key } => Some(key),
             ConfigError::Contradiction { keys, .. } => Some(keys),
             ConfigError::BadOverride { .. } | ConfigError::Io { .. } => None,

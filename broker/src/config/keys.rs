@@ -5,7 +5,11 @@
 //! (so it is also a valid input); a key whose Kafka default is `null` has `default: None`.
 //! Brook-only keys (`metrics.listener`, `cluster.id`) say so in their doc.
 
+use std::sync::LazyLock;
+
 use super::keys_table::BROKER_KEYS;
+use super::keys_table_kafka::KAFKA_ONLY_BROKER_KEYS;
+use super::support::Gap;
 use super::value::{ConfigType, Validator};
 
 /// Kafka's `ConfigDef.Importance`, shown by documentation tools.
@@ -39,6 +43,8 @@ pub struct KeyDef {
     pub importance: Importance,
     pub update_mode: UpdateMode,
     pub doc: &'static str,
+    /// Why Brook does not act on the key; `None` for the keys Brook implements.
+    pub gap: Option<Gap>,
 }
 
 impl KeyDef {
@@ -46,19 +52,36 @@ impl KeyDef {
     pub fn is_dynamic(&self) -> bool {
         self.update_mode != UpdateMode::ReadOnly
     }
+
+    /// False for Kafka's internal keys, which DescribeConfigs leaves out.
+    pub fn is_described(&self) -> bool {
+        self.gap != Some(Gap::Internal)
+    }
 }
 
-/// Every broker key Brook knows, sorted by name.
-pub fn broker_keys() -> &'static [KeyDef] {
-    BROKER_KEYS
+/// Both tables merged, sorted by name: Brook's own keys and the Kafka keys it only accepts.
+static ALL_BROKER_KEYS: LazyLock<Vec<&'static KeyDef>> = LazyLock::new(|| {
+    let mut all: Vec<&'static KeyDef> = BROKER_KEYS.iter().chain(KAFKA_ONLY_BROKER_KEYS).collect();
+    all.sort_unstable_by_key(|k| k.name);
+    all
+});
+
+/// Every broker key Brook knows, sorted by name: the ones it implements and the Kafka
+/// 4.4 keys it accepts without acting on them (see [`super::support`]).
+pub fn broker_keys() -> &'static [&'static KeyDef] {
+    &ALL_BROKER_KEYS
 }
 
 /// The definition of a broker key, if Brook knows it.
 pub fn broker_key(name: &str) -> Option<&'static KeyDef> {
-    BROKER_KEYS
-        .binary_search_by(|k| k.name.cmp(name))
-        .ok()
-        .and_then(|i| BROKER_KEYS.get(i))
+    [BROKER_KEYS, KAFKA_ONLY_BROKER_KEYS]
+        .into_iter()
+        .find_map(|table| {
+            table
+                .binary_search_by(|k| k.name.cmp(name))
+                .ok()
+                .and_then(|i| table.get(i))
+        })
 }
 
 /// A member of a synonym chain and how many milliseconds one of its units is.
@@ -115,12 +138,48 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_table_is_sorted_and_has_no_duplicates() {
-        let names: Vec<_> = broker_keys().iter().map(|k| k.name).collect();
-        let mut sorted = names.clone();
-        sorted.sort_unstable();
-        sorted.dedup();
-        assert_eq!(names, sorted);
+    fn each_table_is_sorted_and_no_name_is_in_both() {
+        for table in [BROKER_KEYS, KAFKA_ONLY_BROKER_KEYS] {
+            let names: Vec<_> = table.iter().map(|k| k.name).collect();
+            let mut sorted = names.clone();
+            sorted.sort_unstable();
+            sorted.dedup();
+            assert_eq!(names, sorted);
+        }
+        let all: Vec<_> = broker_keys().iter().map(|k| k.name).collect();
+        let mut unique = all.clone();
+        unique.dedup();
+        assert_eq!(all, unique);
+        assert_eq!(all.len(), BROKER_KEYS.len() + KAFKA_ONLY_BROKER_KEYS.len());
+    }
+
+    #[test]
+    fn brooks_own_keys_have_no_gap_and_the_kafka_only_ones_have_one() {
+        assert!(BROKER_KEYS.iter().all(|k| k.gap.is_none()));
+        assert!(KAFKA_ONLY_BROKER_KEYS.iter().all(|k| k.gap.is_some()));
+        for key in KAFKA_ONLY_BROKER_KEYS {
+            assert_eq!(Some(key.doc), key.gap.map(Gap::doc), "{}", key.name);
+        }
+    }
+
+    #[test]
+    fn kafka_only_keys_carry_kafkas_facts() {
+        let relogin = broker_key("sasl.kerberos.min.time.before.relogin");
+        assert_eq!(relogin.and_then(|k| k.default), Some("60000"));
+        assert_eq!(relogin.map(|k| k.update_mode), Some(UpdateMode::PerBroker));
+        let jaas = broker_key("sasl.jaas.config");
+        assert_eq!(jaas.map(|k| k.config_type), Some(ConfigType::Password));
+        assert_eq!(jaas.and_then(|k| k.default), None);
+        let zstd = broker_key("compression.zstd.level");
+        assert_eq!(zstd.and_then(|k| k.default), Some("3"));
+        assert_eq!(zstd.map(|k| k.update_mode), Some(UpdateMode::ClusterWide));
+        let authorizer = broker_key("authorizer.class.name");
+        assert_eq!(
+            authorizer.map(|k| k.update_mode),
+            Some(UpdateMode::ReadOnly)
+        );
+        let internal = broker_key("unstable.api.versions.enable");
+        assert_eq!(internal.map(|k| k.is_described()), Some(false));
     }
 
     #[test]

@@ -39,6 +39,7 @@ const fn k(
         importance,
         update_mode,
         doc,
+        gap: None,
     }
 }
 
@@ -56,6 +57,8 @@ pub(super) static BROKER_KEYS: &[KeyDef] = &[
       "Enables auto leader balancing. A background thread checks the distribution of partition leaders at regular intervals, configurable by leader.imbalance.check.interval.seconds."),
     k("broker.heartbeat.interval.ms", T::Int, Some("2000"), V::AtLeast(1), M, RO,
       "The length of time in milliseconds between broker heartbeats."),
+    k("broker.id", T::Int, Some("-1"), V::None, H, RO,
+      "Kafka's former name of node.id, kept as its synonym: Brook sets it to node.id unless it is given, and refuses a node whose broker.id differs from its node.id."),
     k("broker.rack", T::String, None, V::None, M, RO,
       "Rack of the broker. This will be used in rack aware replication assignment for fault tolerance. Examples: RACK1, us-east-1d"),
     k("broker.session.timeout.ms", T::Int, Some("9000"), V::AtLeast(1), M, RO,

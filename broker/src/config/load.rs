@@ -3,7 +3,8 @@
 //! override > env > file > default.
 //!
 //! Unknown keys are not fatal (Kafka logs "The configuration 'x' was supplied but isn't
-//! a known config"): each gives one warning, returned for the caller to log. An invalid
+//! a known config"): each gives one warning, returned for the caller to log; so does a
+//! Kafka key Brook accepts without acting on it (see [`super::support`]). An invalid
 //! value is fatal and names the key and value. The only I/O is reading the file.
 
 use std::collections::BTreeMap;
@@ -78,8 +79,24 @@ impl BrokerConfig {
                     continue;
                 };
                 let canonical = normalize(def.name, def.config_type, def.validator, &value)?;
+                if let Some(gap) = def.gap {
+                    warnings.push(format!(
+                        "the configuration '{key}' is a Kafka config Brook accepts but does not act on yet ({}); it is only stored and described",
+                        gap.label()
+                    ));
+                }
                 static_props.insert(key, canonical);
             }
+        }
+        // Kafka's populateSynonyms: broker.id follows node.id unless set (then must equal).
+        if !static_props.contains_key("broker.id") {
+            let node_id = static_props
+                .get("node.id")
+                .map(String::as_str)
+                .or_else(|| broker_key("node.id").and_then(|k| k.default))
+                .unwrap_or_default()
+                .to_owned();
+            static_props.insert("broker.id".to_owned(), node_id);
         }
         let layers = Layers {
             static_props,

@@ -1,23 +1,31 @@
 //! Broker and topic configuration with Kafka's names, types, defaults, synonyms and
 //! DescribeConfigs semantics, so that an operator's Kafka knowledge carries over.
 //!
-//! Layout: [`keys_table`] is THE table of broker keys ([`keys`] holds its types and the
-//! synonym chains); [`topic`] the topic keys; [`value`] types and validators;
+//! Layout: [`keys_table`] is THE table of the broker keys Brook implements and
+//! [`keys_table_kafka`] that of Kafka 4.4's other broker keys, accepted without effect
+//! ([`support`] says why; [`keys`] holds their types, lookups and synonym chains);
+//! [`topic`] the topic keys; [`value`] types and validators; [`alter`] the
+//! (Incremental)AlterConfigs rules; [`security`] the security settings refused until
+//! Brook serves them;
 //! [`properties`] + [`load`] read `server.properties`, `BROOK_*` env and
 //! `--override`; [`broker`] builds the typed [`BrokerConfig`]; [`topic_config`] the typed
 //! [`TopicConfig`]; [`describe`] answers DescribeConfigs. Everything but
 //! [`BrokerConfig::load`]'s file read is pure. Below this module, code sees typed
 //! structs, never key strings.
 
+pub mod alter;
 pub mod broker;
 pub mod describe;
 pub mod error;
 pub mod keys;
 mod keys_table;
+mod keys_table_kafka;
 pub mod listener;
 pub mod load;
 pub mod properties;
 pub mod roles;
+pub mod security;
+pub mod support;
 pub mod topic;
 pub mod topic_config;
 pub mod value;
@@ -25,6 +33,7 @@ pub mod value;
 #[cfg(test)]
 mod tests;
 
+pub use alter::{incremental_broker, incremental_topic, AlterOp, BrokerScope, ConfigChange};
 pub use broker::{normalize_broker_dynamic, validate_broker_dynamic, BrokerConfig, ProcessRole};
 pub use describe::{
     describe_broker, describe_broker_defaults, describe_topic, ConfigSource, DescribeOptions,

@@ -95,7 +95,7 @@ fn a_properties_file_is_read_and_unknown_keys_warn_once_each() {
     let text = "# broker\nnode.id=7\nlisteners=PLAINTEXT://127.0.0.1:19092,\\\n  CONTROLLER://127.0.0.1:19093\n\
                 controller.listener.names=CONTROLLER\n\
                 listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT\n\
-                log.dirs = /var/brook/a, /var/brook/b\nsasl.enabled.mechanisms=PLAIN\n";
+                log.dirs = /var/brook/a, /var/brook/b\nno.such.key=PLAIN\n";
     assert!(file.write_all(text.as_bytes()).is_ok());
     let loaded = BrokerConfig::load(Some(file.path()), no_env(), &[]);
     let (config, warnings) = match loaded {
@@ -115,10 +115,7 @@ fn a_properties_file_is_read_and_unknown_keys_warn_once_each() {
         .collect();
     assert_eq!(advertised, ["PLAINTEXT://127.0.0.1:19092"]);
     assert_eq!(warnings.len(), 1);
-    assert!(
-        warnings[0].contains("sasl.enabled.mechanisms"),
-        "{warnings:?}"
-    );
+    assert!(warnings[0].contains("no.such.key"), "{warnings:?}");
 }
 
 #[test]
@@ -395,7 +392,7 @@ fn dynamic_updates_are_validated() {
     ));
     assert!(matches!(
         validate_broker_dynamic("log.segment.bytes", "10"),
-        Err(ConfigError::InvalidValue { .. })
+        Err(ConfigError::InvalidBrokerValue { .. })
     ));
 }
 
@@ -406,7 +403,9 @@ fn describe_topic_reports_kafkas_values_and_sources() {
         Ok(e) => e,
         Err(e) => panic!("{e}"),
     };
-    assert_eq!(entries.len(), super::topic::topic_keys().len());
+    // Every Kafka 4.4 topic key but the internal internal.segment.bytes.
+    assert_eq!(entries.len(), super::topic::topic_keys().len() - 1);
+    assert!(entries.iter().all(|e| e.name != "internal.segment.bytes"));
     let retention = find(&entries, "retention.ms");
     assert_eq!(retention.value.as_deref(), Some("1000"));
     assert_eq!(retention.source, ConfigSource::DynamicTopicConfig);
@@ -511,7 +510,11 @@ fn describe_broker_reports_every_key_with_flags() {
         include_documentation: true,
     };
     let entries = describe_broker(&broker, with_docs);
-    assert_eq!(entries.len(), super::keys::broker_keys().len());
+    let described = super::keys::broker_keys()
+        .iter()
+        .filter(|k| k.is_described())
+        .count();
+    assert_eq!(entries.len(), described);
     let partitions = find(&entries, "num.partitions");
     assert_eq!(partitions.value.as_deref(), Some("3"));
     assert_eq!(partitions.source, ConfigSource::StaticBrokerConfig);
@@ -570,4 +573,139 @@ fn config_source_ids_match_kafka() {
     assert_eq!(ConfigSource::StaticBrokerConfig.id(), 4);
     assert_eq!(ConfigSource::DefaultConfig.id(), 5);
     assert_eq!(ConfigSource::GroupConfig.id(), 8);
+}
+
+#[test]
+fn kafka_only_keys_load_with_a_warning_and_are_described_with_kafkas_facts() {
+    let loaded = BrokerConfig::load(
+        None,
+        no_env(),
+        &overrides(&["compression.zstd.level=7", "ssl.keystore.password=secret"]),
+    );
+    let (broker, warnings) = match loaded {
+        Ok(x) => x,
+        Err(e) => panic!("{e}"),
+    };
+    assert_eq!(warnings.len(), 2, "{warnings:?}");
+    assert!(warnings
+        .iter()
+        .any(|w| w.contains("compression.zstd.level") && w.contains("does not act on")));
+    let with_docs = DescribeOptions {
+        include_synonyms: false,
+        include_documentation: true,
+    };
+    let entries = describe_broker(&broker, with_docs);
+    let zstd = find(&entries, "compression.zstd.level");
+    assert_eq!(zstd.value.as_deref(), Some("7"));
+    assert_eq!(zstd.source, ConfigSource::StaticBrokerConfig);
+    assert!(!zstd.read_only);
+    assert!(zstd.documentation.is_some_and(|d| d.contains("no effect")));
+    let password = find(&entries, "ssl.keystore.password");
+    assert_eq!(password.value, None);
+    assert!(password.is_sensitive);
+    assert_eq!(password.config_type, ConfigType::Password);
+    let relogin = find(&entries, "sasl.kerberos.min.time.before.relogin");
+    assert_eq!(relogin.value.as_deref(), Some("60000"));
+    assert_eq!(relogin.source, ConfigSource::DefaultConfig);
+    assert!(!relogin.read_only);
+    let authorizer = find(&entries, "authorizer.class.name");
+    assert_eq!(authorizer.value.as_deref(), Some(""));
+    assert!(authorizer.read_only);
+    assert!(entries
+        .iter()
+        .all(|e| e.name != "unstable.api.versions.enable"));
+}
+
+#[test]
+fn broker_id_follows_node_id_and_must_equal_it_when_set() {
+    let broker = with(&["node.id=4"]);
+    assert_eq!(broker.effective_value("broker.id"), Some("4"));
+    assert!(matches!(
+        BrokerConfig::load(None, no_env(), &overrides(&["node.id=4", "broker.id=5"])),
+        Err(ConfigError::Contradiction { .. })
+    ));
+    assert!(BrokerConfig::load(None, no_env(), &overrides(&["node.id=4", "broker.id=4"])).is_ok());
+}
+
+#[test]
+fn a_kafka_only_topic_key_is_described_from_its_override_or_broker_synonym() {
+    let broker = with(&["log.local.retention.ms=5000"]);
+    let entries = match describe_topic(
+        &broker,
+        &map(&[("remote.log.copy.disable", "true")]),
+        options(),
+    ) {
+        Ok(e) => e,
+        Err(e) => panic!("{e}"),
+    };
+    let copy = find(&entries, "remote.log.copy.disable");
+    assert_eq!(copy.value.as_deref(), Some("true"));
+    assert_eq!(copy.source, ConfigSource::DynamicTopicConfig);
+    let local = find(&entries, "local.retention.ms");
+    assert_eq!(local.value.as_deref(), Some("5000"));
+    assert_eq!(local.source, ConfigSource::StaticBrokerConfig);
+    let zstd = find(&entries, "compression.zstd.level");
+    assert_eq!(zstd.value.as_deref(), Some("3"));
+    assert_eq!(zstd.source, ConfigSource::DefaultConfig);
+}
+
+fn refusal(args: &[&str]) -> (Option<String>, String) {
+    match BrokerConfig::load(None, no_env(), &overrides(args)) {
+        Ok(_) => (None, String::new()),
+        Err(e) => (e.key().map(str::to_owned), e.to_string()),
+    }
+}
+
+#[test]
+fn a_listener_brook_cannot_secure_stops_the_node_naming_listener_and_protocol() {
+    let (key, message) = refusal(&["listeners=PLAINTEXT://:9092,SASL_SSL://:9094"]);
+    assert_eq!(key.as_deref(), Some("listeners"));
+    assert!(
+        message.contains("SASL_SSL://:9094") && message.contains("security protocol SASL_SSL"),
+        "{message}"
+    );
+    let (key, message) = refusal(&[
+        "listeners=CLIENT://:9092",
+        "listener.security.protocol.map=CLIENT:SSL",
+    ]);
+    assert_eq!(key.as_deref(), Some("listeners"));
+    assert!(
+        message.contains("CLIENT://:9092")
+            && message.contains("SSL (listener.security.protocol.map)"),
+        "{message}"
+    );
+    let (_, message) = refusal(&["listeners=SASL_PLAINTEXT://:9092"]);
+    assert!(message.contains("SASL_PLAINTEXT"), "{message}");
+    assert_eq!(
+        refusal(&[
+            "listeners=PLAINTEXT://:9092,INTERNAL://:9093",
+            "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT"
+        ])
+        .0,
+        None
+    );
+}
+
+#[test]
+fn an_authorizer_sasl_mechanisms_or_a_secured_inter_broker_protocol_stop_the_node() {
+    let (key, message) =
+        refusal(&["authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer"]);
+    assert_eq!(key.as_deref(), Some("authorizer.class.name"));
+    assert!(message.contains("StandardAuthorizer"), "{message}");
+    assert_eq!(refusal(&["authorizer.class.name="]).0, None);
+    let (key, _) = refusal(&["sasl.enabled.mechanisms=PLAIN"]);
+    assert_eq!(key.as_deref(), Some("sasl.enabled.mechanisms"));
+    let (key, _) = refusal(&["sasl.enabled.mechanisms="]);
+    assert_eq!(key.as_deref(), Some("sasl.enabled.mechanisms"));
+    let (key, _) = refusal(&["security.inter.broker.protocol=SSL"]);
+    assert_eq!(key.as_deref(), Some("security.inter.broker.protocol"));
+    // Harmless security keys load (and are only described).
+    assert_eq!(
+        refusal(&[
+            "sasl.kerberos.min.time.before.relogin=58000",
+            "ssl.client.auth=required"
+        ])
+        .0,
+        None
+    );
 }

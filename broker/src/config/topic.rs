@@ -4,15 +4,21 @@
 //! Facts from Apache Kafka 4.4 (`LogConfig.configKeys`,
 //! `ServerTopicConfigSynonyms.ALL_TOPIC_CONFIG_SYNONYMS`). Kafka 4 removed
 //! `message.downconversion.enable` (KIP-724) and raised the minimum `segment.bytes` to
-//! 1 MiB (KIP-1030); Brook follows. Tiered-storage, throttling, compression-level and
-//! share-group keys are not offered: Brook does not implement them, so naming one on a
-//! topic is `INVALID_CONFIG` rather than a silent no-op.
+//! 1 MiB (KIP-1030); Brook follows. Kafka 4.4's tiered-storage, throttling,
+//! compression-level and share-group keys are accepted, stored and described without
+//! effect (their [`Gap`] says why), so that MirrorMaker 2 and admin tools can copy a Kafka
+//! topic's configuration; `remote.storage.enable=true` is refused as a Kafka broker
+//! without tiered storage refuses it. A name Kafka does not know is `INVALID_CONFIG`.
 
 use std::collections::BTreeMap;
 
 use super::error::ConfigError;
 use super::keys::{broker_synonyms, Synonym};
-use super::value::{normalize, ConfigType as T, Validator as V};
+use super::support::Gap;
+use super::value::{
+    check_follower_throttled_replicas, check_gzip_level, check_leader_throttled_replicas,
+    normalize, ConfigType as T, Validator as V,
+};
 use super::BrokerConfig;
 
 const LONG_MAX: &str = "9223372036854775807";
@@ -22,12 +28,22 @@ const LONG_MAX: &str = "9223372036854775807";
 pub struct TopicKeyDef {
     pub name: &'static str,
     pub config_type: T,
-    /// Kafka's `LogConfig` default, as printed; the broker key usually decides instead.
-    pub default: &'static str,
+    /// Kafka's `LogConfig` default, as printed (`None`: Kafka's `null`); the broker key
+    /// usually decides instead.
+    pub default: Option<&'static str>,
     pub validator: V,
     /// The broker key this topic key defaults from (head of its synonym chain).
     pub broker_synonym: Option<&'static str>,
     pub doc: &'static str,
+    /// Why Brook does not act on the key; `None` for the keys Brook implements.
+    pub gap: Option<Gap>,
+}
+
+impl TopicKeyDef {
+    /// False for Kafka's internal keys, which DescribeConfigs leaves out.
+    pub fn is_described(&self) -> bool {
+        self.gap != Some(Gap::Internal)
+    }
 }
 
 const fn t(
@@ -41,10 +57,36 @@ const fn t(
     TopicKeyDef {
         name,
         config_type,
-        default,
+        default: Some(default),
         validator,
         broker_synonym: Some(broker_synonym),
         doc,
+        gap: None,
+    }
+}
+
+/// A Kafka 4.4 topic key Brook accepts without acting on it; `broker_synonym` as in
+/// Kafka's `ServerTopicConfigSynonyms` (empty: none).
+const fn kafka_only(
+    name: &'static str,
+    config_type: T,
+    default: Option<&'static str>,
+    validator: V,
+    broker_synonym: &'static str,
+    gap: Gap,
+) -> TopicKeyDef {
+    TopicKeyDef {
+        name,
+        config_type,
+        default,
+        validator,
+        broker_synonym: if broker_synonym.is_empty() {
+            None
+        } else {
+            Some(broker_synonym)
+        },
+        doc: gap.doc(),
+        gap: Some(gap),
     }
 }
 
@@ -52,20 +94,30 @@ const fn t(
 static TOPIC_KEYS: &[TopicKeyDef] = &[
     t("cleanup.policy", T::List, "delete", V::EachOneOf(&["compact", "delete"]), "log.cleanup.policy",
       "This config designates the retention policy to use on log segments. The \"delete\" policy (which is the default) will discard old segments when their retention time or size limit has been reached. The \"compact\" policy will enable log compaction, which retains the latest value for each key. It is also possible to specify both policies in a comma-separated list (e.g. \"delete,compact\"). An empty list means infinite retention."),
+    kafka_only("compression.gzip.level", T::Int, Some("-1"), V::Custom(check_gzip_level), "compression.gzip.level", Gap::Compression),
+    kafka_only("compression.lz4.level", T::Int, Some("9"), V::Between(1, 17), "compression.lz4.level", Gap::Compression),
     t("compression.type", T::String, "producer", V::OneOf(&["uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"]), "compression.type",
       "Specify the final compression type for a given topic. This configuration accepts the standard compression codecs ('gzip', 'snappy', 'lz4', 'zstd'). It additionally accepts 'uncompressed' which is equivalent to no compression; and 'producer' which means retain the original compression codec set by the producer."),
+    kafka_only("compression.zstd.level", T::Int, Some("3"), V::Between(-131_072, 22), "compression.zstd.level", Gap::Compression),
     t("delete.retention.ms", T::Long, "86400000", V::AtLeast(0), "log.cleaner.delete.retention.ms",
       "The amount of time to retain delete tombstone markers for log compacted topics."),
+    kafka_only("errors.deadletterqueue.group.enable", T::Boolean, Some("false"), V::None, "", Gap::ShareGroups),
     t("file.delete.delay.ms", T::Long, "60000", V::AtLeast(0), "log.segment.delete.delay.ms",
       "The time to wait before deleting a file from the filesystem."),
     t("flush.messages", T::Long, LONG_MAX, V::AtLeast(1), "log.flush.interval.messages",
       "This setting allows specifying an interval at which we will force an fsync of data written to the log."),
     t("flush.ms", T::Long, LONG_MAX, V::AtLeast(0), "log.flush.interval.ms",
       "This setting allows specifying a time interval at which we will force an fsync of data written to the log."),
+    kafka_only("follower.replication.throttled.replicas", T::List, Some(""), V::Custom(check_follower_throttled_replicas), "", Gap::Quotas),
     t("index.interval.bytes", T::Int, "4096", V::AtLeast(0), "log.index.interval.bytes",
       "This setting controls how frequently Kafka adds entries to its offset index and, conditionally, to its time index."),
+    kafka_only("internal.segment.bytes", T::Int, None, V::None, "", Gap::Internal),
+    kafka_only("leader.replication.throttled.replicas", T::List, Some(""), V::Custom(check_leader_throttled_replicas), "", Gap::Quotas),
+    kafka_only("local.retention.bytes", T::Long, Some("-2"), V::AtLeast(-2), "log.local.retention.bytes", Gap::TieredStorage),
+    kafka_only("local.retention.ms", T::Long, Some("-2"), V::AtLeast(-2), "log.local.retention.ms", Gap::TieredStorage),
     t("max.compaction.lag.ms", T::Long, LONG_MAX, V::AtLeast(1), "log.cleaner.max.compaction.lag.ms",
       "The maximum time a message will remain ineligible for compaction in the log."),
+    kafka_only("max.decompressed.message.bytes", T::Int, Some("2147483639"), V::Between(1, 2_147_483_639), "max.decompressed.message.bytes", Gap::Compression),
     t("max.message.bytes", T::Int, "1048588", V::AtLeast(0), "message.max.bytes",
       "The largest record batch size allowed by Kafka (after compression if compression is enabled)."),
     t("message.timestamp.after.max.ms", T::Long, "3600000", V::AtLeast(0), "log.message.timestamp.after.max.ms",
@@ -82,6 +134,11 @@ static TOPIC_KEYS: &[TopicKeyDef] = &[
       "Specifies the minimum number of in-sync replicas (including the leader) required for a write to succeed when a producer sets acks to \"all\" (or \"-1\")."),
     t("preallocate", T::Boolean, "false", V::None, "log.preallocate",
       "True if we should preallocate the file on disk when creating a new log segment."),
+    kafka_only("remote.copy.lag.bytes", T::Long, Some("-1"), V::AtLeast(-1), "log.remote.copy.lag.bytes", Gap::TieredStorage),
+    kafka_only("remote.copy.lag.ms", T::Long, Some("0"), V::AtLeast(-1), "log.remote.copy.lag.ms", Gap::TieredStorage),
+    kafka_only("remote.log.copy.disable", T::Boolean, Some("false"), V::None, "", Gap::TieredStorage),
+    kafka_only("remote.log.delete.on.disable", T::Boolean, Some("false"), V::None, "", Gap::TieredStorage),
+    kafka_only("remote.storage.enable", T::Boolean, Some("false"), V::None, "", Gap::TieredStorage),
     t("retention.bytes", T::Long, "-1", V::None, "log.retention.bytes",
       "This configuration controls the maximum size a partition (which consists of log segments) can grow to before we will discard old log segments to free up space if we are using the \"delete\" retention policy."),
     t("retention.ms", T::Long, "604800000", V::AtLeast(-1), "log.retention.ms",
@@ -135,6 +192,14 @@ pub fn normalize_topic_overrides(
             normalize(key.name, key.config_type, key.validator, value)?,
         );
     }
+    // LogConfig.validateRemoteStorageOnlyIfSystemEnabled: Brook's answer is that of a Kafka
+    // broker with remote.log.storage.system.enable=false, the only tiered storage it has.
+    if out.get("remote.storage.enable").map(String::as_str) == Some("true") {
+        return Err(ConfigError::Unsupported {
+            key: "remote.storage.enable".to_owned(),
+            reason: "Tiered Storage functionality is disabled in the broker. Topic cannot be configured with remote log storage.".to_owned(),
+        });
+    }
     Ok(out)
 }
 
@@ -147,25 +212,25 @@ pub fn validate_topic_overrides(overrides: &BTreeMap<String, String>) -> Result<
 /// effective value of its synonym chain, converted to milliseconds where the chain
 /// has units (`log.retention.hours=1` → `3600000`). Kafka's `LogConfig` default if the
 /// broker has none.
-pub fn broker_default_for(broker: &BrokerConfig, key: &TopicKeyDef) -> String {
+pub fn broker_default_for(broker: &BrokerConfig, key: &TopicKeyDef) -> Option<String> {
     let Some(primary) = key.broker_synonym else {
-        return key.default.to_owned();
+        return key.default.map(str::to_owned);
     };
     for synonym in broker_synonyms(primary) {
         let Some(value) = broker.effective_value(synonym.name) else {
             continue;
         };
         let Ok(units) = value.parse::<i64>() else {
-            return value.to_owned();
+            return Some(value.to_owned());
         };
         let ms = units.saturating_mul(synonym.ms_per_unit);
         // KafkaConfig.logRetentionTimeMillis: any negative retention means unlimited.
         if key.name == "retention.ms" && ms < 0 {
-            return "-1".to_owned();
+            return Some("-1".to_owned());
         }
-        return ms.to_string();
+        return Some(ms.to_string());
     }
-    key.default.to_owned()
+    key.default.map(str::to_owned)
 }
 
 #[cfg(test)]
@@ -187,8 +252,12 @@ mod tests {
         sorted.dedup();
         assert_eq!(names, sorted);
         for key in topic_keys() {
-            let canonical = normalize(key.name, key.config_type, key.validator, key.default);
-            assert_eq!(canonical.ok().as_deref(), Some(key.default), "{}", key.name);
+            let Some(default) = key.default else {
+                assert_eq!(key.gap, Some(Gap::Internal), "{} has no default", key.name);
+                continue;
+            };
+            let canonical = normalize(key.name, key.config_type, key.validator, default);
+            assert_eq!(canonical.ok().as_deref(), Some(default), "{}", key.name);
             if let Some(b) = key.broker_synonym {
                 assert!(
                     super::super::keys::broker_key(b).is_some(),
@@ -209,6 +278,64 @@ mod tests {
         );
         let err = validate_topic_overrides(&map(&[("message.downconversion.enable", "true")]));
         assert!(matches!(err, Err(ConfigError::UnknownTopicKey { .. })));
+    }
+
+    #[test]
+    fn kafka_only_topic_keys_are_accepted_with_kafkas_validators() {
+        let out = normalize_topic_overrides(&map(&[
+            ("compression.zstd.level", " 5 "),
+            ("remote.log.copy.disable", "TRUE"),
+            ("leader.replication.throttled.replicas", "0:1, 1:1"),
+            ("errors.deadletterqueue.group.enable", "false"),
+            ("local.retention.ms", "-2"),
+        ]));
+        assert_eq!(
+            out.ok(),
+            Some(map(&[
+                ("compression.zstd.level", "5"),
+                ("errors.deadletterqueue.group.enable", "false"),
+                ("leader.replication.throttled.replicas", "0:1,1:1"),
+                ("local.retention.ms", "-2"),
+                ("remote.log.copy.disable", "true"),
+            ]))
+        );
+        let err = validate_topic_overrides(&map(&[("compression.zstd.level", "99")]))
+            .err()
+            .map(|e| e.to_string());
+        assert_eq!(
+            err.as_deref(),
+            Some("Invalid value 99 for configuration compression.zstd.level: Value must be no more than 22")
+        );
+        assert!(validate_topic_overrides(&map(&[("compression.gzip.level", "0")])).is_err());
+        assert!(
+            validate_topic_overrides(&map(&[("max.decompressed.message.bytes", "0")])).is_err()
+        );
+    }
+
+    #[test]
+    fn remote_storage_is_refused_as_kafka_refuses_it_without_tiered_storage() {
+        let err = validate_topic_overrides(&map(&[("remote.storage.enable", "true")]))
+            .err()
+            .map(|e| e.to_string());
+        assert_eq!(
+            err.as_deref(),
+            Some("Tiered Storage functionality is disabled in the broker. Topic cannot be configured with remote log storage.")
+        );
+        assert!(validate_topic_overrides(&map(&[("remote.storage.enable", "false")])).is_ok());
+    }
+
+    #[test]
+    fn kafka_only_topic_keys_default_from_their_broker_synonyms() {
+        let names: Vec<_> = topic_synonyms("local.retention.ms")
+            .iter()
+            .map(|s| s.name)
+            .collect();
+        assert_eq!(names, ["log.local.retention.ms"]);
+        assert!(topic_synonyms("remote.storage.enable").is_empty());
+        assert_eq!(
+            topic_key("internal.segment.bytes").map(TopicKeyDef::is_described),
+            Some(false)
+        );
     }
 
     #[test]

@@ -208,12 +208,11 @@ pub fn effective_topic_values(
     for key in topic_keys() {
         let value = match overrides.get(key.name) {
             Some(v) => v.clone(),
-            None => normalize(
-                key.name,
-                key.config_type,
-                key.validator,
-                &broker_default_for(broker, key),
-            )?,
+            // A key whose default is Kafka's `null` (internal.segment.bytes) has no value.
+            None => match broker_default_for(broker, key) {
+                Some(default) => normalize(key.name, key.config_type, key.validator, &default)?,
+                None => continue,
+            },
         };
         out.insert(key.name, value);
     }

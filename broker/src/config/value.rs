@@ -65,6 +65,11 @@ pub enum Validator {
     OneOf(&'static [&'static str]),
     /// A list whose every item is one of these (`ValidList.in`); may be empty.
     EachOneOf(&'static [&'static str]),
+    /// A string equal to one of these ignoring ASCII case (`CaseInsensitiveValidString`).
+    OneOfIgnoreCase(&'static [&'static str]),
+    /// A list of non-empty, distinct items (`ValidList.anyNonDuplicateValues`);
+    /// `allow_empty`: whether the list itself may be empty.
+    Items { allow_empty: bool },
     /// A Brook-specific check; the error string is the reason.
     Custom(fn(&str) -> Result<(), String>),
 }
@@ -137,12 +142,25 @@ pub fn split_list(value: &str) -> Vec<String> {
         .collect()
 }
 
-/// Java's `Double.toString` for the values configs use: `0.5`, `1.0`, `0.25`.
+/// Java's `Double.toString`: plain decimals from 10^-3 up to 10^7 (`0.5`, `1.0`, `0.25`),
+/// computerized scientific notation outside (`1.0E7`, `1.7976931348623157E308`), always
+/// with a digit after the point. Rust's shortest round-trip digits are Java's here.
 fn java_double(v: f64) -> String {
-    if v.fract() == 0.0 && v.abs() < 1e7 {
-        format!("{v:.1}")
+    let magnitude = v.abs();
+    if v == 0.0 || (1e-3..1e7).contains(&magnitude) {
+        if v.fract() == 0.0 {
+            format!("{v:.1}")
+        } else {
+            format!("{v}")
+        }
     } else {
-        format!("{v}")
+        let sci = format!("{v:e}");
+        let (mantissa, exponent) = sci.split_once('e').unwrap_or((sci.as_str(), "0"));
+        if mantissa.contains('.') {
+            format!("{mantissa}E{exponent}")
+        } else {
+            format!("{mantissa}.0E{exponent}")
+        }
     }
 }
 
@@ -236,7 +254,88 @@ fn check(key: &str, value: &str, validator: Validator) -> Result<(), ConfigError
             }
             Ok(())
         }
+        Validator::OneOfIgnoreCase(allowed) => {
+            if allowed.iter().any(|a| a.eq_ignore_ascii_case(value)) {
+                Ok(())
+            } else {
+                Err(ConfigError::invalid(
+                    key,
+                    value,
+                    format!(
+                        "String must be one of (case insensitive): {}",
+                        allowed.join(", ")
+                    ),
+                ))
+            }
+        }
+        Validator::Items { allow_empty } => {
+            let items = split_list(value);
+            let refuse = |why: String| Err(ConfigError::invalid(key, value, why));
+            if items.is_empty() && !allow_empty {
+                return refuse(format!(
+                    "Configuration '{key}' must not be empty. Valid values include: any non-empty value"
+                ));
+            }
+            if items.iter().any(String::is_empty) {
+                return refuse(format!("Configuration '{key}' values must not be empty."));
+            }
+            if items
+                .iter()
+                .enumerate()
+                .any(|(i, item)| items[..i].contains(item))
+            {
+                return refuse(format!(
+                    "Configuration '{key}' values must not be duplicated."
+                ));
+            }
+            Ok(())
+        }
         Validator::Custom(f) => f(value).map_err(|reason| ConfigError::invalid(key, value, reason)),
+    }
+}
+
+/// `compression.gzip.level`: Kafka's `GzipCompression.LEVEL_VALIDATOR`.
+pub fn check_gzip_level(value: &str) -> Result<(), String> {
+    match value.parse::<i32>() {
+        Ok(-1 | 1..=9) => Ok(()),
+        _ => Err("Value must be between 1 and 9 or equal to -1".to_owned()),
+    }
+}
+
+/// Kafka's `ThrottledReplicaListValidator`: `*`, or `partition:broker` pairs.
+fn check_throttled_replicas(key: &str, value: &str) -> Result<(), String> {
+    let items = split_list(value);
+    let pair = |item: &str| {
+        item.is_empty()
+            || item.split_once(':').is_some_and(|(p, b)| {
+                [p, b]
+                    .iter()
+                    .all(|n| !n.is_empty() && n.bytes().all(|c| c.is_ascii_digit()))
+            })
+    };
+    if items.concat() == "*" || items.iter().all(|i| pair(i)) {
+        Ok(())
+    } else {
+        Err(format!("{key} must be the literal '*' or a list of replicas in the following format: [partitionId]:[brokerId],[partitionId]:[brokerId],..."))
+    }
+}
+
+/// `leader.replication.throttled.replicas`.
+pub fn check_leader_throttled_replicas(value: &str) -> Result<(), String> {
+    check_throttled_replicas("leader.replication.throttled.replicas", value)
+}
+
+/// `follower.replication.throttled.replicas`.
+pub fn check_follower_throttled_replicas(value: &str) -> Result<(), String> {
+    check_throttled_replicas("follower.replication.throttled.replicas", value)
+}
+
+/// Kafka's `ConfigDef.NonEmptyString`.
+pub fn check_non_empty_string(value: &str) -> Result<(), String> {
+    if value.is_empty() {
+        Err("String must be non-empty".to_owned())
+    } else {
+        Ok(())
     }
 }
 
@@ -344,6 +443,68 @@ mod tests {
         let v = Validator::OneOf(&["CreateTime", "LogAppendTime"]);
         assert!(normalize("k", ConfigType::String, v, "LogAppendTime").is_ok());
         assert!(normalize("k", ConfigType::String, v, "logappendtime").is_err());
+    }
+
+    #[test]
+    fn doubles_outside_plain_range_print_in_javas_scientific_form() {
+        let none = Validator::None;
+        let print = |raw: &str| normalize("k", ConfigType::Double, none, raw).ok();
+        assert_eq!(
+            print("1.7976931348623157E308").as_deref(),
+            Some("1.7976931348623157E308")
+        );
+        assert_eq!(print("1e7").as_deref(), Some("1.0E7"));
+        assert_eq!(print("0.0001").as_deref(), Some("1.0E-4"));
+        assert_eq!(print("0.05").as_deref(), Some("0.05"));
+        assert_eq!(print("0").as_deref(), Some("0.0"));
+    }
+
+    #[test]
+    fn case_insensitive_choices_keep_the_value_as_given() {
+        let v = Validator::OneOfIgnoreCase(&["ES256", "RS256"]);
+        assert_eq!(
+            normalize("k", ConfigType::String, v, "rs256")
+                .ok()
+                .as_deref(),
+            Some("rs256")
+        );
+        let err = normalize("k", ConfigType::String, v, "HS256")
+            .err()
+            .map(|e| e.to_string());
+        assert_eq!(
+            err.as_deref(),
+            Some("Invalid value HS256 for configuration k: String must be one of (case insensitive): ES256, RS256")
+        );
+    }
+
+    #[test]
+    fn item_lists_refuse_blank_and_duplicate_items_and_maybe_emptiness() {
+        let may_be_empty = Validator::Items { allow_empty: true };
+        let not_empty = Validator::Items { allow_empty: false };
+        assert!(normalize("k", ConfigType::List, may_be_empty, "").is_ok());
+        assert!(normalize("k", ConfigType::List, not_empty, "").is_err());
+        assert!(normalize("k", ConfigType::List, may_be_empty, "a,,b").is_err());
+        assert!(normalize("k", ConfigType::List, may_be_empty, "a,a").is_err());
+        assert_eq!(
+            normalize("k", ConfigType::List, not_empty, " a , b ")
+                .ok()
+                .as_deref(),
+            Some("a,b")
+        );
+    }
+
+    #[test]
+    fn kafkas_special_validators_accept_and_refuse_what_kafka_does() {
+        assert!(check_gzip_level("-1").is_ok() && check_gzip_level("9").is_ok());
+        assert!(check_gzip_level("0").is_err() && check_gzip_level("10").is_err());
+        assert!(check_leader_throttled_replicas("*").is_ok());
+        assert!(check_leader_throttled_replicas("0:1, 1:2").is_ok());
+        assert!(check_leader_throttled_replicas("").is_ok());
+        assert_eq!(
+            check_follower_throttled_replicas("bogus"),
+            Err("follower.replication.throttled.replicas must be the literal '*' or a list of replicas in the following format: [partitionId]:[brokerId],[partitionId]:[brokerId],...".to_owned())
+        );
+        assert!(check_non_empty_string("").is_err());
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! AlterConfigs (the legacy, non-incremental API): the given set replaces all dynamic
-//! configs of the resource. Validated first; nothing changes on an invalid key or value.
+//! configs of the resource. Validated first with the rules of `config::alter` (Kafka's
+//! checks and codes); nothing changes on a refused key or value.
 
 use std::collections::BTreeMap;
 
@@ -9,7 +10,8 @@ use brook_protocol::kafka_protocol::protocol::StrBytes;
 use brook_raft::Command;
 
 use crate::broker::Broker;
-use crate::handlers::incremental_alter_configs::{apply, broker_target, Target};
+use crate::config::{alter::normalize_broker_update, normalize_topic_overrides};
+use crate::handlers::incremental_alter_configs::{broker_target, propose, refused, Target};
 
 pub async fn handle(
     broker: &Broker,
@@ -28,25 +30,21 @@ pub async fn handle(
             })
             .collect();
         let name = resource.resource_name.to_string();
-        let outcome = match broker_target(broker, resource.resource_type, &name) {
-            Err(e) => Err(e),
-            Ok(Target::Topic(topic_id)) => {
-                apply(
-                    broker,
-                    req.validate_only,
-                    Command::ReplaceTopicConfigs { topic_id, configs },
-                )
-                .await
-            }
-            Ok(Target::Broker(broker_id)) => {
-                apply(
-                    broker,
-                    req.validate_only,
-                    Command::ReplaceBrokerConfigs { broker_id, configs },
-                )
-                .await
-            }
-        };
+        let outcome = async {
+            let command = match broker_target(broker, resource.resource_type, &name)? {
+                Target::Topic(topic_id) => Command::ReplaceTopicConfigs {
+                    topic_id,
+                    configs: normalize_topic_overrides(&configs).map_err(refused)?,
+                },
+                Target::Broker(broker_id) => Command::ReplaceBrokerConfigs {
+                    broker_id,
+                    configs: normalize_broker_update(&configs, Target::broker_scope(broker_id))
+                        .map_err(refused)?,
+                },
+            };
+            propose(broker, req.validate_only, command).await
+        }
+        .await;
         let mut response = AlterConfigsResourceResponse::default()
             .with_resource_type(resource.resource_type)
             .with_resource_name(resource.resource_name);

@@ -1,10 +1,13 @@
 //! IncrementalAlterConfigs (KIP-339): SET / DELETE per key (APPEND / SUBTRACT for list
-//! keys like `cleanup.policy`) on topics and brokers. Every change is validated before
-//! it is proposed; an invalid key or value answers `INVALID_CONFIG` and changes nothing.
-//! Logs pick up topic changes live through the metadata reconciler.
+//! keys like `cleanup.policy`) on topics and brokers. The rules (a DELETE of anything
+//! not set is a no-op, Kafka's refusals and their codes) live in `config::alter`; here
+//! the request is read, the change proposed to the quorum (unless validate-only), and
+//! a refused resource answered with its code, changing nothing. Logs pick up topic
+//! changes live through the metadata reconciler.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
+use brook_protocol::kafka_protocol::messages::incremental_alter_configs_request::AlterableConfig;
 use brook_protocol::kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse;
 use brook_protocol::kafka_protocol::messages::{
     IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
@@ -15,8 +18,8 @@ use brook_raft::Command;
 use uuid::Uuid;
 
 use crate::broker::Broker;
-use crate::config::{normalize_topic_overrides, validate_broker_dynamic};
-use crate::error::BrokerError;
+use crate::config::{incremental_broker, incremental_topic, AlterOp, BrokerScope, ConfigError};
+use crate::error::{config_code, BrokerError};
 use crate::handlers::describe_configs::{BROKER, TOPIC};
 
 const SET: i8 = 0;
@@ -26,10 +29,25 @@ const SUBTRACT: i8 = 3;
 
 pub enum Target {
     Topic(Uuid),
+    /// `None`: the cluster default (empty resource name).
     Broker(Option<i32>),
 }
 
-type Failure = (ResponseError, String);
+impl Target {
+    pub fn broker_scope(broker_id: Option<i32>) -> BrokerScope {
+        match broker_id {
+            Some(_) => BrokerScope::PerBroker,
+            None => BrokerScope::ClusterDefault,
+        }
+    }
+}
+
+pub type Failure = (ResponseError, String);
+
+/// A refused config change: Kafka's code for it and its message.
+pub fn refused(e: ConfigError) -> Failure {
+    (config_code(&e), e.to_string())
+}
 
 pub fn broker_target(broker: &Broker, resource_type: i8, name: &str) -> Result<Target, Failure> {
     match resource_type {
@@ -64,30 +82,32 @@ pub async fn handle(
     let mut responses = Vec::with_capacity(req.resources.len());
     for resource in req.resources {
         let name = resource.resource_name.to_string();
-        let outcome = match broker_target(broker, resource.resource_type, &name) {
-            Err(e) => Err(e),
-            Ok(target) => {
-                let current = current_configs(broker, &target);
-                match changes(&current, &resource.configs) {
-                    Err(e) => Err(e),
-                    Ok((set, delete)) => {
-                        let command = match target {
-                            Target::Topic(topic_id) => Command::AlterTopicConfigs {
-                                topic_id,
-                                set,
-                                delete,
-                            },
-                            Target::Broker(broker_id) => Command::AlterBrokerConfigs {
-                                broker_id,
-                                set,
-                                delete,
-                            },
-                        };
-                        apply(broker, req.validate_only, command).await
+        let outcome = async {
+            let ops = read_ops(&resource.configs)?;
+            let target = broker_target(broker, resource.resource_type, &name)?;
+            let current = current_configs(broker, &target);
+            let command = match target {
+                Target::Topic(topic_id) => {
+                    let change = incremental_topic(&current, &ops).map_err(refused)?;
+                    Command::AlterTopicConfigs {
+                        topic_id,
+                        set: change.set,
+                        delete: change.delete,
                     }
                 }
-            }
-        };
+                Target::Broker(broker_id) => {
+                    let scope = Target::broker_scope(broker_id);
+                    let change = incremental_broker(&current, &ops, scope).map_err(refused)?;
+                    Command::AlterBrokerConfigs {
+                        broker_id,
+                        set: change.set,
+                        delete: change.delete,
+                    }
+                }
+            };
+            propose(broker, req.validate_only, command).await
+        }
+        .await;
         let mut response = AlterConfigsResourceResponse::default()
             .with_resource_type(resource.resource_type)
             .with_resource_name(resource.resource_name);
@@ -101,6 +121,41 @@ pub async fn handle(
     IncrementalAlterConfigsResponse::default().with_responses(responses)
 }
 
+/// The resource's operations, in request order. A key named twice is refused as Kafka's
+/// `ConfigAdminManager` refuses it.
+fn read_ops(configs: &[AlterableConfig]) -> Result<Vec<(String, AlterOp)>, Failure> {
+    let mut seen = BTreeSet::new();
+    let mut ops = Vec::with_capacity(configs.len());
+    for config in configs {
+        let key = config.name.to_string();
+        if !seen.insert(key.clone()) {
+            return Err((
+                ResponseError::InvalidRequest,
+                "Error due to duplicate config keys".to_owned(),
+            ));
+        }
+        let value = config
+            .value
+            .as_ref()
+            .map(|v| v.to_string())
+            .unwrap_or_default();
+        let op = match config.config_operation {
+            SET => AlterOp::Set(value),
+            DELETE => AlterOp::Delete,
+            APPEND => AlterOp::Append(value),
+            SUBTRACT => AlterOp::Subtract(value),
+            other => {
+                return Err((
+                    ResponseError::InvalidRequest,
+                    format!("Unknown operations type {other}"),
+                ))
+            }
+        };
+        ops.push((key, op));
+    }
+    Ok(ops)
+}
+
 fn current_configs(broker: &Broker, target: &Target) -> BTreeMap<String, String> {
     let image = broker.image();
     match target {
@@ -112,76 +167,19 @@ fn current_configs(broker: &Broker, target: &Target) -> BTreeMap<String, String>
     }
 }
 
-fn changes(
-    current: &BTreeMap<String, String>,
-    ops: &[brook_protocol::kafka_protocol::messages::incremental_alter_configs_request::AlterableConfig],
-) -> Result<(BTreeMap<String, String>, Vec<String>), Failure> {
-    let mut set = BTreeMap::new();
-    let mut delete = Vec::new();
-    for op in ops {
-        let key = op.name.to_string();
-        let value = op.value.as_ref().map(|v| v.to_string()).unwrap_or_default();
-        let list = |s: &str| -> Vec<String> {
-            s.split(',')
-                .map(str::trim)
-                .filter(|v| !v.is_empty())
-                .map(String::from)
-                .collect()
-        };
-        match op.config_operation {
-            SET => {
-                set.insert(key, value);
-            }
-            DELETE => delete.push(key),
-            APPEND | SUBTRACT => {
-                let mut items = list(current.get(&key).map(String::as_str).unwrap_or(""));
-                for v in list(&value) {
-                    if op.config_operation == APPEND && !items.contains(&v) {
-                        items.push(v);
-                    } else if op.config_operation == SUBTRACT {
-                        items.retain(|i| i != &v);
-                    }
-                }
-                set.insert(key, items.join(","));
-            }
-            other => {
-                return Err((
-                    ResponseError::InvalidRequest,
-                    format!("unknown config operation {other}"),
-                ))
-            }
-        }
-    }
-    Ok((set, delete))
-}
-
-/// Validates the configs a command would store, then proposes it (unless validate-only).
-pub async fn apply(broker: &Broker, validate_only: bool, command: Command) -> Result<(), Failure> {
-    let invalid = |e: crate::config::ConfigError| (ResponseError::InvalidConfig, e.to_string());
-    match &command {
-        Command::AlterTopicConfigs { set, .. }
-        | Command::ReplaceTopicConfigs { configs: set, .. } => {
-            normalize_topic_overrides(set).map_err(invalid)?;
-        }
-        Command::AlterBrokerConfigs { set, .. }
-        | Command::ReplaceBrokerConfigs { configs: set, .. } => {
-            for (k, v) in set {
-                validate_broker_dynamic(k, v).map_err(invalid)?;
-            }
-        }
-        _ => {}
-    }
-    if let Command::AlterTopicConfigs { delete, .. } = &command {
-        for key in delete {
-            if crate::config::topic::topic_key(key).is_none() {
-                return Err((
-                    ResponseError::InvalidConfig,
-                    format!("unknown topic config {key}"),
-                ));
-            }
-        }
-    }
-    if validate_only {
+/// Proposes an already validated change (unless validate-only) and waits until this
+/// broker has applied it. A change that changes nothing is not proposed.
+pub async fn propose(
+    broker: &Broker,
+    validate_only: bool,
+    command: Command,
+) -> Result<(), Failure> {
+    let nothing = match &command {
+        Command::AlterTopicConfigs { set, delete, .. }
+        | Command::AlterBrokerConfigs { set, delete, .. } => set.is_empty() && delete.is_empty(),
+        _ => false,
+    };
+    if validate_only || nothing {
         return Ok(());
     }
     broker.quorum.propose(command).await.map_err(|e| {

@@ -1,0 +1,162 @@
+//! No silent downgrade: the security settings Brook cannot serve yet are refused, at
+//! start and in dynamic updates, instead of being stored and ignored while clients get
+//! plain, unauthenticated Kafka (issue 25 item 0).
+//!
+//! At start (`BrokerConfig::build`): a listener (or advertised listener) whose security
+//! protocol, by its name or through `listener.security.protocol.map`, is not PLAINTEXT;
+//! a non-empty `authorizer.class.name`; `sasl.enabled.mechanisms` set at all; and
+//! `security.inter.broker.protocol` other than PLAINTEXT. Dynamically: every dynamic
+//! `ssl.*` / `sasl.*` key, `principal.builder.class` and any `listener.name.*` key,
+//! except the Kerberos and login-refresh timings, which only tune a login Brook never
+//! performs and are stored as Kafka stores them (librdkafka's admin test 0081 alters
+//! `sasl.kerberos.min.time.before.relogin`). Pure functions.
+
+use super::broker::{BrokerConfig, Layers};
+use super::error::ConfigError;
+
+/// The only security protocol Brook serves.
+const SERVED: &str = "PLAINTEXT";
+
+/// Kafka's `DynamicBrokerConfig.DYNAMIC_SECURITY_CONFIGS`: keystore and truststore keys a
+/// dynamic update may only set with a `listener.name.<listener>.` prefix.
+pub const PER_LISTENER_ONLY: &[&str] = &[
+    "ssl.key.password",
+    "ssl.keystore.certificate.chain",
+    "ssl.keystore.key",
+    "ssl.keystore.location",
+    "ssl.keystore.password",
+    "ssl.keystore.type",
+    "ssl.truststore.certificates",
+    "ssl.truststore.location",
+    "ssl.truststore.password",
+    "ssl.truststore.type",
+];
+
+/// Refuses, at start, a configuration that asks for security Brook does not serve.
+pub(crate) fn check_served(config: &BrokerConfig, layers: &Layers) -> Result<(), ConfigError> {
+    let listener_sets = [
+        ("listeners", &config.listeners),
+        ("advertised.listeners", &config.advertised_listeners),
+    ];
+    for (key, listeners) in listener_sets {
+        for listener in listeners {
+            let Some(protocol) = config.listener_security_protocol_map.get(&listener.name) else {
+                continue;
+            };
+            if protocol != SERVED {
+                let how = if listener.name == *protocol {
+                    String::new()
+                } else {
+                    " (listener.security.protocol.map)".to_owned()
+                };
+                return Err(ConfigError::Unsupported {
+                    key: key.to_owned(),
+                    reason: format!(
+                        "listener {listener} has security protocol {protocol}{how}, which Brook does not support yet (only PLAINTEXT listeners are served): refusing to start rather than serve {} without encryption or authentication",
+                        listener.name
+                    ),
+                });
+            }
+        }
+    }
+    if let Some(class) = layers
+        .effective("authorizer.class.name")
+        .filter(|c| !c.is_empty())
+    {
+        return Err(ConfigError::Unsupported {
+            key: "authorizer.class.name".to_owned(),
+            reason: format!(
+                "authorizer.class.name={class}: Brook has no authorizer yet, so every client could do everything: refusing to start rather than run without the ACLs it enforces"
+            ),
+        });
+    }
+    let set_anywhere = |key: &str| {
+        [
+            &layers.per_broker,
+            &layers.cluster_default,
+            &layers.static_props,
+        ]
+        .into_iter()
+        .find_map(|layer| layer.get(key))
+    };
+    if let Some(mechanisms) = set_anywhere("sasl.enabled.mechanisms") {
+        return Err(ConfigError::Unsupported {
+            key: "sasl.enabled.mechanisms".to_owned(),
+            reason: format!(
+                "sasl.enabled.mechanisms={mechanisms}: Brook has no SASL authentication yet: refusing to start rather than accept clients without authenticating them"
+            ),
+        });
+    }
+    if let Some(protocol) = layers
+        .effective("security.inter.broker.protocol")
+        .filter(|p| *p != SERVED)
+    {
+        return Err(ConfigError::Unsupported {
+            key: "security.inter.broker.protocol".to_owned(),
+            reason: format!(
+                "security.inter.broker.protocol={protocol}: Brook's brokers talk PLAINTEXT only: refusing to start rather than replicate without the protection it names"
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// Login timings of Kerberos and OAuth clients: harmless to store, as Kafka stores them.
+fn is_login_timing(key: &str) -> bool {
+    key.starts_with("sasl.kerberos.") || key.starts_with("sasl.login.refresh.")
+}
+
+/// Whether a dynamic update of `key` (a dynamic key, or a `listener.name.*` one) would
+/// change how Brook authenticates, encrypts or authorizes, which it cannot do yet.
+pub fn refused_dynamically(key: &str) -> bool {
+    if key.starts_with("listener.name.") {
+        return true;
+    }
+    if is_login_timing(key) {
+        return false;
+    }
+    key.starts_with("ssl.") || key.starts_with("sasl.") || key == "principal.builder.class"
+}
+
+/// The refusal of a dynamic security update.
+pub fn dynamic_refusal(key: &str) -> ConfigError {
+    ConfigError::Unsupported {
+        key: key.to_owned(),
+        reason: format!(
+            "Brook does not support TLS, SASL or authorization yet (only PLAINTEXT listeners are served): {key} cannot be set, as it would change how clients are authenticated or encrypted"
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn login_timings_are_stored_and_what_changes_security_is_refused() {
+        assert!(!refused_dynamically(
+            "sasl.kerberos.min.time.before.relogin"
+        ));
+        assert!(!refused_dynamically("sasl.login.refresh.window.factor"));
+        assert!(refused_dynamically("sasl.enabled.mechanisms"));
+        assert!(refused_dynamically("sasl.jaas.config"));
+        assert!(refused_dynamically("ssl.client.auth"));
+        assert!(refused_dynamically("principal.builder.class"));
+        assert!(refused_dynamically(
+            "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config"
+        ));
+        assert!(!refused_dynamically("log.cleaner.threads"));
+        assert_eq!(
+            dynamic_refusal("ssl.client.auth").to_string(),
+            "Brook does not support TLS, SASL or authorization yet (only PLAINTEXT listeners are served): ssl.client.auth cannot be set, as it would change how clients are authenticated or encrypted"
+        );
+    }
+
+    #[test]
+    fn the_per_listener_list_is_sorted_and_all_ssl() {
+        let mut sorted = PER_LISTENER_ONLY.to_vec();
+        sorted.sort_unstable();
+        assert_eq!(sorted, PER_LISTENER_ONLY);
+        assert!(PER_LISTENER_ONLY.iter().all(|k| k.starts_with("ssl.")));
+    }
+}

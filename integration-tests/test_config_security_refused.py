@@ -1,0 +1,135 @@
+"""No silent downgrade (issue 25 item 0), brook only: until Brook serves TLS, SASL and ACLs, a
+configuration asking for them stops the node at start, and a dynamic update that would change
+them is refused, instead of Brook serving plain, unauthenticated Kafka where the operator asked
+for security. Kafka serves these settings, so this module does not run against it; what Kafka
+and Brook answer alike (the Kerberos relogin timing stored, read-only keys refused) is in
+test_config_kafka_names.py.
+
+- A node with an SSL, SASL_PLAINTEXT or SASL_SSL listener (by its name or through
+  listener.security.protocol.map), with authorizer.class.name, or with sasl.enabled.mechanisms
+  exits non-zero at once, its stderr naming the listener and protocol or the key, and never
+  listens on its ports.
+- IncrementalAlterConfigs of sasl.enabled.mechanisms, ssl.client.auth or a listener-prefixed
+  keystore is refused with INVALID_CONFIG saying Brook does not support it, and nothing changes.
+"""
+
+import json
+import subprocess
+
+import pytest
+from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, ResourceType
+
+from harness import drivers, paths
+from harness.broker import HOST, Broker, _accepts_tcp, free_port
+
+pytestmark = pytest.mark.skipif(paths.target() == "kafka",
+                                reason="brook's own refusals: Apache Kafka serves TLS, SASL and ACLs")
+
+EXIT_WITHIN_S = 30
+
+
+def run_brook(tmp_path, settings: dict) -> tuple:
+    """Start brook with these settings on fresh ports; (exit code, stderr, the ports)."""
+    ports = [free_port(), free_port()]
+    values = {
+        "log.dirs": str(tmp_path / "data"),
+        "metrics.listener": f"{HOST}:{free_port()}",
+        **{k: v.format(p0=ports[0], p1=ports[1], host=HOST) for k, v in settings.items()},
+    }
+    argv = [str(paths.brook_bin())]
+    for key, value in values.items():
+        argv += ["--override", f"{key}={value}"]
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=EXIT_WITHIN_S)
+    return result.returncode, result.stderr, ports
+
+
+PLAINTEXT_AND = "PLAINTEXT://{host}:{p0},"
+
+
+@pytest.mark.parametrize("settings, named", [
+    pytest.param({"listeners": PLAINTEXT_AND + "SSL://{host}:{p1}"},
+                 ["listener SSL://127.0.0.1:{p1}", "security protocol SSL"], id="ssl-listener"),
+    pytest.param({"listeners": PLAINTEXT_AND + "SASL_PLAINTEXT://{host}:{p1}"},
+                 ["listener SASL_PLAINTEXT://127.0.0.1:{p1}", "security protocol SASL_PLAINTEXT"],
+                 id="sasl-plaintext-listener"),
+    pytest.param({"listeners": PLAINTEXT_AND + "SASL_SSL://{host}:{p1}"},
+                 ["listener SASL_SSL://127.0.0.1:{p1}", "security protocol SASL_SSL"], id="sasl-ssl-listener"),
+    pytest.param({"listeners": PLAINTEXT_AND + "CLIENTS://{host}:{p1}",
+                  "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CLIENTS:SASL_SSL"},
+                 ["listener CLIENTS://127.0.0.1:{p1}", "security protocol SASL_SSL (listener.security.protocol.map)"],
+                 id="sasl-ssl-through-the-protocol-map"),
+    pytest.param({"listeners": PLAINTEXT_AND + "INTERNAL://{host}:{p1}",
+                  "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:SSL"},
+                 ["listener INTERNAL://127.0.0.1:{p1}", "security protocol SSL (listener.security.protocol.map)"],
+                 id="ssl-through-the-protocol-map"),
+    pytest.param({"listeners": "PLAINTEXT://{host}:{p0}",
+                  "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer"},
+                 ["authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer"], id="authorizer"),
+    pytest.param({"listeners": "PLAINTEXT://{host}:{p0}", "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512"},
+                 ["sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-512"], id="sasl-mechanisms"),
+])
+def test_security_brook_cannot_serve_stops_the_node_naming_it(tmp_path, settings, named):
+    code, stderr, ports = run_brook(tmp_path, settings)
+    assert code != 0, stderr[-2000:]
+    for text in named:
+        assert text.format(p0=ports[0], p1=ports[1]) in stderr, stderr[-2000:]
+    assert "invalid configuration" in stderr
+    assert not any(_accepts_tcp(p) for p in ports)
+    # It stopped before creating anything: a refused node leaves no cluster behind.
+    assert not (tmp_path / "data" / "meta.properties").exists()
+
+
+def test_plaintext_listeners_under_any_name_still_serve(tmp_path):
+    b = Broker("brook", tmp_path / "named")
+    b.overrides = {  # a listener named CLIENTS, mapped to PLAINTEXT, serves as before
+        "listeners": f"CLIENTS://{b.bootstrap}",
+        "advertised.listeners": f"CLIENTS://{b.bootstrap}",
+        "listener.security.protocol.map": "CLIENTS:PLAINTEXT",
+    }
+    b.start()
+    try:
+        assert drivers.run("java", "metadata", b.bootstrap)["brokers"] == [{"id": 1, "host": HOST, "port": b.port}]
+    finally:
+        b.stop()
+
+
+@pytest.fixture(scope="module")
+def node(tmp_path_factory):
+    b = Broker("brook", tmp_path_factory.mktemp("security-refused"))
+    b.start()
+    yield b
+    b.stop()
+
+
+@pytest.fixture
+def broker(request, node):
+    node.start()
+    setattr(request.node, "_brook_brokers", [node])
+    return node
+
+
+@pytest.mark.parametrize("key, value", [
+    ("sasl.enabled.mechanisms", "PLAIN"),
+    ("sasl.jaas.config", "org.apache.kafka.common.security.plain.PlainLoginModule required;"),
+    ("ssl.client.auth", "required"),
+    ("principal.builder.class", "org.example.Builder"),
+    ("listener.name.plaintext.ssl.keystore.location", "/etc/brook/keystore.p12"),
+])
+def test_a_dynamic_security_update_is_refused_and_changes_nothing(broker, key, value):
+    before = broker_configs(broker)
+    with pytest.raises(drivers.DriverError) as failed:
+        drivers.run("java", "alter-configs", broker.bootstrap, "--broker", "1", "--set", f"{key}={value}")
+    error = json.loads(failed.value.stderr.strip().splitlines()[-1])
+    assert error["error"] == "InvalidConfigurationException"
+    assert error["message"].startswith("Brook does not support TLS, SASL or authorization yet")
+    assert f"{key} cannot be set" in error["message"]
+    assert broker_configs(broker) == before
+    assert before["sasl.enabled.mechanisms"] == ("GSSAPI", "DEFAULT_CONFIG")  # Kafka's default, unused
+
+
+def broker_configs(broker) -> dict:
+    """DescribeConfigs of broker 1 through librdkafka: {name: (value, source)}."""
+    resource = ConfigResource(ResourceType.BROKER, "1")
+    client = AdminClient({"bootstrap.servers": broker.bootstrap})  # alive until the result is in
+    entries = client.describe_configs([resource])[resource].result(timeout=30)
+    return {n: (e.value, ConfigSource(e.source).name) for n, e in entries.items()}

@@ -42,8 +42,6 @@ const fn n(
 
 #[rustfmt::skip]
 pub(super) static KAFKA_ONLY_BROKER_KEYS: &[KeyDef] = &[
-    n("add.partitions.to.txn.retry.backoff.max.ms", T::Int, Some("100"), V::AtLeast(0), H, RO, Tuning),
-    n("add.partitions.to.txn.retry.backoff.ms", T::Int, Some("20"), V::AtLeast(1), H, RO, Tuning),
     n("alter.config.policy.class.name", T::Class, None, V::None, L, RO, Plugins),
     n("alter.log.dirs.replication.quota.window.num", T::Int, Some("11"), V::AtLeast(1), L, RO, Quotas),
     n("alter.log.dirs.replication.quota.window.size.seconds", T::Int, Some("1"), V::AtLeast(1), L, RO, Quotas),

@@ -116,12 +116,15 @@ fn answer(
     wanted: Option<Vec<(String, Vec<i32>)>>,
     require_stable: bool,
 ) -> Answer {
-    let committed = groups.fetch_offsets(group_id);
+    // Pending first: a transaction completing between the two reads then shows as
+    // unstable, never as the offsets from before it (the coordinator moves an offset from
+    // pending to committed in one step).
     let pending = if require_stable {
         groups.pending_transactional_offsets(group_id)
     } else {
         BTreeSet::new()
     };
+    let committed = groups.fetch_offsets(group_id);
     let stable = |topic: &str, partition: i32, c: Option<CommittedOffset>| {
         if pending.contains(&(topic.to_owned(), partition)) {
             Err(ResponseError::UnstableOffsetCommit)

@@ -98,9 +98,25 @@ impl GroupCoordinator {
             Some(log) => Some(log.lock_partition(partition).await),
             None => None,
         };
+        // The pending offsets leave and the committed ones arrive in one critical section
+        // (locks in the coordinator's order: groups, offsets, txns): an OffsetFetch in
+        // between would otherwise see neither, answer the previous offsets as stable, and
+        // a new owner of the partition would copy the transaction's input again. The log
+        // holds the marker already, so memory may run ahead of the RocksDB write below.
         let (applied, position) = {
+            let mut groups = self.shared.groups.lock();
+            let mut offsets = self.shared.offsets.lock();
             let mut txns = self.shared.txns.lock();
             let applied = txns.complete(partition, producer_id, commit);
+            for ((group, topic, p), offset) in &applied {
+                if !groups.contains_key(group) {
+                    groups.insert(group.clone(), Group::new(group));
+                }
+                offsets
+                    .entry(group.clone())
+                    .or_default()
+                    .insert((topic.clone(), *p), offset.clone());
+            }
             (applied, txns.position(partition))
         };
         debug!(
@@ -151,17 +167,6 @@ impl GroupCoordinator {
                     s.apply(partition, &records, position)
                 })
                 .await?;
-        }
-        if applied.is_empty() {
-            return Ok(());
-        }
-        let mut groups = self.shared.groups.lock();
-        let mut offsets = self.shared.offsets.lock();
-        for ((group, topic, p), offset) in applied {
-            if !groups.contains_key(&group) {
-                groups.insert(group.clone(), Group::new(&group));
-            }
-            offsets.entry(group).or_default().insert((topic, p), offset);
         }
         Ok(())
     }

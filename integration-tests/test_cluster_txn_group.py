@@ -52,6 +52,9 @@ STEPS = [("join", "A"), ("join", "B"), ("join", "C"), ("leave", "A"), ("join", "
          ("leave", "A2"), ("join", "D2"), ("leave", "B2"), ("join", "E2"), ("leave", "C2"), ("join", "A3")]
 STAGE_S = 60  # a stage's deadline (a join and its rebalance take a few seconds)
 DRAIN_S = 90
+# The whole scenario's deadline (Kafka: 20-35 s): a broker whose transactions stall fails in
+# minutes, not after every stage's own deadline.
+SCENARIO_S = 120
 CLUSTER_OVERRIDES = {"transaction.state.log.replication.factor": "1", "transaction.state.log.min.isr": "1"}
 
 
@@ -111,6 +114,7 @@ class Scenario:
         self.members: Dict[str, TxnCopier] = {}
         self.stopped: List[str] = []
         self.input = None
+        self.deadline = time.monotonic() + SCENARIO_S
 
     def start(self, name: str) -> TxnCopier:
         tid, _ = self.ids[name[0]]
@@ -133,12 +137,14 @@ class Scenario:
             raise AssertionError(f"the input producer exited:\n{self.input.stderr_tail()}")
 
     def wait(self, condition, timeout: float, what):
-        """wait_for(condition), failing at once if a member died; `what`: a string or a callable."""
+        """wait_for(condition) for `timeout` s but not past the scenario's deadline, failing at
+        once if a member died; `what`: a string or a callable."""
         def checked():
             self.check_alive()
             return condition()
-        return wait_for(checked, timeout, lambda: f"{what() if callable(what) else what}; {self.describe()}",
-                        interval=0.2)
+        timeout = max(1.0, min(timeout, self.deadline - time.monotonic()))
+        return wait_for(checked, timeout, lambda: f"{what() if callable(what) else what} (scenario budget "
+                        f"{SCENARIO_S} s); {self.describe()}", interval=0.2)
 
     def describe(self) -> str:
         """Every member's progress and the notable lines of its client log (franz-go's)."""

@@ -79,6 +79,15 @@ for script in "$here"/drivers/*/install.sh; do
   bash "$script"
 done
 
+# 4b. The third-party clients' own test suites run against the broker (franz-go's pkg/kgo tests,
+#     librdkafka's test-runner), fetched and built once under .cache. A C/C++ toolchain builds
+#     librdkafka.
+if [ "${BROOK_INSTALL_ONLY_PYTHON:-0}" != 1 ]; then
+  command -v g++ >/dev/null 2>&1 && command -v make >/dev/null 2>&1 || apt_install build-essential
+  log "running $here/third-party/install.sh"
+  PYTHON="$python" bash "$here/third-party/install.sh"
+fi
+
 # 5. Verify: everything the Python-side drivers need is really there.
 kcat -V >/dev/null 2>&1 || die "kcat does not run"
 java -version >/dev/null 2>&1 || die "java does not run"

@@ -202,9 +202,13 @@ def metadata(bootstrap: str, topics: Optional[List[str]] = None) -> dict:
 
 
 # -- FindCoordinator v2 (api 10) ----------------------------------------------------------------
-def find_coordinator(bootstrap: str, group: str) -> dict:
-    """{"error": code, "node_id": id} of `group`'s coordinator, as `bootstrap` answers."""
-    r = call(bootstrap, 10, 2, [("key", "string"), ("key_type", "int8")], {"key": group, "key_type": 0},
+GROUP_KEY, TRANSACTION_KEY = 0, 1  # FindCoordinator key types
+
+
+def find_coordinator(bootstrap: str, group: str, key_type: int = GROUP_KEY) -> dict:
+    """{"error": code, "node_id": id} of `group`'s coordinator (key_type TRANSACTION_KEY: of the
+    transactional id `group`), as `bootstrap` answers."""
+    r = call(bootstrap, 10, 2, [("key", "string"), ("key_type", "int8")], {"key": group, "key_type": key_type},
              [("throttle_time_ms", "int32"), ("error_code", "int16"), ("error_message", "nstring"),
               ("node_id", "int32"), ("host", "string"), ("port", "int32")])
     return {"error": r["error_code"], "node_id": r["node_id"], "message": r["error_message"]}

@@ -5,10 +5,11 @@
 //	produce-stream --bootstrap B --topic T --partitions N --prefix P [--rate 200]
 //	               [--acks all] [--idempotent] [--duration-ms D] [--max-count C]
 //	               [--request-timeout-ms 5000] [--delivery-timeout-ms 60000]
-//	               [--close-timeout-ms 30000]
+//	               [--close-timeout-ms 30000] [--keyed]
 //
-// Record i (from 0) has no key, the value "P-<i>" (i zero-padded to 9 digits)
-// and goes to partition i % N. One JSON line per record as soon as its
+// Record i (from 0) has no key (--keyed: the key "K-<i>", also printed as
+// "key"), the value "P-<i>" (i zero-padded to 9 digits) and goes to
+// partition i % N. One JSON line per record as soon as its
 // produce completes (the promise; franz-go calls promises of one partition in
 // order):
 //
@@ -50,6 +51,7 @@ func produceStreamCmd(fs *flag.FlagSet) func(context.Context, string) error {
 	requestTimeoutMs := fs.Int("request-timeout-ms", 5000, "ProduceRequestTimeout")
 	deliveryTimeoutMs := fs.Int("delivery-timeout-ms", 60000, "RecordDeliveryTimeout")
 	closeTimeoutMs := fs.Int("close-timeout-ms", 30000, "flush deadline at the end")
+	keyed := fs.Bool("keyed", false, "give record i the key K-<i>")
 	return func(ctx context.Context, bootstrap string) error {
 		if *topic == "" || *prefix == "" || *partitions <= 0 || *rate <= 0 {
 			return usageError{"--topic, --prefix, --partitions (> 0) and --rate (> 0) are required"}
@@ -104,12 +106,18 @@ func produceStreamCmd(fs *flag.FlagSet) func(context.Context, string) error {
 			seq := sent
 			value := fmt.Sprintf("%s-%09d", *prefix, seq)
 			r := &kgo.Record{Topic: *topic, Partition: int32(seq % int64(*partitions)), Value: []byte(value)}
+			if *keyed {
+				r.Key = []byte(fmt.Sprintf("K-%09d", seq))
+			}
 			tSend := time.Now().UnixMilli()
 			wg.Add(1)
 			cl.Produce(context.Background(), r, func(r *kgo.Record, err error) {
 				defer wg.Done()
 				line := map[string]any{"value": value, "seq": seq, "partition": r.Partition, "offset": r.Offset,
 					"ok": err == nil, "t_send": tSend, "t_ack": time.Now().UnixMilli()}
+				if r.Key != nil {
+					line["key"] = string(r.Key)
+				}
 				if err != nil {
 					line["offset"] = -1
 					line["error"] = errorDoc(err)["error"]

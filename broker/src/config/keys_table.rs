@@ -22,7 +22,7 @@ const CLEANUP: &[&str] = &["compact", "delete"];
 const TIMESTAMP_TYPES: &[&str] = &["CreateTime", "LogAppendTime"];
 
 #[allow(clippy::too_many_arguments)]
-const fn k(
+pub(super) const fn k(
     name: &'static str,
     config_type: T,
     default: Option<&'static str>,

@@ -10,6 +10,7 @@
 //! repeated here. Documentation is Brook's own ([`Gap::doc`]).
 
 use super::keys::{Importance, KeyDef, UpdateMode};
+use super::keys_table::k;
 use super::support::Gap;
 use super::value::{check_gzip_level, check_non_empty_string, ConfigType as T, Validator as V};
 use Gap::{
@@ -19,6 +20,8 @@ use Gap::{
 use Importance::{High as H, Low as L, Medium as M};
 use UpdateMode::{ClusterWide as CW, PerBroker as PB, ReadOnly as RO};
 
+/// A Kafka key Brook accepts without its behaviour: [`k`]'s definition, documented by its gap.
+#[allow(clippy::too_many_arguments)]
 const fn n(
     name: &'static str,
     config_type: T,
@@ -29,14 +32,16 @@ const fn n(
     gap: Gap,
 ) -> KeyDef {
     KeyDef {
-        name,
-        config_type,
-        default,
-        validator,
-        importance,
-        update_mode,
-        doc: gap.doc(),
         gap: Some(gap),
+        ..k(
+            name,
+            config_type,
+            default,
+            validator,
+            importance,
+            update_mode,
+            gap.doc(),
+        )
     }
 }
 

@@ -20,6 +20,13 @@ from harness.cluster import Cluster
 _BROKERS_ATTR = "_brook_brokers"
 
 
+def _assert_clean_teardown(brokers) -> None:
+    """Every broker process a fixture started: no panic in its log, and each SIGTERM it got ended
+    it cleanly within the bound (harness/broker.py `teardown_faults`). Fails the teardown."""
+    faults = {repr(b): f for b in brokers if (f := b.teardown_faults())}
+    assert not faults, "unclean broker teardown: " + "; ".join(f"{b}: {', '.join(f)}" for b, f in faults.items())
+
+
 def _register(request, broker: Broker) -> None:
     brokers = getattr(request.node, _BROKERS_ATTR, None)
     if brokers is None:
@@ -38,6 +45,7 @@ def _shared_kafka(tmp_path_factory):
     kafka.start()
     yield kafka
     kafka.stop()
+    _assert_clean_teardown([kafka])
 
 
 @pytest.fixture
@@ -54,6 +62,7 @@ def broker(request, tmp_path, _shared_kafka):
     b.start()
     yield b
     b.stop()
+    _assert_clean_teardown([b])
 
 
 @pytest.fixture
@@ -72,6 +81,7 @@ def broker_factory(request, tmp_path):
     yield make
     for b in started:
         b.stop()
+    _assert_clean_teardown(started)
 
 
 @pytest.fixture(scope="module")
@@ -84,6 +94,7 @@ def cluster(request, tmp_path_factory):
     c.start()
     yield c
     c.stop()
+    _assert_clean_teardown(c.nodes)
 
 
 _TOPIC_ILLEGAL = re.compile(r"[^a-zA-Z0-9_-]+")

@@ -49,11 +49,14 @@ PIP_BREAK_SYSTEM_PACKAGES=1 PIP_ROOT_USER_ACTION=ignore PIP_DISABLE_PIP_VERSION_
   "$python" -m pip install -q -r "$here/requirements.txt"
 
 # 3. Apache Kafka's jars (reference broker + CLI tools + Java client) from Maven Central.
-if [ -f "$libs/kafka_2.13-$kafka_version.jar" ] && [ -f "$libs/kafka-tools-$kafka_version.jar" ]; then
+#    slf4j-api must be 2.x (the pom pins it): with 1.7.x beside the slf4j 2 binding, Kafka logs nothing.
+if [ -f "$libs/kafka_2.13-$kafka_version.jar" ] && [ -f "$libs/kafka-tools-$kafka_version.jar" ] \
+   && ls "$libs"/slf4j-api-2.*.jar >/dev/null 2>&1; then
   log "Kafka $kafka_version jars already in $libs"
 else
   log "fetching Kafka $kafka_version jars into $libs"
   mkdir -p "$libs"
+  rm -f "$libs"/slf4j-api-1.*.jar
   mvn -q -B -f "$here/kafka-dist/pom.xml" dependency:copy-dependencies -DoutputDirectory="$libs"
 fi
 

@@ -392,7 +392,7 @@ def copier_argv(broker: Broker, source: str, sink: str, group: str) -> list:
     group-metadata sendOffsetsToTransaction, 200 records per transaction, random aborts (one in
     three). It copies each record to the same partition of the output until its assigned
     partitions have no lag left, then exits 0."""
-    return ["java", "-Xmx512m", "-cp", f"{paths.KAFKA_LIBS}/*", "org.apache.kafka.tools.TransactionalMessageCopier",
+    return [*paths.KAFKA_JAVA, "-Xmx512m", "org.apache.kafka.tools.TransactionalMessageCopier",
             "--broker-list", broker.bootstrap, "--input-topic", source, "--input-partition", "0",
             "--output-topic", sink, "--consumer-group", group, "--transactional-id", unique("tid"),
             "--transaction-size", "200", "--enable-random-aborts", "--group-mode", "--use-group-metadata"]

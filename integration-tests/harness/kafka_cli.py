@@ -9,7 +9,7 @@ reference broker runs, so these are exactly the tools operators use.
 import subprocess
 from typing import Any, Dict, List, Optional
 
-from .paths import KAFKA_LIBS, TESTS_DIR
+from .paths import KAFKA_JAVA, KAFKA_LIBS, TESTS_DIR
 
 
 class CliError(RuntimeError):
@@ -24,7 +24,7 @@ def run(tool_main_class: str, *args: Any, timeout: float = 120, input: Optional[
     """Run one Kafka tool; `input` is fed to its stdin (e.g. the console producer's lines)."""
     if not KAFKA_LIBS.is_dir():
         raise CliError([tool_main_class], -1, "", f"Kafka jars missing in {KAFKA_LIBS}: run integration-tests/install.sh")
-    argv = ["java", "-Xmx512m", "-cp", f"{KAFKA_LIBS}/*", tool_main_class, *(str(a) for a in args)]
+    argv = [*KAFKA_JAVA, "-Xmx512m", tool_main_class, *(str(a) for a in args)]
     try:
         proc = subprocess.run(
             argv,

@@ -13,13 +13,13 @@ import functools
 import json
 import subprocess
 
-from .paths import KAFKA_LIBS, TESTS_DIR
+from .paths import KAFKA_JAVA, TESTS_DIR
 
 _SOURCE = TESTS_DIR / "harness" / "java" / "KafkaConfigFacts.java"
 
 
 def _run(*args: str) -> dict:
-    argv = ["java", "-Xmx256m", "-cp", f"{KAFKA_LIBS}/*", str(_SOURCE), *args]
+    argv = [*KAFKA_JAVA, "-Xmx256m", str(_SOURCE), *args]
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=120)
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(argv)} exited {proc.returncode}\n{proc.stderr[-3000:]}")

@@ -10,6 +10,10 @@ from pathlib import Path
 TESTS_DIR = Path(__file__).resolve().parent.parent
 REPO_DIR = TESTS_DIR.parent
 KAFKA_LIBS = Path(os.environ.get("KAFKA_LIBS", REPO_DIR / ".cache" / "kafka" / "libs"))
+# How the JVMs on KAFKA_LIBS log (kafka-dist/): tools and helpers WARN to stderr, so stdout stays
+# their answer. `KAFKA_JAVA` starts such a JVM: `[*KAFKA_JAVA, "-Xmx512m", main_class, args...]`.
+KAFKA_TOOLS_LOG4J2 = TESTS_DIR / "kafka-dist" / "log4j2-tools.properties"
+KAFKA_JAVA = ["java", f"-Dlog4j2.configurationFile={KAFKA_TOOLS_LOG4J2}", "-cp", f"{KAFKA_LIBS}/*"]
 KAFKA_REF_SCRIPT = TESTS_DIR / "scripts" / "kafka-ref.sh"
 KAFKA_CLUSTER_SCRIPT = TESTS_DIR / "scripts" / "kafka-cluster-ref.sh"
 # Kafka Connect + MirrorMaker 2 (connect-dist/pom.xml): a classpath of their own, and the Log4j 2

@@ -29,4 +29,5 @@ if [ ! -f "$log_dirs/meta.properties" ]; then
     || { cat "$dir/format.log" >&2; exit 1; }
 fi
 exec java $KAFKA_HEAP_OPTS -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:InitiatingHeapOccupancyPercent=35 \
-  -Djava.awt.headless=true -cp "$cp" kafka.Kafka "$props"
+  -Djava.awt.headless=true -Dlog4j2.configurationFile="$root/integration-tests/kafka-dist/log4j2-server.properties" \
+  -cp "$cp" kafka.Kafka "$props"

@@ -66,7 +66,7 @@ def _record(topic: str, partition: int, n: int) -> tuple:
 def _produce(bootstrap: str, topics: list, n: int, partitions: int) -> None:
     """Record number `n` to every partition; each must be acknowledged at offset `n`."""
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 50, "acks": "all",
-                         "queue.buffering.max.messages": 2 * partitions, "message.timeout.ms": 120_000})
+                         "queue.buffering.max.messages": 2 * partitions, "message.timeout.ms": 300_000})
     acked = {}
     failed = []
 

@@ -561,6 +561,38 @@ mod tests {
     }
 
     #[test]
+    fn a_log_that_cannot_be_opened_is_offline_and_the_others_open() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let dirs = vec![dir.path().to_path_buf()];
+        let manager = LogManager::open(&dirs, LogConfig::default()).expect("open");
+        manager
+            .get_or_create("t", 0, LogConfig::default())
+            .expect("create t-0");
+        manager
+            .get_or_create("t", 1, LogConfig::default())
+            .expect("create t-1");
+        manager.shutdown().expect("shutdown");
+        let segment = dir
+            .path()
+            .join("t-1")
+            .join(crate::segment::file_name(0, "log"));
+        fs::remove_file(&segment).expect("remove");
+        fs::create_dir(&segment).expect("a directory where the segment was");
+
+        let manager = LogManager::open(&dirs, LogConfig::default()).expect("still opens");
+        assert!(manager.get("t", 0).is_some());
+        assert!(manager.is_offline("t", 1) && !manager.is_offline("t", 0));
+        assert!(matches!(
+            manager.get_or_create("t", 1, LogConfig::default()),
+            Err(StorageError::LogOffline { partition: 1, .. })
+        ));
+        assert_eq!(manager.offline_logs().len(), 1);
+        // Deleting the partition forgets it: a re-created one starts afresh.
+        manager.delete_log("t", 1).expect("delete");
+        assert!(!manager.is_offline("t", 1));
+    }
+
+    #[test]
     fn topic_names_follow_kafka_rules() {
         assert!(validate_topic("a.b_c-D9").is_ok());
         assert!(validate_topic("").is_err());

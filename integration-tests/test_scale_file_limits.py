@@ -11,7 +11,7 @@ here the whole node, offline).
   KAFKA_STORAGE_ERROR for it, and every other partition is served.
 - Under a 256-file limit and a 32-file pool, 1,500 partitions each get a record and give it
   back; with the node's descriptors then exhausted by idle connections, produce to new
-  partitions gets a success or KAFKA_STORAGE_ERROR (the client may time out records it holds
+  partitions gets a success (the pool closes files to make room) or KAFKA_STORAGE_ERROR (the client may time out records it holds
   for a partition it sees leaderless), no partition that failed is advertised with a leader,
   and the node stops cleanly (exit 0) and starts again serving every partition.
 """
@@ -159,7 +159,9 @@ def test_a_node_short_of_file_descriptors_answers_every_request_and_restarts(tmp
         # has no leader it can use (its Metadata refreshes need the connection the node is
         # short of descriptors to serve), then gives up; Brook answered every request it got.
         assert outcomes <= {"ok", "KAFKA_STORAGE_ERROR", "_MSG_TIMED_OUT"}, outcomes
-        assert "KAFKA_STORAGE_ERROR" in outcomes, "the node never ran out of descriptors"
+        # The node was out of descriptors meanwhile (it could not accept the idle
+        # connections); its log file pool gave some back, so most logs still opened.
+        assert "Too many open files" in broker.log_text(), "the node never ran out of descriptors"
         offline = [p for p, r in late_producer_results.items() if r == "KAFKA_STORAGE_ERROR"]
         for s in held:
             s.close()

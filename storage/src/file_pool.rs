@@ -296,6 +296,12 @@ impl PooledFile {
         self.pool.cached(self.id)
     }
 
+    /// Closes the pool's descriptor now (a reader's `Arc` keeps its own): for files read
+    /// once at open and seldom written after, so that they do not push the hot ones out.
+    pub fn release(&self) {
+        self.pool.forget(self.id);
+    }
+
     /// Records that the file was written (its next `sync_data` fsyncs).
     pub fn mark_dirty(&self) {
         self.dirty.store(true, Ordering::Release);

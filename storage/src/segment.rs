@@ -458,12 +458,13 @@ impl Segment {
         self.offset_index.lookup(offset).1
     }
 
-    /// Whether the pool holds every file an append writes (the log and both indexes): an
-    /// append on an async worker must not wait on an open.
+    /// Whether the pool holds the `.log` file open: an append on an async worker must not
+    /// wait on reopening it. The indexes are not asked: they are written once per
+    /// `index.interval.bytes` and released after open (`index/mod.rs`), so requiring them
+    /// would send nearly every append to the blocking pool; reopening one (a cached
+    /// dentry) on the rare append that adds an entry costs microseconds.
     pub(crate) fn files_cached(&self) -> bool {
         self.log.get_cached().is_some()
-            && self.offset_index.is_cached()
-            && self.time_index.is_cached()
     }
 
     /// The first record (at or after `min_offset`) whose timestamp is `>= timestamp`:

@@ -36,6 +36,11 @@ impl IndexFile {
             file.read_exact_at(&mut content, 0)
                 .map_err(io_err("read index", path))?;
         }
+        // An index is kept in memory and appended to once per `index.interval.bytes` of
+        // log: its descriptor goes back to the pool at once, leaving the room to the
+        // `.log` files that every append and read use.
+        drop(file);
+        pooled.release();
         Ok((IndexFile { file: pooled, len }, content))
     }
 
@@ -71,11 +76,6 @@ impl IndexFile {
 
     pub(crate) fn path(&self) -> &Path {
         self.file.path()
-    }
-
-    /// Whether the pool holds the file open.
-    pub(crate) fn is_cached(&self) -> bool {
-        self.file.get_cached().is_some()
     }
 }
 

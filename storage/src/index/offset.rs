@@ -128,11 +128,6 @@ impl OffsetIndex {
         self.file.sync()
     }
 
-    /// Whether the file pool holds the file open.
-    pub(crate) fn is_cached(&self) -> bool {
-        self.file.is_cached()
-    }
-
     /// Builds an entry if the offset and position fit the u32 fields.
     pub fn entry(&self, offset: i64, position: u64) -> Option<OffsetEntry> {
         OffsetEntry::new(self.base_offset, offset, position)

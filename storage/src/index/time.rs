@@ -115,11 +115,6 @@ impl TimeIndex {
         self.file.sync()
     }
 
-    /// Whether the file pool holds the file open.
-    pub(crate) fn is_cached(&self) -> bool {
-        self.file.is_cached()
-    }
-
     pub fn entry(&self, timestamp: i64, offset: i64) -> Option<TimeEntry> {
         TimeEntry::new(self.base_offset, timestamp, offset)
     }

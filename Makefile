@@ -7,7 +7,7 @@ CARGO ?= cargo
 # apt-get needs root; a developer who is not root gets sudo.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run cluster build test-bin deps toolchain lint unit integration kill-test controller-failover chaos soak test bench bench-cluster bench-storage bench-startup bench-compaction clean-data
+.PHONY: run cluster build test-bin deps toolchain lint unit integration kill-test controller-failover chaos soak test bench bench-cluster bench-storage bench-scale bench-startup bench-compaction clean-data
 
 run: toolchain
 	$(CARGO) build --release -p brook
@@ -104,6 +104,13 @@ bench-cluster:
 bench-storage:
 	$(CARGO) bench -p brook-storage --bench log
 	python3 bench/storage_report.py --dd-dir $(CURDIR)/target/bench-tmp
+
+# Many partitions on one node (bench/scale_partitions.py): Brook vs Kafka at 1k..100k partitions,
+# create time, first record to every partition, spread throughput, RSS/fds per partition, start-up
+# after a clean stop and kill -9, Metadata time (ARGS="--sizes 1000,10000"). Never a CI gate.
+bench-scale:
+	$(CARGO) build --release -p brook
+	python3 bench/scale_partitions.py --out bench/results/scale-partitions.md $(ARGS)
 
 # Start-up against data size (bench/startup_scale.py): Brook vs Kafka with 1, 10 and 30 GB written
 # by the producer perf tool, restarted after a clean stop and after kill -9 (needs ~35 GB free).

@@ -79,6 +79,14 @@ impl Broker {
             .await?
             .context("cluster.id")?;
         }
+        // Before any log file is opened: the pool is sized once per process.
+        let open_files_limit = brook_storage::file_pool::raise_open_files_limit();
+        let pool_size = brook_storage::file_pool::configure(
+            config
+                .log_open_files_max
+                .unwrap_or_else(|| brook_storage::file_pool::default_capacity(open_files_limit)),
+        );
+        tracing::info!(open_files_limit, pool_size, "log file pool sized");
         let logs = {
             let dirs = config.log_dirs.clone();
             let defaults = crate::partition::log_config(&config.topic_defaults);

@@ -92,6 +92,15 @@ pub enum StorageError {
         first: PathBuf,
         second: PathBuf,
     },
+    /// The partition's log could not be opened (out of file descriptors, permissions,
+    /// corruption recovery could not repair): it stays offline until the next start, as
+    /// Kafka takes a failed log directory offline. The first failure is kept.
+    #[error("log of {topic}-{partition} is offline: {reason}")]
+    LogOffline {
+        topic: String,
+        partition: i32,
+        reason: String,
+    },
     /// The log was deleted while a handle to it was still held.
     #[error("log {dir} has been deleted")]
     LogDeleted { dir: PathBuf },

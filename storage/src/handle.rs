@@ -429,14 +429,17 @@ impl LogHandle {
         max_bytes: usize,
         high_watermark_exclusive: i64,
     ) -> Result<PlannedRead> {
+        // Inline only when the lock is free and the pool holds every file the read needs
+        // open (reopening one is a syscall that may wait on the disk).
         let inline = self.shared.log.try_lock().and_then(|guard| {
             guard
                 .as_ref()
-                .map(|log| log.plan_read(offset, max_bytes, high_watermark_exclusive))
+                .map(|log| log.plan_read_cached(offset, max_bytes, high_watermark_exclusive))
         });
         let plan = match inline {
-            Some(plan) => plan?,
-            None => {
+            Some(Ok(Some(plan))) => plan,
+            Some(Err(e)) => return Err(e),
+            _ => {
                 self.run(move |log| log.plan_read(offset, max_bytes, high_watermark_exclusive))
                     .await?
             }

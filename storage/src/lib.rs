@@ -12,6 +12,7 @@ pub mod cleaner;
 pub mod config;
 pub mod control;
 pub mod error;
+pub mod file_pool;
 pub mod file_records;
 pub mod handle;
 pub mod index;

@@ -95,6 +95,10 @@ pub struct Log {
     epochs: LeaderEpochCache,
     unflushed_messages: u64,
     last_flush_ms: i64,
+    /// The partition directory and its new segment files are not fsynced in their
+    /// parent yet: a new log defers that to its first flush (no fsync on a partition's
+    /// first produce; an empty log lost in a machine crash is created again).
+    dir_sync_pending: bool,
     /// Renamed `.deleted` segment files and when they may be unlinked.
     pending_deletions: Vec<(i64, PathBuf)>,
     /// Compaction checkpoint and delete horizon (`log/clean.rs`).
@@ -151,10 +155,12 @@ impl Log {
 
     /// Records that `epoch` starts at the log end offset (Kafka's `makeLeader`: a broker
     /// becoming leader with a new epoch, before it appends anything). An epoch not newer
-    /// than the latest one changes nothing.
+    /// than the latest one changes nothing. Memory only: the checkpoint file is written
+    /// by the next flush (`flush_to_end`), as Kafka writes it without fsync off the append
+    /// path (KAFKA-15046); a crash loses nothing the batch headers do not say again.
     pub fn assign_epoch_start(&mut self, epoch: i32) -> Result<()> {
         self.epochs.assign_if_newer(epoch, self.log_end_offset);
-        self.epochs.flush()
+        Ok(())
     }
 
     /// Replaces the topic config; it applies from the next append.

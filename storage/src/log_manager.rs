@@ -12,6 +12,11 @@
 //! and its `recovery-point-offset-checkpoint` (`checkpoint_recovery_points`, called
 //! periodically by the broker and by `shutdown` after the final flush), whose offsets let
 //! `open` skip scanning what was fsynced.
+//! A log that cannot be opened (at start or when created) does not stop the broker: it
+//! is logged once and kept in an offline set until the next start (`LogOffline` to every
+//! later request; Kafka takes a failed log directory offline the same way), which the
+//! broker reports in Metadata. A new log costs no fsync: its directory entries are
+//! fsynced by its first flush (`Log::flush_to_end`).
 //! Methods are synchronous and do file I/O: call them at startup or from
 //! `spawn_blocking`. The map lock is held only for map operations and creation.
 
@@ -51,12 +56,103 @@ const DELETE_SUFFIX: &str = "-delete";
 /// Kafka's limit on topic name length.
 const MAX_TOPIC_LEN: usize = 249;
 
+/// A partition directory found at start, with its checkpointed offsets.
+struct Found {
+    key: (String, i32),
+    path: PathBuf,
+    recovery_point: i64,
+    log_start: Option<i64>,
+    /// `None`: no high watermark checkpoint in its log directory.
+    high_watermark: Option<i64>,
+}
+
+/// Threads opening logs at start: the work is mostly small reads and opens of files the
+/// page cache holds, so a few more threads than cores keep them all busy.
+fn open_threads(logs: usize) -> usize {
+    let cores = std::thread::available_parallelism().map_or(2, usize::from);
+    (cores * 2).min(logs).max(1)
+}
+
+/// Opens the logs found on several threads: the open ones, and those that failed (each
+/// logged once) with why.
+#[allow(clippy::type_complexity)]
+fn open_all(
+    found: Vec<Found>,
+    config: &LogConfig,
+) -> (
+    BTreeMap<(String, i32), LogHandle>,
+    BTreeMap<(String, i32), String>,
+) {
+    let now = now_ms();
+    let workers = open_threads(found.len());
+    let queue = Mutex::new(found.into_iter());
+    let next = || queue.lock().next();
+    let opened: Vec<Vec<(Found, Result<Log>)>> = std::thread::scope(|scope| {
+        let threads: Vec<_> = (0..workers)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut done = Vec::new();
+                    while let Some(f) = next() {
+                        let log = Log::open_with_recovery_point(
+                            &f.path,
+                            config.clone(),
+                            now,
+                            f.recovery_point,
+                        );
+                        done.push((f, log));
+                    }
+                    done
+                })
+            })
+            .collect();
+        threads
+            .into_iter()
+            .map(|t| t.join().unwrap_or_default())
+            .collect()
+    });
+    let mut logs = BTreeMap::new();
+    let mut offline = BTreeMap::new();
+    for (f, log) in opened.into_iter().flatten() {
+        let (topic, partition) = &f.key;
+        let mut log = match log {
+            Ok(log) => log,
+            Err(e) => {
+                tracing::error!(topic = %topic, partition, dir = %f.path.display(), error = %e, "log could not be opened; the partition is offline");
+                offline.insert(f.key, e.to_string());
+                continue;
+            }
+        };
+        if let Some(start) = f.log_start {
+            log.restore_log_start_offset(start);
+        }
+        let stats = log.load_stats();
+        // One line per partition only when the open had work to do: 100,000 quiet
+        // partitions after a clean stop would otherwise log 100,000 lines.
+        if stats.scanned_segments > 0 && log.log_end_offset() > log.log_start_offset() {
+            tracing::info!(topic = %topic, partition, log_end_offset = log.log_end_offset(), recovery_point = f.recovery_point, trusted_segments = stats.trusted_segments, scanned_segments = stats.scanned_segments, "log recovered");
+        } else {
+            tracing::debug!(topic = %topic, partition, log_end_offset = log.log_end_offset(), trusted_segments = stats.trusted_segments, "log loaded");
+        }
+        let handle = LogHandle::new(topic, *partition, log);
+        if let Some(hw) = f.high_watermark {
+            handle.set_high_watermark(hw);
+        }
+        logs.insert(f.key, handle);
+    }
+    (logs, offline)
+}
+
 /// All partition logs of this broker.
 #[derive(Debug)]
 pub struct LogManager {
     log_dirs: Vec<PathBuf>,
     default_config: LogConfig,
     logs: Mutex<BTreeMap<(String, i32), LogHandle>>,
+    /// Partitions whose log failed to open, with the error (see the module docs).
+    offline: Mutex<BTreeMap<(String, i32), String>>,
+    /// Whether `offline` has any entry: the Metadata path asks per partition and must not
+    /// take a lock when, as nearly always, none failed.
+    any_offline: std::sync::atomic::AtomicBool,
     /// Serialises checkpoint writers (they share one tmp file name per directory).
     checkpoint_lock: Mutex<()>,
 }
@@ -105,8 +201,8 @@ impl LogManager {
     /// missing) and recovers it with `default_config`; the broker then applies topic
     /// overrides with `LogHandle::set_config`.
     pub fn open(log_dirs: &[PathBuf], default_config: LogConfig) -> Result<Self> {
-        let mut logs: BTreeMap<(String, i32), LogHandle> = BTreeMap::new();
-        let now = now_ms();
+        let mut found: Vec<Found> = Vec::new();
+        let mut seen: BTreeMap<(String, i32), PathBuf> = BTreeMap::new();
         for log_dir in log_dirs {
             fs::create_dir_all(log_dir).map_err(io_err("create log dir", log_dir))?;
             let log_starts = checkpoint::read(log_dir)?;
@@ -119,7 +215,7 @@ impl LogManager {
             for entry in fs::read_dir(log_dir).map_err(io_err("list log dir", log_dir))? {
                 let entry = entry.map_err(io_err("list log dir", log_dir))?;
                 let path = entry.path();
-                if !path.is_dir() {
+                if !entry.file_type().is_ok_and(|t| t.is_dir()) {
                     continue;
                 }
                 let Some(name) = entry.file_name().to_str().map(str::to_string) else {
@@ -132,11 +228,12 @@ impl LogManager {
                 let Some((topic, partition)) = parse_partition_dir(&name) else {
                     continue;
                 };
-                if let Some(existing) = logs.get(&(topic.clone(), partition)) {
+                let key = (topic, partition);
+                if let Some(first) = seen.get(&key) {
                     return Err(StorageError::DuplicateLog {
-                        topic,
+                        topic: key.0,
                         partition,
-                        first: existing.dir().to_path_buf(),
+                        first: first.clone(),
                         second: path,
                     });
                 }
@@ -144,38 +241,33 @@ impl LogManager {
                     warned_missing = true;
                     tracing::warn!(dir = %log_dir.display(), "no recovery point checkpoint; recovering every log fully");
                 }
-                let recovery_point = recovery_points
-                    .as_ref()
-                    .and_then(|points| points.get(&(topic.clone(), partition)).copied())
-                    .unwrap_or(0);
-                let mut log = Log::open_with_recovery_point(
-                    &path,
-                    default_config.clone(),
-                    now,
-                    recovery_point,
-                )?;
-                if let Some(start) = log_starts.get(&(topic.clone(), partition)) {
-                    log.restore_log_start_offset(*start);
-                }
-                let stats = log.load_stats();
-                tracing::info!(topic = %topic, partition, log_end_offset = log.log_end_offset(), recovery_point, trusted_segments = stats.trusted_segments, scanned_segments = stats.scanned_segments, "log recovered");
-                let handle = LogHandle::new(&topic, partition, log);
-                // Without a checkpoint file the directory predates replication: every
-                // record was acknowledged by this single broker and consumers could read
-                // up to the log end, so the high watermark stays there (`new`'s default).
-                // With one, a partition missing from it has nothing committed beyond its
-                // log start (Kafka reads it as 0, clamped to the log start).
-                if let Some(checkpointed) = &high_watermarks {
-                    let hw = checkpointed.get(&(topic.clone(), partition)).copied();
-                    handle.set_high_watermark(hw.unwrap_or(0));
-                }
-                logs.insert((topic.clone(), partition), handle);
+                seen.insert(key.clone(), path.clone());
+                found.push(Found {
+                    recovery_point: recovery_points
+                        .as_ref()
+                        .and_then(|points| points.get(&key).copied())
+                        .unwrap_or(0),
+                    log_start: log_starts.get(&key).copied(),
+                    // Without a checkpoint file the directory predates replication: every
+                    // record was acknowledged by this single broker and consumers could
+                    // read up to the log end, so the high watermark stays there (`new`'s
+                    // default). With one, a partition missing from it has nothing
+                    // committed beyond its log start (Kafka reads it as 0, clamped).
+                    high_watermark: high_watermarks
+                        .as_ref()
+                        .map(|hws| hws.get(&key).copied().unwrap_or(0)),
+                    key,
+                    path,
+                });
             }
         }
+        let (logs, offline) = open_all(found, &default_config);
         let manager = LogManager {
             log_dirs: log_dirs.to_vec(),
             default_config,
             logs: Mutex::new(logs),
+            any_offline: (!offline.is_empty()).into(),
+            offline: Mutex::new(offline),
             checkpoint_lock: Mutex::new(()),
         };
         // Drops entries of logs that no longer exist, so a re-created topic of the same
@@ -271,6 +363,37 @@ impl LogManager {
             .cloned()
     }
 
+    /// Whether the partition's log failed to open (see the module docs). No lock while
+    /// no log failed.
+    pub fn is_offline(&self, topic: &str, partition: i32) -> bool {
+        self.offline_error(topic, partition).is_some()
+    }
+
+    /// The partitions whose log failed to open, with why.
+    pub fn offline_logs(&self) -> Vec<((String, i32), String)> {
+        if !self.any_offline.load(std::sync::atomic::Ordering::Acquire) {
+            return Vec::new();
+        }
+        self.offline
+            .lock()
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    }
+
+    fn offline_error(&self, topic: &str, partition: i32) -> Option<StorageError> {
+        if !self.any_offline.load(std::sync::atomic::Ordering::Acquire) {
+            return None;
+        }
+        let offline = self.offline.lock();
+        let reason = offline.get(&(topic.to_string(), partition))?;
+        Some(StorageError::LogOffline {
+            topic: topic.to_string(),
+            partition,
+            reason: reason.clone(),
+        })
+    }
+
     /// Every open log.
     pub fn logs(&self) -> Vec<LogHandle> {
         self.logs.lock().values().cloned().collect()
@@ -294,10 +417,23 @@ impl LogManager {
         if let Some(handle) = logs.get(&(topic.to_string(), partition)) {
             return Ok(handle.clone());
         }
+        if let Some(offline) = self.offline_error(topic, partition) {
+            return Err(offline);
+        }
         let log_dir = self.least_loaded_dir(&logs)?;
         let dir = log_dir.join(format!("{topic}-{partition}"));
-        let log = Log::open(&dir, config, now_ms())?;
-        sync_dir(&log_dir)?;
+        let log = match Log::open(&dir, config, now_ms()) {
+            Ok(log) => log,
+            Err(e) => {
+                tracing::error!(topic, partition, dir = %dir.display(), error = %e, "log could not be created; the partition is offline");
+                self.offline
+                    .lock()
+                    .insert((topic.to_string(), partition), e.to_string());
+                self.any_offline
+                    .store(true, std::sync::atomic::Ordering::Release);
+                return Err(self.offline_error(topic, partition).unwrap_or(e));
+            }
+        };
         tracing::info!(topic, partition, dir = %dir.display(), "log created");
         let handle = LogHandle::new(topic, partition, log);
         logs.insert((topic.to_string(), partition), handle.clone());
@@ -307,6 +443,10 @@ impl LogManager {
     /// Deletes a log and its files; returns whether it existed. Handles still held
     /// elsewhere fail with `LogDeleted` afterwards.
     pub fn delete_log(&self, topic: &str, partition: i32) -> Result<bool> {
+        // A deleted (or re-created) partition starts afresh, even if its log was offline.
+        if self.any_offline.load(std::sync::atomic::Ordering::Acquire) {
+            self.offline.lock().remove(&(topic.to_string(), partition));
+        }
         let Some(handle) = self.logs.lock().remove(&(topic.to_string(), partition)) else {
             return Ok(false);
         };
@@ -380,6 +520,11 @@ impl LogManager {
 
     /// The log directory holding the fewest partitions (Kafka's placement rule).
     fn least_loaded_dir(&self, logs: &BTreeMap<(String, i32), LogHandle>) -> Result<PathBuf> {
+        // One directory: no count (counting walks every log, which made creating N
+        // partitions cost O(N^2)).
+        if let [only] = self.log_dirs.as_slice() {
+            return Ok(only.clone());
+        }
         let mut counts: Vec<(usize, &PathBuf)> = self.log_dirs.iter().map(|d| (0, d)).collect();
         for handle in logs.values() {
             let parent = handle.dir().parent();
@@ -413,6 +558,38 @@ mod tests {
         assert_eq!(parse_partition_dir("t-x"), None);
         assert_eq!(parse_partition_dir("t-0.123-delete"), None);
         assert_eq!(parse_partition_dir("-3"), None);
+    }
+
+    #[test]
+    fn a_log_that_cannot_be_opened_is_offline_and_the_others_open() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let dirs = vec![dir.path().to_path_buf()];
+        let manager = LogManager::open(&dirs, LogConfig::default()).expect("open");
+        manager
+            .get_or_create("t", 0, LogConfig::default())
+            .expect("create t-0");
+        manager
+            .get_or_create("t", 1, LogConfig::default())
+            .expect("create t-1");
+        manager.shutdown().expect("shutdown");
+        let segment = dir
+            .path()
+            .join("t-1")
+            .join(crate::segment::file_name(0, "log"));
+        fs::remove_file(&segment).expect("remove");
+        fs::create_dir(&segment).expect("a directory where the segment was");
+
+        let manager = LogManager::open(&dirs, LogConfig::default()).expect("still opens");
+        assert!(manager.get("t", 0).is_some());
+        assert!(manager.is_offline("t", 1) && !manager.is_offline("t", 0));
+        assert!(matches!(
+            manager.get_or_create("t", 1, LogConfig::default()),
+            Err(StorageError::LogOffline { partition: 1, .. })
+        ));
+        assert_eq!(manager.offline_logs().len(), 1);
+        // Deleting the partition forgets it: a re-created one starts afresh.
+        manager.delete_log("t", 1).expect("delete");
+        assert!(!manager.is_offline("t", 1));
     }
 
     #[test]

@@ -8,7 +8,7 @@
 //! by `load_trusted` (`segment/trusted.rs`). Not thread-safe: the owning `Log` serialises
 //! access.
 
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File};
 use std::io::BufReader;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -17,6 +17,7 @@ use std::sync::Arc;
 use crate::batch::{BatchHeader, BATCH_HEADER_LEN};
 use crate::config::LogConfig;
 use crate::error::{io_err, Result, StorageError};
+use crate::file_pool::PooledFile;
 use crate::index::{OffsetIndex, TimeIndex};
 use crate::records;
 use crate::recovery::read_valid_batch;
@@ -87,14 +88,22 @@ pub(crate) struct SegmentSource {
     pub bound_position: Option<u64>,
 }
 
+/// How a read may obtain a segment's file from the pool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FileAccess {
+    /// Reopen it if the pool closed it (blocking threads).
+    Open,
+    /// Only if the pool holds it open (async workers).
+    CachedOnly,
+}
+
 /// One segment of a partition log.
 #[derive(Debug)]
 pub struct Segment {
     base_offset: i64,
-    /// Shared with in-flight reads (`SegmentSource`), which use it after the partition
-    /// lock is released.
-    log_path: Arc<Path>,
-    file: Arc<File>,
+    /// The `.log` file, open while the file pool keeps it (`file_pool.rs`); a read gets
+    /// an `Arc<File>` that stays valid after the partition lock is released.
+    log: PooledFile,
     size: u64,
     offset_index: OffsetIndex,
     time_index: TimeIndex,
@@ -111,14 +120,9 @@ impl Segment {
     /// `recover` before use.
     pub fn open(dir: &Path, base_offset: i64, config: &LogConfig, now_ms: i64) -> Result<Self> {
         let log_path = dir.join(file_name(base_offset, "log"));
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&log_path)
-            .map_err(io_err("open segment", &log_path))?;
-        let size = file
+        let log = PooledFile::open_or_create(&log_path, "segment")?;
+        let size = log
+            .get()?
             .metadata()
             .map_err(io_err("stat segment", &log_path))?
             .len();
@@ -134,8 +138,7 @@ impl Segment {
         )?;
         Ok(Segment {
             base_offset,
-            log_path: Arc::from(log_path),
-            file: Arc::new(file),
+            log,
             size,
             offset_index,
             time_index,
@@ -197,7 +200,8 @@ impl Segment {
         on_batch: &mut dyn FnMut(&BatchHeader, &[u8]),
     ) -> Result<u64> {
         let file_size = self.size;
-        let mut reader = BufReader::with_capacity(64 * 1024, &*self.file);
+        let file = self.log.get()?;
+        let mut reader = BufReader::with_capacity(64 * 1024, &*file);
         let mut rebuild = Rebuild::new(self.base_offset, config);
         let mut position = 0u64;
         let mut buf = vec![0u8; BATCH_HEADER_LEN];
@@ -217,13 +221,11 @@ impl Segment {
         }
         let truncated = file_size - position;
         if truncated > 0 {
-            tracing::warn!(path = %self.log_path.display(), position, truncated, "truncating invalid tail of segment");
-            self.file
-                .set_len(position)
-                .map_err(io_err("truncate segment", &self.log_path))?;
-            self.file
-                .sync_all()
-                .map_err(io_err("fsync segment", &self.log_path))?;
+            tracing::warn!(path = %self.log.path().display(), position, truncated, "truncating invalid tail of segment");
+            file.set_len(position)
+                .map_err(io_err("truncate segment", self.log.path()))?;
+            file.sync_all()
+                .map_err(io_err("fsync segment", self.log.path()))?;
         }
         self.install(rebuild, position)?;
         Ok(truncated)
@@ -244,7 +246,7 @@ impl Segment {
         if segment.size == size {
             segment.install(rebuild, size)?;
         } else {
-            tracing::warn!(path = %segment.log_path.display(), expected = size, found = segment.size, "cleaned segment changed size; scanning it");
+            tracing::warn!(path = %segment.log.path().display(), expected = size, found = segment.size, "cleaned segment changed size; scanning it");
             segment.recover(config, &mut |_, _| {})?;
         }
         Ok(segment)
@@ -268,12 +270,11 @@ impl Segment {
             position += header.size() as u64;
         }
         // The file first: the indexes are hints that recovery rebuilds anyway.
-        self.file
-            .set_len(cut)
-            .map_err(io_err("truncate segment", &self.log_path))?;
-        self.file
-            .sync_all()
-            .map_err(io_err("fsync segment", &self.log_path))?;
+        let file = self.log.get()?;
+        file.set_len(cut)
+            .map_err(io_err("truncate segment", self.log.path()))?;
+        file.sync_all()
+            .map_err(io_err("fsync segment", self.log.path()))?;
         let removed = self.size - cut;
         self.install(rebuild, cut)?;
         self.offset_index.flush()?;
@@ -305,7 +306,7 @@ impl Segment {
                 let bytes = self.read_batch(position, &header)?;
                 let marker = crate::control::parse_end_txn_marker(&bytes, &header);
                 if let Err(reason) = &marker {
-                    tracing::warn!(path = %self.log_path.display(), position, %reason, "unreadable transaction marker ignored");
+                    tracing::warn!(path = %self.log.path().display(), position, %reason, "unreadable transaction marker ignored");
                 }
                 f(&header, marker.ok().as_ref());
             } else {
@@ -355,9 +356,11 @@ impl Segment {
         headers: &[(usize, BatchHeader)],
         config: &LogConfig,
     ) -> Result<()> {
-        self.file
+        self.log.mark_dirty();
+        self.log
+            .get()?
             .write_all_at(buf, self.size)
-            .map_err(io_err("append to segment", &self.log_path))?;
+            .map_err(io_err("append to segment", self.log.path()))?;
         for (at, header) in headers {
             let position = self.size + *at as u64;
             if let Some(((offset, pos), (ts, ts_offset))) =
@@ -381,11 +384,12 @@ impl Segment {
             return Ok(None);
         }
         let mut buf = [0u8; BATCH_HEADER_LEN];
-        self.file
+        self.log
+            .get()?
             .read_exact_at(&mut buf, position)
-            .map_err(io_err("read segment", &self.log_path))?;
+            .map_err(io_err("read segment", self.log.path()))?;
         let header = BatchHeader::parse(&buf).map_err(|reason| StorageError::CorruptLog {
-            path: self.log_path.to_path_buf(),
+            path: self.log.path().to_path_buf(),
             position,
             reason,
         })?;
@@ -406,19 +410,61 @@ impl Segment {
 
     /// What a read starting at `start_offset` needs from this segment once the partition
     /// lock is released: the file, the indexed position at or before the batch holding
-    /// `start_offset` (in-memory lookup, no I/O), the size now (bytes past it may be a
-    /// later append in progress), and where to look for `bound_offset` if it lies inside.
-    pub(crate) fn source(&self, start_offset: i64, bound_offset: i64) -> SegmentSource {
+    /// `start_offset` (in-memory lookup), the size now (bytes past it may be a later
+    /// append in progress), and where to look for `bound_offset` if it lies inside. The
+    /// file comes from the pool, reopened if it was closed (`FileAccess::Open`), or only
+    /// if the pool holds it (`FileAccess::CachedOnly`: `None` otherwise, no syscall).
+    pub(crate) fn source(
+        &self,
+        start_offset: i64,
+        bound_offset: i64,
+        access: FileAccess,
+    ) -> Result<Option<SegmentSource>> {
+        let file = match access {
+            FileAccess::Open => self.log.get()?,
+            FileAccess::CachedOnly => match self.log.get_cached() {
+                Some(file) => file,
+                None => return Ok(None),
+            },
+        };
+        Ok(Some(self.source_with(file, start_offset, bound_offset)))
+    }
+
+    fn source_with(&self, file: Arc<File>, start_offset: i64, bound_offset: i64) -> SegmentSource {
         let (_, position) = self.offset_index.lookup(start_offset);
         let bound_position =
             (bound_offset < self.next_offset).then(|| self.offset_index.lookup(bound_offset).1);
         SegmentSource {
-            file: Arc::clone(&self.file),
-            path: Arc::clone(&self.log_path),
+            file,
+            path: Arc::clone(self.log.path()),
             position,
             size: self.size,
             bound_position,
         }
+    }
+
+    /// [`Self::source`] with the file reopened if needed (blocking threads).
+    pub(crate) fn open_source(
+        &self,
+        start_offset: i64,
+        bound_offset: i64,
+    ) -> Result<SegmentSource> {
+        let file = self.log.get()?;
+        Ok(self.source_with(file, start_offset, bound_offset))
+    }
+
+    /// The indexed position at or before the batch holding `offset` (memory only).
+    pub(crate) fn indexed_position(&self, offset: i64) -> u64 {
+        self.offset_index.lookup(offset).1
+    }
+
+    /// Whether the pool holds the `.log` file open: an append on an async worker must not
+    /// wait on reopening it. The indexes are not asked: they are written once per
+    /// `index.interval.bytes` and released after open (`index/mod.rs`), so requiring them
+    /// would send nearly every append to the blocking pool; reopening one (a cached
+    /// dentry) on the rare append that adds an entry costs microseconds.
+    pub(crate) fn files_cached(&self) -> bool {
+        self.log.get_cached().is_some()
     }
 
     /// The first record (at or after `min_offset`) whose timestamp is `>= timestamp`:
@@ -469,17 +515,16 @@ impl Segment {
 
     fn read_batch(&self, position: u64, header: &BatchHeader) -> Result<Vec<u8>> {
         let mut bytes = vec![0u8; header.size()];
-        self.file
+        self.log
+            .get()?
             .read_exact_at(&mut bytes, position)
-            .map_err(io_err("read segment", &self.log_path))?;
+            .map_err(io_err("read segment", self.log.path()))?;
         Ok(bytes)
     }
 
     /// Fsyncs the log and both indexes.
     pub fn flush(&self) -> Result<()> {
-        self.file
-            .sync_data()
-            .map_err(io_err("fsync segment", &self.log_path))?;
+        self.log.sync_data()?;
         self.offset_index.flush()?;
         self.time_index.flush()?;
         self.txn_index.flush()
@@ -490,7 +535,8 @@ impl Segment {
     /// index files are skipped.
     pub fn rename_for_deletion(self) -> Result<Vec<PathBuf>> {
         let dir = self
-            .log_path
+            .log
+            .path()
             .parent()
             .map(Path::to_path_buf)
             .unwrap_or_default();
@@ -512,7 +558,8 @@ impl Segment {
     /// Deletes the segment's files.
     pub fn delete(self) -> Result<()> {
         let dir = self
-            .log_path
+            .log
+            .path()
             .parent()
             .map(Path::to_path_buf)
             .unwrap_or_default();

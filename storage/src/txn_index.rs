@@ -12,12 +12,13 @@
 //! going backwards) ends the valid entries; recovery rewrites the file from what it
 //! keeps. Not thread-safe: the owning `Segment` serialises access.
 
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File};
 use std::io::Write;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use crate::error::{io_err, Result};
+use crate::file_pool::PooledFile;
 use crate::recovery::sync_dir;
 
 /// The extension of an aborted transaction index file.
@@ -120,8 +121,8 @@ pub fn decode_valid(bytes: &[u8], base: i64, next: i64) -> Vec<AbortedTxn> {
 #[derive(Debug)]
 pub(crate) struct TxnIndexFile {
     path: PathBuf,
-    /// Open once the file exists.
-    file: Option<File>,
+    /// Registered in the file pool once the file exists.
+    file: Option<PooledFile>,
     entries: usize,
 }
 
@@ -162,23 +163,19 @@ impl TxnIndexFile {
             return self.remove();
         }
         let path = self.path.clone();
-        let file = self.open()?;
+        let pooled = self.open()?;
+        pooled.mark_dirty();
+        let file = pooled.get()?;
         file.set_len(0)
             .and_then(|()| file.write_all_at(&wanted, 0))
             .map_err(io_err("rewrite txn index", &path))?;
         Ok(())
     }
 
-    fn open(&mut self) -> Result<&File> {
+    fn open(&mut self) -> Result<&PooledFile> {
         let file = match self.file.take() {
             Some(file) => file,
-            None => OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create(true)
-                .truncate(false)
-                .open(&self.path)
-                .map_err(io_err("open txn index", &self.path))?,
+            None => PooledFile::open_or_create(&self.path, "txn index")?,
         };
         Ok(self.file.insert(file))
     }
@@ -192,8 +189,11 @@ impl TxnIndexFile {
         let at = (self.entries * ENTRY_SIZE) as u64;
         let created = self.file.is_none();
         let path = self.path.clone();
-        let file = self.open()?;
-        file.write_all_at(&bytes, at)
+        let pooled = self.open()?;
+        pooled.mark_dirty();
+        pooled
+            .get()?
+            .write_all_at(&bytes, at)
             .map_err(io_err("append to txn index", &path))?;
         self.entries += entries.len();
         if created {
@@ -211,7 +211,8 @@ impl TxnIndexFile {
         }
         self.entries = entries;
         let path = self.path.clone();
-        if let Some(file) = &self.file {
+        if let Some(pooled) = &self.file {
+            let file = pooled.get()?;
             file.set_len((entries * ENTRY_SIZE) as u64)
                 .and_then(|()| file.sync_all())
                 .map_err(io_err("truncate txn index", &path))?;
@@ -221,11 +222,10 @@ impl TxnIndexFile {
 
     /// Fsyncs the file if there is one (cheap when nothing changed).
     pub fn flush(&self) -> Result<()> {
-        if let Some(file) = &self.file {
-            file.sync_data()
-                .map_err(io_err("fsync txn index", &self.path))?;
+        match &self.file {
+            Some(file) => file.sync_data(),
+            None => Ok(()),
         }
-        Ok(())
     }
 
     fn remove(&mut self) -> Result<()> {

@@ -81,6 +81,9 @@ pub struct BrokerConfig {
     pub log_cleaner_enable: bool,
     /// `brook.fetch.zero.copy`: fetched record sets sent with `sendfile`.
     pub fetch_zero_copy: bool,
+    /// `brook.log.open.files.max`: the log file pool's size; `None` derives it from the
+    /// open files limit (storage's `file_pool`).
+    pub log_open_files_max: Option<usize>,
     /// `log.cleaner.backoff.ms`: the cleaner's sleep when no log needs cleaning.
     pub log_cleaner_backoff_ms: u64,
     /// `log.cleaner.dedupe.buffer.size`: the cleaner's key-map budget in bytes.
@@ -255,6 +258,10 @@ impl BrokerConfig {
             log_retention_check_interval_ms: g.narrow("log.retention.check.interval.ms")?,
             log_cleaner_enable: g.text("log.cleaner.enable") == "true",
             fetch_zero_copy: g.text("brook.fetch.zero.copy") == "true",
+            log_open_files_max: match g.opt("brook.log.open.files.max") {
+                Some(_) => Some(g.narrow("brook.log.open.files.max")?),
+                None => None,
+            },
             log_cleaner_backoff_ms: g.narrow("log.cleaner.backoff.ms")?,
             log_cleaner_dedupe_buffer_size: g.narrow("log.cleaner.dedupe.buffer.size")?,
             num_network_threads: g.narrow("num.network.threads")?,

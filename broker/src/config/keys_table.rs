@@ -65,6 +65,8 @@ pub(super) static BROKER_KEYS: &[KeyDef] = &[
       "The length of time in milliseconds that a broker lease lasts if no heartbeats are made."),
     k("brook.fetch.zero.copy", T::Boolean, Some("true"), V::None, L, RO,
       "Brook-specific: send fetched record sets of 4 KiB or more straight from the segment files with sendfile. false reads them into memory first (the path a TLS listener needs; kept to measure both)."),
+    k("brook.log.open.files.max", T::Int, None, V::AtLeast(16), L, RO,
+      "Brook-specific: how many partition log files (segments and their indexes) the broker keeps open at once; the least recently used are closed and reopened on demand, so the number of partitions is not bounded by the open files limit (Kafka keeps every segment open and relies on ulimit -n). If not set, half of the open files limit, which Brook raises to the hard limit at start."),
     k("brook.offsets.retention.ms", T::Long, None, V::AtLeast(1), L, RO,
       "Brook-specific: when set, replaces offsets.retention.minutes with a value in milliseconds (Kafka has only the minutes key; tests need shorter retention)."),
     k("brook.transaction.version", T::Int, Some("2"), V::Between(0, 2), M, RO,

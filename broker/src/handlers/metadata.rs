@@ -31,7 +31,7 @@ pub async fn handle(broker: &Broker, req: MetadataRequest, version: i16) -> Meta
         _ if all_topics => image
             .topics
             .values()
-            .map(|t| topic_entry(&image, t))
+            .map(|t| topic_entry(broker, &image, t))
             .collect(),
         None => Vec::new(),
         Some(requested) => {
@@ -68,7 +68,7 @@ pub async fn handle(broker: &Broker, req: MetadataRequest, version: i16) -> Meta
                     }
                 }
                 match image.topic(&name) {
-                    Some(topic) => entries.push(topic_entry(&image, topic)),
+                    Some(topic) => entries.push(topic_entry(broker, &image, topic)),
                     None if topics::validate_name(&name).is_err() => {
                         entries.push(error_topic(&name, ResponseError::InvalidTopicException))
                     }
@@ -139,13 +139,31 @@ fn error_topic(name: &str, error: ResponseError) -> MetadataResponseTopic {
 }
 
 /// A topic's partitions; a leaderless partition carries LEADER_NOT_AVAILABLE and leader -1,
-/// and replicas on inactive brokers are listed as offline (v5+).
-fn topic_entry(image: &MetadataImage, topic: &TopicImage) -> MetadataResponseTopic {
+/// and replicas on inactive brokers are listed as offline (v5+). A replica of this broker
+/// whose log failed to open is offline too, and never advertised as the leader: Kafka's
+/// controller moves leadership off a failed log directory, leaving leader -1 and
+/// LEADER_NOT_AVAILABLE when no other replica can lead.
+fn topic_entry(
+    broker: &Broker,
+    image: &MetadataImage,
+    topic: &TopicImage,
+) -> MetadataResponseTopic {
     let partitions = topic
         .partitions
         .values()
         .map(|p| {
-            let error = if p.has_leader() {
+            let mut offline = super::leader_hint::offline_replicas(image, &p.replicas);
+            let log_offline = p.replicas.contains(&broker.node_id)
+                && broker.replicas.is_offline(&topic.name, p.partition);
+            if log_offline && !offline.contains(&BrokerId(broker.node_id)) {
+                offline.push(BrokerId(broker.node_id));
+            }
+            let leader = if log_offline && p.leader == broker.node_id {
+                -1
+            } else {
+                p.leader
+            };
+            let error = if p.has_leader() && leader >= 0 {
                 0
             } else {
                 ResponseError::LeaderNotAvailable.code()
@@ -153,11 +171,11 @@ fn topic_entry(image: &MetadataImage, topic: &TopicImage) -> MetadataResponseTop
             MetadataResponsePartition::default()
                 .with_error_code(error)
                 .with_partition_index(p.partition)
-                .with_leader_id(BrokerId(p.leader))
+                .with_leader_id(BrokerId(leader))
                 .with_leader_epoch(p.leader_epoch)
                 .with_replica_nodes(p.replicas.iter().copied().map(BrokerId).collect())
                 .with_isr_nodes(p.isr.iter().copied().map(BrokerId).collect())
-                .with_offline_replicas(super::leader_hint::offline_replicas(image, &p.replicas))
+                .with_offline_replicas(offline)
         })
         .collect();
     MetadataResponseTopic::default()

@@ -239,6 +239,13 @@ impl ReplicaManager {
             .map_err(BrokerError::from)
     }
 
+    /// Whether this broker's log of the partition failed to open (storage's offline set):
+    /// Metadata reports such a partition without a leader here, and requests for it get
+    /// KAFKA_STORAGE_ERROR from `open_log`.
+    pub fn is_offline(&self, topic: &str, partition: i32) -> bool {
+        self.logs.is_offline(topic, partition)
+    }
+
     /// The log of a partition if it is open (no creation).
     pub fn existing(&self, topic: &str, partition: i32) -> Option<LogHandle> {
         self.logs.get(topic, partition)

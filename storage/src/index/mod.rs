@@ -4,7 +4,7 @@
 //! Indexes are hints: they are kept in memory, appended to their file as entries are
 //! added, and rebuilt by recovery whenever they disagree with the log. Only a segment
 //! below the recovery point keeps them without a scan, after the consistency checks of
-//! `segment/trusted.rs`. Plain positional file I/O, no mmap.
+//! `segment/trusted.rs`. Plain positional file I/O through the file pool, no mmap.
 
 pub mod offset;
 pub mod time;
@@ -12,61 +12,56 @@ pub mod time;
 pub use offset::{OffsetEntry, OffsetIndex};
 pub use time::{TimeEntry, TimeIndex};
 
-use std::fs::{File, OpenOptions};
-use std::io::Read;
 use std::os::unix::fs::FileExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use crate::error::{io_err, Result};
+use crate::file_pool::PooledFile;
 
-/// An append-only file of fixed-size entries.
+/// An append-only file of fixed-size entries, opened through the file pool.
 #[derive(Debug)]
 pub(crate) struct IndexFile {
-    path: PathBuf,
-    file: File,
+    file: PooledFile,
     len: u64,
 }
 
 impl IndexFile {
     /// Opens (creating if missing) and returns the file plus its whole content.
     pub(crate) fn open(path: &Path) -> Result<(Self, Vec<u8>)> {
-        let mut file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(path)
-            .map_err(io_err("open index", path))?;
-        let mut content = Vec::new();
-        file.read_to_end(&mut content)
-            .map_err(io_err("read index", path))?;
-        let len = content.len() as u64;
-        Ok((
-            IndexFile {
-                path: path.to_path_buf(),
-                file,
-                len,
-            },
-            content,
-        ))
+        let pooled = PooledFile::open_or_create(path, "index")?;
+        let file = pooled.get()?;
+        let len = file.metadata().map_err(io_err("read index", path))?.len();
+        let mut content = vec![0u8; usize::try_from(len).unwrap_or(0)];
+        if !content.is_empty() {
+            file.read_exact_at(&mut content, 0)
+                .map_err(io_err("read index", path))?;
+        }
+        // An index is kept in memory and appended to once per `index.interval.bytes` of
+        // log: its descriptor goes back to the pool at once, leaving the room to the
+        // `.log` files that every append and read use.
+        drop(file);
+        pooled.release();
+        Ok((IndexFile { file: pooled, len }, content))
     }
 
     pub(crate) fn append(&mut self, bytes: &[u8]) -> Result<()> {
+        self.file.mark_dirty();
         self.file
+            .get()?
             .write_all_at(bytes, self.len)
-            .map_err(io_err("append index", &self.path))?;
+            .map_err(io_err("append index", self.file.path()))?;
         self.len += bytes.len() as u64;
         Ok(())
     }
 
     /// Replaces the whole content (used by recovery when the index was wrong).
     pub(crate) fn rewrite(&mut self, bytes: &[u8]) -> Result<()> {
-        self.file
-            .set_len(0)
-            .map_err(io_err("truncate index", &self.path))?;
-        self.file
-            .write_all_at(bytes, 0)
-            .map_err(io_err("rewrite index", &self.path))?;
+        self.file.mark_dirty();
+        let file = self.file.get()?;
+        file.set_len(0)
+            .map_err(io_err("truncate index", self.file.path()))?;
+        file.write_all_at(bytes, 0)
+            .map_err(io_err("rewrite index", self.file.path()))?;
         self.len = bytes.len() as u64;
         Ok(())
     }
@@ -76,13 +71,11 @@ impl IndexFile {
     }
 
     pub(crate) fn sync(&self) -> Result<()> {
-        self.file
-            .sync_data()
-            .map_err(io_err("fsync index", &self.path))
+        self.file.sync_data()
     }
 
     pub(crate) fn path(&self) -> &Path {
-        &self.path
+        self.file.path()
     }
 }
 

@@ -82,6 +82,8 @@ impl Log {
             Prepare::New(prepared) if self.flush_due(&prepared, now_ms) => Ok(None),
             Prepare::New(prepared) if self.is_new_epoch(prepared.leader_epoch) => Ok(None),
             Prepare::New(prepared) if prepared.aborts() => Ok(None),
+            // Reopening a file the pool closed may wait on the disk: not on this thread.
+            Prepare::New(_) if !self.active().files_cached() => Ok(None),
             Prepare::New(prepared) => self.commit(records, prepared, now_ms).map(Some),
         }
     }
@@ -185,14 +187,11 @@ impl Log {
         }
         let flush_due = self.flush_due(&prepared, now_ms);
         // Before the data, as Kafka's `UnifiedLog.append`: an entry starting at the log
-        // end offset with no data yet is what a new leader records anyway, and recovery
-        // trims or rebuilds the file from the batch headers after a crash.
-        if self
-            .epochs
-            .assign_if_newer(prepared.leader_epoch, self.log_end_offset)
-        {
-            self.epochs.flush()?;
-        }
+        // end offset with no data yet is what a new leader records anyway. The file is
+        // written by the next flush (`flush_to_end`); recovery rebuilds what a crash lost
+        // from the batch headers above the recovery point.
+        self.epochs
+            .assign_if_newer(prepared.leader_epoch, self.log_end_offset);
         let config = self.config.clone();
         self.active_mut()
             .append(records, &prepared.headers, &config)?;

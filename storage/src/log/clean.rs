@@ -91,7 +91,7 @@ impl Log {
     }
 
     /// Phase 1: captures a pass if the log is due and no other pass on it is in
-    /// progress. Memory only (no I/O): cheap under the partition lock.
+    /// progress. Memory only, but for reopening segment files the file pool closed.
     pub fn prepare_clean(&self, now_ms: i64, dedupe_buffer_bytes: usize) -> Option<CleanJob> {
         self.cleaning_priority(now_ms)?;
         let guard = CleaningGuard::acquire(&self.cleaning)?;
@@ -100,17 +100,26 @@ impl Log {
         let segments = self
             .segments
             .range(..plan.first_uncleanable_offset.min(active_base))
-            .map(|(base, s)| CapturedSegment {
-                info: info_of(s),
-                source: SegmentSource {
-                    position: 0,
-                    ..s.source(*base, i64::MAX)
-                },
-                dirty_position: s
-                    .source(plan.first_dirty_offset.max(*base), i64::MAX)
-                    .position,
+            .map(|(base, s)| {
+                Ok(CapturedSegment {
+                    info: info_of(s),
+                    source: SegmentSource {
+                        position: 0,
+                        ..s.open_source(*base, i64::MAX)?
+                    },
+                    dirty_position: s.indexed_position(plan.first_dirty_offset.max(*base)),
+                })
             })
-            .collect();
+            .collect::<Result<Vec<_>>>();
+        // A file the pool cannot reopen now (out of descriptors, or a disk error the next
+        // read reports anyway) skips this pass; the cleaner tries again later.
+        let segments = match segments {
+            Ok(segments) => segments,
+            Err(e) => {
+                tracing::warn!(dir = %self.dir.display(), error = %e, "compaction pass skipped: a segment could not be opened");
+                return None;
+            }
+        };
         let last_batch_of_producer = self
             .producers
             .entries()

@@ -57,7 +57,7 @@ impl Log {
             grow(&mut state, header);
         }
         self.write_follower_run(records, batches.get(run_start..).unwrap_or(&[]))?;
-        self.epochs.flush()?;
+        // The epoch cache file waits for the next flush (`flush_to_end`), as a leader's.
         if flush_due && !batches.is_empty() {
             self.flush(now_ms)?;
         }
@@ -82,7 +82,8 @@ impl Log {
         let Some(&(_, first)) = batches.first() else {
             return Ok(None);
         };
-        if self.follower_flush_due(&batches, now_ms) {
+        // Reopening a file the pool closed may wait on the disk: not on this thread.
+        if self.follower_flush_due(&batches, now_ms) || !self.active().files_cached() {
             return Ok(None);
         }
         let mut state = self.active().roll_state();

@@ -28,7 +28,7 @@ use crate::error::{io_err, Result};
 use crate::log::{LeaderEpochCache, Log};
 use crate::producer_snapshot;
 use crate::producer_state::ProducerStateManager;
-use crate::recovery::{scan_segment_files, sync_dir};
+use crate::recovery::scan_segment_files;
 use crate::segment::{file_name, Segment};
 use crate::txn_index::{self, AbortedTxn};
 
@@ -60,6 +60,7 @@ impl Log {
         now_ms: i64,
         recovery_point: i64,
     ) -> Result<Self> {
+        let created = !dir.exists();
         fs::create_dir_all(dir).map_err(io_err("create log dir", dir))?;
         // A clean interrupted by a crash is rolled back or completed first.
         crate::cleaner::swap::complete_interrupted_cleans(dir)?;
@@ -128,12 +129,12 @@ impl Log {
             next_offset = Some(segment.next_offset());
             segments.insert(base, segment);
         }
-        if segments.is_empty() {
+        let fresh_segment = segments.is_empty();
+        if fresh_segment {
             let mut segment = Segment::open(dir, 0, &config, now_ms)?;
             segment.recover(&config, &mut |_, _| {})?;
             segment.reset_txn_index(&[])?;
             segments.insert(0, segment);
-            sync_dir(dir)?;
         }
         let log_start_offset = segments.keys().next().copied().unwrap_or_default();
         let log_end_offset = segments
@@ -164,7 +165,10 @@ impl Log {
         let snapshot_offset = producer_snapshot::delete_above(dir, log_end_offset)?;
         epochs.truncate_from_end(log_end_offset);
         epochs.truncate_from_start(log_start_offset);
-        epochs.flush()?;
+        // Not written here: on a start after a crash every partition with unflushed
+        // epochs would pay a write and two fsyncs. The cache is rebuilt from the same
+        // headers by any later open until the next flush writes it.
+
         tracing::debug!(dir = %dir.display(), recovery_point, trusted = stats.trusted_segments, scanned = stats.scanned_segments, "log loaded");
         let log = Log {
             dir: dir.to_path_buf(),
@@ -181,6 +185,9 @@ impl Log {
             epochs,
             unflushed_messages: 0,
             last_flush_ms: now_ms,
+            // A new directory, or a log found without any segment: its entries are
+            // fsynced by its first flush.
+            dir_sync_pending: created || fresh_segment,
             pending_deletions: Vec::new(),
             cleaner: crate::cleaner::CleanerState::load(dir),
             rewrites: Default::default(),

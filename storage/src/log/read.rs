@@ -1,6 +1,8 @@
 //! Reads in two steps, so the partition lock is held only for the cheap one (issue #13):
 //! `Log::plan_read` checks the offset and captures, under the lock, the segments a read
-//! may touch (open file, indexed start position, size at that moment; no I/O);
+//! may touch (open file from the file pool, indexed start position, size at that
+//! moment; no I/O but for reopening a file the pool closed, which `plan_read_cached`
+//! leaves to a blocking thread);
 //! `ReadPlan::execute` then reads without the lock.
 //!
 //! The execution reads each segment's window in large positional reads straight into the
@@ -23,7 +25,7 @@ use bytes::{Buf, BytesMut};
 use crate::batch::{BatchHeader, BATCH_HEADER_LEN};
 use crate::error::{Result, StorageError};
 use crate::file_records::read_full;
-use crate::segment::SegmentSource;
+use crate::segment::{FileAccess, SegmentSource};
 
 use super::{Log, MinOneBatch, ReadResult};
 
@@ -56,6 +58,39 @@ impl Log {
         max_bytes: usize,
         max_offset_exclusive: i64,
     ) -> Result<ReadPlan> {
+        self.plan_read_with(
+            start_offset,
+            max_bytes,
+            max_offset_exclusive,
+            FileAccess::Open,
+        )?
+        .ok_or(StorageError::NotCached)
+    }
+
+    /// [`Log::plan_read`] for an async worker: `Ok(None)` when a segment file the read
+    /// needs is not open in the file pool (reopening it is a syscall that may wait on the
+    /// disk: plan on a blocking thread then).
+    pub fn plan_read_cached(
+        &self,
+        start_offset: i64,
+        max_bytes: usize,
+        max_offset_exclusive: i64,
+    ) -> Result<Option<ReadPlan>> {
+        self.plan_read_with(
+            start_offset,
+            max_bytes,
+            max_offset_exclusive,
+            FileAccess::CachedOnly,
+        )
+    }
+
+    fn plan_read_with(
+        &self,
+        start_offset: i64,
+        max_bytes: usize,
+        max_offset_exclusive: i64,
+        access: FileAccess,
+    ) -> Result<Option<ReadPlan>> {
         if start_offset < self.log_start_offset || start_offset > self.log_end_offset {
             return Err(StorageError::OffsetOutOfRange {
                 requested: start_offset,
@@ -74,18 +109,22 @@ impl Log {
             // (how much of the first one is wanted is unknown before its headers are read).
             let mut later = 0u64;
             for (base, segment) in self.segments.range(from..) {
-                if sources.is_empty() {
-                    sources.push(segment.source(start_offset, max_offset_exclusive));
-                    continue;
-                }
-                if *base >= max_offset_exclusive || later >= max_bytes as u64 {
-                    break;
-                }
-                later += segment.size();
-                sources.push(segment.source(*base, max_offset_exclusive));
+                let start = if sources.is_empty() {
+                    start_offset
+                } else {
+                    if *base >= max_offset_exclusive || later >= max_bytes as u64 {
+                        break;
+                    }
+                    later += segment.size();
+                    *base
+                };
+                let Some(source) = segment.source(start, max_offset_exclusive, access)? else {
+                    return Ok(None);
+                };
+                sources.push(source);
             }
         }
-        Ok(ReadPlan {
+        Ok(Some(ReadPlan {
             start_offset,
             max_bytes,
             max_offset_exclusive,
@@ -94,7 +133,7 @@ impl Log {
             log_end_offset: self.log_end_offset,
             generation: self.rewrites.load(Ordering::Acquire),
             rewrites: Arc::clone(&self.rewrites),
-        })
+        }))
     }
 
     /// Marks every read planned before now as possibly stale: called before a file is

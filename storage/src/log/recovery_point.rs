@@ -18,6 +18,7 @@
 use crate::error::Result;
 use crate::log::Log;
 use crate::producer_snapshot;
+use crate::recovery::sync_dir;
 
 impl Log {
     /// The offset below which the log is known fsynced.
@@ -42,6 +43,18 @@ impl Log {
         for segment in self.segments.range(from..).map(|(_, s)| s) {
             segment.flush()?;
         }
+        // A new log's directory entries, deferred from its creation (Kafka's
+        // `LocalLog.flush` likewise fsyncs the directory when new segments are flushed).
+        if self.dir_sync_pending {
+            sync_dir(&self.dir)?;
+            if let Some(parent) = self.dir.parent() {
+                sync_dir(parent)?;
+            }
+            self.dir_sync_pending = false;
+        }
+        // The epochs of the data now durable, deferred from the appends and leader
+        // changes that recorded them.
+        self.epochs.flush()?;
         self.recovery_point = self.log_end_offset;
         Ok(())
     }

@@ -113,8 +113,9 @@ impl Segment {
             return Ok(None);
         }
         let mut buf = [0u8; BATCH_HEADER_LEN];
-        std::os::unix::fs::FileExt::read_exact_at(&*self.file, &mut buf, position)
-            .map_err(io_err("read segment", &self.log_path))?;
+        let file = self.log.get()?;
+        std::os::unix::fs::FileExt::read_exact_at(&*file, &mut buf, position)
+            .map_err(io_err("read segment", self.log.path()))?;
         Ok(BatchHeader::parse(&buf).ok())
     }
 }

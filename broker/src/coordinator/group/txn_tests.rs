@@ -531,10 +531,11 @@ impl Node {
             LogManager::open(&[dir.path().join("logs")], LogConfig::default()).expect("logs");
         let (images, rx) = tokio::sync::watch::channel(offsets_image());
         let replicas = crate::partition::ReplicaManager::new(logs, 1, rx.clone());
-        let config = crate::config::BrokerConfig::load(None, Vec::new(), &[])
+        let broker_config = crate::config::BrokerConfig::load(None, Vec::new(), &[])
             .expect("default config")
             .0;
-        replicas.apply(rx.borrow().clone(), &config).await;
+        let image = rx.borrow().clone();
+        replicas.apply(image, &broker_config).await;
         let log = super::offsets_log::OffsetsLog::new(replicas.clone(), rx, 1);
         let coordinator = GroupCoordinator::start(dir.path().join("store"), config(), Some(log))
             .await

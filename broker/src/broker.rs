@@ -20,7 +20,7 @@ use crate::coordinator::group::offsets_log::OffsetsLog;
 use crate::coordinator::group::{GroupConfig, GroupCoordinator};
 use crate::coordinator::producer_id::ProducerIdAllocator;
 use crate::coordinator::txn::{TxnConfig, TxnCoordinator};
-use crate::fetch_session::FetchSessions;
+use crate::handlers::fetch::session::FetchSessions;
 use crate::metadata::meta_properties;
 use crate::partition::ReplicaManager;
 
@@ -94,13 +94,14 @@ impl Broker {
                 .await?
                 .context("opening the partition logs")?
         };
-        let replicas = ReplicaManager::new(logs);
-        let offsets_log = OffsetsLog::new(
-            replicas.clone(),
-            quorum.subscribe(),
-            config.clone(),
-            config.node_id,
-        );
+        let replicas = ReplicaManager::new(logs, config.node_id, quorum.subscribe());
+        // Every replica this broker holds gets its partition (log open, role) before the
+        // coordinators load their partitions.
+        let image = quorum.image();
+        replicas
+            .apply(image.clone(), &effective_config(&config, &image))
+            .await;
+        let offsets_log = OffsetsLog::new(replicas.clone(), quorum.subscribe(), config.node_id);
         let groups = GroupCoordinator::start(
             // Not a `<topic>-<partition>` name, so the log manager leaves it alone.
             first_dir.join("__consumer_offsets_store"),
@@ -158,12 +159,7 @@ impl Broker {
     /// The broker config with the dynamic layers (cluster default and this broker's
     /// overrides) from the metadata image applied.
     pub fn effective_config(&self) -> BrokerConfig {
-        let image = self.image();
-        let empty = Default::default();
-        self.config.with_dynamic(
-            image.broker_configs(None).unwrap_or(&empty),
-            image.broker_configs(Some(self.node_id)).unwrap_or(&empty),
-        )
+        effective_config(&self.config, &self.image())
     }
 
     /// Applies the current metadata to local logs (deleted topics, changed configs).
@@ -173,21 +169,28 @@ impl Broker {
             .await;
     }
 
-    /// Follows metadata changes made elsewhere (other brokers, later): logs this broker's
-    /// role changes, moves group coordination with the `__consumer_offsets` leadership,
-    /// and reconciles the logs.
+    /// Follows metadata changes made elsewhere (other brokers, later): applies this
+    /// broker's role changes to its replicas, moves group coordination with the
+    /// `__consumer_offsets` leadership, and reconciles the logs.
     pub async fn follow_metadata(self: Arc<Self>, shutdown: tokio_util::sync::CancellationToken) {
         let mut images = self.quorum.subscribe();
         let mut last = self.image();
         loop {
+            // Applied before waiting: an image published between the start-up apply and
+            // this subscription is applied too (the replica manager diffs against what it
+            // applied last, so an unchanged image costs nothing).
+            let image = self.image();
+            let config = effective_config(&self.config, &image);
+            self.replicas.apply(image.clone(), &config).await;
+            if !Arc::ptr_eq(&image, &last) {
+                self.apply_role_changes(&last, &image).await;
+                self.replicas.reconcile(&config, &image, self.node_id).await;
+                last = image;
+            }
             tokio::select! {
                 _ = shutdown.cancelled() => return,
                 changed = images.changed() => if changed.is_err() { return },
             }
-            let image = self.image();
-            self.apply_role_changes(&last, &image).await;
-            last = image;
-            self.reconcile().await;
         }
     }
 
@@ -196,29 +199,10 @@ impl Broker {
         use crate::partition::delta::{role_changes, RoleChange};
         let mut led_offsets = std::collections::BTreeSet::new();
         let mut lost_offsets = std::collections::BTreeSet::new();
-        self.replicas.retain_leaders(new, self.node_id);
         for ((topic, partition), change) in role_changes(old, new, self.node_id) {
             let led = matches!(change, RoleChange::BecomeLeader { .. });
-            if led {
-                info!(%topic, partition, ?change, "became leader");
-                // Starts the epoch now (its start offset, the high watermark of an ISR of
-                // one), not at the first request.
-                if let Err(e) = self
-                    .replicas
-                    .leader(
-                        || self.effective_config(),
-                        new,
-                        self.node_id,
-                        &topic,
-                        partition,
-                        None,
-                    )
-                    .await
-                {
-                    tracing::warn!(%topic, partition, error = %e, "cannot start leading");
-                }
-            } else {
-                tracing::debug!(%topic, partition, ?change, "no longer leader");
+            if change == RoleChange::UpdateAssignment {
+                continue;
             }
             if topic == OFFSETS_TOPIC {
                 if led {
@@ -244,6 +228,16 @@ impl Broker {
             }
         }
     }
+}
+
+/// `config` with the dynamic layers of `image` (the cluster default and this broker's
+/// overrides) applied.
+fn effective_config(config: &BrokerConfig, image: &MetadataImage) -> BrokerConfig {
+    let empty = Default::default();
+    config.with_dynamic(
+        image.broker_configs(None).unwrap_or(&empty),
+        image.broker_configs(Some(config.node_id)).unwrap_or(&empty),
+    )
 }
 
 /// The cluster id every node shares: the quorum's, set by the first node that finds none

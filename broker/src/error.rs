@@ -201,6 +201,18 @@ fn apply_code(e: &ApplyError) -> ResponseError {
     }
 }
 
+/// Why a client's records were not appended as leader (`partition::append`): Kafka's
+/// `Partition.appendRecordsToLeader` and `LogValidator` choices.
+pub fn append_code(e: &crate::partition::append::AppendError) -> ResponseError {
+    use crate::partition::append::AppendError;
+    match e {
+        AppendError::Broker(e) => e.code(),
+        AppendError::NotEnoughReplicas => ResponseError::NotEnoughReplicas,
+        AppendError::ControlBatch | AppendError::Keyless(_) => ResponseError::InvalidRecord,
+        AppendError::Transaction(code) => *code,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

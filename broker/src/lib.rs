@@ -9,7 +9,6 @@ pub mod cluster;
 pub mod config;
 pub mod coordinator;
 pub mod error;
-pub mod fetch_session;
 pub mod handlers;
 pub mod metadata;
 pub mod metrics;

@@ -42,15 +42,9 @@ pub async fn handle(
         for p in topic.partitions {
             let result = match broker
                 .replicas
-                .partition(
-                    || config.clone(),
-                    &image,
-                    broker.node_id,
-                    &name,
-                    p.partition_index,
-                    None,
-                )
+                .leader_partition(&name, p.partition_index, None)
                 .await
+                .map(|p| p.log().clone())
             {
                 Err(e) => Err(e.code()),
                 Ok(_) if !deletes(&config, &image, &name) => Err(ResponseError::PolicyViolation),

@@ -33,8 +33,6 @@ pub async fn handle(
     req: DescribeProducersRequest,
     _version: i16,
 ) -> DescribeProducersResponse {
-    let image = broker.image();
-    let config = broker.effective_config();
     let mut topics = Vec::with_capacity(req.topics.len());
     for topic in req.topics {
         let name = topic.name.to_string();
@@ -42,15 +40,9 @@ pub async fn handle(
         for index in topic.partition_indexes {
             let log = broker
                 .replicas
-                .partition(
-                    || config.clone(),
-                    &image,
-                    broker.node_id,
-                    &name,
-                    index,
-                    None,
-                )
-                .await;
+                .leader_partition(&name, index, None)
+                .await
+                .map(|p| p.log().clone());
             let producers = match log {
                 Ok(log) => log.active_producers().await.map_err(BrokerError::from),
                 Err(e) => Err(e),

@@ -39,16 +39,10 @@ pub async fn handle(broker: &Broker, req: ListOffsetsRequest, version: i16) -> L
             };
             let result = match broker
                 .replicas
-                .partition(
-                    || broker.effective_config(),
-                    &image,
-                    broker.node_id,
-                    &name,
-                    p.partition_index,
-                    // KIP-320: a client with an older (or newer) leader epoch must refresh.
-                    Some(p.current_leader_epoch),
-                )
+                // KIP-320: a client with an older (or newer) leader epoch must refresh.
+                .leader_partition(&name, p.partition_index, Some(p.current_leader_epoch))
                 .await
+                .map(|p| p.log().clone())
             {
                 Err(e) => Err(e.code()),
                 Ok(log) => match p.timestamp {

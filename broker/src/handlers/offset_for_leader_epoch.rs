@@ -22,7 +22,6 @@ pub async fn handle(
     req: OffsetForLeaderEpochRequest,
     _version: i16,
 ) -> OffsetForLeaderEpochResponse {
-    let image = broker.image();
     let mut topics = Vec::with_capacity(req.topics.len());
     for topic in req.topics {
         let name = topic.topic.to_string();
@@ -34,15 +33,9 @@ pub async fn handle(
                 .with_end_offset(-1);
             let log = broker
                 .replicas
-                .partition(
-                    || broker.effective_config(),
-                    &image,
-                    broker.node_id,
-                    &name,
-                    p.partition,
-                    Some(p.current_leader_epoch),
-                )
-                .await;
+                .leader_partition(&name, p.partition, Some(p.current_leader_epoch))
+                .await
+                .map(|p| p.log().clone());
             let answer = match log {
                 Ok(log) => log
                     .end_offset_for_epoch(p.leader_epoch)

@@ -21,7 +21,6 @@ use brook_protocol::kafka_protocol::messages::{
     BrokerId, ProduceRequest, ProduceResponse, TopicName,
 };
 use brook_protocol::kafka_protocol::ResponseError;
-use bytes::BytesMut;
 use tracing::debug;
 
 use std::sync::Arc;
@@ -33,7 +32,9 @@ use crate::coordinator::txn::records::TXN_STATE_TOPIC;
 use crate::error::BrokerError;
 use crate::metadata::topics;
 use crate::metrics;
-use crate::partition::compacted_keys::{reject_keyless, KeylessRecords};
+use crate::partition::append::{AppendError, RequiredAcks};
+use crate::partition::compacted_keys::KeylessRecords;
+use crate::partition::Partition;
 use crate::replication::acks::{self, NotReplicated};
 use crate::replication::leader::LeaderPartition;
 
@@ -81,10 +82,9 @@ pub async fn handle(broker: &Broker, req: ProduceRequest, version: i16) -> Optio
         let mut answered = Vec::with_capacity(partitions.len());
         for (response, result) in partitions {
             let result = match result {
-                Ok((ok, Some(state))) if acks == -1 => acks::wait_for_high_watermark(
-                    broker.quorum.subscribe(),
+                Ok((ok, Some((partition, state)))) if acks == -1 => acks::wait_for_high_watermark(
+                    &partition,
                     &state,
-                    broker.node_id,
                     ok.last_offset + 1,
                     timeout,
                     &broker.stopping,
@@ -223,7 +223,10 @@ struct Request<'a> {
     transactional_id: Option<&'a str>,
 }
 
-/// Appends as leader; returns what was appended and, for a new append, the leader state
+/// A partition appended to, and the leader state an acks=all answer waits on.
+type Led = (Arc<Partition>, Arc<LeaderPartition>);
+
+/// Appends as leader; returns what was appended and, for a new append, the partition
 /// whose high watermark an acks=all answer waits for.
 async fn append(
     broker: &Broker,
@@ -231,39 +234,21 @@ async fn append(
     partition: i32,
     records: Option<bytes::Bytes>,
     request: Request<'_>,
-) -> Result<(brook_storage::AppendInfo, Option<Arc<LeaderPartition>>), Refused> {
-    let acks = request.acks;
+) -> Result<(brook_storage::AppendInfo, Option<Led>), Refused> {
     let Some(records) = records.filter(|r| !r.is_empty()) else {
         return Err(ResponseError::CorruptMessage.into());
     };
-    let image = broker.image();
-    let state = broker
+    let replica = broker
         .replicas
-        .leader(
-            || broker.effective_config(),
-            &image,
-            broker.node_id,
-            topic,
-            partition,
-            None,
-        )
+        .leader_partition(topic, partition, None)
         .await?;
-    let leader_epoch = state.leader_epoch;
-    let log = state.log.clone();
-    let part = image.partition(topic, partition);
-    if acks == -1 && part.is_some_and(|p| p.isr.len() < state.effective_min_isr(p)) {
-        // Kafka refuses before writing, so a retry cannot duplicate the records.
-        return Err(ResponseError::NotEnoughReplicas.into());
-    }
-    if has_control_batch(&records) {
-        // Markers are written by transaction coordinators only (Kafka's
-        // `LogValidator`: "Client cannot produce control batches").
-        return Err(ResponseError::InvalidRecord.into());
-    }
-    if let (Some(transactional_id), Some((producer_id, producer_epoch))) =
-        (request.transactional_id, transactional_producer(&records))
-    {
-        if !log.has_ongoing_transaction(producer_id, producer_epoch) {
+    let acks = if request.acks == -1 {
+        RequiredAcks::All
+    } else {
+        RequiredAcks::Leader
+    };
+    let verify = request.transactional_id.map(|transactional_id| {
+        move |producer_id, producer_epoch| async move {
             let producer = Producer {
                 transactional_id,
                 producer_id,
@@ -276,22 +261,16 @@ async fn append(
                 Operation::for_produce(request.version),
                 ResponseError::NotEnoughReplicas,
             )
-            .await?;
-        }
-    }
-    if log.is_compacted() {
-        reject_keyless(topic, partition, &records)
             .await
-            .map_err(Refused::Keyless)?;
-    }
+        }
+    });
     let size = records.len();
-    // One copy: the batch header is stamped in place (base offset, leader epoch).
-    let buf = BytesMut::from(&records[..]);
     let now_ms = brook_storage::log_manager::now_ms();
-    let info = log
-        .append(buf, leader_epoch, now_ms)
+    let appended = replica
+        .append_as_leader(records, acks, verify, now_ms)
         .await
-        .map_err(|e| BrokerError::from(e).code())?;
+        .map_err(Refused::from)?;
+    let info = appended.info;
     if !info.duplicate {
         metrics::record_produce(
             topic,
@@ -299,89 +278,16 @@ async fn append(
             (info.last_offset - info.base_offset + 1) as u64,
         );
     }
-    metrics::set_log_end_offset(topic, partition, log.log_end_offset());
-    if let Some(part) = part {
-        state.maybe_advance_high_watermark(part, broker.node_id);
-    }
-    Ok((info, Some(state)))
+    metrics::set_log_end_offset(topic, partition, replica.log().log_end_offset());
+    Ok((info, Some((replica, appended.leader))))
 }
 
-/// The producer id and epoch of a produce's first batch when it is transactional
-/// (attribute bit 4), read from the header in place; storage validates it afterwards.
-fn transactional_producer(records: &[u8]) -> Option<(i64, i16)> {
-    const MAGIC_AT: usize = 16;
-    const ATTRIBUTES_AT: usize = 21;
-    const PRODUCER_ID_AT: usize = 43;
-    const PRODUCER_EPOCH_AT: usize = 51;
-    const TRANSACTIONAL: u8 = 0x10;
-    let header = records.get(..PRODUCER_EPOCH_AT + 2)?;
-    if header[MAGIC_AT] != 2 || header[ATTRIBUTES_AT + 1] & TRANSACTIONAL == 0 {
-        return None;
-    }
-    let producer_id =
-        i64::from_be_bytes(header[PRODUCER_ID_AT..PRODUCER_EPOCH_AT].try_into().ok()?);
-    let producer_epoch = i16::from_be_bytes(
-        header[PRODUCER_EPOCH_AT..PRODUCER_EPOCH_AT + 2]
-            .try_into()
-            .ok()?,
-    );
-    Some((producer_id, producer_epoch))
-}
-
-/// Whether any batch of a produce has the control attribute (bit 5), read from each
-/// batch header in place (no CRC check: storage validates every batch afterwards, and a
-/// malformed length simply ends the walk).
-fn has_control_batch(records: &[u8]) -> bool {
-    const LENGTH_AT: usize = 8;
-    const ATTRIBUTES_AT: usize = 21;
-    const CONTROL: u8 = 0x20;
-    let mut at = 0usize;
-    while let Some(header) = records.get(at..at + ATTRIBUTES_AT + 2) {
-        let Ok(length) = <[u8; 4]>::try_from(&header[LENGTH_AT..LENGTH_AT + 4]) else {
-            return false;
-        };
-        if header[ATTRIBUTES_AT + 1] & CONTROL != 0 {
-            return true;
+impl From<AppendError> for Refused {
+    fn from(e: AppendError) -> Self {
+        match e {
+            AppendError::Broker(e) => e.into(),
+            AppendError::Keyless(keyless) => Refused::Keyless(keyless),
+            e => Refused::Code(crate::error::append_code(&e)),
         }
-        let length = i32::from_be_bytes(length);
-        if length <= 0 {
-            return false;
-        }
-        at += 12 + length as usize;
-    }
-    false
-}
-
-#[cfg(test)]
-mod tests {
-    use super::has_control_batch;
-
-    fn batch(attributes: u16, length: i32) -> Vec<u8> {
-        let mut b = vec![0u8; 12 + length.max(11) as usize];
-        b[8..12].copy_from_slice(&length.to_be_bytes());
-        b[21..23].copy_from_slice(&attributes.to_be_bytes());
-        b
-    }
-
-    #[test]
-    fn a_transactional_first_batch_names_its_producer() {
-        let mut b = batch(0x10, 60);
-        b[16] = 2;
-        b[43..51].copy_from_slice(&77i64.to_be_bytes());
-        b[51..53].copy_from_slice(&3i16.to_be_bytes());
-        assert_eq!(super::transactional_producer(&b), Some((77, 3)));
-        b[22] = 0;
-        assert_eq!(super::transactional_producer(&b), None);
-        assert_eq!(super::transactional_producer(&b[..40]), None);
-    }
-
-    #[test]
-    fn a_control_batch_anywhere_in_a_produce_is_found() {
-        let mut records = batch(0x10, 60);
-        assert!(!has_control_batch(&records));
-        records.extend(batch(0x30, 60));
-        assert!(has_control_batch(&records));
-        assert!(!has_control_batch(&batch(0, -1)));
-        assert!(!has_control_batch(&[0u8; 5]));
     }
 }

@@ -136,7 +136,11 @@ mod tests {
             ..compact.clone()
         };
         let other = manager.get_or_create("d", 0, plain).expect("create");
-        let replicas = ReplicaManager::new(manager);
+        let replicas = ReplicaManager::new(
+            manager,
+            1,
+            tokio::sync::watch::channel(std::sync::Arc::default()).1,
+        );
         let now = now_ms();
         for i in 0..12 {
             let key = format!("k{}", i % 2);

@@ -20,16 +20,21 @@ pub enum RoleChange {
     BecomeFollower { leader: i32, leader_epoch: i32 },
     /// This broker is no longer a replica (or the topic is gone): delete the log.
     Stop,
+    /// Same leader and epoch, but the replicas or the ISR changed (the leader's high
+    /// watermark and min-ISR checks follow the committed ISR).
+    UpdateAssignment,
 }
 
-fn partitions(image: &MetadataImage) -> BTreeMap<TopicPartition, &PartitionImage> {
+/// Each partition with its topic id (a topic deleted and created again under the same
+/// name is another partition).
+fn partitions(image: &MetadataImage) -> BTreeMap<TopicPartition, (uuid::Uuid, &PartitionImage)> {
     image
         .topics
         .values()
         .flat_map(|t| {
             t.partitions
                 .values()
-                .map(move |p| ((t.name.clone(), p.partition), p))
+                .map(move |p| ((t.name.clone(), p.partition), (t.topic_id, p)))
         })
         .collect()
 }
@@ -43,23 +48,33 @@ pub fn role_changes(
     let before = partitions(old);
     let after = partitions(new);
     let mut out = Vec::new();
-    for (tp, p) in &after {
+    for (tp, &(id, p)) in &after {
         if !p.replicas.contains(&node_id) {
             if before
                 .get(tp)
-                .is_some_and(|o| o.replicas.contains(&node_id))
+                .is_some_and(|(_, o)| o.replicas.contains(&node_id))
             {
                 out.push((tp.clone(), RoleChange::Stop));
             }
             continue;
         }
-        let unchanged = before.get(tp).is_some_and(|o| {
-            o.leader == p.leader
+        let same = before.get(tp).filter(|(old_id, o)| {
+            *old_id == id
+                && o.leader == p.leader
                 && o.leader_epoch == p.leader_epoch
                 && o.replicas.contains(&node_id)
         });
-        if unchanged {
+        if let Some((_, o)) = same {
+            if p.leader == node_id && (o.isr != p.isr || o.replicas != p.replicas) {
+                out.push((tp.clone(), RoleChange::UpdateAssignment));
+            }
             continue;
+        }
+        if let Some((old_id, o)) = before.get(tp) {
+            if *old_id != id && o.replicas.contains(&node_id) {
+                // The topic was deleted and created again: the old replica goes first.
+                out.push((tp.clone(), RoleChange::Stop));
+            }
         }
         let change = if p.leader == node_id {
             RoleChange::BecomeLeader {
@@ -73,7 +88,7 @@ pub fn role_changes(
         };
         out.push((tp.clone(), change));
     }
-    for (tp, p) in &before {
+    for (tp, (_, p)) in &before {
         if !after.contains_key(tp) && p.replicas.contains(&node_id) {
             out.push((tp.clone(), RoleChange::Stop));
         }

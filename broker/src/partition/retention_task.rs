@@ -97,7 +97,11 @@ mod tests {
         let manager =
             LogManager::open(&[dir.path().to_path_buf()], config.clone()).expect("open logs");
         let log = manager.get_or_create("t", 0, config).expect("create");
-        let replicas = ReplicaManager::new(manager);
+        let replicas = ReplicaManager::new(
+            manager,
+            1,
+            tokio::sync::watch::channel(std::sync::Arc::default()).1,
+        );
         let now = now_ms();
         // Four ~420-byte batches, two per segment: the first two an hour old.
         for ts in [now - 3_600_000, now - 3_600_000, now, now] {

@@ -4,17 +4,19 @@
 //! (NOT_LEADER_OR_FOLLOWER: the client retries at the new leader; an idempotent producer's
 //! retry is de-duplicated there) or when the ISR falls below `min.insync.replicas`
 //! (NOT_ENOUGH_REPLICAS_AFTER_APPEND), and at the request's timeout (REQUEST_TIMED_OUT).
+//! It waits as a delayed operation on the partition (`partition::delayed`), woken by its
+//! high watermark and by role and ISR changes.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use brook_protocol::kafka_protocol::ResponseError;
-use brook_raft::MetadataImage;
-use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::leader::LeaderPartition;
+use crate::partition::delayed::{Delayed, Wake, Watch};
+use crate::partition::{Partition, Role};
 
 /// Why an appended write was not acknowledged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,33 +42,45 @@ impl NotReplicated {
     }
 }
 
-/// Waits until `state`'s high watermark reaches `required` (the offset after the write).
+/// Waits until `state`'s high watermark reaches `required` (the offset after the write),
+/// while `partition` is led by this broker at `state`'s epoch.
 pub async fn wait_for_high_watermark(
-    mut images: watch::Receiver<Arc<MetadataImage>>,
-    state: &LeaderPartition,
-    node_id: i32,
+    partition: &Partition,
+    state: &Arc<LeaderPartition>,
     required: i64,
     timeout: Duration,
     stopping: &CancellationToken,
 ) -> Result<(), NotReplicated> {
-    let mut appends = state.log.subscribe_appends();
-    let deadline = Instant::now() + timeout;
+    let mut delayed = Delayed::new(1, Instant::now() + timeout, stopping.clone());
+    delayed.set(0, Some(Watch::partition(partition)));
     loop {
-        let image = images.borrow_and_update().clone();
-        let Some(part) = image.partition(&state.topic, state.partition) else {
+        if delayed.is_closed(0) {
+            // The log was closed or deleted under the write.
             return Err(NotReplicated::Moved {
                 leader: -1,
                 leader_epoch: -1,
             });
-        };
-        if part.leader != node_id || part.leader_epoch != state.leader_epoch {
-            return Err(NotReplicated::Moved {
-                leader: part.leader,
-                leader_epoch: part.leader_epoch,
-            });
         }
-        let short = part.isr.len() < state.effective_min_isr(part);
-        if state.maybe_advance_high_watermark(part, node_id) >= required {
+        match partition.role() {
+            Role::Leader(now) if Arc::ptr_eq(&now, state) => {}
+            Role::Leader(now) => {
+                return Err(NotReplicated::Moved {
+                    leader: now.node_id(),
+                    leader_epoch: now.leader_epoch,
+                })
+            }
+            Role::Follower {
+                leader,
+                leader_epoch,
+            } => {
+                return Err(NotReplicated::Moved {
+                    leader,
+                    leader_epoch,
+                })
+            }
+        }
+        let short = state.isr_below_min();
+        if state.maybe_advance_high_watermark() >= required {
             return if short {
                 Err(NotReplicated::NotEnoughReplicasAfterAppend)
             } else {
@@ -76,16 +90,11 @@ pub async fn wait_for_high_watermark(
         if short {
             return Err(NotReplicated::NotEnoughReplicasAfterAppend);
         }
-        tokio::select! {
-            changed = appends.changed() => if changed.is_err() {
-                // The log was closed or deleted under the write.
-                return Err(NotReplicated::Moved { leader: -1, leader_epoch: -1 });
-            },
-            changed = images.changed() => if changed.is_err() {
-                return Err(NotReplicated::TimedOut);
-            },
-            _ = tokio::time::sleep_until(deadline) => return Err(NotReplicated::TimedOut),
-            _ = stopping.cancelled() => return Err(NotReplicated::TimedOut),
+        match delayed.wait().await {
+            Wake::Changed(_) => {}
+            // Kafka answers an acks=all produce it could not complete by its timeout (or
+            // at shutdown) with REQUEST_TIMED_OUT.
+            Wake::TimedOut | Wake::ShuttingDown => return Err(NotReplicated::TimedOut),
         }
     }
 }

@@ -16,6 +16,9 @@
 //!   or starts over at its log start when the leader deleted what it lacks;
 //! - on leadership errors waits for the image to move the partition elsewhere.
 //!
+//! The followed partitions' logs are the replica manager's (`ReplicaManager::get`): opened
+//! when it applies the image that assigns them, looked up once per round.
+//!
 //! Fetchers are owned here and drained on shutdown.
 
 use std::collections::{BTreeMap, HashMap};
@@ -40,7 +43,7 @@ use brook_storage::LogHandle;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, info, warn};
+use tracing::{debug, info};
 
 use super::client::{PeerConnection, PeerError};
 use crate::broker::Broker;
@@ -139,7 +142,6 @@ async fn fetch_from(
     stop: CancellationToken,
 ) {
     let mut connection: Option<PeerConnection> = None;
-    let mut logs: HashMap<(String, i32), LogHandle> = HashMap::new();
     debug!(leader, "fetcher started");
     while !stop.is_cancelled() {
         let parts = assignment.borrow_and_update().clone();
@@ -150,10 +152,9 @@ async fn fetch_from(
             }
             continue;
         }
-        logs.retain(|key, _| parts.contains_key(key));
         let round = tokio::select! {
             _ = stop.cancelled() => break,
-            round = fetch_round(&broker, leader, &parts, &mut logs, &mut connection, &mut assignment) => round,
+            round = fetch_round(&broker, leader, &parts, &mut connection, &mut assignment) => round,
         };
         if let Err(e) = round {
             if matches!(e, RoundError::Peer(_) | RoundError::Reassigned) {
@@ -191,7 +192,6 @@ async fn fetch_round(
     broker: &Broker,
     leader: i32,
     parts: &Assignment,
-    logs: &mut HashMap<(String, i32), LogHandle>,
     connection: &mut Option<PeerConnection>,
     reassigned: &mut watch::Receiver<Assignment>,
 ) -> Result<(), RoundError> {
@@ -208,34 +208,22 @@ async fn fetch_round(
     };
     let config = &broker.config;
     let mut topics: BTreeMap<uuid::Uuid, FetchTopic> = BTreeMap::new();
-    let mut by_id: HashMap<(uuid::Uuid, i32), &Followed> = HashMap::new();
-    for (key, f) in parts {
-        let log = match logs.get(key) {
-            Some(log) => log.clone(),
-            None => {
-                match broker
-                    .replicas
-                    .replica_log(
-                        || broker.effective_config(),
-                        &image,
-                        broker.node_id,
-                        &f.topic,
-                        f.partition,
-                    )
-                    .await
-                {
-                    Ok(log) => {
-                        logs.insert(key.clone(), log.clone());
-                        log
-                    }
-                    Err(e) => {
-                        warn!(topic = %f.topic, partition = f.partition, error = %e, "cannot open the replica log");
-                        continue;
-                    }
-                }
+    let mut by_id: HashMap<(uuid::Uuid, i32), (&Followed, LogHandle)> = HashMap::new();
+    for f in parts.values() {
+        // The replica manager opens the replica's log when it applies the image that
+        // assigns it; until then (or while its log is offline) it is not fetched.
+        let log = match broker.replicas.get(&f.topic, f.partition) {
+            Some(Ok(p)) if p.topic_id() == f.topic_id => p.log().clone(),
+            Some(Err(e)) => {
+                debug!(topic = %f.topic, partition = f.partition, error = %e, "replica offline");
+                continue;
+            }
+            _ => {
+                debug!(topic = %f.topic, partition = f.partition, "replica not applied yet");
+                continue;
             }
         };
-        by_id.insert((f.topic_id, f.partition), f);
+        by_id.insert((f.topic_id, f.partition), (f, log.clone()));
         topics
             .entry(f.topic_id)
             .or_insert_with(|| FetchTopic::default().with_topic_id(f.topic_id))
@@ -284,13 +272,10 @@ async fn fetch_round(
     let mut progressed = false;
     for topic in response.responses {
         for data in topic.partitions {
-            let Some(f) = by_id.get(&(topic.topic_id, data.partition_index)) else {
+            let Some((f, log)) = by_id.get(&(topic.topic_id, data.partition_index)) else {
                 continue;
             };
-            let Some(log) = logs.get(&(f.topic.clone(), f.partition)).cloned() else {
-                continue;
-            };
-            match handle_partition(broker, conn, f, &log, data).await {
+            match handle_partition(broker, conn, f, log, data).await {
                 Ok(()) => progressed = true,
                 Err(e) => {
                     debug!(topic = %f.topic, partition = f.partition, leader, error = %e, "follower fetch of a partition failed")

@@ -53,42 +53,6 @@ const CHECKPOINT_INTERVAL: Duration = Duration::from_secs(5);
 
 async fn check_all(broker: &Broker, lag_max_ms: i64, shutdown: &CancellationToken) {
     let node_id = broker.node_id;
-    let image = broker.image();
-    broker.replicas.retain_leaders(&image, node_id);
-    // Partitions led since start-up (or whose start failed) get their leader state here,
-    // so their high watermark moves even before the first produce or follower fetch.
-    let led: Vec<(String, i32)> = image
-        .topics
-        .values()
-        .flat_map(|t| {
-            t.partitions
-                .values()
-                .filter(|p| p.leader == node_id)
-                .map(|p| (t.name.clone(), p.partition))
-        })
-        .collect();
-    let known: std::collections::HashSet<(String, i32)> = broker
-        .replicas
-        .leaders()
-        .iter()
-        .map(|l| (l.topic.clone(), l.partition))
-        .collect();
-    for (topic, partition) in led.into_iter().filter(|k| !known.contains(k)) {
-        if let Err(e) = broker
-            .replicas
-            .leader(
-                || broker.effective_config(),
-                &image,
-                node_id,
-                &topic,
-                partition,
-                None,
-            )
-            .await
-        {
-            debug!(%topic, partition, error = %e, "cannot start leading yet");
-        }
-    }
     for state in broker.replicas.leaders() {
         if shutdown.is_cancelled() {
             return;
@@ -103,7 +67,7 @@ async fn check_all(broker: &Broker, lag_max_ms: i64, shutdown: &CancellationToke
         if part.leader != node_id || part.leader_epoch != state.leader_epoch {
             continue;
         }
-        state.maybe_advance_high_watermark(part, node_id);
+        state.maybe_advance_high_watermark();
         let now_ms = brook_storage::log_manager::now_ms();
         // The controller's own rule (`is_active`), plus the fetching incarnation's epoch.
         let eligible = |broker_id: i32, epoch: i64| {

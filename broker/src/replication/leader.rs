@@ -48,9 +48,22 @@ pub struct LeaderPartition {
     /// holds everything of earlier epochs that this leader kept).
     pub epoch_start_offset: i64,
     pub log: LogHandle,
+    /// This broker's id (the leader's own replica).
+    node_id: i32,
     followers: parking_lot::Mutex<BTreeMap<i32, FollowerState>>,
+    /// The replicas and ISR of the committed image, set when the replica manager applies
+    /// an image that changes them: the high watermark and the min-ISR checks read them
+    /// here, without a lookup in the image.
+    assignment: parking_lot::Mutex<Assignment>,
     /// The topic's `min.insync.replicas` (refreshed when configs change).
     min_isr: AtomicI32,
+}
+
+/// A partition's replicas and ISR as the committed image has them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Assignment {
+    pub replicas: Vec<i32>,
+    pub isr: Vec<i32>,
 }
 
 impl LeaderPartition {
@@ -60,12 +73,13 @@ impl LeaderPartition {
     pub fn new(
         log: LogHandle,
         leader_epoch: i32,
-        replicas: &[i32],
+        assignment: Assignment,
         node_id: i32,
         min_isr: i32,
         now_ms: i64,
     ) -> Self {
-        let followers = replicas
+        let followers = assignment
+            .replicas
             .iter()
             .filter(|&&r| r != node_id)
             .map(|&r| {
@@ -87,9 +101,16 @@ impl LeaderPartition {
             leader_epoch,
             epoch_start_offset: log.log_end_offset(),
             log,
+            node_id,
             followers: parking_lot::Mutex::new(followers),
+            assignment: parking_lot::Mutex::new(assignment),
             min_isr: AtomicI32::new(min_isr.max(1)),
         }
+    }
+
+    /// This broker: the leader.
+    pub fn node_id(&self) -> i32 {
+        self.node_id
     }
 
     pub fn min_isr(&self) -> i32 {
@@ -100,10 +121,25 @@ impl LeaderPartition {
         self.min_isr.store(min_isr.max(1), Ordering::Relaxed);
     }
 
-    /// `min.insync.replicas` as it applies to this partition: never more than its
-    /// replicas (Kafka's effective min ISR).
-    pub fn effective_min_isr(&self, part: &PartitionImage) -> usize {
-        (self.min_isr() as usize).min(part.replicas.len().max(1))
+    /// The committed replicas and ISR (a new image changed them).
+    pub fn set_assignment(&self, assignment: Assignment) {
+        *self.assignment.lock() = assignment;
+    }
+
+    /// Whether `replica` is in the committed ISR.
+    pub fn isr_contains(&self, replica: i32) -> bool {
+        self.assignment.lock().isr.contains(&replica)
+    }
+
+    pub fn assignment(&self) -> Assignment {
+        self.assignment.lock().clone()
+    }
+
+    /// Whether the committed ISR is smaller than `min.insync.replicas` as it applies to
+    /// this partition: never more than its replicas (Kafka's effective min ISR).
+    pub fn isr_below_min(&self) -> bool {
+        let a = self.assignment.lock();
+        a.isr.len() < (self.min_isr() as usize).min(a.replicas.len().max(1))
     }
 
     /// Records a follower's fetch at `fetch_offset`, sent by its incarnation `broker_epoch`
@@ -144,15 +180,16 @@ impl LeaderPartition {
 
     /// Advances the high watermark to the smallest LEO of the ISR if that is higher and
     /// the ISR is large enough. Returns the high watermark.
-    pub fn maybe_advance_high_watermark(&self, part: &PartitionImage, node_id: i32) -> i64 {
+    pub fn maybe_advance_high_watermark(&self) -> i64 {
         let current = self.log.high_watermark();
-        if part.isr.len() < self.effective_min_isr(part) {
+        if self.isr_below_min() {
             return current;
         }
+        let isr = self.assignment.lock().isr.clone();
         let leader_leo = self.log.log_end_offset();
         let followers = self.followers.lock();
         let mut candidate = leader_leo;
-        for r in part.isr.iter().filter(|&&r| r != node_id) {
+        for r in isr.iter().filter(|&&r| r != self.node_id) {
             match followers.get(r) {
                 Some(f) if f.log_end_offset >= 0 => candidate = candidate.min(f.log_end_offset),
                 // An ISR member that has not fetched in this epoch holds an unknown prefix.
@@ -222,6 +259,13 @@ mod tests {
     use brook_storage::testing::{encode_batch, TestBatch};
     use brook_storage::{LogConfig, LogManager};
 
+    fn assignment(replicas: &[i32], isr: &[i32]) -> Assignment {
+        Assignment {
+            replicas: replicas.to_vec(),
+            isr: isr.to_vec(),
+        }
+    }
+
     fn part(replicas: &[i32], isr: &[i32]) -> PartitionImage {
         PartitionImage {
             partition: 0,
@@ -251,29 +295,27 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let log = log_with(10, dir.path());
         log.set_high_watermark(0);
-        let leader = LeaderPartition::new(log.clone(), 0, &[1, 2, 3], 1, 1, 0);
-        let p = part(&[1, 2, 3], &[1, 2, 3]);
+        let leader =
+            LeaderPartition::new(log.clone(), 0, assignment(&[1, 2, 3], &[1, 2, 3]), 1, 1, 0);
         assert_eq!(
-            leader.maybe_advance_high_watermark(&p, 1),
+            leader.maybe_advance_high_watermark(),
             0,
             "followers unknown"
         );
         leader.record_fetch(2, 7, 7, 10, 1);
         assert_eq!(
-            leader.maybe_advance_high_watermark(&p, 1),
+            leader.maybe_advance_high_watermark(),
             0,
             "follower 3 unknown"
         );
         leader.record_fetch(3, 7, 4, 10, 1);
-        assert_eq!(leader.maybe_advance_high_watermark(&p, 1), 4);
+        assert_eq!(leader.maybe_advance_high_watermark(), 4);
         leader.record_fetch(3, 7, 10, 10, 2);
-        assert_eq!(leader.maybe_advance_high_watermark(&p, 1), 7);
+        assert_eq!(leader.maybe_advance_high_watermark(), 7);
         // Out of the ISR, a slow follower no longer holds the high watermark back.
         leader.record_fetch(2, 7, 8, 10, 3);
-        assert_eq!(
-            leader.maybe_advance_high_watermark(&part(&[1, 2, 3], &[1, 3]), 1),
-            10
-        );
+        leader.set_assignment(assignment(&[1, 2, 3], &[1, 3]));
+        assert_eq!(leader.maybe_advance_high_watermark(), 10);
     }
 
     #[test]
@@ -281,16 +323,11 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let log = log_with(5, dir.path());
         log.set_high_watermark(2);
-        let leader = LeaderPartition::new(log, 0, &[1, 2, 3], 1, 2, 0);
-        assert_eq!(
-            leader.maybe_advance_high_watermark(&part(&[1, 2, 3], &[1]), 1),
-            2
-        );
+        let leader = LeaderPartition::new(log, 0, assignment(&[1, 2, 3], &[1]), 1, 2, 0);
+        assert_eq!(leader.maybe_advance_high_watermark(), 2);
         leader.record_fetch(2, 7, 5, 5, 1);
-        assert_eq!(
-            leader.maybe_advance_high_watermark(&part(&[1, 2, 3], &[1, 2]), 1),
-            5
-        );
+        leader.set_assignment(assignment(&[1, 2, 3], &[1, 2]));
+        assert_eq!(leader.maybe_advance_high_watermark(), 5);
     }
 
     #[test]
@@ -298,7 +335,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let log = log_with(10, dir.path());
         log.set_high_watermark(10);
-        let leader = LeaderPartition::new(log, 0, &[1, 2, 3], 1, 1, 0);
+        let leader = LeaderPartition::new(log, 0, assignment(&[1, 2, 3], &[1, 2, 3]), 1, 1, 0);
         let p = part(&[1, 2, 3], &[1, 2]);
         // Follower 2 never fetches: it leaves after the lag time; 3 catches up and joins.
         leader.record_fetch(3, 7, 10, 10, 500);
@@ -322,7 +359,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let log = log_with(10, dir.path());
         log.set_high_watermark(10);
-        let leader = LeaderPartition::new(log, 0, &[1, 2, 3], 1, 1, 0);
+        let leader = LeaderPartition::new(log, 0, assignment(&[1, 2, 3], &[1, 2, 3]), 1, 1, 0);
         // The controller removed dead broker 2 at fencing; 3 is out and caught up.
         let p = part(&[1, 2, 3], &[1]);
         leader.record_fetch(2, 7, 10, 10, 100);
@@ -345,7 +382,7 @@ mod tests {
     fn a_follower_that_reached_the_previous_leo_counts_as_caught_up_at_the_previous_fetch() {
         let dir = tempfile::tempdir().expect("tempdir");
         let log = log_with(1, dir.path());
-        let leader = LeaderPartition::new(log, 0, &[1, 2], 1, 1, 0);
+        let leader = LeaderPartition::new(log, 0, assignment(&[1, 2], &[1, 2]), 1, 1, 0);
         leader.record_fetch(2, 7, 100, 100, 1_000);
         leader.record_fetch(2, 7, 100, 200, 2_000);
         leader.record_fetch(2, 7, 200, 300, 3_000);

@@ -31,7 +31,6 @@ use tokio::sync::watch;
 use super::records::{self, OFFSETS_TOPIC};
 use super::txn_offsets::TxnOffsets;
 use super::Shared;
-use crate::config::BrokerConfig;
 use crate::error::BrokerError;
 use crate::partition::ReplicaManager;
 use crate::replication::acks::{self, NotReplicated};
@@ -50,7 +49,6 @@ pub struct TxnProducer {
 pub struct OffsetsLog {
     replicas: ReplicaManager,
     images: watch::Receiver<Arc<MetadataImage>>,
-    config: BrokerConfig,
     node_id: i32,
     locks: parking_lot::Mutex<HashMap<i32, Arc<tokio::sync::Mutex<()>>>>,
 }
@@ -59,13 +57,11 @@ impl OffsetsLog {
     pub fn new(
         replicas: ReplicaManager,
         images: watch::Receiver<Arc<MetadataImage>>,
-        config: BrokerConfig,
         node_id: i32,
     ) -> Self {
         OffsetsLog {
             replicas,
             images,
-            config,
             node_id,
             locks: parking_lot::Mutex::new(HashMap::new()),
         }
@@ -90,31 +86,12 @@ impl OffsetsLog {
     }
 
     /// The log of `partition`, which this broker leads (NOT_LEADER_OR_FOLLOWER otherwise).
-    async fn led_log(
-        &self,
-        image: &MetadataImage,
-        partition: i32,
-    ) -> Result<LogHandle, BrokerError> {
-        self.replicas
-            .partition(
-                || self.broker_config(image),
-                image,
-                self.node_id,
-                OFFSETS_TOPIC,
-                partition,
-                None,
-            )
-            .await
-    }
-
-    /// This broker's config with the image's dynamic layers (`Broker::effective_config`
-    /// for a holder of the image rather than of the broker).
-    fn broker_config(&self, image: &MetadataImage) -> BrokerConfig {
-        let empty = Default::default();
-        self.config.with_dynamic(
-            image.broker_configs(None).unwrap_or(&empty),
-            image.broker_configs(Some(self.node_id)).unwrap_or(&empty),
-        )
+    async fn led_log(&self, partition: i32) -> Result<LogHandle, BrokerError> {
+        let replica = self
+            .replicas
+            .leader_partition(OFFSETS_TOPIC, partition, None)
+            .await?;
+        Ok(replica.log().clone())
     }
 
     /// The log of `partition` when this broker leads it (for loading its groups).
@@ -126,7 +103,7 @@ impl OffsetsLog {
         {
             return Ok(None);
         }
-        let log = self.led_log(&image, partition).await?;
+        let log = self.led_log(partition).await?;
         Ok(Some(log))
     }
 
@@ -172,18 +149,12 @@ impl OffsetsLog {
         let leader_epoch = image
             .partition(OFFSETS_TOPIC, partition)
             .map_or(0, |p| p.leader_epoch);
-        let state = self
+        let replica = self
             .replicas
-            .leader(
-                || self.broker_config(&image),
-                &image,
-                self.node_id,
-                OFFSETS_TOPIC,
-                partition,
-                None,
-            )
+            .leader_partition(OFFSETS_TOPIC, partition, None)
             .await?;
-        let log = state.log.clone();
+        let state = replica.leader(None)?;
+        let log = replica.log().clone();
         let leader_epoch = state.leader_epoch.max(leader_epoch);
         let now_ms = brook_storage::log_manager::now_ms();
         let batch = encode_batch(&records, now_ms, producer)?;
@@ -192,10 +163,10 @@ impl OffsetsLog {
         // holds it (the coordinator writes with acks=all); the log is also fsynced, so a
         // single node, with no follower to rely on, loses nothing acknowledged either.
         log.flush(now_ms).await?;
+        state.maybe_advance_high_watermark();
         acks::wait_for_high_watermark(
-            self.images.clone(),
+            &replica,
             &state,
-            self.node_id,
             appended.last_offset + 1,
             COMMIT_TIMEOUT,
             &tokio_util::sync::CancellationToken::new(),

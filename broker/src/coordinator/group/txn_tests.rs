@@ -529,16 +529,14 @@ impl Node {
     async fn start(dir: &tempfile::TempDir) -> Node {
         let logs =
             LogManager::open(&[dir.path().join("logs")], LogConfig::default()).expect("logs");
-        let replicas = crate::partition::ReplicaManager::new(logs);
         let (images, rx) = tokio::sync::watch::channel(offsets_image());
-        let log = super::offsets_log::OffsetsLog::new(
-            replicas.clone(),
-            rx,
-            crate::config::BrokerConfig::load(None, Vec::new(), &[])
-                .expect("default config")
-                .0,
-            1,
-        );
+        let replicas = crate::partition::ReplicaManager::new(logs, 1, rx.clone());
+        let broker_config = crate::config::BrokerConfig::load(None, Vec::new(), &[])
+            .expect("default config")
+            .0;
+        let image = rx.borrow().clone();
+        replicas.apply(image, &broker_config).await;
+        let log = super::offsets_log::OffsetsLog::new(replicas.clone(), rx, 1);
         let coordinator = GroupCoordinator::start(dir.path().join("store"), config(), Some(log))
             .await
             .expect("start");

@@ -51,39 +51,31 @@ pub async fn write(
 ) -> Result<(), TxnError> {
     let lock = locks.get(partition);
     let _ordered = lock.lock().await;
-    let image = broker.image();
-    let state = broker
+    let replica = broker
         .replicas
-        .leader(
-            || broker.effective_config(),
-            &image,
-            broker.node_id,
-            TXN_STATE_TOPIC,
-            partition,
-            None,
-        )
+        .leader_partition(TXN_STATE_TOPIC, partition, None)
         .await
         .map_err(write_error)?;
+    let state = replica.leader(None).map_err(write_error)?;
     if state.leader_epoch != coordinator_epoch {
         return Err(TxnError::NotCoordinator);
     }
     let now_ms = brook_storage::log_manager::now_ms();
     let batch = encode_batch(transactional_id, value, now_ms)?;
-    let log = state.log.clone();
-    let appended = log
-        .append(batch, state.leader_epoch, now_ms)
+    let appended = replica
+        .append_batch(&state, batch, now_ms)
         .await
-        .map_err(|e| write_error(e.into()))?;
+        .map_err(write_error)?;
     // The durability point: with no follower to rely on, a single node must not lose a
     // state it answered with (a kill -9 right after is replayed from here).
-    log.flush(now_ms).await.map_err(|e| write_error(e.into()))?;
-    if let Some(part) = image.partition(TXN_STATE_TOPIC, partition) {
-        state.maybe_advance_high_watermark(part, broker.node_id);
-    }
+    replica
+        .log()
+        .flush(now_ms)
+        .await
+        .map_err(|e| write_error(e.into()))?;
     acks::wait_for_high_watermark(
-        broker.quorum.subscribe(),
+        &replica,
         &state,
-        broker.node_id,
         appended.last_offset + 1,
         WRITE_TIMEOUT,
         &broker.stopping,

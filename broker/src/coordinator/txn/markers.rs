@@ -93,28 +93,17 @@ pub async fn write_local(
     partition: i32,
     marker: &Marker,
 ) -> Result<(), BrokerError> {
-    let image = broker.image();
-    let state = broker
+    let replica = broker
         .replicas
-        .leader(
-            || broker.effective_config(),
-            &image,
-            broker.node_id,
-            topic,
-            partition,
-            None,
-        )
+        .leader_partition(topic, partition, None)
         .await?;
+    let state = replica.leader(None)?;
     let now_ms = brook_storage::log_manager::now_ms();
     let batch = encode(marker, now_ms)?;
-    let appended = state.log.append(batch, state.leader_epoch, now_ms).await?;
-    if let Some(part) = image.partition(topic, partition) {
-        state.maybe_advance_high_watermark(part, broker.node_id);
-    }
+    let appended = replica.append_batch(&state, batch, now_ms).await?;
     acks::wait_for_high_watermark(
-        broker.quorum.subscribe(),
+        &replica,
         &state,
-        broker.node_id,
         appended.last_offset + 1,
         MARKER_TIMEOUT,
         &broker.stopping,

@@ -128,20 +128,12 @@ fn follow_leadership(broker: &Arc<Broker>, tasks: &mut JoinSet<()>) {
 
 async fn load_partition(broker: &Broker, partition: i32, epoch: i32, count: i32) {
     let txn = &broker.txn;
-    let image = broker.image();
     let loaded = async {
-        let state = broker
+        let replica = broker
             .replicas
-            .leader(
-                || broker.effective_config(),
-                &image,
-                broker.node_id,
-                TXN_STATE_TOPIC,
-                partition,
-                None,
-            )
+            .leader_partition(TXN_STATE_TOPIC, partition, None)
             .await?;
-        log::load(&state.log).await
+        log::load(replica.log()).await
     }
     .await;
     let states = match loaded {

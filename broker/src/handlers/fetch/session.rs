@@ -1,4 +1,5 @@
-//! Incremental fetch sessions (KIP-227).
+//! Incremental fetch sessions (KIP-227), and how a Fetch request resolves its session into
+//! the partitions it fetches (`resolve`).
 //!
 //! A consumer opens a session with (session 0, epoch 0), then sends only what changed
 //! (epoch 1, 2, …); the broker remembers the session's partitions and their fetch
@@ -8,7 +9,11 @@
 use std::collections::{BTreeMap, HashMap};
 use std::time::Instant;
 
+use brook_protocol::kafka_protocol::messages::FetchRequest;
+use brook_protocol::kafka_protocol::ResponseError;
 use parking_lot::Mutex;
+
+use super::Wanted;
 
 /// At most this many sessions live at once (Kafka's `max.incremental.fetch.session.cache.slots`).
 const MAX_SESSIONS: usize = 1000;
@@ -188,6 +193,53 @@ impl FetchSessions {
         state.last_log_start_offset = Some(log_start_offset);
         changed
     }
+}
+
+/// Resolves the request's session: the session id (0: none), whether the fetch is
+/// incremental, and the partitions to fetch; or the session error to answer with. A new
+/// session starts from exactly what was asked; an incremental request changes the
+/// session's set, and the whole set is fetched. The session keeps offsets and sizes;
+/// leader epochs are checked only for the partitions this request names.
+pub(in crate::handlers) fn resolve(
+    sessions: &FetchSessions,
+    req: &FetchRequest,
+    by_id: bool,
+    asked: Vec<Wanted>,
+    forgotten: Vec<SessionPartition>,
+) -> Result<(i32, bool, Vec<Wanted>), ResponseError> {
+    let (session_id, incremental) = match sessions.lookup(req.session_id, req.session_epoch, by_id)
+    {
+        SessionLookup::Sessionless => (0, false),
+        SessionLookup::New { session_id } => (session_id, false),
+        SessionLookup::Incremental { session_id } => (session_id, true),
+        SessionLookup::NotFound => return Err(ResponseError::FetchSessionIdNotFound),
+        SessionLookup::InvalidEpoch => return Err(ResponseError::InvalidFetchSessionEpoch),
+        SessionLookup::TopicIdMismatch => return Err(ResponseError::FetchSessionTopicIdError),
+    };
+    if session_id == 0 {
+        return Ok((0, false, asked));
+    }
+    let epochs: HashMap<SessionPartition, i32> = asked
+        .iter()
+        .map(|w| (w.key.clone(), w.current_leader_epoch))
+        .collect();
+    let requested = asked
+        .into_iter()
+        .map(|w| (w.key, w.fetch_offset, w.partition_max_bytes))
+        .collect();
+    let forgotten: &[SessionPartition] = if incremental { &forgotten } else { &[] };
+    let wanted = sessions
+        .update(session_id, requested, forgotten)
+        .into_iter()
+        .map(|(key, s)| Wanted {
+            current_leader_epoch: epochs.get(&key).copied().unwrap_or(-1),
+            last_fetched_epoch: -1,
+            key,
+            fetch_offset: s.fetch_offset,
+            partition_max_bytes: s.partition_max_bytes,
+        })
+        .collect();
+    Ok((session_id, incremental, wanted))
 }
 
 #[cfg(test)]

@@ -1,0 +1,167 @@
+//! The waiting mechanism on a real partition, with tokio's paused clock: time moves only
+//! when every task waits, so deadlines are exact and the tests take no real time.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::{Delayed, Wake, Watch};
+use crate::partition::append::{NoVerify, RequiredAcks};
+use crate::partition::replica::Role;
+use crate::partition::testing::{batch, Fixture};
+use crate::replication::acks::{wait_for_high_watermark, NotReplicated};
+
+const LONG: Duration = Duration::from_secs(3_600);
+
+/// Appends 3 records as leader with acks=all and returns the offset an acknowledgement
+/// waits for.
+async fn append_three(f: &Fixture) -> i64 {
+    let appended = f
+        .partition
+        .append_as_leader(batch(3), RequiredAcks::All, None::<NoVerify>, 0)
+        .await
+        .expect("append");
+    appended.info.last_offset + 1
+}
+
+fn spawn_acks_wait(
+    f: &Fixture,
+    required: i64,
+    timeout: Duration,
+    stopping: &CancellationToken,
+) -> tokio::task::JoinHandle<Result<(), NotReplicated>> {
+    let partition = Arc::clone(&f.partition);
+    let state = f.leader_state();
+    let stopping = stopping.clone();
+    tokio::spawn(async move {
+        wait_for_high_watermark(&partition, &state, required, timeout, &stopping).await
+    })
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_acks_all_write_completes_when_the_high_watermark_passes_it() {
+    let f = Fixture::leader(&[1, 2], &[1, 2], 1);
+    let required = append_three(&f).await;
+    let wait = spawn_acks_wait(&f, required, LONG, &CancellationToken::new());
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(!wait.is_finished(), "follower 2 holds nothing yet");
+    // The follower fetches part of it, then all of it.
+    f.partition
+        .record_follower_fetch(2, 7, 1, -1, None, 1_000)
+        .await
+        .expect("fetch");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(!wait.is_finished(), "the high watermark is at 1");
+    let started = Instant::now();
+    f.partition
+        .record_follower_fetch(2, 7, required, -1, None, 2_000)
+        .await
+        .expect("fetch");
+    assert_eq!(wait.await.expect("task"), Ok(()));
+    assert_eq!(started.elapsed(), Duration::ZERO, "woken at once");
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_acks_all_write_times_out_at_the_request_timeout() {
+    let f = Fixture::leader(&[1, 2], &[1, 2], 1);
+    let required = append_three(&f).await;
+    let started = Instant::now();
+    let wait = spawn_acks_wait(
+        &f,
+        required,
+        Duration::from_secs(30),
+        &CancellationToken::new(),
+    );
+    assert_eq!(wait.await.expect("task"), Err(NotReplicated::TimedOut));
+    assert_eq!(started.elapsed(), Duration::from_secs(30));
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_acks_all_wait_ends_when_the_leadership_moves() {
+    let f = Fixture::leader(&[1, 2], &[1, 2], 1);
+    let required = append_three(&f).await;
+    let wait = spawn_acks_wait(&f, required, LONG, &CancellationToken::new());
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    f.partition.set_role(Role::Follower {
+        leader: 2,
+        leader_epoch: 1,
+    });
+    assert_eq!(
+        wait.await.expect("task"),
+        Err(NotReplicated::Moved {
+            leader: 2,
+            leader_epoch: 1
+        })
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_isr_shrinking_below_min_isr_ends_an_acks_all_wait() {
+    let f = Fixture::leader(&[1, 2, 3], &[1, 2, 3], 2);
+    let required = append_three(&f).await;
+    let wait = spawn_acks_wait(&f, required, LONG, &CancellationToken::new());
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    f.partition
+        .set_assignment(crate::replication::leader::Assignment {
+            replicas: vec![1, 2, 3],
+            isr: vec![1],
+        });
+    assert_eq!(
+        wait.await.expect("task"),
+        Err(NotReplicated::NotEnoughReplicasAfterAppend)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_fetch_waiting_for_min_bytes_wakes_on_an_append() {
+    let f = Fixture::leader(&[1], &[1], 1);
+    let mut delayed = Delayed::new(2, Instant::now() + LONG, CancellationToken::new());
+    delayed.set(1, Some(Watch::partition(&f.partition)));
+    let partition = Arc::clone(&f.partition);
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        partition
+            .append_as_leader(batch(1), RequiredAcks::Leader, None::<NoVerify>, 0)
+            .await
+            .expect("append");
+    });
+    let started = Instant::now();
+    assert_eq!(delayed.wait().await, Wake::Changed(vec![1]));
+    assert_eq!(started.elapsed(), Duration::from_secs(2));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_fetch_with_nothing_new_answers_at_its_deadline() {
+    let f = Fixture::leader(&[1], &[1], 1);
+    let mut delayed = Delayed::new(
+        1,
+        Instant::now() + Duration::from_millis(500),
+        CancellationToken::new(),
+    );
+    delayed.set(0, Some(Watch::log(f.partition.log())));
+    assert_eq!(delayed.wait().await, Wake::TimedOut);
+}
+
+#[tokio::test(start_paused = true)]
+async fn shutdown_ends_every_wait() {
+    let f = Fixture::leader(&[1, 2], &[1, 2], 1);
+    let required = append_three(&f).await;
+    let stopping = CancellationToken::new();
+    let acks = spawn_acks_wait(&f, required, LONG, &stopping);
+    let mut delayed = Delayed::new(1, Instant::now() + LONG, stopping.clone());
+    delayed.set(0, Some(Watch::partition(&f.partition)));
+    let stop = stopping.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        stop.cancel();
+    });
+    assert_eq!(delayed.wait().await, Wake::ShuttingDown);
+    assert_eq!(acks.await.expect("task"), Err(NotReplicated::TimedOut));
+    assert_eq!(
+        delayed.wait().await,
+        Wake::ShuttingDown,
+        "and every later one"
+    );
+}

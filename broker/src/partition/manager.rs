@@ -1,0 +1,495 @@
+//! `ReplicaManager`: the partition replicas this broker holds, one [`Partition`] each.
+//!
+//! The map is filled by metadata images, not by requests (Kafka's
+//! `ReplicaManager.applyDelta`): [`ReplicaManager::apply`] diffs each new image against the
+//! last applied one (`delta::role_changes`) and opens the log of every partition this
+//! broker becomes a replica of, makes it leader (recording the epoch's start offset in the
+//! log's epoch cache) or follower, updates a leader's ISR, and drops (and deletes) the
+//! replicas it no longer holds — a log is never deleted while this broker is still one of
+//! the partition's replicas, whatever its role. A log that cannot be opened leaves its
+//! partition offline (KAFKA_STORAGE_ERROR to requests), never served as led.
+//!
+//! Requests find a partition with one lookup (`leader_partition`): a sharded concurrent
+//! map (`dashmap`) by topic name (borrowed as `&str`, nothing allocated) holds each topic's
+//! table of partitions, replaced whole when an image changes the topic (copy-on-write,
+//! one copy per topic per image), so readers never contend with each other nor wait for
+//! an apply. When the quorum's image is newer than the applied one and says this broker
+//! leads, the request waits (briefly) for the apply, so a client that saw this broker as
+//! leader in Metadata is not refused for the milliseconds the apply takes.
+//! `reconcile` pushes changed topic configs into the open logs. Only the leader serves
+//! produce, fetch, ListOffsets and DeleteRecords; any other broker answers
+//! NOT_LEADER_OR_FOLLOWER with the leader it knows (KIP-951).
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use brook_raft::MetadataImage;
+use brook_storage::{LogHandle, LogManager, StorageError};
+use dashmap::DashMap;
+use tokio::sync::watch;
+use tracing::{info, warn};
+
+use super::delta::{self, RoleChange};
+use super::replica::{Partition, Role};
+use super::{log_config, TopicOverrides};
+use crate::config::{BrokerConfig, TopicConfig};
+use crate::error::BrokerError;
+use crate::replication::leader::{Assignment, LeaderPartition};
+
+/// How long a request waits for the apply of a newer image that makes this broker the
+/// partition's leader.
+const APPLY_WAIT: Duration = Duration::from_secs(2);
+
+/// One partition slot of a topic's table.
+#[derive(Debug, Clone)]
+enum Slot {
+    Online(Arc<Partition>),
+    /// The log could not be opened (the reason is logged once and answered as
+    /// KAFKA_STORAGE_ERROR).
+    Offline(Arc<str>),
+}
+
+/// The partitions of one topic this broker holds (replaced whole on change).
+#[derive(Debug, Clone, Default)]
+struct TopicTable {
+    topic_id: uuid::Uuid,
+    partitions: HashMap<i32, Slot>,
+}
+
+struct Inner {
+    logs: Arc<LogManager>,
+    node_id: i32,
+    topics: DashMap<Arc<str>, Arc<TopicTable>>,
+    /// The quorum's images (the newest, possibly not applied yet).
+    images: watch::Receiver<Arc<MetadataImage>>,
+    /// The last applied image: the partitions match it.
+    applied: watch::Sender<Arc<MetadataImage>>,
+    /// One apply at a time.
+    applying: tokio::sync::Mutex<()>,
+    /// Wakes the ISR task (`replication::isr`) when a follower may have caught up.
+    isr_wakeup: Arc<tokio::sync::Notify>,
+}
+
+/// Cheap to clone: clones share the partitions (the group coordinator holds one).
+#[derive(Clone)]
+pub struct ReplicaManager {
+    inner: Arc<Inner>,
+}
+
+impl ReplicaManager {
+    pub fn new(
+        logs: LogManager,
+        node_id: i32,
+        images: watch::Receiver<Arc<MetadataImage>>,
+    ) -> Self {
+        ReplicaManager {
+            inner: Arc::new(Inner {
+                logs: Arc::new(logs),
+                node_id,
+                topics: DashMap::new(),
+                images,
+                applied: watch::channel(Arc::new(MetadataImage::default())).0,
+                applying: tokio::sync::Mutex::new(()),
+                isr_wakeup: Arc::default(),
+            }),
+        }
+    }
+
+    /// The partition `topic`-`partition` in any role, if this broker holds it.
+    pub fn get(&self, topic: &str, partition: i32) -> Option<Result<Arc<Partition>, BrokerError>> {
+        let table = self
+            .inner
+            .topics
+            .get(topic)
+            .map(|t| Arc::clone(t.value()))?;
+        Some(match table.partitions.get(&partition)? {
+            Slot::Online(p) => Ok(Arc::clone(p)),
+            Slot::Offline(reason) => Err(offline(topic, partition, reason)),
+        })
+    }
+
+    /// Whether this broker's replica of the partition is offline: its log failed to open
+    /// (the slot, or storage's offline set for a log that failed at start). Metadata then
+    /// reports the partition without a leader here.
+    pub fn is_offline(&self, topic: &str, partition: i32) -> bool {
+        matches!(self.get(topic, partition), Some(Err(_)))
+            || self.inner.logs.is_offline(topic, partition)
+    }
+
+    /// The partition `topic`-`partition` if this broker leads it, at
+    /// `current_leader_epoch` when the request carries one (KIP-320): one lookup. Errors:
+    /// UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER (with the leader this broker
+    /// knows), FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH, KAFKA_STORAGE_ERROR (offline).
+    pub async fn leader_partition(
+        &self,
+        topic: &str,
+        partition: i32,
+        current_leader_epoch: Option<i32>,
+    ) -> Result<Arc<Partition>, BrokerError> {
+        let found = self.try_leader(topic, partition, current_leader_epoch);
+        if found.is_ok() || !self.leads_in_newer_image(topic, partition) {
+            return found.map_err(|e| self.explain(e, topic, partition));
+        }
+        let latest = self.inner.images.borrow().clone();
+        let mut applied = self.inner.applied.subscribe();
+        let caught_up = applied.wait_for(|image| {
+            Arc::ptr_eq(image, &latest)
+                || (image.applied.is_some() && image.applied >= latest.applied)
+        });
+        let _ = tokio::time::timeout(APPLY_WAIT, caught_up).await;
+        self.try_leader(topic, partition, current_leader_epoch)
+            .map_err(|e| self.explain(e, topic, partition))
+    }
+
+    fn try_leader(
+        &self,
+        topic: &str,
+        partition: i32,
+        current_leader_epoch: Option<i32>,
+    ) -> Result<Arc<Partition>, BrokerError> {
+        let p = self
+            .get(topic, partition)
+            .ok_or_else(|| unknown(topic, partition))??;
+        p.leader(current_leader_epoch)?;
+        Ok(p)
+    }
+
+    /// Whether the quorum's newest image, not applied yet, has this broker lead.
+    fn leads_in_newer_image(&self, topic: &str, partition: i32) -> bool {
+        let latest = self.inner.images.borrow().clone();
+        !Arc::ptr_eq(&latest, &self.inner.applied.borrow())
+            && latest
+                .partition(topic, partition)
+                .is_some_and(|p| p.leader == self.inner.node_id)
+    }
+
+    /// A partition this broker does not hold is unknown, or led elsewhere, as the newest
+    /// image says.
+    fn explain(&self, e: BrokerError, topic: &str, partition: i32) -> BrokerError {
+        if !matches!(e, BrokerError::UnknownTopicOrPartition { .. }) {
+            return e;
+        }
+        let image = self.inner.images.borrow().clone();
+        match image.partition(topic, partition) {
+            Some(p) => BrokerError::NotLeaderOrFollower {
+                topic: topic.to_string(),
+                partition,
+                leader: if p.leader == self.inner.node_id {
+                    -1
+                } else {
+                    p.leader
+                },
+                leader_epoch: p.leader_epoch,
+            },
+            None => e,
+        }
+    }
+
+    /// Every partition this broker leads, with its leader state.
+    pub fn leaders(&self) -> Vec<Arc<LeaderPartition>> {
+        self.partitions()
+            .iter()
+            .filter_map(|p| p.leader_state())
+            .collect()
+    }
+
+    /// Every partition this broker holds (online).
+    pub fn partitions(&self) -> Vec<Arc<Partition>> {
+        self.inner
+            .topics
+            .iter()
+            .flat_map(|t| {
+                t.value()
+                    .partitions
+                    .values()
+                    .filter_map(|slot| match slot {
+                        Slot::Online(p) => Some(Arc::clone(p)),
+                        Slot::Offline(_) => None,
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
+    /// Asks the ISR task to look at the partitions now (a follower may have caught up).
+    pub fn wake_isr_task(&self) {
+        self.inner.isr_wakeup.notify_one();
+    }
+
+    pub fn isr_wakeup(&self) -> Arc<tokio::sync::Notify> {
+        self.inner.isr_wakeup.clone()
+    }
+
+    /// Applies `image`'s role changes for this broker since the last applied image
+    /// (`broker`: the effective broker config, for the logs it opens).
+    pub async fn apply(&self, image: Arc<MetadataImage>, broker: &BrokerConfig) {
+        let _one = self.inner.applying.lock().await;
+        let old = self.inner.applied.borrow().clone();
+        if Arc::ptr_eq(&old, &image) {
+            return;
+        }
+        let mut by_topic: BTreeMap<String, Vec<(i32, RoleChange)>> = BTreeMap::new();
+        for ((topic, partition), change) in delta::role_changes(&old, &image, self.inner.node_id) {
+            by_topic.entry(topic).or_default().push((partition, change));
+        }
+        for (topic, changes) in by_topic {
+            self.apply_topic(&image, broker, &topic, changes).await;
+        }
+        self.inner.applied.send_replace(image);
+    }
+
+    /// One topic's changes, published as one new table.
+    async fn apply_topic(
+        &self,
+        image: &MetadataImage,
+        broker: &BrokerConfig,
+        topic: &str,
+        changes: Vec<(i32, RoleChange)>,
+    ) {
+        let topic_image = image.topic(topic);
+        let topic_id = topic_image.map_or(uuid::Uuid::nil(), |t| t.topic_id);
+        let name: Arc<str> = Arc::from(topic);
+        let mut table = self
+            .inner
+            .topics
+            .get(topic)
+            .map(|t| TopicTable::clone(t.value()))
+            .unwrap_or_default();
+        for (partition, change) in changes {
+            let part = topic_image.and_then(|t| t.partitions.get(&partition));
+            if let RoleChange::Stop = change {
+                if let Some(Slot::Online(p)) = table.partitions.remove(&partition) {
+                    // Requests still waiting on it answer with the new leader.
+                    p.set_role(Role::Follower {
+                        leader: part.map_or(-1, |p| p.leader),
+                        leader_epoch: part.map_or(-1, |p| p.leader_epoch),
+                    });
+                }
+                self.delete_log(topic.to_string(), partition).await;
+                continue;
+            }
+            let (Some(topic_image), Some(part)) = (topic_image, part) else {
+                continue;
+            };
+            let slot = match table.partitions.get(&partition) {
+                Some(Slot::Online(p)) if table.topic_id == topic_id => Slot::Online(p.clone()),
+                _ => match self
+                    .open_replica_log(broker, &topic_image.configs, topic, partition)
+                    .await
+                {
+                    Ok(log) => Slot::Online(Arc::new(Partition::new(
+                        name.clone(),
+                        topic_id,
+                        partition,
+                        log,
+                    ))),
+                    Err(e) => {
+                        warn!(%topic, partition, error = %e, "cannot open the replica log; the partition is offline");
+                        Slot::Offline(Arc::from(e.to_string()))
+                    }
+                },
+            };
+            if let Slot::Online(p) = &slot {
+                let assignment = Assignment {
+                    replicas: part.replicas.clone(),
+                    isr: part.isr.clone(),
+                };
+                match change {
+                    RoleChange::BecomeLeader { leader_epoch } => {
+                        let min_isr = TopicConfig::resolve(broker, &topic_image.configs)
+                            .map_or(1, |c| c.min_insync_replicas);
+                        if let Err(e) = p.log().assign_epoch_start(leader_epoch).await {
+                            warn!(%topic, partition, error = %e, "recording the leader epoch start failed");
+                        }
+                        let now_ms = brook_storage::log_manager::now_ms();
+                        let state = Arc::new(LeaderPartition::new(
+                            p.log().clone(),
+                            leader_epoch,
+                            assignment,
+                            self.inner.node_id,
+                            min_isr,
+                            now_ms,
+                        ));
+                        p.set_role(Role::Leader(state.clone()));
+                        state.maybe_advance_high_watermark();
+                        info!(%topic, partition, leader_epoch, "became leader");
+                    }
+                    RoleChange::BecomeFollower {
+                        leader,
+                        leader_epoch,
+                    } => {
+                        p.set_role(Role::Follower {
+                            leader,
+                            leader_epoch,
+                        });
+                        tracing::debug!(%topic, partition, leader, leader_epoch, "following");
+                    }
+                    RoleChange::UpdateAssignment => p.set_assignment(assignment),
+                    RoleChange::Stop => {}
+                }
+            }
+            table.partitions.insert(partition, slot);
+        }
+        table.topic_id = topic_id;
+        if table.partitions.is_empty() {
+            self.inner.topics.remove(topic);
+        } else {
+            self.inner.topics.insert(name, Arc::new(table));
+        }
+    }
+
+    /// The log of `topic`-`partition`, opened (or created with the topic's resolved
+    /// config) on the blocking pool: the one place a replica's log is opened.
+    async fn open_replica_log(
+        &self,
+        broker: &BrokerConfig,
+        overrides: &TopicOverrides,
+        topic: &str,
+        partition: i32,
+    ) -> Result<LogHandle, BrokerError> {
+        if let Some(log) = self.inner.logs.get(topic, partition) {
+            return Ok(log);
+        }
+        let config = log_config(&TopicConfig::resolve(broker, overrides)?);
+        let logs = self.inner.logs.clone();
+        let topic = topic.to_string();
+        tokio::task::spawn_blocking(move || logs.get_or_create(&topic, partition, config))
+            .await
+            .map_err(|e| BrokerError::InvalidRequest(format!("log open task failed: {e}")))?
+            .map_err(BrokerError::from)
+    }
+
+    /// The log of a partition if it is open (no creation).
+    pub fn existing(&self, topic: &str, partition: i32) -> Option<LogHandle> {
+        self.inner.logs.get(topic, partition)
+    }
+
+    /// Deletes the local logs of `topic` (all partitions).
+    pub async fn delete_topic(&self, topic: &str) {
+        self.inner.topics.remove(topic);
+        let victims: Vec<i32> = self
+            .inner
+            .logs
+            .logs()
+            .into_iter()
+            .filter(|log| log.topic() == topic)
+            .map(|log| log.partition())
+            .collect();
+        for partition in victims {
+            self.delete_log(topic.to_string(), partition).await;
+        }
+    }
+
+    async fn delete_log(&self, topic: String, partition: i32) {
+        let logs = self.inner.logs.clone();
+        let t = topic.clone();
+        match tokio::task::spawn_blocking(move || logs.delete_log(&t, partition)).await {
+            Ok(Ok(true)) => info!(%topic, partition, "log deleted"),
+            Ok(Ok(false)) => {}
+            Ok(Err(e)) => warn!(%topic, partition, error = %e, "log deletion failed"),
+            Err(e) => warn!(%topic, partition, error = %e, "log deletion task failed"),
+        }
+    }
+
+    /// Brings local logs in line with the image: logs of topics (or partitions) that no
+    /// longer exist are deleted, open logs get their topic's current config.
+    pub async fn reconcile(&self, broker: &BrokerConfig, image: &MetadataImage, node_id: i32) {
+        for log in self.inner.logs.logs() {
+            let topic = log.topic().to_string();
+            let partition = log.partition();
+            let Some(topic_image) = image.topic(&topic) else {
+                self.delete_log(topic, partition).await;
+                continue;
+            };
+            match topic_image.partitions.get(&partition) {
+                Some(p) if p.replicas.contains(&node_id) => {}
+                _ => {
+                    self.delete_log(topic, partition).await;
+                    continue;
+                }
+            }
+            match TopicConfig::resolve(broker, &topic_image.configs) {
+                Ok(resolved) => {
+                    let state = self
+                        .get(&topic, partition)
+                        .and_then(Result::ok)
+                        .and_then(|p| p.leader_state());
+                    if let Some(state) = state {
+                        state.set_min_isr(resolved.min_insync_replicas);
+                    }
+                    if let Err(e) = log.set_config(log_config(&resolved)).await {
+                        warn!(%topic, partition, error = %e, "applying topic config failed");
+                    }
+                }
+                Err(e) => warn!(%topic, error = %e, "topic config does not resolve"),
+            }
+        }
+    }
+
+    /// Persists every log directory's log start offsets (after retention or
+    /// DeleteRecords moved one), on a blocking thread.
+    pub async fn checkpoint_log_start_offsets(&self) -> Result<(), BrokerError> {
+        self.checkpoint_blocking(LogManager::checkpoint_log_start_offsets)
+            .await
+    }
+
+    /// Persists every log's high watermark (`replication-offset-checkpoint`).
+    pub async fn checkpoint_high_watermarks(&self) -> Result<(), BrokerError> {
+        self.checkpoint_blocking(LogManager::checkpoint_high_watermarks)
+            .await
+    }
+
+    /// Persists every log's recovery point (`recovery-point-offset-checkpoint`, with a
+    /// producer snapshot for each log whose point moved), on a blocking thread.
+    pub async fn checkpoint_recovery_points(&self) -> Result<(), BrokerError> {
+        self.checkpoint_blocking(LogManager::checkpoint_recovery_points)
+            .await
+    }
+
+    /// Runs one of the log manager's checkpoint writers (file I/O) on a blocking thread.
+    async fn checkpoint_blocking(
+        &self,
+        write: fn(&LogManager) -> brook_storage::Result<()>,
+    ) -> Result<(), BrokerError> {
+        let logs = self.inner.logs.clone();
+        tokio::task::spawn_blocking(move || write(&logs))
+            .await
+            .map_err(|e| BrokerError::InvalidRequest(format!("checkpoint task failed: {e}")))??;
+        Ok(())
+    }
+
+    /// Every open log, for metrics and shutdown.
+    pub fn logs(&self) -> Vec<LogHandle> {
+        self.inner.logs.logs()
+    }
+
+    /// Flushes and closes every log (clean shutdown).
+    pub async fn shutdown(&self) {
+        let logs = self.inner.logs.clone();
+        match tokio::task::spawn_blocking(move || logs.shutdown()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => warn!(error = %e, "flushing logs at shutdown failed"),
+            Err(e) => warn!(error = %e, "shutdown task failed"),
+        }
+    }
+}
+
+fn unknown(topic: &str, partition: i32) -> BrokerError {
+    BrokerError::UnknownTopicOrPartition {
+        topic: topic.to_string(),
+        partition,
+    }
+}
+
+/// An offline partition's answer: KAFKA_STORAGE_ERROR.
+fn offline(topic: &str, partition: i32, reason: &str) -> BrokerError {
+    BrokerError::Storage(StorageError::Io {
+        context: "the log of this partition could not be opened",
+        path: format!("{topic}-{partition}").into(),
+        source: std::io::Error::other(reason.to_string()),
+    })
+}
+
+#[cfg(test)]
+mod tests;

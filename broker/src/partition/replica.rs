@@ -1,0 +1,141 @@
+//! `Partition`: one replica this broker holds (Kafka's `Partition`), by topic id and
+//! index: its log, its role — leader at an epoch (followers' state, ISR, high watermark:
+//! `replication::leader::LeaderPartition`) or follower of a leader — and the operations
+//! requests run on it: find the leader state at a request's epoch, append as leader
+//! (`append`), record a follower's fetch.
+//!
+//! The role is set only by the replica manager when it applies a metadata image
+//! (`ReplicaManager::apply`), never by requests. It sits behind a per-partition
+//! read-write lock held for a clone of an `Arc` (never across `.await`); every role or
+//! ISR change bumps `changes`, which wakes the delayed operations waiting on the partition
+//! (`partition::delayed`: an acks=all produce ends when the leadership moves).
+
+use std::sync::Arc;
+
+use brook_storage::LogHandle;
+use tokio::sync::watch;
+
+use crate::error::BrokerError;
+use crate::replication::leader::{Assignment, LeaderPartition};
+
+/// What this broker is for a partition.
+#[derive(Debug, Clone)]
+pub enum Role {
+    /// It leads at the state's epoch.
+    Leader(Arc<LeaderPartition>),
+    /// `leader` (-1: nobody) leads at `leader_epoch`; this broker follows (or, once the
+    /// partition is dropped, points waiting requests at the new leader).
+    Follower { leader: i32, leader_epoch: i32 },
+}
+
+pub struct Partition {
+    topic: Arc<str>,
+    topic_id: uuid::Uuid,
+    index: i32,
+    log: LogHandle,
+    role: parking_lot::RwLock<Role>,
+    /// Bumped on every role or ISR change.
+    changes: watch::Sender<u64>,
+}
+
+impl std::fmt::Debug for Partition {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Partition")
+            .field("topic", &self.topic)
+            .field("index", &self.index)
+            .field("role", &*self.role.read())
+            .finish()
+    }
+}
+
+impl Partition {
+    /// A replica with its opened log, following nobody until a role is applied.
+    pub fn new(topic: Arc<str>, topic_id: uuid::Uuid, index: i32, log: LogHandle) -> Self {
+        Partition {
+            topic,
+            topic_id,
+            index,
+            log,
+            role: parking_lot::RwLock::new(Role::Follower {
+                leader: -1,
+                leader_epoch: -1,
+            }),
+            changes: watch::channel(0).0,
+        }
+    }
+
+    pub fn topic(&self) -> &str {
+        &self.topic
+    }
+
+    pub fn topic_id(&self) -> uuid::Uuid {
+        self.topic_id
+    }
+
+    pub fn index(&self) -> i32 {
+        self.index
+    }
+
+    pub fn log(&self) -> &LogHandle {
+        &self.log
+    }
+
+    pub fn role(&self) -> Role {
+        self.role.read().clone()
+    }
+
+    /// The leader state when this broker leads.
+    pub fn leader_state(&self) -> Option<Arc<LeaderPartition>> {
+        match &*self.role.read() {
+            Role::Leader(state) => Some(state.clone()),
+            Role::Follower { .. } => None,
+        }
+    }
+
+    /// The leader state, checked against a request's `current_leader_epoch` (Fetch v9+,
+    /// ListOffsets v4+: KIP-320); NOT_LEADER_OR_FOLLOWER with the leader this broker
+    /// knows when it does not lead.
+    pub fn leader(
+        &self,
+        current_leader_epoch: Option<i32>,
+    ) -> Result<Arc<LeaderPartition>, BrokerError> {
+        match &*self.role.read() {
+            Role::Leader(state) => {
+                if let Some(requested) = current_leader_epoch {
+                    super::check_leader_epoch(state.leader_epoch, requested)?;
+                }
+                Ok(state.clone())
+            }
+            &Role::Follower {
+                leader,
+                leader_epoch,
+            } => Err(BrokerError::NotLeaderOrFollower {
+                topic: self.topic.to_string(),
+                partition: self.index,
+                leader,
+                leader_epoch,
+            }),
+        }
+    }
+
+    /// Applies a role (the replica manager, from a metadata image).
+    pub(crate) fn set_role(&self, role: Role) {
+        *self.role.write() = role;
+        self.changes.send_modify(|n| *n += 1);
+    }
+
+    /// Applies a new committed ISR (or replica set) to the leader state; the high
+    /// watermark may move (a shrunk ISR no longer waits for the followers that left).
+    pub(crate) fn set_assignment(&self, assignment: Assignment) {
+        if let Some(state) = self.leader_state() {
+            state.set_assignment(assignment);
+            state.maybe_advance_high_watermark();
+        }
+        self.changes.send_modify(|n| *n += 1);
+    }
+
+    /// A receiver notified on every role or ISR change.
+    pub fn subscribe_changes(&self) -> watch::Receiver<u64> {
+        self.changes.subscribe()
+    }
+}

@@ -76,7 +76,7 @@ pub enum Admit {
 
 enum Exchange {
     Plain,
-    Scram(ScramServer),
+    Scram(Box<ScramServer>),
 }
 
 enum State {
@@ -229,7 +229,7 @@ impl SaslSession {
         }
         let exchange = match mechanism {
             SaslMechanism::Plain => Exchange::Plain,
-            scram => Exchange::Scram(ScramServer::new(scram)),
+            scram => Exchange::Scram(Box::new(ScramServer::new(scram))),
         };
         self.state = State::Authenticate {
             mechanism,

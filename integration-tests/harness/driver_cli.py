@@ -43,6 +43,7 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description="Brook driver protocol (integration-tests/README.md)")
     p.add_argument("command", choices=COMMANDS)
     p.add_argument("--bootstrap", required=True)
+    p.add_argument("--client-config", help="a properties file of client settings (harness/client_config.py)")
     p.add_argument("--topic")
     p.add_argument("--partitions", help="create-topic: a count; consume: a comma list")
     p.add_argument("--replication-factor", type=int, default=1)

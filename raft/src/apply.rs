@@ -109,6 +109,27 @@ pub fn apply(image: &mut MetadataImage, cmd: &Command, index: u64) -> ApplyResul
             }
             Ok(())
         }
+        Command::AlterUserScramCredentials {
+            upsertions,
+            deletions,
+        } => {
+            for (user, mechanism) in deletions {
+                if let Some(by_mechanism) = image.scram_credentials.get_mut(user) {
+                    by_mechanism.remove(mechanism);
+                    if by_mechanism.is_empty() {
+                        image.scram_credentials.remove(user);
+                    }
+                }
+            }
+            for upsertion in upsertions {
+                image
+                    .scram_credentials
+                    .entry(upsertion.user.clone())
+                    .or_default()
+                    .insert(upsertion.mechanism, upsertion.credential.clone());
+            }
+            Ok(())
+        }
         Command::ReplaceBrokerConfigs { broker_id, configs } => {
             if configs.is_empty() {
                 image.broker_configs.remove(broker_id);

@@ -148,6 +148,21 @@ pub enum Command {
         partitions: Vec<(Uuid, i32)>,
         election: ElectionType,
     },
+    /// Kafka's AlterUserScramCredentials, already checked by the proposer (iterations,
+    /// duplicates, what exists): each upsertion sets one user's credential for one
+    /// mechanism, each deletion removes one (absent ones are no-ops).
+    AlterUserScramCredentials {
+        upsertions: Vec<ScramUpsertion>,
+        deletions: Vec<(String, i8)>,
+    },
+}
+
+/// A user's new SCRAM credential for one mechanism (1 SCRAM-SHA-256, 2 SCRAM-SHA-512).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScramUpsertion {
+    pub user: String,
+    pub mechanism: i8,
+    pub credential: crate::image::ScramCredentialImage,
 }
 
 /// Which leader an [`Command::ElectLeaders`] picks (Kafka's `ElectionType`).
@@ -180,6 +195,7 @@ impl Command {
             Command::AllocateProducerIds { .. } => "allocate_producer_ids",
             Command::AlterPartition { .. } => "alter_partition",
             Command::ElectLeaders { .. } => "elect_leaders",
+            Command::AlterUserScramCredentials { .. } => "alter_user_scram_credentials",
         }
     }
 }

@@ -88,6 +88,16 @@ pub struct ProducerIdBlock {
     pub len: i64,
 }
 
+/// One user's SCRAM credential for one mechanism (KRaft's `UserScramCredentialRecord`):
+/// what the server needs to check a login, never the password.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScramCredentialImage {
+    pub salt: Vec<u8>,
+    pub stored_key: Vec<u8>,
+    pub server_key: Vec<u8>,
+    pub iterations: i32,
+}
+
 /// The whole cluster metadata after applying the log up to `applied`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(from = "ImageRepr", into = "ImageRepr")]
@@ -103,6 +113,9 @@ pub struct MetadataImage {
     pub next_producer_id: i64,
     /// The newest producer-id block of each broker.
     pub producer_id_blocks: BTreeMap<i32, ProducerIdBlock>,
+    /// SCRAM credentials by user, then by Kafka's mechanism type (1 SCRAM-SHA-256,
+    /// 2 SCRAM-SHA-512).
+    pub scram_credentials: BTreeMap<String, BTreeMap<i8, ScramCredentialImage>>,
     /// The last raft log entry reflected in this image (`None` before the first one).
     pub applied: Option<LogId<u64>>,
 }
@@ -160,6 +173,7 @@ impl MetadataImage {
             && self.cluster_id == other.cluster_id
             && self.next_producer_id == other.next_producer_id
             && self.producer_id_blocks == other.producer_id_blocks
+            && self.scram_credentials == other.scram_credentials
     }
 }
 
@@ -176,6 +190,8 @@ struct ImageRepr {
     next_producer_id: i64,
     #[serde(default)]
     producer_id_blocks: Vec<(i32, ProducerIdBlock)>,
+    #[serde(default)]
+    scram_credentials: Vec<(String, i8, ScramCredentialImage)>,
     applied: Option<LogId<u64>>,
 }
 
@@ -198,6 +214,15 @@ impl From<MetadataImage> for ImageRepr {
             cluster_id: image.cluster_id,
             next_producer_id: image.next_producer_id,
             producer_id_blocks: image.producer_id_blocks.into_iter().collect(),
+            scram_credentials: image
+                .scram_credentials
+                .into_iter()
+                .flat_map(|(user, by_mechanism)| {
+                    by_mechanism
+                        .into_iter()
+                        .map(move |(mechanism, c)| (user.clone(), mechanism, c))
+                })
+                .collect(),
             applied: image.applied,
         }
     }
@@ -226,6 +251,13 @@ impl From<ImageRepr> for MetadataImage {
             cluster_id: repr.cluster_id,
             next_producer_id: repr.next_producer_id,
             producer_id_blocks: repr.producer_id_blocks.into_iter().collect(),
+            scram_credentials: repr.scram_credentials.into_iter().fold(
+                BTreeMap::new(),
+                |mut all: BTreeMap<String, BTreeMap<i8, ScramCredentialImage>>, (user, m, c)| {
+                    all.entry(user).or_default().insert(m, c);
+                    all
+                },
+            ),
             applied: repr.applied,
         }
     }
@@ -265,6 +297,18 @@ mod tests {
         image
             .broker_configs
             .insert(Some(1), BTreeMap::from([("b".into(), "2".into())]));
+        image.scram_credentials.insert(
+            "alice".into(),
+            BTreeMap::from([(
+                2,
+                ScramCredentialImage {
+                    salt: vec![1, 2],
+                    stored_key: vec![3],
+                    server_key: vec![4],
+                    iterations: 8192,
+                },
+            )]),
+        );
 
         let json = serde_json::to_vec(&image).expect("serializable");
         let back: MetadataImage = serde_json::from_slice(&json).expect("round trip");

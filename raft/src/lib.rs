@@ -33,6 +33,7 @@ use std::io::Cursor;
 
 pub use command::{
     ApplyError, ApplyResult, Command, ElectionType, FenceReason, PartitionAssignment,
+    ScramUpsertion,
 };
 pub use config::{NodeRole, QuorumConfig};
 pub use election::{
@@ -42,7 +43,8 @@ pub use election::{
 pub use error::{ProposeError, RaftError};
 pub use forward::{HEARTBEAT_TIMEOUT, PROPOSE_TIMEOUT};
 pub use image::{
-    BrokerRegistration, MetadataImage, PartitionImage, ProducerIdBlock, TopicImage, NO_LEADER,
+    BrokerRegistration, MetadataImage, PartitionImage, ProducerIdBlock, ScramCredentialImage,
+    TopicImage, NO_LEADER,
 };
 pub use liveness::{Heartbeat, HeartbeatReply, Liveness, REGISTRATION_PROBE};
 pub use openraft::{BasicNode, LogId, RaftMetrics, ServerState};

@@ -1,9 +1,11 @@
-//! Authorization. Brook has no authorizer yet, so every principal may do everything;
+//! Authentication and authorization. [`sasl`] authenticates connections on SASL
+//! listeners. Brook has no authorizer yet, so every principal may do everything;
 //! `authorized` reports that in the bitfields clients ask for, and [`authorizer`] is the
 //! one place that says "no authorizer is configured" (Kafka's `authorizer.class.name`
 //! left empty), which the ACL APIs answer with SECURITY_DISABLED as Kafka does.
 
 pub mod authorized;
+pub mod sasl;
 
 use crate::broker::Broker;
 

@@ -18,6 +18,7 @@ use super::listener::{
     parse_listeners, parse_metrics_listener, parse_protocol_map, parse_quorum_voters,
 };
 use super::listener::{Listener, QuorumVoter};
+use super::sasl::SaslSettings;
 use super::topic_config::TopicConfig;
 use super::value::split_list;
 
@@ -124,6 +125,8 @@ pub struct BrokerConfig {
     pub cluster_id: Option<String>,
     /// What a topic without overrides gets (the `log.*` keys, resolved).
     pub topic_defaults: TopicConfig,
+    /// The SASL listeners' mechanisms and users.
+    pub sasl: SaslSettings,
     pub(crate) layers: Layers,
 }
 
@@ -300,6 +303,7 @@ impl BrokerConfig {
                 .filter(|id| !id.is_empty())
                 .map(str::to_owned),
             topic_defaults: TopicConfig::default(),
+            sasl: SaslSettings::default(),
             layers: layers.clone(),
         };
         // Kafka's KafkaConfig: broker.id is node.id's synonym (filled from it at load).
@@ -314,6 +318,11 @@ impl BrokerConfig {
         config.topic_defaults = TopicConfig::resolve(&config, &BTreeMap::new())?;
         super::roles::check(&config)?;
         super::security::check_served(&config, &layers)?;
+        config.sasl = super::sasl::resolve(
+            &config.listeners,
+            &config.listener_security_protocol_map,
+            &layers,
+        )?;
         Ok(config)
     }
 }

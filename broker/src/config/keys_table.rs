@@ -14,7 +14,7 @@ use super::listener::{
 };
 use super::value::{ConfigType as T, Validator as V};
 use Importance::{High as H, Low as L, Medium as M};
-use UpdateMode::{ClusterWide as CW, ReadOnly as RO};
+use UpdateMode::{ClusterWide as CW, PerBroker as PB, ReadOnly as RO};
 
 const LONG_MAX: &str = "9223372036854775807";
 const COMPRESSION: &[&str] = &["uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"];
@@ -75,6 +75,10 @@ pub(super) static BROKER_KEYS: &[KeyDef] = &[
       "Brook-specific: the cluster id to format a new data directory with. If not set, a random id is generated on first start; an existing data directory keeps its id."),
     k("compression.type", T::String, Some("producer"), V::OneOf(COMPRESSION), H, CW,
       "Specify the final compression type for a given topic. This configuration accepts the standard compression codecs ('gzip', 'snappy', 'lz4', 'zstd'). It additionally accepts 'uncompressed' which is equivalent to no compression; and 'producer' which means retain the original compression codec set by the producer."),
+    k("connection.failed.authentication.delay.ms", T::Int, Some("100"), V::AtLeast(0), L, RO,
+      "Connection close delay on failed authentication: the time (in milliseconds) by which connection close will be delayed on authentication failure. The failure answer (SASL_AUTHENTICATION_FAILED, UNSUPPORTED_SASL_MECHANISM) is sent after it, then the connection closes."),
+    k("connections.max.reauth.ms", T::Long, Some("0"), V::None, M, RO,
+      "When explicitly set to a positive number, the maximum session lifetime a SASL client is told in SaslAuthenticate v1+ (KIP-368): it re-authenticates on the same connection before then, and a request after expiry closes the connection. Also settable per listener (listener.name.<listener>.connections.max.reauth.ms). 0: sessions never expire."),
     k("controller.listener.names", T::List, Some(""), V::None, H, RO,
       "A comma-separated list of the names of the listeners used by the controller."),
     k("controller.quorum.bootstrap.servers", T::List, Some(""), V::None, H, RO,
@@ -193,6 +197,12 @@ pub(super) static BROKER_KEYS: &[KeyDef] = &[
       "The maximum wait time for each fetcher request issued by follower replicas."),
     k("replica.lag.time.max.ms", T::Long, Some("30000"), V::AtLeast(1), H, RO,
       "If a follower hasn't sent any fetch requests or hasn't consumed up to the leaders log end offset for at least this time, the leader will remove the follower from isr."),
+    k("sasl.enabled.mechanisms", T::List, Some("GSSAPI"), V::Items { allow_empty: true }, M, PB,
+      "The list of SASL mechanisms enabled in the Kafka server (also per listener: listener.name.<listener>.sasl.enabled.mechanisms). Brook serves PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512; GSSAPI (Kafka's default) and OAUTHBEARER stop the node at start, so a SASL_PLAINTEXT listener needs this set."),
+    k("sasl.jaas.config", T::Password, None, V::None, M, PB,
+      "JAAS login context parameters for SASL connections in the format used by JAAS configuration files. A broker reads it per listener and mechanism: listener.name.<listener>.<mechanism>.sasl.jaas.config (PLAIN's users as user_<name>=\"<password>\" options; SCRAM's entry is ScramLoginModule required;). The unprefixed key is a client setting a broker ignores."),
+    k("sasl.server.max.receive.size", T::Int, Some("524288"), V::None, M, RO,
+      "The maximum receive size allowed before and during initial SASL authentication. A larger frame closes the connection."),
     k("socket.receive.buffer.bytes", T::Int, Some("102400"), V::Custom(check_socket_buffer), H, RO,
       "The SO_RCVBUF buffer of the socket server sockets. If the value is -1, the OS default will be used. Brook refuses 0 and values below -1."),
     k("socket.request.max.bytes", T::Int, Some("104857600"), V::AtLeast(1), H, RO,

@@ -74,7 +74,7 @@ impl BrokerConfig {
         ];
         for (origin, pairs) in sources {
             for (key, value) in pairs {
-                let Some(def) = broker_key(&key) else {
+                let Some(def) = broker_key(&key).or_else(|| listener_prefixed_key(&key)) else {
                     warnings.push(unknown_key_warning(origin, &key));
                     continue;
                 };
@@ -104,6 +104,19 @@ impl BrokerConfig {
         };
         Ok((BrokerConfig::build(layers)?, warnings))
     }
+}
+
+/// Kafka's per-listener keys (`ListenerName.configPrefix`): `listener.name.<listener>.<key>`
+/// and, for SASL, `listener.name.<listener>.<mechanism>.<key>`; typed and validated as
+/// their base key, and stored under the full name.
+fn listener_prefixed_key(key: &str) -> Option<&'static super::keys::KeyDef> {
+    let rest = key.strip_prefix("listener.name.")?;
+    let (_listener, rest) = rest.split_once('.')?;
+    broker_key(rest).or_else(|| {
+        let (_mechanism, base) = rest.split_once('.')?;
+        broker_key(base)
+            .filter(|def| def.name.starts_with("sasl.") || def.name.starts_with("connections."))
+    })
 }
 
 fn unknown_key_warning(origin: Origin, key: &str) -> String {

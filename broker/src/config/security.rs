@@ -3,9 +3,10 @@
 //! plain, unauthenticated Kafka (issue 25 item 0).
 //!
 //! At start (`BrokerConfig::build`): a listener (or advertised listener) whose security
-//! protocol, by its name or through `listener.security.protocol.map`, is not PLAINTEXT;
-//! a non-empty `authorizer.class.name`; `sasl.enabled.mechanisms` set at all; and
-//! `security.inter.broker.protocol` other than PLAINTEXT. Dynamically: every dynamic
+//! protocol, by its name or through `listener.security.protocol.map`, is neither
+//! PLAINTEXT nor SASL_PLAINTEXT (TLS is not served yet); a non-empty
+//! `authorizer.class.name`; and `security.inter.broker.protocol` other than PLAINTEXT.
+//! The SASL mechanisms Brook cannot serve are refused by [`super::sasl`]. Dynamically: every dynamic
 //! `ssl.*` / `sasl.*` key, `principal.builder.class` and any `listener.name.*` key,
 //! except the Kerberos and login-refresh timings, which only tune a login Brook never
 //! performs and are stored as Kafka stores them (librdkafka's admin test 0081 alters
@@ -14,8 +15,11 @@
 use super::broker::{BrokerConfig, Layers};
 use super::error::ConfigError;
 
-/// The only security protocol Brook serves.
-const SERVED: &str = "PLAINTEXT";
+/// The security protocols Brook serves.
+const SERVED: &[&str] = &["PLAINTEXT", "SASL_PLAINTEXT"];
+
+/// What brokers speak among themselves.
+const INTER_BROKER: &str = "PLAINTEXT";
 
 /// Kafka's `DynamicBrokerConfig.DYNAMIC_SECURITY_CONFIGS`: keystore and truststore keys a
 /// dynamic update may only set with a `listener.name.<listener>.` prefix.
@@ -43,7 +47,7 @@ pub(crate) fn check_served(config: &BrokerConfig, layers: &Layers) -> Result<(),
             let Some(protocol) = config.listener_security_protocol_map.get(&listener.name) else {
                 continue;
             };
-            if protocol != SERVED {
+            if !SERVED.contains(&protocol.as_str()) {
                 let how = if listener.name == *protocol {
                     String::new()
                 } else {
@@ -52,7 +56,7 @@ pub(crate) fn check_served(config: &BrokerConfig, layers: &Layers) -> Result<(),
                 return Err(ConfigError::Unsupported {
                     key: key.to_owned(),
                     reason: format!(
-                        "listener {listener} has security protocol {protocol}{how}, which Brook does not support yet (only PLAINTEXT listeners are served): refusing to start rather than serve {} without encryption or authentication",
+                        "listener {listener} has security protocol {protocol}{how}, which Brook does not support yet (only PLAINTEXT and SASL_PLAINTEXT listeners are served): refusing to start rather than serve {} without encryption or authentication",
                         listener.name
                     ),
                 });
@@ -70,26 +74,9 @@ pub(crate) fn check_served(config: &BrokerConfig, layers: &Layers) -> Result<(),
             ),
         });
     }
-    let set_anywhere = |key: &str| {
-        [
-            &layers.per_broker,
-            &layers.cluster_default,
-            &layers.static_props,
-        ]
-        .into_iter()
-        .find_map(|layer| layer.get(key))
-    };
-    if let Some(mechanisms) = set_anywhere("sasl.enabled.mechanisms") {
-        return Err(ConfigError::Unsupported {
-            key: "sasl.enabled.mechanisms".to_owned(),
-            reason: format!(
-                "sasl.enabled.mechanisms={mechanisms}: Brook has no SASL authentication yet: refusing to start rather than accept clients without authenticating them"
-            ),
-        });
-    }
     if let Some(protocol) = layers
         .effective("security.inter.broker.protocol")
-        .filter(|p| *p != SERVED)
+        .filter(|p| *p != INTER_BROKER)
     {
         return Err(ConfigError::Unsupported {
             key: "security.inter.broker.protocol".to_owned(),

@@ -674,8 +674,13 @@ fn a_listener_brook_cannot_secure_stops_the_node_naming_listener_and_protocol() 
             && message.contains("SSL (listener.security.protocol.map)"),
         "{message}"
     );
-    let (_, message) = refusal(&["listeners=SASL_PLAINTEXT://:9092"]);
-    assert!(message.contains("SASL_PLAINTEXT"), "{message}");
+    // SASL_PLAINTEXT is served, but not with Kafka's default mechanism (GSSAPI).
+    let (key, message) = refusal(&["listeners=SASL_PLAINTEXT://:9092"]);
+    assert_eq!(key.as_deref(), Some("sasl.enabled.mechanisms"));
+    assert!(
+        message.contains("SASL_PLAINTEXT") && message.contains("GSSAPI"),
+        "{message}"
+    );
     assert_eq!(
         refusal(&[
             "listeners=PLAINTEXT://:9092,INTERNAL://:9093",
@@ -693,10 +698,14 @@ fn an_authorizer_sasl_mechanisms_or_a_secured_inter_broker_protocol_stop_the_nod
     assert_eq!(key.as_deref(), Some("authorizer.class.name"));
     assert!(message.contains("StandardAuthorizer"), "{message}");
     assert_eq!(refusal(&["authorizer.class.name="]).0, None);
-    let (key, _) = refusal(&["sasl.enabled.mechanisms=PLAIN"]);
+    let (key, _) = refusal(&["sasl.enabled.mechanisms=PLAIN,GSSAPI"]);
     assert_eq!(key.as_deref(), Some("sasl.enabled.mechanisms"));
-    let (key, _) = refusal(&["sasl.enabled.mechanisms="]);
-    assert_eq!(key.as_deref(), Some("sasl.enabled.mechanisms"));
+    // Mechanisms Brook serves load even where no listener uses them.
+    assert_eq!(
+        refusal(&["sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-512"]).0,
+        None
+    );
+    assert_eq!(refusal(&["sasl.enabled.mechanisms="]).0, None);
     let (key, _) = refusal(&["security.inter.broker.protocol=SSL"]);
     assert_eq!(key.as_deref(), Some("security.inter.broker.protocol"));
     // Harmless security keys load (and are only described).

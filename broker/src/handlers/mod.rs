@@ -12,6 +12,7 @@ use crate::server::write::FileChunk;
 pub mod add_offsets_to_txn;
 pub mod add_partitions_to_txn;
 pub mod alter_configs;
+pub mod alter_user_scram_credentials;
 pub mod api_versions;
 pub mod create_acls;
 pub mod create_partitions;
@@ -21,6 +22,7 @@ pub mod delete_groups;
 pub mod delete_records;
 pub mod delete_topics;
 pub mod describe_acls;
+pub mod describe_client_quotas;
 pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_groups;
@@ -28,6 +30,7 @@ pub mod describe_producers;
 pub mod describe_quorum;
 pub mod describe_topic_partitions;
 pub mod describe_transactions;
+pub mod describe_user_scram_credentials;
 pub mod elect_leaders;
 pub mod end_txn;
 pub mod fetch;
@@ -48,6 +51,8 @@ mod offset_entries;
 pub mod offset_fetch;
 pub mod offset_for_leader_epoch;
 pub mod produce;
+pub mod sasl_authenticate;
+pub mod sasl_handshake;
 pub mod sync_group;
 pub mod txn_offset_commit;
 pub mod write_txn_markers;
@@ -95,6 +100,11 @@ pub const HANDLERS: &[ApiKey] = &[
     ApiKey::DescribeAcls,
     ApiKey::CreateAcls,
     ApiKey::DeleteAcls,
+    ApiKey::SaslHandshake,
+    ApiKey::SaslAuthenticate,
+    ApiKey::DescribeClientQuotas,
+    ApiKey::DescribeUserScramCredentials,
+    ApiKey::AlterUserScramCredentials,
 ];
 
 /// Whether Brook serves `api_key` at `version`.
@@ -245,6 +255,23 @@ pub async fn handle(
         RequestKind::DeleteAcls(req) => {
             ResponseKind::DeleteAcls(delete_acls::handle(broker, req, v))
         }
+        RequestKind::SaslHandshake(req) => {
+            ResponseKind::SaslHandshake(sasl_handshake::handle(req, v))
+        }
+        RequestKind::SaslAuthenticate(req) => {
+            ResponseKind::SaslAuthenticate(sasl_authenticate::handle(req, v))
+        }
+        RequestKind::DescribeClientQuotas(req) => {
+            ResponseKind::DescribeClientQuotas(describe_client_quotas::handle(req, v))
+        }
+        RequestKind::DescribeUserScramCredentials(req) => {
+            ResponseKind::DescribeUserScramCredentials(describe_user_scram_credentials::handle(
+                broker, req, v,
+            ))
+        }
+        RequestKind::AlterUserScramCredentials(req) => ResponseKind::AlterUserScramCredentials(
+            alter_user_scram_credentials::handle(broker, req, v).await,
+        ),
         other => {
             return Err(BrokerError::NoHandler(
                 format!("{other:?}").chars().take(40).collect(),

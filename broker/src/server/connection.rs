@@ -4,17 +4,21 @@
 //! (it mutes a channel until its response is sent): pipelined produces of an idempotent
 //! producer are appended in the order they were sent. A frame that is not a Kafka
 //! request closes this connection with one log line; other connections carry on.
+//! On a SASL listener every frame passes [`SaslSession::admit`] first (`auth::sasl`).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Instant;
 
+use brook_protocol::chunked::Chunk;
 use brook_protocol::frame::split_frame;
 use bytes::BytesMut;
 use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, warn, Instrument};
+use tracing::{debug, info, warn, Instrument};
 
+use crate::auth::sasl::{Admit, SaslSession};
 use crate::broker::Broker;
 use crate::metrics;
 use crate::server::dispatch::{self, Outcome};
@@ -23,13 +27,15 @@ use crate::server::write::write_response;
 pub async fn run(
     stream: TcpStream,
     peer: SocketAddr,
+    listener: Arc<str>,
     broker: Arc<Broker>,
     shutdown: CancellationToken,
 ) {
     let _gauge = metrics::ConnectionGuard::open();
     let span = tracing::debug_span!("connection", %peer);
     async move {
-        if let Err(reason) = serve(stream, &broker, &shutdown).await {
+        let sasl = SaslSession::for_listener(&broker.config.sasl, &listener);
+        if let Err(reason) = serve(stream, &broker, sasl, &shutdown).await {
             warn!(%peer, %reason, "closing connection");
         } else {
             debug!(%peer, "connection closed");
@@ -43,13 +49,15 @@ pub async fn run(
 async fn serve(
     mut stream: TcpStream,
     broker: &Broker,
+    mut sasl: Option<SaslSession>,
     shutdown: &CancellationToken,
 ) -> Result<(), String> {
     let _ = stream.set_nodelay(true);
     let max_frame = broker.config.socket_request_max_bytes;
     let mut buf = BytesMut::with_capacity(64 * 1024);
     loop {
-        let frame = match split_frame(&mut buf, max_frame) {
+        let limit = sasl.as_ref().map_or(max_frame, |s| s.max_frame(max_frame));
+        let frame = match split_frame(&mut buf, limit) {
             Ok(Some(frame)) => frame.freeze(),
             Ok(None) => {
                 let read = tokio::select! {
@@ -73,6 +81,37 @@ async fn serve(
                 }
             }
             Err(e) => return Err(e.to_string()),
+        };
+        let frame = match sasl.as_mut() {
+            None => frame,
+            Some(session) => match session.admit(frame, broker, Instant::now()) {
+                Admit::Dispatch(frame) => frame,
+                Admit::Reply(reply) => {
+                    if let Err(e) = write_response(&mut stream, vec![Chunk::Bytes(reply)]).await {
+                        debug!(error = %e, "write failed");
+                        return Ok(());
+                    }
+                    continue;
+                }
+                Admit::Fail {
+                    reply,
+                    delay,
+                    reason,
+                } => {
+                    // Kafka's connection.failed.authentication.delay.ms: the answer and the
+                    // close wait, so failed logins cannot be retried at full speed.
+                    info!(%reason, "failed authentication");
+                    tokio::select! {
+                        _ = shutdown.cancelled() => return Ok(()),
+                        _ = tokio::time::sleep(delay) => {}
+                    }
+                    if let Some(reply) = reply {
+                        let _ = write_response(&mut stream, vec![Chunk::Bytes(reply)]).await;
+                    }
+                    return Ok(());
+                }
+                Admit::Close(reason) => return Err(reason),
+            },
         };
         match dispatch::handle_frame(broker, frame).await {
             Outcome::Respond(chunks) => {

@@ -59,6 +59,7 @@ pub async fn serve(
             bound.push(local);
             tracker.spawn(accept_loop(
                 socket,
+                Arc::from(listener.name.as_str()),
                 broker.clone(),
                 permits.clone(),
                 shutdown.clone(),
@@ -113,6 +114,7 @@ fn bind_addresses(listener: &Listener) -> anyhow::Result<Vec<(SocketAddr, Option
 
 async fn accept_loop(
     socket: TcpListener,
+    listener: Arc<str>,
     broker: Arc<Broker>,
     permits: Arc<Semaphore>,
     shutdown: CancellationToken,
@@ -134,8 +136,9 @@ async fn accept_loop(
             Ok((stream, peer)) => {
                 let broker = broker.clone();
                 let shutdown = shutdown.clone();
+                let listener = listener.clone();
                 tracker.spawn(async move {
-                    connection::run(stream, peer, broker, shutdown).await;
+                    connection::run(stream, peer, listener, broker, shutdown).await;
                     drop(permit);
                 });
             }

@@ -16,6 +16,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # integration-tests/, for harness
 
 from harness import driver_cli as cli  # noqa: E402  (first: it installs the SIGTERM handler)
+from harness import client_config  # noqa: E402
 from confluent_kafka import (  # noqa: E402
     OFFSET_BEGINNING,
     OFFSET_END,
@@ -45,11 +46,18 @@ TIMEOUT_S = 30.0
 _ADMIN = []
 
 
+def client_conf(args) -> dict:
+    """`--client-config` in librdkafka's names (security settings), empty without it."""
+    if not args.client_config:
+        return {}
+    return client_config.librdkafka(client_config.load(args.client_config))
+
+
 def admin(args):
     """One AdminClient per process, kept referenced: librdkafka destroys the handle (failing
     its pending futures with _DESTROY) as soon as the Python object is collected."""
     if not _ADMIN:
-        _ADMIN.append(AdminClient({"bootstrap.servers": args.bootstrap}))
+        _ADMIN.append(AdminClient({"bootstrap.servers": args.bootstrap, **client_conf(args)}))
     return _ADMIN[0]
 
 
@@ -155,6 +163,7 @@ def produce(args):
     records = cli.read_records(args.input)
     conf = {
         "bootstrap.servers": args.bootstrap,
+        **client_conf(args),
         "acks": "all" if args.acks in ("all", "-1") else args.acks,
         "compression.type": args.codec,
         "enable.idempotence": args.idempotent,
@@ -209,6 +218,7 @@ def txn_produce(args):
     aborts = set(cli.partition_list(args.abort) or [])
     producer = Producer({
         "bootstrap.servers": args.bootstrap,
+        **client_conf(args),
         "transactional.id": args.transactional_id,
         "linger.ms": 5,
     })
@@ -263,6 +273,7 @@ def txn_copy(args):
     application does after an abort. Stops once --count records are committed."""
     consumer = Consumer({
         "bootstrap.servers": args.bootstrap,
+        **client_conf(args),
         "group.id": args.group,
         "enable.auto.commit": False,
         "auto.offset.reset": "earliest",
@@ -270,6 +281,7 @@ def txn_copy(args):
     })
     producer = Producer({
         "bootstrap.servers": args.bootstrap,
+        **client_conf(args),
         "transactional.id": args.transactional_id,
         "linger.ms": 5,
     })
@@ -330,6 +342,7 @@ def consume(args):
         start = int(args.from_)
     conf = {
         "bootstrap.servers": args.bootstrap,
+        **client_conf(args),
         "group.id": f"brook-driver-{uuid.uuid4()}",  # required by librdkafka; never joined
         "enable.auto.commit": False,
         "enable.partition.eof": False,
@@ -369,6 +382,7 @@ def group_consume(args):
     """README.md's group-consume with librdkafka's classic-protocol consumer."""
     conf = {
         "bootstrap.servers": args.bootstrap,
+        **client_conf(args),
         "group.id": args.group,
         "enable.auto.commit": False,
         "auto.offset.reset": args.from_,

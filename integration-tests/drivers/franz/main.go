@@ -79,9 +79,18 @@ func run(args []string) int {
 	}
 	fs := flag.NewFlagSet(args[0], flag.ContinueOnError)
 	bootstrap := fs.String("bootstrap", "", "HOST:PORT of a broker")
+	clientConfigPath := fs.String("client-config", "", "a properties file of client settings (harness/client_config.py)")
 	runFn := cmd.flags(fs)
 	if err := fs.Parse(args[1:]); err != nil {
 		return 2
+	}
+	if *clientConfigPath != "" {
+		opts, err := clientConfig(*clientConfigPath)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		clientConfigOpts = opts
 	}
 	if *bootstrap == "" {
 		fmt.Fprintln(os.Stderr, "--bootstrap is required")
@@ -165,7 +174,7 @@ func newClient(bootstrap string, opts ...kgo.Opt) (*kgo.Client, error) {
 	all := append([]kgo.Opt{
 		kgo.SeedBrokers(strings.Split(bootstrap, ",")...),
 		kgo.ClientID("brook-franz-driver"),
-	}, opts...)
+	}, append(append([]kgo.Opt{}, clientConfigOpts...), opts...)...)
 	levels := map[string]kgo.LogLevel{
 		"debug": kgo.LogLevelDebug, "info": kgo.LogLevelInfo, "warn": kgo.LogLevelWarn, "error": kgo.LogLevelError,
 	}

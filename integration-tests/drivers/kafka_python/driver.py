@@ -17,6 +17,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # integration-tests/, for harness
 
 from harness import driver_cli as cli  # noqa: E402  (first: it installs the SIGTERM handler)
+from harness import client_config  # noqa: E402
 from kafka import (  # noqa: E402
     ConsumerRebalanceListener, KafkaConsumer, KafkaProducer, OffsetAndMetadata, TopicPartition,
 )
@@ -39,8 +40,15 @@ CONFIG_SOURCES = {
 }
 
 
+def client_conf(args) -> dict:
+    """`--client-config` as kafka-python keyword arguments (security settings)."""
+    if not args.client_config:
+        return {}
+    return client_config.kafka_python(client_config.load(args.client_config))
+
+
 def admin(args) -> KafkaAdminClient:
-    return KafkaAdminClient(bootstrap_servers=args.bootstrap, request_timeout_ms=TIMEOUT_MS)
+    return KafkaAdminClient(bootstrap_servers=args.bootstrap, request_timeout_ms=TIMEOUT_MS, **client_conf(args))
 
 
 def _check(response, field: str) -> None:
@@ -148,6 +156,7 @@ def produce(args):
     acks = {"all": "all", "-1": "all", "1": 1, "0": 0}[args.acks]
     conf = {
         "bootstrap_servers": args.bootstrap,
+        **client_conf(args),
         "acks": acks,
         "compression_type": None if args.codec == "none" else args.codec,
         "linger_ms": 5,
@@ -178,7 +187,7 @@ def produce(args):
 
 
 def _consumer(args, **extra) -> KafkaConsumer:
-    conf = {"bootstrap_servers": args.bootstrap, "enable_auto_commit": False, "group_id": None, **extra}
+    conf = {"bootstrap_servers": args.bootstrap, "enable_auto_commit": False, "group_id": None, **client_conf(args), **extra}
     return KafkaConsumer(**conf)
 
 
@@ -238,7 +247,7 @@ def group_consume(args):
         raise cli.UnsupportedCommand("kafka-python has no cooperative-sticky assignor")
     extra = {"group_instance_id": args.instance_id} if args.instance_id else {}
     consumer = KafkaConsumer(
-        bootstrap_servers=args.bootstrap, group_id=args.group, enable_auto_commit=False,
+        bootstrap_servers=args.bootstrap, group_id=args.group, enable_auto_commit=False, **client_conf(args),
         auto_offset_reset=args.from_, session_timeout_ms=args.session_timeout_ms,
         heartbeat_interval_ms=1000, **extra,
     )

@@ -42,7 +42,7 @@ async function run(argv) {
   const opts = parseArgs(rest)
   if (!opts.bootstrap) throw new UsageError('--bootstrap is required')
   await codecs.register()
-  const client = kafka(opts.bootstrap)
+  const client = kafka(opts.bootstrap, opts['client-config'])
   if (command === 'produce') return produce(client, opts)
   if (command === 'txn-produce') return txnProduce(client, opts)
   if (command === 'txn-copy') return txnCopy(client, opts)

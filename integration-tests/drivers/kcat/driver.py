@@ -27,6 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # integration-tests/, for harness
 
 from harness import driver_cli as cli  # noqa: E402
+from harness import client_config  # noqa: E402
 
 KCAT = "kcat"
 KEY_SEP, MSG_SEP = "\x1f", "\x1e"  # ASCII unit / record separators: never in test data
@@ -35,8 +36,16 @@ DELIVERED = re.compile(r"Message delivered to partition (-?\d+) \(offset (-?\d+)
 CODEC = {"none": "none", "gzip": "gzip", "snappy": "snappy", "lz4": "lz4", "zstd": "zstd"}
 
 
+def client_x(args) -> list:
+    """`--client-config` as kcat `-X k=v` arguments, in librdkafka's names."""
+    if not args.client_config:
+        return []
+    conf = client_config.librdkafka(client_config.load(args.client_config))
+    return [arg for key, value in conf.items() for arg in ("-X", f"{key}={value}")]
+
+
 def _kcat(args, *argv, stdin: bytes = b"", timeout: float = 60) -> subprocess.CompletedProcess:
-    cmd = [KCAT, "-b", args.bootstrap, "-m", METADATA_TIMEOUT_S, *argv]
+    cmd = [KCAT, "-b", args.bootstrap, "-m", METADATA_TIMEOUT_S, *client_x(args), *argv]
     proc = subprocess.run(cmd, input=stdin, capture_output=True, timeout=timeout)
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}: {proc.stderr.decode(errors='replace')}")
@@ -138,7 +147,7 @@ def _reader(stream, lines: "queue.Queue"):
 def consume(args):
     wanted_partitions = cli.partition_list(args.partitions)
     start = {"earliest": "beginning", "latest": "end"}.get(args.from_, args.from_)
-    argv = [KCAT, "-b", args.bootstrap, "-m", METADATA_TIMEOUT_S, "-C", "-J", "-u", "-q", "-t", args.topic, "-o", start]
+    argv = [KCAT, "-b", args.bootstrap, "-m", METADATA_TIMEOUT_S, *client_x(args), "-C", "-J", "-u", "-q", "-t", args.topic, "-o", start]
     if wanted_partitions is not None and len(wanted_partitions) == 1:
         argv += ["-p", str(wanted_partitions[0])]
     if args.max_bytes is not None:

@@ -6,6 +6,8 @@
 // stderr.
 'use strict'
 
+const { kafkajsOptions } = require('./client_config')
+
 // kafkajs 2.x prints a partitioner-change warning on every producer; the
 // default (Java-compatible murmur2) partitioner is what we want.
 process.env.KAFKAJS_NO_PARTITIONER_WARNING = '1'
@@ -76,12 +78,14 @@ function stderrLogCreator() {
   }
 }
 
-function kafka(bootstrap) {
+// `clientConfig`: the --client-config file (security settings), if any.
+function kafka(bootstrap, clientConfig) {
   return new Kafka({
     clientId: 'brook-kafkajs-driver',
     brokers: bootstrap.split(','),
     logLevel: logLevel.WARN,
     logCreator: stderrLogCreator,
+    ...kafkajsOptions(clientConfig),
   })
 }
 

@@ -1,6 +1,6 @@
 /*
  * Entry point of the Java-client driver (see integration-tests/README.md, "The driver
- * protocol"): parses `<command> --bootstrap HOST:PORT [options]`, runs the command with the
+ * protocol"): parses `<command> --bootstrap HOST:PORT [--client-config FILE] [options]`, runs the command with the
  * official Apache Kafka Java client and prints JSON on stdout.
  * Exit codes: 0 success, 1 any client error (its class and message go to stderr as one JSON
  * line), 2 usage error, 3 unsupported command. Client logs go to stderr (slf4j-simple, WARN
@@ -8,6 +8,10 @@
  */
 package dev.brook.driver;
 
+import java.io.Reader;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.Optional;
 import java.util.Properties;
 import java.util.concurrent.ExecutionException;
 
@@ -34,6 +38,14 @@ public final class Main {
         Properties base = new Properties();
         base.put("bootstrap.servers", bootstrap);
         base.put("client.id", "brook-driver-java");
+        // --client-config FILE: security and other client settings (Java properties, Kafka's
+        // own client names), applied to every client the command creates.
+        Optional<String> clientConfig = args.get("client-config");
+        if (clientConfig.isPresent()) {
+            try (Reader reader = Files.newBufferedReader(Path.of(clientConfig.get()))) {
+                base.load(reader);
+            }
+        }
         switch (args.command) {
             case "produce":
                 return ProduceCommand.run(base, args);

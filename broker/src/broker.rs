@@ -14,7 +14,7 @@ use brook_storage::LogManager;
 use tokio_util::sync::CancellationToken;
 use tracing::info;
 
-use crate::cluster::{quorum_config, registration};
+use crate::cluster::quorum_config;
 use crate::config::BrokerConfig;
 use crate::coordinator::group::offsets_log::OffsetsLog;
 use crate::coordinator::group::{GroupConfig, GroupCoordinator};
@@ -47,8 +47,10 @@ pub struct Broker {
 }
 
 impl Broker {
-    /// Opens storage and metadata and registers this broker; the listeners come after.
-    pub async fn start(config: BrokerConfig) -> anyhow::Result<Arc<Broker>> {
+    /// Opens storage and metadata; `cluster::registration::join` registers the broker
+    /// next (so this module does not depend on the registration that depends on it), and
+    /// the listeners come after.
+    pub async fn open(config: BrokerConfig) -> anyhow::Result<Arc<Broker>> {
         let first_dir = config
             .log_dirs
             .first()
@@ -135,10 +137,6 @@ impl Broker {
             broker_epoch: AtomicU64::new(0),
             config,
         });
-        let epoch = registration::register(&broker).await?;
-        broker.set_broker_epoch(epoch);
-        broker.reconcile().await;
-        info!(node_id = broker.node_id, cluster_id = %broker.cluster_id, broker_epoch = epoch, "broker started");
         Ok(broker)
     }
 
@@ -250,7 +248,7 @@ async fn agree_on_cluster_id(
     if quorum.image().cluster_id.is_none() {
         let proposed = local
             .clone()
-            .unwrap_or_else(|| crate::metadata::topics::uuid_to_kafka_string(uuid::Uuid::new_v4()));
+            .unwrap_or_else(|| meta_properties::uuid_to_kafka_string(uuid::Uuid::new_v4()));
         loop {
             match quorum
                 .propose(Command::SetClusterId {

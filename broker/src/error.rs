@@ -1,20 +1,41 @@
 //! `BrokerError` and THE single mapping from internal errors to Kafka error codes.
 //! Handlers put the code in the failing partition's (or resource's) entry; only errors
-//! that make a response impossible close the connection.
+//! that make a response impossible close the connection. Handlers name no code: they
+//! build one of these errors and ask it for `code()`.
+//!
+//! What is Brook's own fault (a task that died, a record it cannot encode, state it
+//! cannot read back) is [`BrokerError::ServerFault`]: UNKNOWN_SERVER_ERROR, never
+//! INVALID_REQUEST, which tells the client its request was wrong.
+//!
+//! The group, transaction, partition and admin-request errors are defined in this
+//! module's children, not beside their users, so this module imports no coordinator or
+//! broker type (the coordinators re-export theirs): dependencies point into it only.
+
+mod fetch;
+mod group;
+mod partition;
+mod request;
+mod txn;
 
 use brook_protocol::kafka_protocol::ResponseError;
-use brook_raft::{ApplyError, ProposeError};
+use brook_raft::{ApplyError, ElectionRefusal, ProposeError};
 use brook_storage::StorageError;
 
+pub use self::fetch::FetchSessionError;
+pub use self::group::GroupError;
+pub use self::partition::PartitionError;
+pub use self::request::{CoordinatorLookupError, ElectionError};
+pub use self::txn::TxnError;
 use crate::config::ConfigError;
-use crate::coordinator::group::GroupError;
-use crate::coordinator::txn::TxnError;
 use crate::replication::acks::NotReplicated;
 
 #[derive(Debug, thiserror::Error)]
 pub enum BrokerError {
     #[error("no handler for request {0}")]
     NoHandler(String),
+    /// A request version newer than this broker supports (ApiVersions answers v0, KIP-511).
+    #[error("unsupported request version")]
+    UnsupportedVersion,
     #[error(transparent)]
     Storage(#[from] StorageError),
     #[error(transparent)]
@@ -25,14 +46,26 @@ pub enum BrokerError {
     InvalidTopic { name: String, reason: String },
     #[error("unknown topic or partition {topic}-{partition}")]
     UnknownTopicOrPartition { topic: String, partition: i32 },
+    /// A topic an admin request names that does not exist.
+    #[error("topic {name} does not exist")]
+    UnknownTopic { name: String },
+    /// CreatePartitions never shrinks a topic (Kafka: INVALID_PARTITIONS).
+    #[error("topic currently has {current} partitions, {requested} would not be an increase")]
+    PartitionsNotIncreased { current: i32, requested: i32 },
     #[error("invalid request: {0}")]
     InvalidRequest(String),
+    /// Brook's own fault, not the request's: a task that died, a record it could not
+    /// encode, state it could not read back.
+    #[error("internal error: {0}")]
+    ServerFault(String),
     #[error("topic deletion is disabled (delete.topic.enable=false)")]
     TopicDeletionDisabled,
     #[error("replication factor {requested} is invalid with {brokers} broker(s)")]
     InvalidReplicationFactor { requested: i16, brokers: usize },
     #[error(transparent)]
     Group(#[from] GroupError),
+    #[error(transparent)]
+    Partition(#[from] PartitionError),
     /// This broker does not lead the partition; `leader` is who does (-1: nobody yet).
     #[error(
         "this broker does not lead {topic}-{partition} (leader {leader}, epoch {leader_epoch})"
@@ -66,22 +99,52 @@ pub enum BrokerError {
     SecurityDisabled(&'static str),
 }
 
+/// A refused DescribeConfigs / AlterConfigs / IncrementalAlterConfigs resource.
+#[derive(Debug, thiserror::Error)]
+pub enum ResourceError {
+    #[error("broker {0} is not this broker")]
+    NotThisBroker(String),
+    #[error("unsupported resource type {0}")]
+    UnsupportedResourceType(i8),
+    /// Kafka's `ConfigAdminManager` wording.
+    #[error("Error due to duplicate config keys")]
+    DuplicateConfigKeys,
+    #[error("Unknown operations type {0}")]
+    UnknownOperation(i8),
+    /// A change the config rules refuse.
+    #[error(transparent)]
+    Refused(#[from] ConfigError),
+    /// A stored topic config that cannot be described.
+    #[error(transparent)]
+    Undescribable(ConfigError),
+    /// The topic is unknown, or proposing the change failed.
+    #[error(transparent)]
+    Broker(#[from] BrokerError),
+}
+
 impl BrokerError {
     /// The Kafka error code a client gets for this error.
     pub fn code(&self) -> ResponseError {
         match self {
-            BrokerError::NoHandler(_) => ResponseError::UnsupportedVersion,
+            BrokerError::NoHandler(_) | BrokerError::UnsupportedVersion => {
+                ResponseError::UnsupportedVersion
+            }
             BrokerError::Storage(e) => storage_code(e),
             BrokerError::Propose(ProposeError::Apply(e)) => apply_code(e),
             BrokerError::Propose(ProposeError::NotLeader { .. }) => ResponseError::NotController,
             BrokerError::Propose(_) => ResponseError::RequestTimedOut,
             BrokerError::Config(e) => config_code(e),
             BrokerError::InvalidTopic { .. } => ResponseError::InvalidTopicException,
-            BrokerError::UnknownTopicOrPartition { .. } => ResponseError::UnknownTopicOrPartition,
+            BrokerError::UnknownTopicOrPartition { .. } | BrokerError::UnknownTopic { .. } => {
+                ResponseError::UnknownTopicOrPartition
+            }
+            BrokerError::PartitionsNotIncreased { .. } => ResponseError::InvalidPartitions,
             BrokerError::InvalidRequest(_) => ResponseError::InvalidRequest,
+            BrokerError::ServerFault(_) => ResponseError::UnknownServerError,
             BrokerError::TopicDeletionDisabled => ResponseError::TopicDeletionDisabled,
             BrokerError::InvalidReplicationFactor { .. } => ResponseError::InvalidReplicationFactor,
             BrokerError::Group(e) => group_code(e),
+            BrokerError::Partition(e) => partition_code(e),
             BrokerError::NotLeaderOrFollower { .. } => ResponseError::NotLeaderOrFollower,
             BrokerError::FencedLeaderEpoch { .. } => ResponseError::FencedLeaderEpoch,
             BrokerError::UnknownLeaderEpoch { .. } => ResponseError::UnknownLeaderEpoch,
@@ -91,6 +154,16 @@ impl BrokerError {
             BrokerError::NotReplicated(e) => e.code(),
             BrokerError::SecurityDisabled(_) => ResponseError::SecurityDisabled,
         }
+    }
+
+    /// A CreateTopics that lost the race to another creation of the same topic.
+    pub fn is_topic_already_exists(&self) -> bool {
+        self.code() == ResponseError::TopicAlreadyExists
+    }
+
+    /// A disk failure (KAFKA_STORAGE_ERROR): logged once at ERROR where it is answered.
+    pub fn is_storage_fault(&self) -> bool {
+        self.code() == ResponseError::KafkaStorageError
     }
 }
 
@@ -136,6 +209,44 @@ fn storage_code(e: &StorageError) -> ResponseError {
     }
 }
 
+/// One partition's refusal.
+pub fn partition_code(e: &PartitionError) -> ResponseError {
+    match e {
+        PartitionError::UnknownTopicOrPartition => ResponseError::UnknownTopicOrPartition,
+        PartitionError::UnknownTopicId => ResponseError::UnknownTopicId,
+        PartitionError::LeaderNotAvailable => ResponseError::LeaderNotAvailable,
+        PartitionError::NotLeaderOrFollower => ResponseError::NotLeaderOrFollower,
+        PartitionError::NotEnoughReplicas => ResponseError::NotEnoughReplicas,
+        PartitionError::OffsetOutOfRange => ResponseError::OffsetOutOfRange,
+        PartitionError::PolicyViolation => ResponseError::PolicyViolation,
+        PartitionError::CorruptMessage => ResponseError::CorruptMessage,
+        PartitionError::InvalidRecord => ResponseError::InvalidRecord,
+        PartitionError::InvalidRequiredAcks => ResponseError::InvalidRequiredAcks,
+        PartitionError::Offline => ResponseError::KafkaStorageError,
+    }
+}
+
+impl PartitionError {
+    pub fn code(&self) -> ResponseError {
+        partition_code(self)
+    }
+}
+
+/// A refused fetch session's code.
+pub fn fetch_session_code(e: &FetchSessionError) -> ResponseError {
+    match e {
+        FetchSessionError::NotFound => ResponseError::FetchSessionIdNotFound,
+        FetchSessionError::InvalidEpoch => ResponseError::InvalidFetchSessionEpoch,
+        FetchSessionError::TopicIdMismatch => ResponseError::FetchSessionTopicIdError,
+    }
+}
+
+impl FetchSessionError {
+    pub fn code(&self) -> ResponseError {
+        fetch_session_code(self)
+    }
+}
+
 /// The classic group protocol's codes (Kafka's `GroupCoordinator` error choices).
 pub fn group_code(e: &GroupError) -> ResponseError {
     match e {
@@ -152,6 +263,14 @@ pub fn group_code(e: &GroupError) -> ResponseError {
         GroupError::NonEmptyGroup => ResponseError::NonEmptyGroup,
         GroupError::GroupSubscribedToTopic => ResponseError::GroupSubscribedToTopic,
         GroupError::OffsetMetadataTooLarge(_) => ResponseError::OffsetMetadataTooLarge,
+        GroupError::MemberIdRequired => ResponseError::MemberIdRequired,
+        GroupError::UnstableOffsetCommit => ResponseError::UnstableOffsetCommit,
+    }
+}
+
+impl GroupError {
+    pub fn code(&self) -> ResponseError {
+        group_code(self)
     }
 }
 
@@ -171,6 +290,49 @@ pub fn txn_code(e: &TxnError) -> ResponseError {
         TxnError::TransactionalIdNotFound => ResponseError::TransactionalIdNotFound,
         TxnError::InvalidRequest(_) => ResponseError::InvalidRequest,
         TxnError::Internal(_) => ResponseError::UnknownServerError,
+        TxnError::OperationNotAttempted => ResponseError::OperationNotAttempted,
+        TxnError::NotInTransaction => ResponseError::TransactionAbortable,
+        TxnError::InvalidProducerEpoch => ResponseError::InvalidProducerEpoch,
+        TxnError::Unreachable => ResponseError::NetworkException,
+        TxnError::TimedOut => ResponseError::RequestTimedOut,
+        TxnError::Remote(code) => {
+            ResponseError::try_from_code(*code).unwrap_or(ResponseError::UnknownServerError)
+        }
+    }
+}
+
+impl TxnError {
+    pub fn code(&self) -> ResponseError {
+        txn_code(self)
+    }
+
+    /// A coordinator's answer as another broker sends it on the wire (0: none), read back
+    /// into the error this broker's own coordinator would have returned.
+    pub fn from_code(code: i16) -> Option<TxnError> {
+        let known = [
+            TxnError::NotCoordinator,
+            TxnError::CoordinatorNotAvailable,
+            TxnError::CoordinatorLoadInProgress,
+            TxnError::ConcurrentTransactions,
+            TxnError::ProducerFenced,
+            TxnError::InvalidProducerIdMapping,
+            TxnError::InvalidTxnState,
+            TxnError::TransactionalIdNotFound,
+            TxnError::OperationNotAttempted,
+            TxnError::NotInTransaction,
+            TxnError::InvalidProducerEpoch,
+            TxnError::Unreachable,
+            TxnError::TimedOut,
+        ];
+        match code {
+            0 => None,
+            _ => Some(
+                known
+                    .into_iter()
+                    .find(|e| e.code().code() == code)
+                    .unwrap_or(TxnError::Remote(code)),
+            ),
+        }
     }
 }
 
@@ -185,6 +347,8 @@ pub fn fenced_for_version(code: ResponseError, version: i16, first_fenced: i16) 
     }
 }
 
+/// The metadata quorum's refusals. Every variant is named, so a new one is a compile
+/// error here rather than a silent INVALID_REQUEST.
 fn apply_code(e: &ApplyError) -> ResponseError {
     match e {
         ApplyError::TopicAlreadyExists { .. } | ApplyError::TopicIdAlreadyExists { .. } => {
@@ -196,8 +360,68 @@ fn apply_code(e: &ApplyError) -> ResponseError {
         ApplyError::UnknownBroker { .. } | ApplyError::StaleBrokerEpoch { .. } => {
             ResponseError::StaleBrokerEpoch
         }
-        #[allow(unreachable_patterns)]
-        _ => ResponseError::InvalidRequest,
+        ApplyError::FencedLeaderEpoch { .. } => ResponseError::FencedLeaderEpoch,
+        ApplyError::InvalidUpdateVersion { .. } => ResponseError::InvalidUpdateVersion,
+        ApplyError::IneligibleReplica { .. } => ResponseError::IneligibleReplica,
+        ApplyError::InvalidRequest { .. } => ResponseError::InvalidRequest,
+        // Brook's own producer-id allocator asked for a bad block: not the client's fault.
+        ApplyError::InvalidProducerIdBlock { .. } => ResponseError::UnknownServerError,
+    }
+}
+
+/// A refused config resource.
+pub fn resource_code(e: &ResourceError) -> ResponseError {
+    match e {
+        ResourceError::NotThisBroker(_)
+        | ResourceError::UnsupportedResourceType(_)
+        | ResourceError::DuplicateConfigKeys
+        | ResourceError::UnknownOperation(_) => ResponseError::InvalidRequest,
+        ResourceError::Refused(e) => config_code(e),
+        ResourceError::Undescribable(_) => ResponseError::InvalidConfig,
+        ResourceError::Broker(e) => e.code(),
+    }
+}
+
+impl ResourceError {
+    pub fn code(&self) -> ResponseError {
+        resource_code(self)
+    }
+}
+
+/// ElectLeaders' per-partition codes (Kafka's controller choices).
+pub fn election_code(e: &ElectionError) -> ResponseError {
+    match e {
+        ElectionError::UnknownElectionType(_) => ResponseError::InvalidRequest,
+        ElectionError::UnknownTopicOrPartition => ResponseError::UnknownTopicOrPartition,
+        ElectionError::Refused(ElectionRefusal::ElectionNotNeeded) => {
+            ResponseError::ElectionNotNeeded
+        }
+        ElectionError::Refused(ElectionRefusal::PreferredLeaderNotAvailable) => {
+            ResponseError::PreferredLeaderNotAvailable
+        }
+        ElectionError::Refused(ElectionRefusal::EligibleLeadersNotAvailable) => {
+            ResponseError::EligibleLeadersNotAvailable
+        }
+    }
+}
+
+impl ElectionError {
+    pub fn code(&self) -> ResponseError {
+        election_code(self)
+    }
+}
+
+/// FindCoordinator's codes.
+pub fn lookup_code(e: &CoordinatorLookupError) -> ResponseError {
+    match e {
+        CoordinatorLookupError::NotAvailable => ResponseError::CoordinatorNotAvailable,
+        CoordinatorLookupError::UnknownKeyType => ResponseError::InvalidRequest,
+    }
+}
+
+impl CoordinatorLookupError {
+    pub fn code(&self) -> ResponseError {
+        lookup_code(self)
     }
 }
 
@@ -368,5 +592,285 @@ mod tests {
             reason: "bad char".into(),
         };
         assert_eq!(invalid.code(), ResponseError::InvalidTopicException);
+    }
+
+    #[test]
+    fn server_faults_are_unknown_server_error_never_invalid_request() {
+        let fault = BrokerError::ServerFault("encoding offsets records: too large".into());
+        assert_eq!(fault.code(), ResponseError::UnknownServerError);
+        assert_eq!(
+            fault.to_string(),
+            "internal error: encoding offsets records: too large"
+        );
+        // The quorum refusing Brook's own producer-id block request is Brook's fault.
+        let block = BrokerError::Propose(ProposeError::Apply(ApplyError::InvalidProducerIdBlock {
+            block_size: 0,
+        }));
+        assert_eq!(block.code(), ResponseError::UnknownServerError);
+        assert_eq!(
+            txn_code(&TxnError::Internal("x".into())),
+            ResponseError::UnknownServerError
+        );
+    }
+
+    #[test]
+    fn every_quorum_refusal_gets_its_own_code() {
+        let apply = |e: ApplyError| BrokerError::Propose(ProposeError::Apply(e)).code();
+        assert_eq!(
+            apply(ApplyError::FencedLeaderEpoch {
+                given: 1,
+                current: 2
+            }),
+            ResponseError::FencedLeaderEpoch
+        );
+        assert_eq!(
+            apply(ApplyError::InvalidUpdateVersion {
+                given: 1,
+                current: 2
+            }),
+            ResponseError::InvalidUpdateVersion
+        );
+        assert_eq!(
+            apply(ApplyError::IneligibleReplica { broker_id: 3 }),
+            ResponseError::IneligibleReplica
+        );
+        assert_eq!(
+            apply(ApplyError::InvalidRequest { reason: "r".into() }),
+            ResponseError::InvalidRequest
+        );
+        assert_eq!(
+            apply(ApplyError::UnknownBroker { broker_id: 3 }),
+            ResponseError::StaleBrokerEpoch
+        );
+        let exists = BrokerError::Propose(ProposeError::Apply(ApplyError::TopicAlreadyExists {
+            name: "t".into(),
+        }));
+        assert!(exists.is_topic_already_exists());
+        assert!(!BrokerError::TopicDeletionDisabled.is_topic_already_exists());
+    }
+
+    #[test]
+    fn partition_errors_map_to_the_codes_kafka_puts_in_a_partition_entry() {
+        for (e, code) in [
+            (
+                PartitionError::UnknownTopicOrPartition,
+                ResponseError::UnknownTopicOrPartition,
+            ),
+            (
+                PartitionError::UnknownTopicId,
+                ResponseError::UnknownTopicId,
+            ),
+            (
+                PartitionError::LeaderNotAvailable,
+                ResponseError::LeaderNotAvailable,
+            ),
+            (
+                PartitionError::NotLeaderOrFollower,
+                ResponseError::NotLeaderOrFollower,
+            ),
+            (
+                PartitionError::NotEnoughReplicas,
+                ResponseError::NotEnoughReplicas,
+            ),
+            (
+                PartitionError::OffsetOutOfRange,
+                ResponseError::OffsetOutOfRange,
+            ),
+            (
+                PartitionError::PolicyViolation,
+                ResponseError::PolicyViolation,
+            ),
+            (
+                PartitionError::CorruptMessage,
+                ResponseError::CorruptMessage,
+            ),
+            (PartitionError::InvalidRecord, ResponseError::InvalidRecord),
+            (
+                PartitionError::InvalidRequiredAcks,
+                ResponseError::InvalidRequiredAcks,
+            ),
+            (PartitionError::Offline, ResponseError::KafkaStorageError),
+        ] {
+            assert_eq!(e.code(), code, "{e:?}");
+            assert_eq!(BrokerError::from(e).code(), code, "{e:?}");
+        }
+        let disk = BrokerError::Storage(StorageError::EmptyAppend);
+        assert!(!disk.is_storage_fault());
+        assert!(BrokerError::from(PartitionError::Offline).is_storage_fault());
+    }
+
+    #[test]
+    fn admin_refusals_carry_kafkas_codes_and_messages() {
+        let unknown = BrokerError::UnknownTopic { name: "t".into() };
+        assert_eq!(unknown.code(), ResponseError::UnknownTopicOrPartition);
+        assert_eq!(unknown.to_string(), "topic t does not exist");
+        let shrink = BrokerError::PartitionsNotIncreased {
+            current: 3,
+            requested: 2,
+        };
+        assert_eq!(shrink.code(), ResponseError::InvalidPartitions);
+        assert_eq!(
+            shrink.to_string(),
+            "topic currently has 3 partitions, 2 would not be an increase"
+        );
+        assert_eq!(
+            BrokerError::UnsupportedVersion.code(),
+            ResponseError::UnsupportedVersion
+        );
+        for (e, code, message) in [
+            (
+                ResourceError::NotThisBroker("7".into()),
+                ResponseError::InvalidRequest,
+                "broker 7 is not this broker",
+            ),
+            (
+                ResourceError::UnsupportedResourceType(9),
+                ResponseError::InvalidRequest,
+                "unsupported resource type 9",
+            ),
+            (
+                ResourceError::DuplicateConfigKeys,
+                ResponseError::InvalidRequest,
+                "Error due to duplicate config keys",
+            ),
+            (
+                ResourceError::UnknownOperation(7),
+                ResponseError::InvalidRequest,
+                "Unknown operations type 7",
+            ),
+            (
+                ResourceError::from(unknown),
+                ResponseError::UnknownTopicOrPartition,
+                "topic t does not exist",
+            ),
+        ] {
+            assert_eq!(e.code(), code, "{e:?}");
+            assert_eq!(e.to_string(), message);
+        }
+        let read_only = ConfigError::ReadOnly {
+            key: "num.partitions".into(),
+        };
+        assert_eq!(
+            ResourceError::from(read_only).code(),
+            ResponseError::InvalidRequest
+        );
+        let stored = ConfigError::ReadOnly {
+            key: "num.partitions".into(),
+        };
+        assert_eq!(
+            ResourceError::Undescribable(stored).code(),
+            ResponseError::InvalidConfig
+        );
+    }
+
+    #[test]
+    fn election_and_lookup_refusals_use_kafkas_default_messages() {
+        for (e, code, message) in [
+            (
+                ElectionError::UnknownTopicOrPartition,
+                ResponseError::UnknownTopicOrPartition,
+                "This server does not host this topic-partition.",
+            ),
+            (
+                ElectionError::Refused(ElectionRefusal::ElectionNotNeeded),
+                ResponseError::ElectionNotNeeded,
+                "Leader election not needed for topic partition.",
+            ),
+            (
+                ElectionError::Refused(ElectionRefusal::PreferredLeaderNotAvailable),
+                ResponseError::PreferredLeaderNotAvailable,
+                "The preferred leader was not available.",
+            ),
+            (
+                ElectionError::Refused(ElectionRefusal::EligibleLeadersNotAvailable),
+                ResponseError::EligibleLeadersNotAvailable,
+                "Eligible topic partition leaders are not available.",
+            ),
+        ] {
+            assert_eq!(e.code(), code);
+            assert_eq!(e.to_string(), message);
+        }
+        assert_eq!(
+            ElectionError::UnknownElectionType(5).code(),
+            ResponseError::InvalidRequest
+        );
+        let busy = CoordinatorLookupError::NotAvailable;
+        assert_eq!(busy.code(), ResponseError::CoordinatorNotAvailable);
+        assert_eq!(busy.to_string(), "The coordinator is not available.");
+        let key = CoordinatorLookupError::UnknownKeyType;
+        assert_eq!(key.code(), ResponseError::InvalidRequest);
+        assert_eq!(key.to_string(), "Unknown coordinator key type.");
+    }
+
+    #[test]
+    fn a_refused_fetch_session_gets_kip_227s_codes() {
+        assert_eq!(
+            FetchSessionError::NotFound.code(),
+            ResponseError::FetchSessionIdNotFound
+        );
+        assert_eq!(
+            FetchSessionError::InvalidEpoch.code(),
+            ResponseError::InvalidFetchSessionEpoch
+        );
+        assert_eq!(
+            FetchSessionError::TopicIdMismatch.code(),
+            ResponseError::FetchSessionTopicIdError
+        );
+    }
+
+    #[test]
+    fn group_answers_outside_failures_have_their_codes() {
+        assert_eq!(
+            GroupError::MemberIdRequired.code(),
+            ResponseError::MemberIdRequired
+        );
+        assert_eq!(
+            GroupError::UnstableOffsetCommit.code(),
+            ResponseError::UnstableOffsetCommit
+        );
+        assert_eq!(
+            GroupError::OffsetMetadataTooLarge(5000).code(),
+            ResponseError::OffsetMetadataTooLarge
+        );
+        assert_eq!(
+            GroupError::GroupIdNotFound.code(),
+            ResponseError::GroupIdNotFound
+        );
+    }
+
+    #[test]
+    fn a_coordinators_wire_answer_reads_back_as_the_error_it_came_from() {
+        assert_eq!(TxnError::from_code(0), None);
+        for e in [
+            TxnError::NotCoordinator,
+            TxnError::CoordinatorNotAvailable,
+            TxnError::CoordinatorLoadInProgress,
+            TxnError::ConcurrentTransactions,
+            TxnError::ProducerFenced,
+            TxnError::InvalidProducerIdMapping,
+            TxnError::InvalidTxnState,
+            TxnError::TransactionalIdNotFound,
+            TxnError::OperationNotAttempted,
+            TxnError::NotInTransaction,
+            TxnError::InvalidProducerEpoch,
+            TxnError::Unreachable,
+            TxnError::TimedOut,
+        ] {
+            assert_eq!(TxnError::from_code(e.code().code()), Some(e.clone()));
+        }
+        assert_eq!(
+            TxnError::NotInTransaction.code(),
+            ResponseError::TransactionAbortable
+        );
+        let other = ResponseError::ClusterAuthorizationFailed.code();
+        assert_eq!(TxnError::from_code(other), Some(TxnError::Remote(other)));
+        assert_eq!(
+            TxnError::Remote(other).code(),
+            ResponseError::ClusterAuthorizationFailed
+        );
+        assert_eq!(
+            TxnError::Remote(-1).code(),
+            ResponseError::UnknownServerError
+        );
     }
 }

@@ -97,7 +97,11 @@ async fn run(config: BrokerConfig) -> anyhow::Result<()> {
     }
     // Start-up may wait for a quorum that cannot form yet; SIGTERM must still stop it.
     let broker = tokio::select! {
-        started = Broker::start(config) => started?,
+        started = async {
+            let broker = Broker::open(config).await?;
+            brook::cluster::registration::join(&broker).await?;
+            anyhow::Ok(broker)
+        } => started?,
         _ = wait_for_signal() => {
             info!("stopped before start-up completed");
             return Ok(());

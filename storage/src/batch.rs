@@ -28,10 +28,14 @@ const CRC_OFFSET: usize = 17;
 const ATTRIBUTES_OFFSET: usize = 21;
 const MAX_TIMESTAMP_OFFSET: usize = 35;
 
-const COMPRESSION_MASK: i16 = 0x07;
-const TIMESTAMP_TYPE_BIT: i16 = 0x08;
-const TRANSACTIONAL_BIT: i16 = 0x10;
-const CONTROL_BIT: i16 = 0x20;
+/// The attribute bits (Kafka's `DefaultRecordBatch`).
+pub const COMPRESSION_MASK: i16 = 0x07;
+pub const TIMESTAMP_TYPE_BIT: i16 = 0x08;
+pub const TRANSACTIONAL_BIT: i16 = 0x10;
+pub const CONTROL_BIT: i16 = 0x20;
+/// KIP-534: the base timestamp is the delete horizon of the batch's tombstones and
+/// transaction markers, set by the cleaner.
+pub const DELETE_HORIZON_BIT: i16 = 0x40;
 
 /// Which validation check a batch failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -139,6 +143,30 @@ impl BatchHeader {
             });
         }
         Ok(header)
+    }
+
+    /// One whole batch: this header before `records` (already encoded, compressed as the
+    /// attributes say), with `batchLength` and the CRC-32C computed here; the header's
+    /// own `batch_length` and `crc` are ignored.
+    pub fn encode(&self, records: &[u8]) -> Vec<u8> {
+        let mut out = Vec::with_capacity(BATCH_HEADER_LEN + records.len());
+        let batch_length = (BATCH_HEADER_LEN - LOG_OVERHEAD + records.len()) as i32;
+        out.extend_from_slice(&self.base_offset.to_be_bytes());
+        out.extend_from_slice(&batch_length.to_be_bytes());
+        out.extend_from_slice(&self.partition_leader_epoch.to_be_bytes());
+        out.extend_from_slice(&self.magic.to_be_bytes());
+        out.extend_from_slice(&[0u8; 4]); // the CRC, sealed below
+        out.extend_from_slice(&self.attributes.to_be_bytes());
+        out.extend_from_slice(&self.last_offset_delta.to_be_bytes());
+        out.extend_from_slice(&self.base_timestamp.to_be_bytes());
+        out.extend_from_slice(&self.max_timestamp.to_be_bytes());
+        out.extend_from_slice(&self.producer_id.to_be_bytes());
+        out.extend_from_slice(&self.producer_epoch.to_be_bytes());
+        out.extend_from_slice(&self.base_sequence.to_be_bytes());
+        out.extend_from_slice(&self.records_count.to_be_bytes());
+        out.extend_from_slice(records);
+        seal_crc(&mut out);
+        out
     }
 
     /// Total size of the batch on disk, including baseOffset and batchLength.
@@ -308,6 +336,15 @@ pub fn stamp_log_append_time(batch: &mut [u8], now_ms: i64) {
     let attributes = i16::from_be_bytes(be(batch, ATTRIBUTES_OFFSET)) | TIMESTAMP_TYPE_BIT;
     batch[ATTRIBUTES_OFFSET..ATTRIBUTES_OFFSET + 2].copy_from_slice(&attributes.to_be_bytes());
     batch[MAX_TIMESTAMP_OFFSET..MAX_TIMESTAMP_OFFSET + 8].copy_from_slice(&now_ms.to_be_bytes());
+    seal_crc(batch);
+}
+
+/// Recomputes the CRC-32C of the batch at the start of `batch` (exactly one whole batch)
+/// after a change to what it covers (attributes onward).
+pub fn seal_crc(batch: &mut [u8]) {
+    if batch.len() < BATCH_HEADER_LEN {
+        return;
+    }
     let crc = crc32c::crc32c(&batch[ATTRIBUTES_OFFSET..]);
     batch[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
 }
@@ -319,6 +356,25 @@ mod tests {
 
     fn sample() -> Vec<u8> {
         encode_batch(&TestBatch::values(1_000, &[b"a".as_slice(), b"bb", b"ccc"]))
+    }
+
+    #[test]
+    fn an_encoded_header_reparses_with_a_valid_crc() {
+        let buf = sample();
+        let header = validate_batch(&buf).expect("valid");
+        let records = &buf[BATCH_HEADER_LEN..];
+        assert_eq!(header.encode(records), buf);
+        let rewritten = BatchHeader {
+            attributes: header.attributes | TRANSACTIONAL_BIT,
+            max_timestamp: 7,
+            crc: 0,
+            batch_length: 0,
+            ..header
+        };
+        let again = validate_batch(&rewritten.encode(records)).expect("crc sealed");
+        assert!(again.is_transactional());
+        assert_eq!(again.max_timestamp, 7);
+        assert_eq!(again.size(), buf.len());
     }
 
     #[test]

@@ -23,6 +23,16 @@ const SHUTDOWN_PROPOSAL_TIMEOUT: Duration = Duration::from_secs(2);
 /// Pause between attempts while the quorum has no leader.
 const RETRY: Duration = Duration::from_millis(300);
 
+/// Registers a just opened broker and brings its partitions in line with the metadata:
+/// the last step of start-up before the listeners.
+pub async fn join(broker: &Broker) -> anyhow::Result<()> {
+    let epoch = register(broker).await?;
+    broker.set_broker_epoch(epoch);
+    broker.reconcile().await;
+    info!(node_id = broker.node_id, cluster_id = %broker.cluster_id, broker_epoch = epoch, "broker started");
+    Ok(())
+}
+
 /// Registers this incarnation; returns its broker epoch.
 pub async fn register(broker: &Broker) -> anyhow::Result<u64> {
     let session = Duration::from_millis(broker.config.broker_session_timeout_ms);

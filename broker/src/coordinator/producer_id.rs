@@ -7,9 +7,8 @@
 //! skipped. Ids of data written before blocks existed were `start_ms << 20` (above 2^60),
 //! far beyond any block this counter reaches.
 
-use brook_raft::Command;
+use brook_raft::{Command, MetadataQuorum};
 
-use crate::broker::Broker;
 use crate::error::BrokerError;
 
 /// Ids per block (Kafka's `ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE`).
@@ -28,24 +27,25 @@ impl ProducerIdAllocator {
 
     /// The next producer id, fetching a new block through the quorum when this one is used
     /// up. The async mutex serialises block fetches; it is held across the proposal on
-    /// purpose (one fetch at a time, others wait for its block).
-    pub async fn allocate(&self, broker: &Broker) -> Result<i64, BrokerError> {
+    /// purpose (one fetch at a time, others wait for its block). Takes the quorum, not the
+    /// broker: this is all it needs of it.
+    pub async fn allocate(
+        &self,
+        quorum: &MetadataQuorum,
+        broker_id: i32,
+    ) -> Result<i64, BrokerError> {
         let mut block = self.block.lock().await;
         if block.0 >= block.1 {
-            broker
-                .quorum
+            quorum
                 .propose(Command::AllocateProducerIds {
-                    broker_id: broker.node_id,
+                    broker_id,
                     block_size: BLOCK_SIZE,
                 })
                 .await?;
-            let image = broker.image();
-            let got = image
-                .producer_id_blocks
-                .get(&broker.node_id)
-                .ok_or_else(|| {
-                    BrokerError::InvalidRequest("producer id block missing after allocation".into())
-                })?;
+            let image = quorum.image();
+            let got = image.producer_id_blocks.get(&broker_id).ok_or_else(|| {
+                BrokerError::ServerFault("producer id block missing after allocation".into())
+            })?;
             *block = (got.first, got.first + got.len);
         }
         let id = block.0;

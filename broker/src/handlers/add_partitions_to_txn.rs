@@ -17,12 +17,11 @@ use brook_protocol::kafka_protocol::messages::add_partitions_to_txn_response::{
 use brook_protocol::kafka_protocol::messages::{
     AddPartitionsToTxnRequest, AddPartitionsToTxnResponse,
 };
-use brook_protocol::kafka_protocol::ResponseError;
 
 use crate::broker::Broker;
 use crate::coordinator::txn::state::TopicPartition;
 use crate::coordinator::txn::{TRANSACTIONS_V1, TRANSACTION_VERSION_2};
-use crate::error::{fenced_for_version, BrokerError};
+use crate::error::{fenced_for_version, BrokerError, PartitionError, TxnError};
 
 /// The first AddPartitionsToTxn version with PRODUCER_FENCED.
 const FIRST_FENCED_VERSION: i16 = 2;
@@ -97,9 +96,9 @@ async fn add(
     if !unknown.is_empty() {
         return answer(topics, |tp| {
             if unknown.contains(tp) {
-                ResponseError::UnknownTopicOrPartition.code()
+                PartitionError::UnknownTopicOrPartition.code().code()
             } else {
-                ResponseError::OperationNotAttempted.code()
+                TxnError::OperationNotAttempted.code().code()
             }
         });
     }
@@ -129,9 +128,9 @@ fn verify(
     version: i16,
 ) -> Vec<AddPartitionsToTxnTopicResult> {
     let outside = if version >= FIRST_ABORTABLE_VERSION {
-        ResponseError::TransactionAbortable
+        TxnError::NotInTransaction
     } else {
-        ResponseError::InvalidTxnState
+        TxnError::InvalidTxnState
     };
     match broker.txn.verify_partitions(
         broker,
@@ -143,7 +142,7 @@ fn verify(
             if included.contains(tp) {
                 0
             } else {
-                outside.code()
+                outside.code().code()
             }
         }),
         Err(e) => {

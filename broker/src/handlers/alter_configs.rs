@@ -11,7 +11,8 @@ use brook_raft::Command;
 
 use crate::broker::Broker;
 use crate::config::{alter::normalize_broker_update, normalize_topic_overrides};
-use crate::handlers::incremental_alter_configs::{broker_target, propose, refused, Target};
+use crate::error::ResourceError;
+use crate::handlers::incremental_alter_configs::{broker_target, propose, Target};
 
 pub async fn handle(
     broker: &Broker,
@@ -34,12 +35,12 @@ pub async fn handle(
             let command = match broker_target(broker, resource.resource_type, &name)? {
                 Target::Topic(topic_id) => Command::ReplaceTopicConfigs {
                     topic_id,
-                    configs: normalize_topic_overrides(&configs).map_err(refused)?,
+                    configs: normalize_topic_overrides(&configs).map_err(ResourceError::Refused)?,
                 },
                 Target::Broker(broker_id) => Command::ReplaceBrokerConfigs {
                     broker_id,
                     configs: normalize_broker_update(&configs, Target::broker_scope(broker_id))
-                        .map_err(refused)?,
+                        .map_err(ResourceError::Refused)?,
                 },
             };
             propose(broker, req.validate_only, command).await
@@ -48,10 +49,10 @@ pub async fn handle(
         let mut response = AlterConfigsResourceResponse::default()
             .with_resource_type(resource.resource_type)
             .with_resource_name(resource.resource_name);
-        if let Err((code, message)) = outcome {
+        if let Err(e) = outcome {
             response = response
-                .with_error_code(code.code())
-                .with_error_message(Some(StrBytes::from_string(message)));
+                .with_error_code(e.code().code())
+                .with_error_message(Some(StrBytes::from_string(e.to_string())));
         }
         responses.push(response);
     }

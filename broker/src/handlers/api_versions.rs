@@ -12,11 +12,11 @@ use brook_protocol::kafka_protocol::messages::api_versions_response::{
 };
 use brook_protocol::kafka_protocol::messages::{ApiVersionsRequest, ApiVersionsResponse};
 use brook_protocol::kafka_protocol::protocol::StrBytes;
-use brook_protocol::kafka_protocol::ResponseError;
 use brook_protocol::versions::{advertised_min, codec_range};
 
 use super::HANDLERS;
 use crate::broker::Broker;
+use crate::error::BrokerError;
 
 const TRANSACTION_VERSION: &str = "transaction.version";
 /// The highest `transaction.version` Brook implements.
@@ -52,7 +52,7 @@ fn features_epoch() -> i64 {
 pub fn unsupported_version_response() -> brook_protocol::kafka_protocol::messages::ResponseKind {
     brook_protocol::kafka_protocol::messages::ResponseKind::ApiVersions(
         ApiVersionsResponse::default()
-            .with_error_code(ResponseError::UnsupportedVersion.code())
+            .with_error_code(BrokerError::UnsupportedVersion.code().code())
             .with_api_keys(supported()),
     )
 }

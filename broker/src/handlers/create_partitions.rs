@@ -5,7 +5,6 @@
 use brook_protocol::kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
 use brook_protocol::kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse};
 use brook_protocol::kafka_protocol::protocol::StrBytes;
-use brook_protocol::kafka_protocol::ResponseError;
 use brook_raft::Command;
 
 use crate::broker::Broker;
@@ -21,21 +20,15 @@ pub async fn handle(
     for topic in req.topics {
         let name = topic.name.to_string();
         let image = broker.image();
-        let outcome: Result<(), (ResponseError, String)> = match image.topic(&name) {
-            None => Err((
-                ResponseError::UnknownTopicOrPartition,
-                format!("topic {name} does not exist"),
-            )),
+        let outcome: Result<(), BrokerError> = match image.topic(&name) {
+            None => Err(BrokerError::UnknownTopic { name }),
             Some(existing) => {
                 let current = existing.partitions.len() as i32;
                 if topic.count <= current {
-                    Err((
-                        ResponseError::InvalidPartitions,
-                        format!(
-                            "topic currently has {current} partitions, {} would not be an increase",
-                            topic.count
-                        ),
-                    ))
+                    Err(BrokerError::PartitionsNotIncreased {
+                        current,
+                        requested: topic.count,
+                    })
                 } else {
                     let rf = existing
                         .partitions
@@ -59,9 +52,8 @@ pub async fn handle(
                     } else {
                         topics::check_explicit(&image, current, &explicit)
                     };
-                    let err = |e: BrokerError| (e.code(), e.to_string());
                     match placed {
-                        Err(e) => Err(err(e)),
+                        Err(e) => Err(e),
                         Ok(_) if req.validate_only => Ok(()),
                         Ok(partitions) => broker
                             .quorum
@@ -70,16 +62,16 @@ pub async fn handle(
                                 partitions,
                             })
                             .await
-                            .map_err(|e| err(BrokerError::from(e))),
+                            .map_err(BrokerError::from),
                     }
                 }
             }
         };
         let mut result = CreatePartitionsTopicResult::default().with_name(topic.name);
-        if let Err((code, message)) = outcome {
+        if let Err(e) = outcome {
             result = result
-                .with_error_code(code.code())
-                .with_error_message(Some(StrBytes::from_string(message)));
+                .with_error_code(e.code().code())
+                .with_error_message(Some(StrBytes::from_string(e.to_string())));
         }
         results.push(result);
     }

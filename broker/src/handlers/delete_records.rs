@@ -22,7 +22,7 @@ use brook_storage::StorageError;
 
 use crate::broker::Broker;
 use crate::config::{BrokerConfig, TopicConfig};
-use crate::error::BrokerError;
+use crate::error::{BrokerError, PartitionError};
 
 /// The wire's "delete up to the high watermark".
 const HIGH_WATERMARK: i64 = -1;
@@ -47,7 +47,9 @@ pub async fn handle(
                 .map(|p| p.log().clone())
             {
                 Err(e) => Err(e.code()),
-                Ok(_) if !deletes(&config, &image, &name) => Err(ResponseError::PolicyViolation),
+                Ok(_) if !deletes(&config, &image, &name) => {
+                    Err(PartitionError::PolicyViolation.code())
+                }
                 Ok(log) => {
                     let before = log.log_start_offset();
                     let high_watermark = log.high_watermark();
@@ -57,7 +59,7 @@ pub async fn handle(
                         p.offset
                     };
                     if target < 0 || target > high_watermark {
-                        Err(ResponseError::OffsetOutOfRange)
+                        Err(PartitionError::OffsetOutOfRange.code())
                     } else {
                         match log.increment_log_start_offset(target, now_ms()).await {
                             Ok(start) => {
@@ -101,7 +103,7 @@ fn deletes(config: &BrokerConfig, image: &MetadataImage, topic: &str) -> bool {
 
 fn storage_failure(topic: &str, partition: i32, e: StorageError) -> ResponseError {
     let e = BrokerError::from(e);
-    if e.code() == ResponseError::KafkaStorageError {
+    if e.is_storage_fault() {
         tracing::error!(topic, partition, error = %e, "delete records failed");
     }
     e.code()

@@ -7,12 +7,11 @@ use brook_protocol::kafka_protocol::messages::{
     DeleteTopicsRequest, DeleteTopicsResponse, TopicName,
 };
 use brook_protocol::kafka_protocol::protocol::StrBytes;
-use brook_protocol::kafka_protocol::ResponseError;
 use brook_raft::Command;
 use uuid::Uuid;
 
 use crate::broker::Broker;
-use crate::error::BrokerError;
+use crate::error::{BrokerError, PartitionError};
 
 pub async fn handle(
     broker: &Broker,
@@ -44,8 +43,8 @@ pub async fn handle(
             .with_name(name.clone().map(|n| TopicName(StrBytes::from_string(n))))
             .with_topic_id(topic_id);
         let outcome = match found {
-            None if name.is_some() => Err(ResponseError::UnknownTopicOrPartition),
-            None => Err(ResponseError::UnknownTopicId),
+            None if name.is_some() => Err(PartitionError::UnknownTopicOrPartition.code()),
+            None => Err(PartitionError::UnknownTopicId.code()),
             Some(_) if !broker.config.delete_topic_enable => {
                 Err(BrokerError::TopicDeletionDisabled.code())
             }

@@ -6,12 +6,12 @@ use brook_protocol::kafka_protocol::messages::describe_configs_response::{
 };
 use brook_protocol::kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
 use brook_protocol::kafka_protocol::protocol::StrBytes;
-use brook_protocol::kafka_protocol::ResponseError;
 
 use crate::broker::Broker;
 use crate::config::{
     describe_broker, describe_broker_defaults, describe_topic, DescribeOptions, DescribedConfig,
 };
+use crate::error::{BrokerError, ResourceError};
 
 pub const TOPIC: i8 = 2;
 pub const BROKER: i8 = 4;
@@ -33,29 +33,20 @@ pub fn handle(
         .into_iter()
         .map(|resource| {
             let name = resource.resource_name.to_string();
-            let described: Result<Vec<DescribedConfig>, (ResponseError, String)> =
+            let described: Result<Vec<DescribedConfig>, ResourceError> =
                 match resource.resource_type {
                     TOPIC => match image.topic(&name) {
                         Some(topic) => describe_topic(&config, &topic.configs, options)
-                            .map_err(|e| (ResponseError::InvalidConfig, e.to_string())),
-                        None => Err((
-                            ResponseError::UnknownTopicOrPartition,
-                            format!("topic {name} does not exist"),
-                        )),
+                            .map_err(ResourceError::Undescribable),
+                        None => Err(BrokerError::UnknownTopic { name }.into()),
                     },
                     BROKER if name.is_empty() => Ok(describe_broker_defaults(&config, options)),
                     BROKER if name == broker.node_id.to_string() => {
                         Ok(describe_broker(&config, options))
                     }
-                    BROKER => Err((
-                        ResponseError::InvalidRequest,
-                        format!("broker {name} is not this broker"),
-                    )),
+                    BROKER => Err(ResourceError::NotThisBroker(name)),
                     BROKER_LOGGER => Ok(Vec::new()),
-                    other => Err((
-                        ResponseError::InvalidRequest,
-                        format!("unsupported resource type {other}"),
-                    )),
+                    other => Err(ResourceError::UnsupportedResourceType(other)),
                 };
             let result = DescribeConfigsResult::default()
                 .with_resource_type(resource.resource_type)
@@ -73,9 +64,9 @@ pub fn handle(
                             .collect(),
                     )
                 }
-                Err((code, message)) => result
-                    .with_error_code(code.code())
-                    .with_error_message(Some(StrBytes::from_string(message))),
+                Err(e) => result
+                    .with_error_code(e.code().code())
+                    .with_error_message(Some(StrBytes::from_string(e.to_string()))),
             }
         })
         .collect();

@@ -7,9 +7,9 @@ use brook_protocol::kafka_protocol::messages::describe_groups_response::{
 };
 use brook_protocol::kafka_protocol::messages::{DescribeGroupsRequest, DescribeGroupsResponse};
 use brook_protocol::kafka_protocol::protocol::StrBytes;
-use brook_protocol::kafka_protocol::ResponseError;
 
 use crate::broker::Broker;
+use crate::error::GroupError;
 
 /// READ, DELETE, DESCRIBE (Kafka's `AclOperation` codes 3, 6, 8) as a bitfield.
 const GROUP_OPERATIONS: i32 = (1 << 3) | (1 << 6) | (1 << 8);
@@ -37,7 +37,7 @@ pub fn handle(broker: &Broker, req: DescribeGroupsRequest, version: i16) -> Desc
                     .with_authorized_operations(operations);
                 if version >= 6 {
                     g = g
-                        .with_error_code(ResponseError::GroupIdNotFound.code())
+                        .with_error_code(GroupError::GroupIdNotFound.code().code())
                         .with_error_message(Some(StrBytes::from_static_str("Group not found.")));
                 }
                 return g;

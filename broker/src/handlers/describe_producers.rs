@@ -16,7 +16,6 @@ use brook_protocol::kafka_protocol::messages::{
     DescribeProducersRequest, DescribeProducersResponse, ProducerId,
 };
 use brook_protocol::kafka_protocol::protocol::StrBytes;
-use brook_protocol::kafka_protocol::ResponseError;
 use brook_storage::ActiveProducer;
 
 use crate::broker::Broker;
@@ -54,7 +53,7 @@ pub async fn handle(
                 }
                 Err(e) => {
                     let code = e.code();
-                    if code == ResponseError::KafkaStorageError {
+                    if e.is_storage_fault() {
                         tracing::error!(topic = %name, partition = index, error = %e, "describe producers failed");
                     }
                     // Kafka's wording, so admin tools print the same line.

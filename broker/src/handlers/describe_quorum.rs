@@ -14,9 +14,9 @@ use brook_protocol::kafka_protocol::messages::{
     BrokerId, DescribeQuorumRequest, DescribeQuorumResponse, TopicName,
 };
 use brook_protocol::kafka_protocol::protocol::StrBytes;
-use brook_protocol::kafka_protocol::ResponseError;
 
 use crate::broker::Broker;
+use crate::error::PartitionError;
 
 /// The metadata log's name in KRaft.
 const METADATA_TOPIC: &str = "__cluster_metadata";
@@ -28,7 +28,7 @@ pub fn handle(broker: &Broker, req: DescribeQuorumRequest, version: i16) -> Desc
     });
     if !asks_for_metadata {
         return DescribeQuorumResponse::default()
-            .with_error_code(ResponseError::UnknownTopicOrPartition.code());
+            .with_error_code(PartitionError::UnknownTopicOrPartition.code().code());
     }
     let m = broker.quorum.raft_metrics();
     let now_ms = SystemTime::now()

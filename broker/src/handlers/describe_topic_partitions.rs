@@ -8,9 +8,9 @@ use brook_protocol::kafka_protocol::messages::{
     BrokerId, DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse, TopicName,
 };
 use brook_protocol::kafka_protocol::protocol::StrBytes;
-use brook_protocol::kafka_protocol::ResponseError;
 
 use crate::broker::Broker;
+use crate::error::PartitionError;
 
 pub async fn handle(
     broker: &Broker,
@@ -43,7 +43,7 @@ pub async fn handle(
             topics.push(
                 DescribeTopicPartitionsResponseTopic::default()
                     .with_name(name_field)
-                    .with_error_code(ResponseError::UnknownTopicOrPartition.code()),
+                    .with_error_code(PartitionError::UnknownTopicOrPartition.code().code()),
             );
             continue;
         };
@@ -82,7 +82,7 @@ pub async fn handle(
                     .with_error_code(if p.has_leader() {
                         0
                     } else {
-                        ResponseError::LeaderNotAvailable.code()
+                        PartitionError::LeaderNotAvailable.code().code()
                     })
                     .with_eligible_leader_replicas(Some(Vec::new()))
                     .with_last_known_elr(Some(Vec::new())),

@@ -17,7 +17,6 @@ use brook_protocol::kafka_protocol::messages::{
     ElectLeadersRequest, ElectLeadersResponse, TopicName,
 };
 use brook_protocol::kafka_protocol::protocol::StrBytes;
-use brook_protocol::kafka_protocol::ResponseError;
 use brook_raft::{
     preferred_leader_electable, unclean_electable, Command, ElectionRefusal, ElectionType,
     MetadataImage,
@@ -25,6 +24,7 @@ use brook_raft::{
 use tracing::info;
 
 use crate::broker::Broker;
+use crate::error::{BrokerError, ElectionError};
 
 const PREFERRED: i8 = 0;
 const UNCLEAN: i8 = 1;
@@ -37,9 +37,9 @@ pub async fn handle(
     let election = match req.election_type {
         PREFERRED => ElectionType::Preferred,
         UNCLEAN => ElectionType::Unclean,
-        _ => {
+        other => {
             return ElectLeadersResponse::default()
-                .with_error_code(ResponseError::InvalidRequest.code());
+                .with_error_code(ElectionError::UnknownElectionType(other).code().code());
         }
     };
     let image = broker.image();
@@ -59,7 +59,7 @@ pub async fn handle(
             .collect(),
     };
     // Phase one: what an election could change; the rest is answered from the image.
-    let mut results: Vec<(String, i32, Result<Option<i32>, ResponseError>)> = Vec::new();
+    let mut results: Vec<(String, i32, Result<Option<i32>, ElectionError>)> = Vec::new();
     let mut candidates = Vec::new();
     for (topic, partition) in asked {
         let result = check(&image, &topic, partition, election);
@@ -68,7 +68,7 @@ pub async fn handle(
                 candidates.push((t.topic_id, partition));
             }
         }
-        if all && result == Err(ResponseError::ElectionNotNeeded) {
+        if all && result == Err(ElectionError::Refused(ElectionRefusal::ElectionNotNeeded)) {
             continue;
         }
         results.push((topic, partition, result));
@@ -83,7 +83,7 @@ pub async fn handle(
             .await
         {
             return ElectLeadersResponse::default()
-                .with_error_code(crate::error::BrokerError::from(e).code().code());
+                .with_error_code(BrokerError::from(e).code().code());
         }
     }
     // Phase two: each candidate's outcome in the image the election produced.
@@ -97,10 +97,10 @@ pub async fn handle(
                     info!(%topic, partition, leader = expected, ?election, "leader elected");
                     Ok(())
                 }
-                _ => Err(match election {
-                    ElectionType::Preferred => ResponseError::PreferredLeaderNotAvailable,
-                    ElectionType::Unclean => ResponseError::EligibleLeadersNotAvailable,
-                }),
+                _ => Err(ElectionError::Refused(match election {
+                    ElectionType::Preferred => ElectionRefusal::PreferredLeaderNotAvailable,
+                    ElectionType::Unclean => ElectionRefusal::EligibleLeadersNotAvailable,
+                })),
             },
             Ok(None) => Ok(()),
             Err(e) => Err(e),
@@ -109,8 +109,8 @@ pub async fn handle(
         by_topic.entry(topic).or_default().push(match outcome {
             Ok(()) => entry,
             Err(e) => entry
-                .with_error_code(e.code())
-                .with_error_message(Some(StrBytes::from_string(message(e)))),
+                .with_error_code(e.code().code())
+                .with_error_message(Some(StrBytes::from_string(e.to_string()))),
         });
     }
     ElectLeadersResponse::default().with_replica_election_results(
@@ -131,32 +131,16 @@ fn check(
     topic: &str,
     partition: i32,
     election: ElectionType,
-) -> Result<Option<i32>, ResponseError> {
+) -> Result<Option<i32>, ElectionError> {
     let p = image
         .partition(topic, partition)
-        .ok_or(ResponseError::UnknownTopicOrPartition)?;
-    let refused = |r: ElectionRefusal| match r {
-        ElectionRefusal::ElectionNotNeeded => ResponseError::ElectionNotNeeded,
-        ElectionRefusal::PreferredLeaderNotAvailable => ResponseError::PreferredLeaderNotAvailable,
-        ElectionRefusal::EligibleLeadersNotAvailable => ResponseError::EligibleLeadersNotAvailable,
-    };
+        .ok_or(ElectionError::UnknownTopicOrPartition)?;
     match election {
         ElectionType::Preferred => preferred_leader_electable(image, p)
             .map(|()| p.replicas.first().copied())
-            .map_err(refused),
-        ElectionType::Unclean => unclean_electable(image, p).map(Some).map_err(refused),
+            .map_err(ElectionError::Refused),
+        ElectionType::Unclean => unclean_electable(image, p)
+            .map(Some)
+            .map_err(ElectionError::Refused),
     }
-}
-
-fn message(e: ResponseError) -> String {
-    match e {
-        ResponseError::ElectionNotNeeded => "Leader election not needed for topic partition.",
-        ResponseError::PreferredLeaderNotAvailable => "The preferred leader was not available.",
-        ResponseError::EligibleLeadersNotAvailable => {
-            "Eligible topic partition leaders are not available."
-        }
-        ResponseError::UnknownTopicOrPartition => "This server does not host this topic-partition.",
-        _ => "Leader election failed.",
-    }
-    .to_string()
 }

@@ -9,13 +9,13 @@ use brook_protocol::kafka_protocol::messages::{
     BrokerId, FindCoordinatorRequest, FindCoordinatorResponse,
 };
 use brook_protocol::kafka_protocol::protocol::StrBytes;
-use brook_protocol::kafka_protocol::ResponseError;
 
 use tracing::warn;
 
 use crate::broker::Broker;
 use crate::coordinator::group::records::group_partition;
 use crate::coordinator::txn::records::state_partition;
+use crate::error::CoordinatorLookupError;
 use crate::metadata::{offsets_topic, txn_state_topic};
 
 const GROUP_KEY: i8 = 0;
@@ -42,7 +42,7 @@ pub async fn handle(
         if topic_ready {
             find(broker, req.key_type, key)
         } else {
-            (Some(ResponseError::CoordinatorNotAvailable), None)
+            (Some(CoordinatorLookupError::NotAvailable), None)
         }
     };
     if version >= 4 {
@@ -55,8 +55,8 @@ pub async fn handle(
                     .with_key(key.clone())
                     .with_node_id(BrokerId(-1))
                     .with_port(-1)
-                    .with_error_code(error.map_or(0, |e| e.code()))
-                    .with_error_message(error.map(|e| StrBytes::from_static_str(message(e))));
+                    .with_error_code(error.map_or(0, |e| e.code().code()))
+                    .with_error_message(error.map(|e| StrBytes::from_string(e.to_string())));
                 if let Some((id, host, port)) = node {
                     c = c
                         .with_node_id(BrokerId(id))
@@ -72,10 +72,9 @@ pub async fn handle(
     let mut response = FindCoordinatorResponse::default()
         .with_node_id(BrokerId(-1))
         .with_port(-1)
-        .with_error_code(error.map_or(0, |e| e.code()));
+        .with_error_code(error.map_or(0, |e| e.code().code()));
     if version >= 1 {
-        response =
-            response.with_error_message(error.map(|e| StrBytes::from_static_str(message(e))));
+        response = response.with_error_message(error.map(|e| StrBytes::from_string(e.to_string())));
     }
     if let Some((id, host, port)) = node {
         response = response
@@ -88,15 +87,19 @@ pub async fn handle(
 
 type Node = (i32, String, i32);
 
-fn find(broker: &Broker, key_type: i8, key: &str) -> (Option<ResponseError>, Option<Node>) {
+fn find(
+    broker: &Broker,
+    key_type: i8,
+    key: &str,
+) -> (Option<CoordinatorLookupError>, Option<Node>) {
     let image = broker.image();
     let partition = match key_type {
         GROUP_KEY => group_partition(&image, key),
         TRANSACTION_KEY => state_partition(&image, key).map(|(_, p)| p),
-        _ => return (Some(ResponseError::InvalidRequest), None),
+        _ => return (Some(CoordinatorLookupError::UnknownKeyType), None),
     };
     let Some(leader) = partition.map(|p| p.leader) else {
-        return (Some(ResponseError::CoordinatorNotAvailable), None);
+        return (Some(CoordinatorLookupError::NotAvailable), None);
     };
     match image.broker(leader).filter(|b| b.is_active()) {
         Some(reg) => (
@@ -104,13 +107,6 @@ fn find(broker: &Broker, key_type: i8, key: &str) -> (Option<ResponseError>, Opt
             Some((reg.broker_id, reg.host.clone(), i32::from(reg.port))),
         ),
         // No leader, or its broker is fenced: clients retry on this code.
-        None => (Some(ResponseError::CoordinatorNotAvailable), None),
-    }
-}
-
-fn message(e: ResponseError) -> &'static str {
-    match e {
-        ResponseError::CoordinatorNotAvailable => "The coordinator is not available.",
-        _ => "Unknown coordinator key type.",
+        None => (Some(CoordinatorLookupError::NotAvailable), None),
     }
 }

@@ -13,13 +13,12 @@ use brook_protocol::kafka_protocol::messages::{
     IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
 };
 use brook_protocol::kafka_protocol::protocol::StrBytes;
-use brook_protocol::kafka_protocol::ResponseError;
 use brook_raft::Command;
 use uuid::Uuid;
 
 use crate::broker::Broker;
-use crate::config::{incremental_broker, incremental_topic, AlterOp, BrokerScope, ConfigError};
-use crate::error::{config_code, BrokerError};
+use crate::config::{incremental_broker, incremental_topic, AlterOp, BrokerScope};
+use crate::error::{BrokerError, ResourceError};
 use crate::handlers::describe_configs::{BROKER, TOPIC};
 
 const SET: i8 = 0;
@@ -42,35 +41,27 @@ impl Target {
     }
 }
 
-pub type Failure = (ResponseError, String);
-
-/// A refused config change: Kafka's code for it and its message.
-pub fn refused(e: ConfigError) -> Failure {
-    (config_code(&e), e.to_string())
-}
-
-pub fn broker_target(broker: &Broker, resource_type: i8, name: &str) -> Result<Target, Failure> {
+pub fn broker_target(
+    broker: &Broker,
+    resource_type: i8,
+    name: &str,
+) -> Result<Target, ResourceError> {
     match resource_type {
         TOPIC => broker
             .image()
             .topic(name)
             .map(|t| Target::Topic(t.topic_id))
-            .ok_or((
-                ResponseError::UnknownTopicOrPartition,
-                format!("topic {name} does not exist"),
-            )),
+            .ok_or_else(|| {
+                ResourceError::Broker(BrokerError::UnknownTopic {
+                    name: name.to_string(),
+                })
+            }),
         BROKER if name.is_empty() => Ok(Target::Broker(None)),
         BROKER => match name.parse::<i32>() {
             Ok(id) if id == broker.node_id => Ok(Target::Broker(Some(id))),
-            _ => Err((
-                ResponseError::InvalidRequest,
-                format!("broker {name} is not this broker"),
-            )),
+            _ => Err(ResourceError::NotThisBroker(name.to_string())),
         },
-        other => Err((
-            ResponseError::InvalidRequest,
-            format!("unsupported resource type {other}"),
-        )),
+        other => Err(ResourceError::UnsupportedResourceType(other)),
     }
 }
 
@@ -88,7 +79,7 @@ pub async fn handle(
             let current = current_configs(broker, &target);
             let command = match target {
                 Target::Topic(topic_id) => {
-                    let change = incremental_topic(&current, &ops).map_err(refused)?;
+                    let change = incremental_topic(&current, &ops)?;
                     Command::AlterTopicConfigs {
                         topic_id,
                         set: change.set,
@@ -97,7 +88,7 @@ pub async fn handle(
                 }
                 Target::Broker(broker_id) => {
                     let scope = Target::broker_scope(broker_id);
-                    let change = incremental_broker(&current, &ops, scope).map_err(refused)?;
+                    let change = incremental_broker(&current, &ops, scope)?;
                     Command::AlterBrokerConfigs {
                         broker_id,
                         set: change.set,
@@ -111,10 +102,10 @@ pub async fn handle(
         let mut response = AlterConfigsResourceResponse::default()
             .with_resource_type(resource.resource_type)
             .with_resource_name(resource.resource_name);
-        if let Err((code, message)) = outcome {
+        if let Err(e) = outcome {
             response = response
-                .with_error_code(code.code())
-                .with_error_message(Some(StrBytes::from_string(message)));
+                .with_error_code(e.code().code())
+                .with_error_message(Some(StrBytes::from_string(e.to_string())));
         }
         responses.push(response);
     }
@@ -123,16 +114,13 @@ pub async fn handle(
 
 /// The resource's operations, in request order. A key named twice is refused as Kafka's
 /// `ConfigAdminManager` refuses it.
-fn read_ops(configs: &[AlterableConfig]) -> Result<Vec<(String, AlterOp)>, Failure> {
+fn read_ops(configs: &[AlterableConfig]) -> Result<Vec<(String, AlterOp)>, ResourceError> {
     let mut seen = BTreeSet::new();
     let mut ops = Vec::with_capacity(configs.len());
     for config in configs {
         let key = config.name.to_string();
         if !seen.insert(key.clone()) {
-            return Err((
-                ResponseError::InvalidRequest,
-                "Error due to duplicate config keys".to_owned(),
-            ));
+            return Err(ResourceError::DuplicateConfigKeys);
         }
         let value = config
             .value
@@ -144,12 +132,7 @@ fn read_ops(configs: &[AlterableConfig]) -> Result<Vec<(String, AlterOp)>, Failu
             DELETE => AlterOp::Delete,
             APPEND => AlterOp::Append(value),
             SUBTRACT => AlterOp::Subtract(value),
-            other => {
-                return Err((
-                    ResponseError::InvalidRequest,
-                    format!("Unknown operations type {other}"),
-                ))
-            }
+            other => return Err(ResourceError::UnknownOperation(other)),
         };
         ops.push((key, op));
     }
@@ -173,7 +156,7 @@ pub async fn propose(
     broker: &Broker,
     validate_only: bool,
     command: Command,
-) -> Result<(), Failure> {
+) -> Result<(), ResourceError> {
     let nothing = match &command {
         Command::AlterTopicConfigs { set, delete, .. }
         | Command::AlterBrokerConfigs { set, delete, .. } => set.is_empty() && delete.is_empty(),
@@ -182,10 +165,11 @@ pub async fn propose(
     if validate_only || nothing {
         return Ok(());
     }
-    broker.quorum.propose(command).await.map_err(|e| {
-        let e = BrokerError::from(e);
-        (e.code(), e.to_string())
-    })?;
+    broker
+        .quorum
+        .propose(command)
+        .await
+        .map_err(|e| ResourceError::Broker(e.into()))?;
     broker.reconcile().await;
     Ok(())
 }

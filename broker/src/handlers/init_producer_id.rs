@@ -51,7 +51,11 @@ pub async fn handle(
             .with_producer_id(req.producer_id)
             .with_producer_epoch(req.producer_epoch + 1);
     }
-    match broker.producer_ids.allocate(broker).await {
+    match broker
+        .producer_ids
+        .allocate(&broker.quorum, broker.node_id)
+        .await
+    {
         Ok(id) => InitProducerIdResponse::default()
             .with_producer_id(ProducerId(id))
             .with_producer_epoch(0),

@@ -9,11 +9,10 @@ use brook_protocol::kafka_protocol::messages::{
     JoinGroupRequest, JoinGroupResponse, RequestHeader,
 };
 use brook_protocol::kafka_protocol::protocol::StrBytes;
-use brook_protocol::kafka_protocol::ResponseError;
 
 use crate::broker::Broker;
 use crate::coordinator::group::{JoinOutcome, JoinRequest};
-use crate::error::group_code;
+use crate::error::{group_code, GroupError};
 
 pub async fn handle(
     broker: &Broker,
@@ -51,7 +50,7 @@ pub async fn handle(
         .with_member_id(req.member_id.clone());
     match broker.groups.join(&req.group_id, join).await {
         Ok(JoinOutcome::MemberIdRequired(id)) => base
-            .with_error_code(ResponseError::MemberIdRequired.code())
+            .with_error_code(GroupError::MemberIdRequired.code().code())
             .with_member_id(StrBytes::from_string(id)),
         Err(e) => base.with_error_code(group_code(&e).code()),
         Ok(JoinOutcome::Joined(r)) => {

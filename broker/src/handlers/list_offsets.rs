@@ -62,7 +62,9 @@ pub async fn handle(broker: &Broker, req: ListOffsetsRequest, version: i16) -> L
                         Ok(None) => Ok((-1, -1)),
                         Err(e) => Err(BrokerError::from(e).code()),
                     },
-                    ts if ts < 0 => Err(ResponseError::InvalidRequest),
+                    ts if ts < 0 => {
+                        Err(BrokerError::InvalidRequest(format!("timestamp {ts}")).code())
+                    }
                     ts => match log.offset_for_timestamp(ts).await {
                         Ok(Some(found)) => visible(
                             &log,

@@ -16,6 +16,7 @@ use tracing::warn;
 
 use crate::auth::authorized;
 use crate::broker::Broker;
+use crate::error::{BrokerError, PartitionError};
 use crate::metadata::topics;
 
 pub async fn handle(broker: &Broker, req: MetadataRequest, version: i16) -> MetadataResponse {
@@ -45,13 +46,15 @@ pub async fn handle(broker: &Broker, req: MetadataRequest, version: i16) -> Meta
                             entries.push(
                                 MetadataResponseTopic::default()
                                     .with_topic_id(t.topic_id)
-                                    .with_error_code(ResponseError::UnknownTopicId.code()),
+                                    .with_error_code(PartitionError::UnknownTopicId.code().code()),
                             );
                             continue;
                         }
                     },
                     (None, true) => {
-                        entries.push(error_topic("", ResponseError::InvalidRequest));
+                        let nameless =
+                            BrokerError::InvalidRequest("a topic without name or id".into());
+                        entries.push(error_topic("", nameless.code()));
                         continue;
                     }
                 };
@@ -69,11 +72,12 @@ pub async fn handle(broker: &Broker, req: MetadataRequest, version: i16) -> Meta
                 }
                 match image.topic(&name) {
                     Some(topic) => entries.push(topic_entry(broker, &image, topic)),
-                    None if topics::validate_name(&name).is_err() => {
-                        entries.push(error_topic(&name, ResponseError::InvalidTopicException))
-                    }
                     None => {
-                        entries.push(error_topic(&name, ResponseError::UnknownTopicOrPartition))
+                        let unknown = match topics::validate_name(&name) {
+                            Err(invalid) => invalid.code(),
+                            Ok(()) => PartitionError::UnknownTopicOrPartition.code(),
+                        };
+                        entries.push(error_topic(&name, unknown))
                     }
                 }
             }
@@ -166,7 +170,7 @@ fn topic_entry(
             let error = if p.has_leader() && leader >= 0 {
                 0
             } else {
-                ResponseError::LeaderNotAvailable.code()
+                PartitionError::LeaderNotAvailable.code().code()
             };
             MetadataResponsePartition::default()
                 .with_error_code(error)

@@ -7,10 +7,9 @@ use brook_protocol::kafka_protocol::messages::offset_delete_response::{
     OffsetDeleteResponsePartition, OffsetDeleteResponseTopic,
 };
 use brook_protocol::kafka_protocol::messages::{OffsetDeleteRequest, OffsetDeleteResponse};
-use brook_protocol::kafka_protocol::ResponseError;
 
 use crate::broker::Broker;
-use crate::error::group_code;
+use crate::error::{group_code, PartitionError};
 
 pub async fn handle(
     broker: &Broker,
@@ -45,7 +44,7 @@ pub async fn handle(
                 .map(|p| {
                     let key = (t.name.to_string(), p.partition_index);
                     let code = match known.iter().position(|k| *k == key) {
-                        None => ResponseError::UnknownTopicOrPartition.code(),
+                        None => PartitionError::UnknownTopicOrPartition.code().code(),
                         Some(i) => match results.get(i) {
                             Some(Err(e)) => group_code(e).code(),
                             _ => 0,

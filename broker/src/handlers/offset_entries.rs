@@ -10,6 +10,7 @@ use brook_protocol::kafka_protocol::ResponseError;
 use brook_storage::offsets::CommittedOffset;
 
 use crate::broker::Broker;
+use crate::error::{GroupError, PartitionError};
 
 /// One partition of a commit request, as the request names it.
 pub struct Requested<'a> {
@@ -33,10 +34,11 @@ pub fn check<'a>(broker: &Broker, requested: impl Iterator<Item = Requested<'a>>
     requested
         .map(|r| {
             let metadata = r.metadata.map(|m| m.to_string());
+            let too_large = metadata.as_ref().filter(|m| m.len() > max_metadata);
             let result = if image.partition(r.topic, r.partition).is_none() {
-                Err(ResponseError::UnknownTopicOrPartition)
-            } else if metadata.as_ref().is_some_and(|m| m.len() > max_metadata) {
-                Err(ResponseError::OffsetMetadataTooLarge)
+                Err(PartitionError::UnknownTopicOrPartition.code())
+            } else if let Some(m) = too_large {
+                Err(GroupError::OffsetMetadataTooLarge(m.len()).code())
             } else {
                 Ok(CommittedOffset {
                     offset: r.offset,

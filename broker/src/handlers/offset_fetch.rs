@@ -23,7 +23,7 @@ use brook_storage::offsets::CommittedOffset;
 
 use crate::broker::Broker;
 use crate::coordinator::group::GroupCoordinator;
-use crate::error::group_code;
+use crate::error::{group_code, GroupError};
 
 /// (topic → partition → committed offset or why not) for one group: `Ok(None)` is no
 /// commit, `Err` a pending transactional commit under `require_stable`.
@@ -127,7 +127,7 @@ fn answer(
     let committed = groups.fetch_offsets(group_id);
     let stable = |topic: &str, partition: i32, c: Option<CommittedOffset>| {
         if pending.contains(&(topic.to_owned(), partition)) {
-            Err(ResponseError::UnstableOffsetCommit)
+            Err(GroupError::UnstableOffsetCommit.code())
         } else {
             Ok(c)
         }
@@ -237,7 +237,7 @@ mod tests {
                 })
                 .collect()
         };
-        let unstable = ResponseError::UnstableOffsetCommit.code();
+        let unstable = GroupError::UnstableOffsetCommit.code().code();
 
         // Without require_stable: the last stable offsets, as before.
         assert_eq!(

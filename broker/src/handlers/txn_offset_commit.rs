@@ -26,6 +26,7 @@ use crate::broker::Broker;
 use crate::coordinator::group::records::{group_partition_index, OFFSETS_TOPIC};
 use crate::coordinator::group::{TxnCommitter, TxnProducer};
 use crate::coordinator::txn::partition_check::{ensure_in_transaction, Operation, Producer};
+use crate::error::{GroupError, TxnError};
 
 /// The first version sent by Transactions V2 clients.
 const FIRST_V2_VERSION: i16 = 5;
@@ -95,7 +96,7 @@ async fn in_transaction(
     version: i16,
 ) -> Result<(), ResponseError> {
     let partition = group_partition_index(&broker.image(), &req.group_id)
-        .ok_or(ResponseError::CoordinatorNotAvailable)?;
+        .ok_or(GroupError::CoordinatorNotAvailable.code())?;
     let tp = (OFFSETS_TOPIC.to_string(), partition);
     let operation = if version >= FIRST_V2_VERSION {
         Operation::Add
@@ -114,7 +115,7 @@ async fn in_transaction(
         producer,
         &tp,
         operation,
-        ResponseError::CoordinatorLoadInProgress,
+        TxnError::CoordinatorLoadInProgress.code(),
     )
     .await
 }

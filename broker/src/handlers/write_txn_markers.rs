@@ -11,11 +11,11 @@ use brook_protocol::kafka_protocol::messages::write_txn_markers_response::{
 };
 use brook_protocol::kafka_protocol::messages::{WriteTxnMarkersRequest, WriteTxnMarkersResponse};
 
-use brook_protocol::kafka_protocol::ResponseError;
 use futures_util::future::join_all;
 
 use crate::broker::Broker;
 use crate::coordinator::txn::markers::{write_local, Marker};
+use crate::error::BrokerError;
 
 pub async fn handle(
     broker: &Broker,
@@ -44,7 +44,8 @@ pub async fn handle(
         }))
         .await;
         // One code per partition, in request order; a missing one is never success.
-        const MISSING: i16 = ResponseError::UnknownServerError.code();
+        let missing = BrokerError::ServerFault("no result for a marker's partition".into());
+        let missing = missing.code().code();
         let mut codes = codes.into_iter();
         let topics = m
             .topics
@@ -56,7 +57,7 @@ pub async fn handle(
                     .map(|&partition| {
                         WritableTxnMarkerPartitionResult::default()
                             .with_partition_index(partition)
-                            .with_error_code(codes.next().unwrap_or(MISSING))
+                            .with_error_code(codes.next().unwrap_or(missing))
                     })
                     .collect();
                 WritableTxnMarkerTopicResult::default()

@@ -6,6 +6,7 @@ use std::io::Write;
 use std::path::Path;
 
 use anyhow::{bail, Context};
+use base64::Engine;
 use uuid::Uuid;
 
 const FILE: &str = "meta.properties";
@@ -64,8 +65,7 @@ pub fn load_or_create(dir: &Path, node_id: i32, wanted: Option<String>) -> anyho
         }
         return Ok(cluster_id);
     }
-    let cluster_id =
-        wanted.unwrap_or_else(|| crate::metadata::topics::uuid_to_kafka_string(Uuid::new_v4()));
+    let cluster_id = wanted.unwrap_or_else(|| uuid_to_kafka_string(Uuid::new_v4()));
     let tmp = dir.join(format!("{FILE}.tmp"));
     {
         let mut file =
@@ -81,9 +81,19 @@ pub fn load_or_create(dir: &Path, node_id: i32, wanted: Option<String>) -> anyho
     Ok(cluster_id)
 }
 
+/// Kafka prints UUIDs (cluster ids, topic ids) as URL-safe base64 without padding.
+pub fn uuid_to_kafka_string(id: Uuid) -> String {
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(id.as_bytes())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn uuids_print_as_22_base64_characters() {
+        assert_eq!(uuid_to_kafka_string(Uuid::nil()), "AAAAAAAAAAAAAAAAAAAAAA");
+    }
 
     #[test]
     fn keeps_the_cluster_id_across_restarts_and_refuses_another_node() {

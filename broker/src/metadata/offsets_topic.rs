@@ -9,8 +9,6 @@
 
 use std::collections::BTreeMap;
 
-use brook_protocol::kafka_protocol::ResponseError;
-
 use super::topics::{self, NewTopic};
 use crate::broker::Broker;
 use crate::coordinator::group::records::OFFSETS_TOPIC;
@@ -50,7 +48,7 @@ pub async fn ensure(broker: &Broker) -> Result<(), BrokerError> {
             );
             Ok(())
         }
-        Err(e) if e.code() == ResponseError::TopicAlreadyExists => Ok(()),
+        Err(e) if e.is_topic_already_exists() => Ok(()),
         Err(e) => Err(e),
     }
 }

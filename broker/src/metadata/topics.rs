@@ -5,7 +5,6 @@
 
 use std::collections::BTreeMap;
 
-use base64::Engine;
 use brook_raft::{Command, MetadataImage, PartitionAssignment};
 use uuid::Uuid;
 
@@ -209,16 +208,9 @@ pub async fn auto_create(broker: &Broker, name: &str) -> Result<bool, BrokerErro
     match result {
         Ok(_) => Ok(true),
         // Two clients racing to auto-create the same topic: the loser sees it exist.
-        Err(e) if e.code() == brook_protocol::kafka_protocol::ResponseError::TopicAlreadyExists => {
-            Ok(true)
-        }
+        Err(e) if e.is_topic_already_exists() => Ok(true),
         Err(e) => Err(e),
     }
-}
-
-/// Kafka prints UUIDs (cluster ids, topic ids) as URL-safe base64 without padding.
-pub fn uuid_to_kafka_string(id: Uuid) -> String {
-    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(id.as_bytes())
 }
 
 #[cfg(test)]
@@ -232,10 +224,5 @@ mod tests {
             assert!(validate_name(bad).is_err(), "{bad:?} should be invalid");
         }
         assert!(validate_name(&"x".repeat(249)).is_ok());
-    }
-
-    #[test]
-    fn uuids_print_as_22_base64_characters() {
-        assert_eq!(uuid_to_kafka_string(Uuid::nil()), "AAAAAAAAAAAAAAAAAAAAAA");
     }
 }

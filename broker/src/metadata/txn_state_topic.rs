@@ -11,8 +11,6 @@
 
 use std::collections::BTreeMap;
 
-use brook_protocol::kafka_protocol::ResponseError;
-
 use super::topics::{self, NewTopic};
 use crate::broker::Broker;
 use crate::coordinator::txn::records::TXN_STATE_TOPIC;
@@ -62,7 +60,7 @@ pub async fn ensure(broker: &Broker) -> Result<(), BrokerError> {
             );
             Ok(())
         }
-        Err(e) if e.code() == ResponseError::TopicAlreadyExists => Ok(()),
+        Err(e) if e.is_topic_already_exists() => Ok(()),
         Err(e) => Err(e),
     }
 }

@@ -22,13 +22,14 @@
 //! gets a delete horizon as a tombstone's batch does and goes once it has passed; an
 //! empty control batch (as Kafka's cleaner leaves) always may go.
 
-use crate::batch::{BatchHeader, TimestampType, BATCH_HEADER_LEN};
+use crate::batch::{
+    BatchHeader, TimestampType, BATCH_HEADER_LEN, COMPRESSION_MASK, CONTROL_BIT,
+    DELETE_HORIZON_BIT, TRANSACTIONAL_BIT,
+};
 use crate::cleaner::codec;
 use crate::cleaner::offset_map::OffsetMap;
 use crate::cleaner::record::{parse_records, write_with_timestamp_delta, Record};
 
-/// Attribute bit 6: the base timestamp is the delete horizon (KIP-534).
-pub(crate) const DELETE_HORIZON_BIT: i16 = 0x40;
 /// Largest decompressed payload the cleaner accepts (a batch beyond it is kept as is).
 const MAX_PAYLOAD: usize = 256 * 1024 * 1024;
 
@@ -226,7 +227,7 @@ fn build_batch(
 /// An empty batch standing for `header` (Kafka's `writeEmptyHeader`): it keeps the
 /// offsets and producer fields so producer state and segment ranges survive.
 pub(crate) fn empty_batch(header: &BatchHeader) -> Vec<u8> {
-    let attributes = header.attributes & !0x07 & !DELETE_HORIZON_BIT;
+    let attributes = header.attributes & !COMPRESSION_MASK & !DELETE_HORIZON_BIT;
     encode(
         header,
         attributes,
@@ -248,7 +249,11 @@ pub(crate) fn placeholder_batch(header: &BatchHeader) -> Vec<u8> {
         base_sequence: -1,
         ..*header
     };
-    let attributes = header.attributes & !0x07 & !0x10 & !0x20 & !DELETE_HORIZON_BIT;
+    let attributes = header.attributes
+        & !COMPRESSION_MASK
+        & !TRANSACTIONAL_BIT
+        & !CONTROL_BIT
+        & !DELETE_HORIZON_BIT;
     encode(
         &anonymous,
         attributes,
@@ -259,6 +264,8 @@ pub(crate) fn placeholder_batch(header: &BatchHeader) -> Vec<u8> {
     )
 }
 
+/// `header` with the rewritten fields, before `body`; the batch module computes the
+/// length and the CRC.
 fn encode(
     header: &BatchHeader,
     attributes: i16,
@@ -267,24 +274,14 @@ fn encode(
     count: usize,
     body: &[u8],
 ) -> Vec<u8> {
-    let mut out = Vec::with_capacity(BATCH_HEADER_LEN + body.len());
-    out.extend_from_slice(&header.base_offset.to_be_bytes());
-    out.extend_from_slice(&((BATCH_HEADER_LEN - 12 + body.len()) as i32).to_be_bytes());
-    out.extend_from_slice(&header.partition_leader_epoch.to_be_bytes());
-    out.push(header.magic as u8);
-    out.extend_from_slice(&[0u8; 4]);
-    out.extend_from_slice(&attributes.to_be_bytes());
-    out.extend_from_slice(&header.last_offset_delta.to_be_bytes());
-    out.extend_from_slice(&base_timestamp.to_be_bytes());
-    out.extend_from_slice(&max_timestamp.to_be_bytes());
-    out.extend_from_slice(&header.producer_id.to_be_bytes());
-    out.extend_from_slice(&header.producer_epoch.to_be_bytes());
-    out.extend_from_slice(&header.base_sequence.to_be_bytes());
-    out.extend_from_slice(&(count as i32).to_be_bytes());
-    out.extend_from_slice(body);
-    let crc = crc32c::crc32c(&out[21..]);
-    out[17..21].copy_from_slice(&crc.to_be_bytes());
-    out
+    BatchHeader {
+        attributes,
+        base_timestamp,
+        max_timestamp,
+        records_count: count as i32,
+        ..*header
+    }
+    .encode(body)
 }
 
 #[cfg(test)]

@@ -252,7 +252,7 @@ fn control_and_undecodable_batches_are_kept_as_is() {
     let bytes = keyed(0, &[("a", Some("1"))]);
     let mut header = validate_batch(&bytes).expect("valid");
     let map = map_of(&[("a", 9)]);
-    header.attributes |= 0x20;
+    header.attributes |= CONTROL_BIT;
     assert_eq!(
         filter_batch(&bytes, &header, TxnRole::Keyed, ctx(&map, 0)),
         Filtered::Unchanged

@@ -338,5 +338,5 @@ pub(super) fn encode_batch(
         })
         .collect();
     crate::coordinator::encode_uncompressed_batch(&encoded)
-        .map_err(|e| BrokerError::InvalidRequest(format!("encoding offsets records: {e}")))
+        .map_err(|e| BrokerError::ServerFault(format!("encoding offsets records: {e}")))
 }

@@ -83,7 +83,7 @@ pub async fn replay(store: &OffsetStore, log: &LogHandle) -> Result<Replayed, Br
             break;
         }
         let sets = RecordBatchDecoder::decode_all(&mut bytes).map_err(|e| {
-            BrokerError::InvalidRequest(format!("{OFFSETS_TOPIC}-{partition} unreadable: {e}"))
+            BrokerError::ServerFault(format!("{OFFSETS_TOPIC}-{partition} unreadable: {e}"))
         })?;
         let mut changes = Vec::new();
         let mut last = next - 1;

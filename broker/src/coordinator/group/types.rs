@@ -29,37 +29,7 @@ impl GroupState {
     }
 }
 
-/// Why a group operation failed; `broker/src/error.rs` maps each to its Kafka code.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum GroupError {
-    #[error("invalid group id")]
-    InvalidGroupId,
-    #[error("unknown member id")]
-    UnknownMemberId,
-    #[error("generation {given} is not the group's {current}")]
-    IllegalGeneration { given: i32, current: i32 },
-    #[error("the group is rebalancing")]
-    RebalanceInProgress,
-    #[error("static member {instance_id} has been fenced by a newer member id")]
-    FencedInstanceId { instance_id: String },
-    #[error("protocol type or protocols inconsistent with the group")]
-    InconsistentGroupProtocol,
-    #[error("session timeout {0} ms outside the broker's bounds")]
-    InvalidSessionTimeout(i32),
-    #[error("the coordinator is not available")]
-    CoordinatorNotAvailable,
-    /// The group's `__consumer_offsets` partition is led by another broker.
-    #[error("this broker is not the group's coordinator")]
-    NotCoordinator,
-    #[error("group not found")]
-    GroupIdNotFound,
-    #[error("the group still has members")]
-    NonEmptyGroup,
-    #[error("the group is subscribed to the topic")]
-    GroupSubscribedToTopic,
-    #[error("offset metadata of {0} bytes is too large")]
-    OffsetMetadataTooLarge(usize),
-}
+pub use crate::error::GroupError;
 
 /// A member's view of a completed join (the JoinGroup response body).
 #[derive(Debug, Clone, PartialEq, Eq)]

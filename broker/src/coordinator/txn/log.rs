@@ -17,9 +17,9 @@ use brook_storage::{LogHandle, StorageError};
 use bytes::{Bytes, BytesMut};
 use tracing::warn;
 
-use super::error::TxnError;
 use super::records::{self, TxnLogValue, TXN_STATE_TOPIC};
 use super::state::TxnMetadata;
+use super::TxnError;
 use crate::broker::Broker;
 use crate::error::BrokerError;
 use crate::replication::acks::{self, NotReplicated};
@@ -143,7 +143,7 @@ pub async fn load(log: &LogHandle) -> Result<HashMap<String, TxnMetadata>, Broke
             break;
         }
         let sets = RecordBatchDecoder::decode_all(&mut bytes).map_err(|e| {
-            BrokerError::InvalidRequest(format!("{TXN_STATE_TOPIC}-{partition} unreadable: {e}"))
+            BrokerError::ServerFault(format!("{TXN_STATE_TOPIC}-{partition} unreadable: {e}"))
         })?;
         let mut last = next - 1;
         for record in sets.into_iter().flat_map(|s| s.records) {

@@ -82,7 +82,7 @@ pub fn encode(marker: &Marker, now_ms: i64) -> Result<BytesMut, BrokerError> {
         headers: Default::default(),
     };
     crate::coordinator::encode_uncompressed_batch(std::slice::from_ref(&record))
-        .map_err(|e| BrokerError::InvalidRequest(format!("encoding a transaction marker: {e}")))
+        .map_err(|e| BrokerError::ServerFault(format!("encoding a transaction marker: {e}")))
 }
 
 /// Appends `marker` to `topic`-`partition`, which this broker must lead, and waits until
@@ -257,10 +257,9 @@ mod tests {
             coordinator_epoch: 7,
         };
         let bytes = encode(&marker, 1_000).expect("encodes");
-        // Attributes (offset 21, int16): transactional 0x10 | control 0x20.
-        assert_eq!(&bytes[21..23], &[0, 0x30]);
-        // Base sequence (offset 53) is -1.
-        assert_eq!(&bytes[53..57], &(-1i32).to_be_bytes());
+        let header = brook_storage::batch::validate_batch(&bytes).expect("a valid batch");
+        assert!(header.is_transactional() && header.is_control());
+        assert_eq!(header.base_sequence, -1);
         let mut frozen = bytes.freeze();
         let sets = RecordBatchDecoder::decode_all(&mut frozen).expect("decodes");
         let record = &sets[0].records[0];

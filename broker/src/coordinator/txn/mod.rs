@@ -16,7 +16,6 @@
 //! broker stops coordinating the id. The worker also aborts timed-out transactions and
 //! expires idle ids.
 
-pub mod error;
 pub mod log;
 pub mod markers;
 pub mod partition_check;
@@ -32,7 +31,7 @@ use parking_lot::Mutex;
 use tokio::sync::Notify;
 
 use crate::broker::Broker;
-pub use error::TxnError;
+pub use crate::error::TxnError;
 pub use records::TRANSACTION_VERSION_2;
 
 /// The client transaction version of Transactions V1 requests (AddPartitionsToTxn ≤ v3,
@@ -370,7 +369,7 @@ async fn allocate_producer_id_if(broker: &Broker, needed: bool) -> Result<Option
     }
     broker
         .producer_ids
-        .allocate(broker)
+        .allocate(&broker.quorum, broker.node_id)
         .await
         .map(Some)
         .map_err(|_| TxnError::CoordinatorNotAvailable)

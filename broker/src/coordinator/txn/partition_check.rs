@@ -43,7 +43,6 @@ use super::records::state_partition;
 use super::state::TopicPartition;
 use super::{TxnError, TRANSACTION_VERSION_2};
 use crate::broker::Broker;
-use crate::error::BrokerError;
 use crate::replication::client::PeerConnection;
 
 /// The AddPartitionsToTxn version a leader sends (the first with TRANSACTION_ABORTABLE).
@@ -93,9 +92,9 @@ pub async fn ensure_in_transaction(
     let config = broker.txn.config();
     let deadline = Instant::now() + config.add_retry_max;
     loop {
-        let code = ask(broker, producer, tp, operation).await;
+        let answer = ask(broker, producer, tp, operation).await;
         if operation == Operation::Add
-            && code == ResponseError::ConcurrentTransactions.code()
+            && answer == Err(TxnError::ConcurrentTransactions)
             && Instant::now() + config.add_retry_backoff <= deadline
         {
             // The previous transaction's markers are still being written (its EndTxn is
@@ -107,7 +106,7 @@ pub async fn ensure_in_transaction(
             tokio::time::sleep(config.add_retry_backoff).await;
             continue;
         }
-        return translate(code, operation, retriable);
+        return translate(answer, operation, retriable);
     }
 }
 
@@ -117,38 +116,35 @@ async fn ask(
     producer: Producer<'_>,
     tp: &TopicPartition,
     operation: Operation,
-) -> i16 {
+) -> Result<(), TxnError> {
     match broker.txn.coordinates(broker, producer.transactional_id) {
         Ok(_) => local(broker, producer, tp, operation).await,
         Err(TxnError::NotCoordinator) => remote(broker, producer, tp, operation).await,
-        Err(e) => BrokerError::from(e).code().code(),
+        Err(e) => Err(e),
     }
 }
 
 /// Kafka's translation of a coordinator's answer for the client of the leader's API.
 fn translate(
-    code: i16,
+    answer: Result<(), TxnError>,
     operation: Operation,
     retriable: ResponseError,
 ) -> Result<(), ResponseError> {
-    if code == 0 {
+    let Err(e) = answer else {
         return Ok(());
-    }
-    let error = ResponseError::try_from_code(code).unwrap_or(ResponseError::UnknownServerError);
-    Err(match error {
-        ResponseError::ProducerFenced => ResponseError::InvalidProducerEpoch,
-        ResponseError::TransactionAbortable
-            if operation == (Operation::Verify { abortable: false }) =>
-        {
-            ResponseError::InvalidTxnState
+    };
+    Err(match e {
+        TxnError::ProducerFenced => TxnError::InvalidProducerEpoch.code(),
+        TxnError::NotInTransaction if operation == (Operation::Verify { abortable: false }) => {
+            TxnError::InvalidTxnState.code()
         }
-        ResponseError::ConcurrentTransactions
-        | ResponseError::NetworkException
-        | ResponseError::CoordinatorLoadInProgress
-        | ResponseError::CoordinatorNotAvailable
-        | ResponseError::NotCoordinator
-        | ResponseError::RequestTimedOut => retriable,
-        other => other,
+        TxnError::ConcurrentTransactions
+        | TxnError::Unreachable
+        | TxnError::CoordinatorLoadInProgress
+        | TxnError::CoordinatorNotAvailable
+        | TxnError::NotCoordinator
+        | TxnError::TimedOut => retriable,
+        other => other.code(),
     })
 }
 
@@ -157,8 +153,8 @@ async fn local(
     producer: Producer<'_>,
     tp: &TopicPartition,
     operation: Operation,
-) -> i16 {
-    let result = match operation {
+) -> Result<(), TxnError> {
+    let included = match operation {
         Operation::Verify { .. } => broker
             .txn
             .verify_partitions(
@@ -181,10 +177,9 @@ async fn local(
             .await
             .map(|()| true),
     };
-    match result {
-        Ok(true) => 0,
-        Ok(false) => ResponseError::TransactionAbortable.code(),
-        Err(e) => BrokerError::from(e).code().code(),
+    match included? {
+        true => Ok(()),
+        false => Err(TxnError::NotInTransaction),
     }
 }
 
@@ -194,12 +189,12 @@ async fn remote(
     producer: Producer<'_>,
     tp: &TopicPartition,
     operation: Operation,
-) -> i16 {
+) -> Result<(), TxnError> {
     let image = broker.image();
     let coordinator = state_partition(&image, producer.transactional_id)
         .and_then(|(_, part)| part.has_leader().then_some(part.leader));
     let Some(endpoint) = coordinator.and_then(|node| image.broker(node)) else {
-        return ResponseError::CoordinatorNotAvailable.code();
+        return Err(TxnError::CoordinatorNotAvailable);
     };
     let addr = format!("{}:{}", endpoint.host, endpoint.port);
     let request = AddPartitionsToTxnRequest::default().with_transactions(vec![
@@ -228,22 +223,27 @@ async fn remote(
         Ok(response) => response,
         Err(e) => {
             debug!(coordinator = %addr, error = %e, "asking the transaction coordinator failed");
-            return ResponseError::NetworkException.code();
+            return Err(TxnError::Unreachable);
         }
     };
-    if response.error_code != 0 {
-        return response.error_code;
+    if let Some(e) = TxnError::from_code(response.error_code) {
+        return Err(e);
     }
-    response
+    let code = response
         .results_by_transaction
         .iter()
         .flat_map(|t| &t.topic_results)
         .filter(|t| *t.name == *tp.0)
         .flat_map(|t| &t.results_by_partition)
         .find(|p| p.partition_index == tp.1)
-        .map_or(ResponseError::UnknownServerError.code(), |p| {
-            p.partition_error_code
-        })
+        .map(|p| p.partition_error_code);
+    match code {
+        Some(code) => TxnError::from_code(code).map_or(Ok(()), Err),
+        None => Err(TxnError::Internal(format!(
+            "the coordinator at {addr} answered nothing for {}-{}",
+            tp.0, tp.1
+        ))),
+    }
 }
 
 #[cfg(test)]
@@ -269,6 +269,14 @@ mod tests {
         let old = Operation::Verify { abortable: false };
         let new = Operation::Verify { abortable: true };
         let retriable = ResponseError::NotEnoughReplicas;
+        // Answers as they come over the wire, read back as the coordinator's errors.
+        let translate = |code: i16, operation, retriable| {
+            translate(
+                TxnError::from_code(code).map_or(Ok(()), Err),
+                operation,
+                retriable,
+            )
+        };
         let abortable = ResponseError::TransactionAbortable.code();
         assert_eq!(translate(0, old, retriable), Ok(()));
         assert_eq!(
@@ -304,6 +312,24 @@ mod tests {
                 retriable
             ),
             Err(ResponseError::InvalidProducerIdMapping)
+        );
+        for unreachable in [
+            ResponseError::NetworkException,
+            ResponseError::RequestTimedOut,
+        ] {
+            assert_eq!(
+                translate(unreachable.code(), new, retriable),
+                Err(retriable)
+            );
+        }
+        // A code this broker's coordinator never answers passes through unchanged.
+        assert_eq!(
+            translate(
+                ResponseError::ClusterAuthorizationFailed.code(),
+                new,
+                retriable
+            ),
+            Err(ResponseError::ClusterAuthorizationFailed)
         );
     }
 }

@@ -25,8 +25,8 @@
 
 use std::collections::BTreeSet;
 
-use super::error::TxnError;
 use super::records::{TxnLogValue, TRANSACTION_VERSION_2};
+use super::TxnError;
 
 /// No producer id / epoch (Kafka's `RecordBatch.NO_PRODUCER_ID` / `NO_PRODUCER_EPOCH`).
 pub const NO_PRODUCER_ID: i64 = -1;

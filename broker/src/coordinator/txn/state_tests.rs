@@ -5,10 +5,10 @@ use std::collections::{BTreeSet, HashMap};
 
 use brook_storage::{LogConfig, LogManager};
 
-use super::error::TxnError;
 use super::log::{encode_batch, load};
 use super::records::TXN_STATE_TOPIC;
 use super::state::{EndStep, InitStep, Transit, TxnMetadata, TxnState, NO_PRODUCER_EPOCH};
+use super::TxnError;
 
 const PID: i64 = 1000;
 const TIMEOUT: i32 = 60_000;

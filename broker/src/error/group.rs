@@ -1,0 +1,41 @@
+//! The classic group protocol's errors; `crate::error` maps each to its Kafka code.
+//! Defined here, beside the map, so the error module depends on no coordinator type
+//! (the coordinator re-exports it from `coordinator::group`).
+
+/// Why a group operation failed; `crate::error::group_code` maps each to its Kafka code.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GroupError {
+    #[error("invalid group id")]
+    InvalidGroupId,
+    #[error("unknown member id")]
+    UnknownMemberId,
+    #[error("generation {given} is not the group's {current}")]
+    IllegalGeneration { given: i32, current: i32 },
+    #[error("the group is rebalancing")]
+    RebalanceInProgress,
+    #[error("static member {instance_id} has been fenced by a newer member id")]
+    FencedInstanceId { instance_id: String },
+    #[error("protocol type or protocols inconsistent with the group")]
+    InconsistentGroupProtocol,
+    #[error("session timeout {0} ms outside the broker's bounds")]
+    InvalidSessionTimeout(i32),
+    #[error("the coordinator is not available")]
+    CoordinatorNotAvailable,
+    /// The group's `__consumer_offsets` partition is led by another broker.
+    #[error("this broker is not the group's coordinator")]
+    NotCoordinator,
+    #[error("group not found")]
+    GroupIdNotFound,
+    #[error("the group still has members")]
+    NonEmptyGroup,
+    #[error("the group is subscribed to the topic")]
+    GroupSubscribedToTopic,
+    #[error("offset metadata of {0} bytes is too large")]
+    OffsetMetadataTooLarge(usize),
+    /// KIP-394: a first JoinGroup is answered with a member id to rejoin with.
+    #[error("a member id is required to join the group")]
+    MemberIdRequired,
+    /// KIP-447: a partition's offset is pending in an open transaction.
+    #[error("an offset commit of an open transaction is pending")]
+    UnstableOffsetCommit,
+}

@@ -12,7 +12,6 @@ use anyhow::{bail, Context};
 use brook_raft::{Command, MetadataImage, MetadataQuorum};
 use brook_storage::LogManager;
 use tokio_util::sync::CancellationToken;
-use tracing::info;
 
 use crate::cluster::quorum_config;
 use crate::config::BrokerConfig;

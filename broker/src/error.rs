@@ -306,30 +306,33 @@ impl TxnError {
         txn_code(self)
     }
 
+    /// The errors a remote coordinator's answer can carry, each with a code of its own.
+    pub const ON_THE_WIRE: [TxnError; 13] = [
+        TxnError::NotCoordinator,
+        TxnError::CoordinatorNotAvailable,
+        TxnError::CoordinatorLoadInProgress,
+        TxnError::ConcurrentTransactions,
+        TxnError::ProducerFenced,
+        TxnError::InvalidProducerIdMapping,
+        TxnError::InvalidTxnState,
+        TxnError::TransactionalIdNotFound,
+        TxnError::OperationNotAttempted,
+        TxnError::NotInTransaction,
+        TxnError::InvalidProducerEpoch,
+        TxnError::Unreachable,
+        TxnError::TimedOut,
+    ];
+
     /// A coordinator's answer as another broker sends it on the wire (0: none), read back
     /// into the error this broker's own coordinator would have returned.
     pub fn from_code(code: i16) -> Option<TxnError> {
-        let known = [
-            TxnError::NotCoordinator,
-            TxnError::CoordinatorNotAvailable,
-            TxnError::CoordinatorLoadInProgress,
-            TxnError::ConcurrentTransactions,
-            TxnError::ProducerFenced,
-            TxnError::InvalidProducerIdMapping,
-            TxnError::InvalidTxnState,
-            TxnError::TransactionalIdNotFound,
-            TxnError::OperationNotAttempted,
-            TxnError::NotInTransaction,
-            TxnError::InvalidProducerEpoch,
-            TxnError::Unreachable,
-            TxnError::TimedOut,
-        ];
         match code {
             0 => None,
             _ => Some(
-                known
-                    .into_iter()
+                Self::ON_THE_WIRE
+                    .iter()
                     .find(|e| e.code().code() == code)
+                    .cloned()
                     .unwrap_or(TxnError::Remote(code)),
             ),
         }
@@ -841,21 +844,7 @@ mod tests {
     #[test]
     fn a_coordinators_wire_answer_reads_back_as_the_error_it_came_from() {
         assert_eq!(TxnError::from_code(0), None);
-        for e in [
-            TxnError::NotCoordinator,
-            TxnError::CoordinatorNotAvailable,
-            TxnError::CoordinatorLoadInProgress,
-            TxnError::ConcurrentTransactions,
-            TxnError::ProducerFenced,
-            TxnError::InvalidProducerIdMapping,
-            TxnError::InvalidTxnState,
-            TxnError::TransactionalIdNotFound,
-            TxnError::OperationNotAttempted,
-            TxnError::NotInTransaction,
-            TxnError::InvalidProducerEpoch,
-            TxnError::Unreachable,
-            TxnError::TimedOut,
-        ] {
+        for e in TxnError::ON_THE_WIRE {
             assert_eq!(TxnError::from_code(e.code().code()), Some(e.clone()));
         }
         assert_eq!(

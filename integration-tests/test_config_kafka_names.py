@@ -30,6 +30,7 @@ DEADLINE_S = 15.0
 # Brook-only broker keys (README "Configuration"), described beside Kafka's.
 BROOK_ONLY_BROKER_KEYS = {
     "brook.fetch.zero.copy",
+    "brook.log.open.files.max",
     "brook.offsets.retention.ms",
     "brook.transaction.version",
     "cluster.id",

@@ -33,14 +33,12 @@ KAFKA_AUTHORIZER = {
 
 NO_AUTHORIZER = "brook has no authorizer yet (ACL APIs answer SECURITY_DISABLED): the security issue"
 NO_GROUP_CONFIGS = "brook has no GROUP config resource (type 32, KIP-848 group configs): INVALID_REQUEST"
-NO_SCRAM_ADMIN = "brook serves no Describe/AlterUserScramCredentials"
 BROOK_GAPS = {
     "CreateAcls": NO_AUTHORIZER,
     "DescribeAcls": NO_AUTHORIZER,
     "DeleteAcls": NO_AUTHORIZER,
     "IncrementalAlterConfigs": NO_GROUP_CONFIGS,
     "DescribeConfigs_groups": NO_GROUP_CONFIGS,
-    "UserScramCredentials": NO_SCRAM_ADMIN,
 }
 
 # Every sub-test function of 0081 that runs against a broker without SASL (the

@@ -18,8 +18,8 @@
 //! - authenticated: every frame is dispatched, with [`SaslSession::principal`]
 //!   `User:<name>`. KIP-368: with `connections.max.reauth.ms`, SaslAuthenticate v1+ tells
 //!   the client its session lifetime; a client that speaks v1+ re-authenticates by sending
-//!   SaslHandshake again on the same connection (same mechanism and user); any other
-//!   request after expiry closes the connection.
+//!   SaslHandshake again on the same connection (same mechanism and user), even after
+//!   expiry (at most once a second); any other request after expiry closes the connection.
 //!
 //! Secrets never reach a log line: the session logs outcomes and user names only.
 
@@ -103,7 +103,13 @@ pub struct SaslSession {
     expires_at: Option<Instant>,
     /// The client sent SaslAuthenticate v1+, so it knows to re-authenticate (KIP-368).
     supports_reauth: bool,
+    /// When the last re-authentication began: Kafka allows one per second.
+    last_reauth_start: Option<Instant>,
 }
+
+/// Kafka's `MIN_REAUTH_INTERVAL_ONE_SECOND_NANOS`: a SaslHandshake sooner than this after
+/// the previous re-authentication began is served as an ordinary request (ILLEGAL_SASL_STATE).
+const MIN_REAUTH_INTERVAL: Duration = Duration::from_secs(1);
 
 impl SaslSession {
     /// The session for a connection on `listener`, or `None` when it is not a SASL listener.
@@ -118,6 +124,7 @@ impl SaslSession {
             mechanism: None,
             expires_at: None,
             supports_reauth: false,
+            last_reauth_start: None,
         })
     }
 
@@ -151,12 +158,15 @@ impl SaslSession {
             .and_then(|k| ApiKey::try_from(k).ok());
         match &self.state {
             State::Authenticated => {
-                // Kafka's SocketServer checks expiry first: even a late SaslHandshake closes.
+                // Kafka's SocketServer offers a SaslHandshake to re-authentication before it
+                // checks expiry: a client whose re-authentication was due while a long poll
+                // was in flight sends its handshake after the session ended, and is renewed.
+                if api_key == Some(ApiKey::SaslHandshake) && self.may_reauthenticate(now) {
+                    self.last_reauth_start = Some(now);
+                    return self.handshake(frame, true);
+                }
                 if self.expires_at.is_some_and(|at| now >= at) {
                     return Admit::Close("SASL session expired (connections.max.reauth.ms) without re-authentication".to_owned());
-                }
-                if api_key == Some(ApiKey::SaslHandshake) && self.supports_reauth {
-                    return self.handshake(frame, true);
                 }
                 Admit::Dispatch(frame)
             }
@@ -178,6 +188,16 @@ impl SaslSession {
                 }
             }
         }
+    }
+
+    /// Whether a SaslHandshake now starts a re-authentication (KIP-368): the session has a
+    /// lifetime, the client speaks SaslAuthenticate v1+, and the last one began ≥ 1 s ago.
+    fn may_reauthenticate(&self, now: Instant) -> bool {
+        self.supports_reauth
+            && self.expires_at.is_some()
+            && self
+                .last_reauth_start
+                .is_none_or(|at| now.saturating_duration_since(at) >= MIN_REAUTH_INTERVAL)
     }
 
     fn handshake(&mut self, frame: Bytes, reauth: bool) -> Admit {

@@ -223,3 +223,31 @@ fn a_session_expires_unless_the_client_reauthenticates_as_the_same_user() {
         Admit::Fail { reason, .. } if reason.contains("Cannot change principals")
     ));
 }
+
+#[test]
+fn a_handshake_after_expiry_still_reauthenticates_but_only_once_a_second() {
+    let mut s = session(Some(3000));
+    let start = Instant::now();
+    reply(s.admit(handshake("PLAIN", 1), &NoScram, start));
+    reply(s.admit(authenticate(b"\0alice\0alice-secret"), &NoScram, start));
+    // Due at ~2.7 s, sent after a long poll that ended past the 3 s lifetime.
+    let late = start + Duration::from_millis(3300);
+    reply(s.admit(handshake("PLAIN", 1), &NoScram, late));
+    let response = authenticate_response(reply(s.admit(
+        authenticate(b"\0alice\0alice-secret"),
+        &NoScram,
+        late,
+    )));
+    assert_eq!(response.session_lifetime_ms, 3000);
+    assert!(matches!(
+        s.admit(metadata(), &NoScram, late + Duration::from_millis(2000)),
+        Admit::Dispatch(_)
+    ));
+    // A second handshake within a second of the last is an ordinary request (Kafka
+    // answers it ILLEGAL_SASL_STATE), not a re-authentication.
+    let soon = late + Duration::from_millis(500);
+    assert!(matches!(
+        s.admit(handshake("PLAIN", 1), &NoScram, soon),
+        Admit::Dispatch(_)
+    ));
+}

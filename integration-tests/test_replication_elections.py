@@ -20,6 +20,7 @@ import time
 
 import pytest
 
+from harness.broker import CLEAN_EXIT_CODES
 from harness.cluster_scenarios import unique
 from harness.drivers import run
 from harness.replication import (ensure_running, PacedProducer, create_topic_assigned, elect_leaders, non_quorum_leaders,
@@ -114,7 +115,8 @@ def test_controlled_shutdown_moves_leaders_before_exit_and_the_producer_loses_no
                            f"partitions {led} led by {a} or {b}", node_ids=[a])
         moved_at = time.monotonic()
         stopper.join(EXIT_S + 10)
-        assert exited.get("code") is not None, f"node {victim} did not exit within {EXIT_S} s of SIGTERM"
+        assert exited.get("code") in CLEAN_EXIT_CODES[cluster.kind], \
+            f"node {victim} after SIGTERM: exit {exited.get('code')} (None: still running after {EXIT_S} s)"
         # The move is observed by polling another node, up to one poll (plus a request) late;
         # a broker that exits within that time after its controlled shutdown committed
         # (brook: ~0.2 s) would otherwise look late. A move made only when the session expired

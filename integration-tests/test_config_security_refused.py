@@ -1,4 +1,4 @@
-"""No silent downgrade (issue 25 item 0), brook only: until Brook serves TLS, ACLs and every
+"""No silent downgrade (issue 25 item 0), brook only: until Brook serves TLS, every authorizer and every
 SASL mechanism, a configuration asking for them stops the node at start, and a dynamic update
 that would change them is refused, instead of Brook serving plain, unauthenticated Kafka where
 the operator asked for security. SASL_PLAINTEXT with PLAIN and SCRAM is served
@@ -8,7 +8,8 @@ test_config_kafka_names.py.
 
 - A node with an SSL or SASL_SSL listener (by its name or through
   listener.security.protocol.map), a SASL_PLAINTEXT one left with GSSAPI or without its JAAS
-  entry, with authorizer.class.name, or with a SASL mechanism Brook cannot serve exits non-zero at once, its stderr naming the listener and protocol or the key, and never
+  entry, with an authorizer.class.name other than Kafka's StandardAuthorizer (test_security_acl.py
+  serves that one), or with a SASL mechanism Brook cannot serve exits non-zero at once, its stderr naming the listener and protocol or the key, and never
   listens on its ports.
 - IncrementalAlterConfigs of sasl.enabled.mechanisms, ssl.client.auth or a listener-prefixed
   keystore is refused with INVALID_CONFIG saying Brook does not support it, and nothing changes.
@@ -67,8 +68,9 @@ PLAINTEXT_AND = "PLAINTEXT://{host}:{p0},"
                  ["listener INTERNAL://127.0.0.1:{p1}", "security protocol SSL (listener.security.protocol.map)"],
                  id="ssl-through-the-protocol-map"),
     pytest.param({"listeners": "PLAINTEXT://{host}:{p0}",
-                  "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer"},
-                 ["authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer"], id="authorizer"),
+                  "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer"},
+                 ["authorizer.class.name=kafka.security.authorizer.AclAuthorizer",
+                  "org.apache.kafka.metadata.authorizer.StandardAuthorizer"], id="authorizer-other-than-kafkas-standard"),
     pytest.param({"listeners": "PLAINTEXT://{host}:{p0}", "sasl.enabled.mechanisms": "PLAIN,OAUTHBEARER"},
                  ["sasl.enabled.mechanisms=PLAIN,OAUTHBEARER", "OAUTHBEARER is not supported by Brook yet"],
                  id="sasl-mechanisms-brook-cannot-serve"),

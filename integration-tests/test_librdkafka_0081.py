@@ -6,16 +6,14 @@ test 0081 in quick mode (librdkafka's CI mode: the producer-type client) once pe
 function, selected with librdkafka's SUBTESTS, so that each admin API is its own cell: its
 exit code 0, "0081_admin PASSED" and at least one of the function's sub-tests reported PASS
 (a filter that matched nothing cannot pass). The assertion message is the runner's own failure
-report. The broker runs as librdkafka's own test clusters do (trivup): on Kafka with
+report. The broker runs as librdkafka's own test clusters do (trivup), on both targets:
 StandardAuthorizer, allow.everyone.if.no.acl.found=true and the PLAINTEXT principal
-(User:ANONYMOUS) a super user; brook has no authorizer (it refuses authorizer.class.name and
-answers the ACL APIs with SECURITY_DISABLED, as Kafka does without one).
+(User:ANONYMOUS) a super user.
 
 Cells brook cannot pass yet are strict xfails on brook only, each naming the missing feature
-(they turn into failures the day the feature lands, so the marker goes with it): the ACL APIs
-(no authorizer), the GROUP config resource (KIP-848 group configs, resource type 32) in
-DescribeConfigs / IncrementalAlterConfigs, and DescribeUserScramCredentials /
-AlterUserScramCredentials. Every cell passes against Apache Kafka 4.4 (BROOK_TEST_TARGET=kafka).
+(they turn into failures the day the feature lands, so the marker goes with it): the GROUP
+config resource (KIP-848 group configs, resource type 32) in DescribeConfigs /
+IncrementalAlterConfigs. Every cell passes against Apache Kafka 4.4 (BROOK_TEST_TARGET=kafka).
 """
 
 import pytest
@@ -25,18 +23,14 @@ from harness.broker import Broker
 
 # librdkafka's own test brokers (trivup's KafkaBrokerApp): an authorizer that allows what no
 # ACL denies, the test client's principal a super user.
-KAFKA_AUTHORIZER = {
+AUTHORIZER = {
     "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
     "allow.everyone.if.no.acl.found": "true",
     "super.users": "User:ANONYMOUS",
 }
 
-NO_AUTHORIZER = "brook has no authorizer yet (ACL APIs answer SECURITY_DISABLED): the security issue"
 NO_GROUP_CONFIGS = "brook has no GROUP config resource (type 32, KIP-848 group configs): INVALID_REQUEST"
 BROOK_GAPS = {
-    "CreateAcls": NO_AUTHORIZER,
-    "DescribeAcls": NO_AUTHORIZER,
-    "DeleteAcls": NO_AUTHORIZER,
     "IncrementalAlterConfigs": NO_GROUP_CONFIGS,
     "DescribeConfigs_groups": NO_GROUP_CONFIGS,
 }
@@ -61,8 +55,7 @@ def cell(name: str):
 @pytest.fixture(scope="module")
 def rdk_broker(tmp_path_factory):
     librdkafka_tests.runner()  # fail at once, naming the installer, if the runner is missing
-    overrides = KAFKA_AUTHORIZER if paths.target() == "kafka" else {}
-    b = Broker(paths.target(), tmp_path_factory.mktemp("rdk-broker"), overrides)
+    b = Broker(paths.target(), tmp_path_factory.mktemp("rdk-broker"), AUTHORIZER)
     b.start()
     yield b
     b.stop()

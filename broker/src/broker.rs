@@ -13,6 +13,7 @@ use brook_raft::{Command, MetadataImage, MetadataQuorum};
 use brook_storage::LogManager;
 use tokio_util::sync::CancellationToken;
 
+use crate::auth::Authorizer;
 use crate::cluster::quorum_config;
 use crate::config::BrokerConfig;
 use crate::coordinator::group::offsets_log::OffsetsLog;
@@ -36,6 +37,8 @@ pub struct Broker {
     /// Transactions whose `__transaction_state` partition this broker leads; its task
     /// (`coordinator::txn::run`) is started by `main`.
     pub txn: TxnCoordinator,
+    /// The ACL authorizer (`authorizer.class.name`); `None` allows everything.
+    pub authorizer: Option<Authorizer>,
     /// Cancelled when a clean shutdown begins: every task stops, and a fetch waiting for
     /// data answers at once instead of holding its connection open until its wait ends.
     pub stopping: CancellationToken,
@@ -131,6 +134,7 @@ impl Broker {
             producer_ids: ProducerIdAllocator::new(),
             groups,
             txn: TxnCoordinator::new(TxnConfig::from_broker(&config)),
+            authorizer: config.authorizer.as_ref().map(Authorizer::new),
             stopping: CancellationToken::new(),
             incarnation_id: uuid::Uuid::new_v4(),
             broker_epoch: AtomicU64::new(0),

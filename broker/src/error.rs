@@ -11,6 +11,7 @@
 //! module's children, not beside their users, so this module imports no coordinator or
 //! broker type (the coordinators re-export theirs): dependencies point into it only.
 
+mod denied;
 mod fetch;
 mod group;
 mod partition;
@@ -21,6 +22,7 @@ use brook_protocol::kafka_protocol::ResponseError;
 use brook_raft::{ApplyError, ElectionRefusal, ProposeError};
 use brook_storage::StorageError;
 
+pub use self::denied::Denied;
 pub use self::fetch::FetchSessionError;
 pub use self::group::GroupError;
 pub use self::partition::PartitionError;
@@ -97,6 +99,9 @@ pub enum BrokerError {
     /// for that API (`AclApis`).
     #[error("{0}")]
     SecurityDisabled(&'static str),
+    /// The session lacks the ACL Kafka checks for the request.
+    #[error("{0}")]
+    NotAuthorized(Denied),
 }
 
 /// A refused DescribeConfigs / AlterConfigs / IncrementalAlterConfigs resource.
@@ -153,6 +158,7 @@ impl BrokerError {
             BrokerError::Txn(e) => txn_code(e),
             BrokerError::NotReplicated(e) => e.code(),
             BrokerError::SecurityDisabled(_) => ResponseError::SecurityDisabled,
+            BrokerError::NotAuthorized(denied) => denied.code(),
         }
     }
 
@@ -419,6 +425,7 @@ pub fn lookup_code(e: &CoordinatorLookupError) -> ResponseError {
     match e {
         CoordinatorLookupError::NotAvailable => ResponseError::CoordinatorNotAvailable,
         CoordinatorLookupError::UnknownKeyType => ResponseError::InvalidRequest,
+        CoordinatorLookupError::NotAuthorized(denied) => denied.code(),
     }
 }
 

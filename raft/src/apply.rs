@@ -130,6 +130,18 @@ pub fn apply(image: &mut MetadataImage, cmd: &Command, index: u64) -> ApplyResul
             }
             Ok(())
         }
+        Command::CreateAcls { bindings } => {
+            for binding in bindings {
+                image.acls.insert(binding);
+            }
+            Ok(())
+        }
+        Command::DeleteAcls { bindings } => {
+            for binding in bindings {
+                image.acls.remove(binding);
+            }
+            Ok(())
+        }
         Command::ReplaceBrokerConfigs { broker_id, configs } => {
             if configs.is_empty() {
                 image.broker_configs.remove(broker_id);

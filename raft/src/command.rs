@@ -18,6 +18,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use crate::acl::AclBinding;
+
 /// One partition's replica assignment, as proposed when a topic or partition is created.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PartitionAssignment {
@@ -155,6 +157,16 @@ pub enum Command {
         upsertions: Vec<ScramUpsertion>,
         deletions: Vec<(String, i8)>,
     },
+    /// Kafka's CreateAcls, validated by the proposer: adds each binding (one already
+    /// present is a no-op, as in Kafka's `AclControlManager`).
+    CreateAcls {
+        bindings: Vec<AclBinding>,
+    },
+    /// Kafka's DeleteAcls: removes each binding the proposer's filters matched (absent
+    /// ones, deleted meanwhile, are no-ops).
+    DeleteAcls {
+        bindings: Vec<AclBinding>,
+    },
 }
 
 /// A user's new SCRAM credential for one mechanism (1 SCRAM-SHA-256, 2 SCRAM-SHA-512).
@@ -196,6 +208,8 @@ impl Command {
             Command::AlterPartition { .. } => "alter_partition",
             Command::ElectLeaders { .. } => "elect_leaders",
             Command::AlterUserScramCredentials { .. } => "alter_user_scram_credentials",
+            Command::CreateAcls { .. } => "create_acls",
+            Command::DeleteAcls { .. } => "delete_acls",
         }
     }
 }

@@ -14,6 +14,8 @@ use openraft::LogId;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use crate::acl::AclsImage;
+
 /// No leader: every in-sync replica is fenced (Kafka's `-1`).
 pub const NO_LEADER: i32 = -1;
 
@@ -116,6 +118,8 @@ pub struct MetadataImage {
     /// SCRAM credentials by user, then by Kafka's mechanism type (1 SCRAM-SHA-256,
     /// 2 SCRAM-SHA-512).
     pub scram_credentials: BTreeMap<String, BTreeMap<i8, ScramCredentialImage>>,
+    /// ACL bindings, indexed for the authorizer (KRaft's `AccessControlEntryRecord`s).
+    pub acls: AclsImage,
     /// The last raft log entry reflected in this image (`None` before the first one).
     pub applied: Option<LogId<u64>>,
 }
@@ -174,6 +178,7 @@ impl MetadataImage {
             && self.next_producer_id == other.next_producer_id
             && self.producer_id_blocks == other.producer_id_blocks
             && self.scram_credentials == other.scram_credentials
+            && self.acls == other.acls
     }
 }
 
@@ -192,6 +197,8 @@ struct ImageRepr {
     producer_id_blocks: Vec<(i32, ProducerIdBlock)>,
     #[serde(default)]
     scram_credentials: Vec<(String, i8, ScramCredentialImage)>,
+    #[serde(default)]
+    acls: AclsImage,
     applied: Option<LogId<u64>>,
 }
 
@@ -223,6 +230,7 @@ impl From<MetadataImage> for ImageRepr {
                         .map(move |(mechanism, c)| (user.clone(), mechanism, c))
                 })
                 .collect(),
+            acls: image.acls,
             applied: image.applied,
         }
     }
@@ -258,6 +266,7 @@ impl From<ImageRepr> for MetadataImage {
                     all
                 },
             ),
+            acls: repr.acls,
             applied: repr.applied,
         }
     }
@@ -309,6 +318,16 @@ mod tests {
                 },
             )]),
         );
+
+        image.acls.insert(&crate::acl::AclBinding {
+            resource_type: 2,
+            resource_name: "orders".into(),
+            pattern_type: 4,
+            principal: "User:alice".into(),
+            host: "*".into(),
+            operation: 4,
+            permission_type: 3,
+        });
 
         let json = serde_json::to_vec(&image).expect("serializable");
         let back: MetadataImage = serde_json::from_slice(&json).expect("round trip");

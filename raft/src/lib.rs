@@ -11,6 +11,7 @@
 //! This crate knows no Kafka wire types and no segment logs: broker ids are `i32`, topic ids
 //! `Uuid`, config values strings; the broker maps them to and from the protocol.
 
+pub mod acl;
 mod apply;
 pub mod command;
 mod config;
@@ -30,6 +31,8 @@ mod service;
 pub mod state_machine;
 
 use std::io::Cursor;
+
+pub use acl::{AclBinding, AclEntry, AclsImage};
 
 pub use command::{
     ApplyError, ApplyResult, Command, ElectionType, FenceReason, PartitionAssignment,

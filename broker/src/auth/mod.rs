@@ -1,20 +1,18 @@
 //! Authentication and authorization. [`sasl`] authenticates connections on SASL
-//! listeners. Brook has no authorizer yet, so every principal may do everything;
-//! `authorized` reports that in the bitfields clients ask for, and [`authorizer`] is the
-//! one place that says "no authorizer is configured" (Kafka's `authorizer.class.name`
-//! left empty), which the ACL APIs answer with SECURITY_DISABLED as Kafka does.
+//! listeners; [`acl`] is the ACL authorizer (Kafka's `StandardAuthorizer`), configured by
+//! `authorizer.class.name`. Without one every principal may do everything, `authorized`
+//! reports that in the bitfields clients ask for, and the ACL APIs answer
+//! SECURITY_DISABLED as Kafka does. [`authorizer`] is the one place that says which.
 
+pub mod acl;
 pub mod authorized;
 pub mod sasl;
 
+pub use acl::{Access, Authorizer};
+
 use crate::broker::Broker;
 
-/// The authorizer that holds and checks ACLs. None exists yet: the type has no value, so
-/// the ACL handlers' "with an authorizer" arms are empty matches the compiler checks, to
-/// be filled in when the security work gives it one.
-pub enum Authorizer {}
-
-/// The broker's authorizer, if one is configured: never, for now.
-pub fn authorizer(_broker: &Broker) -> Option<&Authorizer> {
-    None
+/// The broker's authorizer, if one is configured.
+pub fn authorizer(broker: &Broker) -> Option<&Authorizer> {
+    broker.authorizer.as_ref()
 }

@@ -12,6 +12,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use super::alter::{normalize_broker_update, BrokerScope};
+use super::authorizer::AuthorizerSettings;
 use super::error::ConfigError;
 use super::keys::broker_key;
 use super::listener::{
@@ -127,6 +128,8 @@ pub struct BrokerConfig {
     pub topic_defaults: TopicConfig,
     /// The SASL listeners' mechanisms and users.
     pub sasl: SaslSettings,
+    /// The ACL authorizer (`authorizer.class.name`), `None` when none is configured.
+    pub authorizer: Option<AuthorizerSettings>,
     pub(crate) layers: Layers,
 }
 
@@ -304,6 +307,7 @@ impl BrokerConfig {
                 .map(str::to_owned),
             topic_defaults: TopicConfig::default(),
             sasl: SaslSettings::default(),
+            authorizer: None,
             layers: layers.clone(),
         };
         // Kafka's KafkaConfig: broker.id is node.id's synonym (filled from it at load).
@@ -323,6 +327,7 @@ impl BrokerConfig {
             &config.listener_security_protocol_map,
             &layers,
         )?;
+        config.authorizer = super::authorizer::resolve(&layers)?;
         Ok(config)
     }
 }

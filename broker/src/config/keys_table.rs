@@ -51,6 +51,8 @@ pub(super) static BROKER_KEYS: &[KeyDef] = &[
       "The pause between those retries."),
     k("advertised.listeners", T::List, None, V::Custom(check_listeners), H, RO,
       "Specifies the listener addresses that the Kafka brokers will advertise to clients and other brokers. If not set, the value for `listeners` is used, without the controller listeners; a host that is empty or 0.0.0.0 is advertised as `localhost` (Brook)."),
+    k("authorizer.class.name", T::String, Some(""), V::None, L, RO,
+      "The fully qualified name of a class that implements org.apache.kafka.server.authorizer.Authorizer interface, which is used by the broker for authorization. Brook serves org.apache.kafka.metadata.authorizer.StandardAuthorizer (ACLs in the metadata quorum, with super.users and allow.everyone.if.no.acl.found) and refuses any other class at start."),
     k("auto.create.topics.enable", T::Boolean, Some("true"), V::None, H, RO,
       "Enable auto creation of topic on the server."),
     k("auto.leader.rebalance.enable", T::Boolean, Some("true"), V::None, H, RO,

@@ -50,7 +50,6 @@ pub(super) static KAFKA_ONLY_BROKER_KEYS: &[KeyDef] = &[
     n("alter.config.policy.class.name", T::Class, None, V::None, L, RO, Plugins),
     n("alter.log.dirs.replication.quota.window.num", T::Int, Some("11"), V::AtLeast(1), L, RO, Quotas),
     n("alter.log.dirs.replication.quota.window.size.seconds", T::Int, Some("1"), V::AtLeast(1), L, RO, Quotas),
-    n("authorizer.class.name", T::String, Some(""), V::None, L, RO, Authorization),
     n("background.threads", T::Int, Some("10"), V::AtLeast(1), H, CW, Threads),
     n("client.quota.callback.class", T::Class, None, V::None, L, RO, Quotas),
     n("compression.gzip.level", T::Int, Some("-1"), V::Custom(check_gzip_level), M, CW, Compression),

@@ -75,6 +75,10 @@ impl BrokerConfig {
         for (origin, pairs) in sources {
             for (key, value) in pairs {
                 let Some(def) = broker_key(&key).or_else(|| listener_prefixed_key(&key)) else {
+                    if super::authorizer::is_authorizer_key(&key) {
+                        static_props.insert(key, value.trim().to_owned());
+                        continue;
+                    }
                     warnings.push(unknown_key_warning(origin, &key));
                     continue;
                 };

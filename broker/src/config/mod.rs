@@ -6,7 +6,7 @@
 //! ([`support`] says why; [`keys`] holds their types, lookups and synonym chains);
 //! [`topic`] the topic keys; [`value`] types and validators; [`alter`] the
 //! (Incremental)AlterConfigs rules; [`security`] the security settings refused until
-//! Brook serves them;
+//! Brook serves them; [`authorizer`] the ACL authorizer's settings;
 //! [`properties`] + [`load`] read `server.properties`, `BROOK_*` env and
 //! `--override`; [`broker`] builds the typed [`BrokerConfig`]; [`topic_config`] the typed
 //! [`TopicConfig`]; [`describe`] answers DescribeConfigs. Everything but
@@ -14,6 +14,7 @@
 //! structs, never key strings.
 
 pub mod alter;
+pub mod authorizer;
 pub mod broker;
 pub mod describe;
 pub mod error;
@@ -36,6 +37,7 @@ pub mod value;
 mod tests;
 
 pub use alter::{incremental_broker, incremental_topic, AlterOp, BrokerScope, ConfigChange};
+pub use authorizer::AuthorizerSettings;
 pub use broker::{normalize_broker_dynamic, validate_broker_dynamic, BrokerConfig, ProcessRole};
 pub use describe::{
     describe_broker, describe_broker_defaults, describe_topic, ConfigSource, DescribeOptions,

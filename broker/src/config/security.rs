@@ -4,8 +4,9 @@
 //!
 //! At start (`BrokerConfig::build`): a listener (or advertised listener) whose security
 //! protocol, by its name or through `listener.security.protocol.map`, is neither
-//! PLAINTEXT nor SASL_PLAINTEXT (TLS is not served yet); a non-empty
-//! `authorizer.class.name`; and `security.inter.broker.protocol` other than PLAINTEXT.
+//! PLAINTEXT nor SASL_PLAINTEXT (TLS is not served yet); and
+//! `security.inter.broker.protocol` other than PLAINTEXT (an `authorizer.class.name`
+//! other than Kafka's StandardAuthorizer is refused by [`super::authorizer`]).
 //! The SASL mechanisms Brook cannot serve are refused by [`super::sasl`]. Dynamically: every dynamic
 //! `ssl.*` / `sasl.*` key, `principal.builder.class` and any `listener.name.*` key,
 //! except the Kerberos and login-refresh timings, which only tune a login Brook never
@@ -62,17 +63,6 @@ pub(crate) fn check_served(config: &BrokerConfig, layers: &Layers) -> Result<(),
                 });
             }
         }
-    }
-    if let Some(class) = layers
-        .effective("authorizer.class.name")
-        .filter(|c| !c.is_empty())
-    {
-        return Err(ConfigError::Unsupported {
-            key: "authorizer.class.name".to_owned(),
-            reason: format!(
-                "authorizer.class.name={class}: Brook has no authorizer yet, so every client could do everything: refusing to start rather than run without the ACLs it enforces"
-            ),
-        });
     }
     if let Some(protocol) = layers
         .effective("security.inter.broker.protocol")

@@ -692,12 +692,17 @@ fn a_listener_brook_cannot_secure_stops_the_node_naming_listener_and_protocol() 
 }
 
 #[test]
-fn an_authorizer_sasl_mechanisms_or_a_secured_inter_broker_protocol_stop_the_node() {
+fn an_unknown_authorizer_sasl_mechanisms_or_a_secured_inter_broker_protocol_stop_the_node() {
     let (key, message) =
-        refusal(&["authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer"]);
+        refusal(&["authorizer.class.name=kafka.security.authorizer.AclAuthorizer"]);
     assert_eq!(key.as_deref(), Some("authorizer.class.name"));
     assert!(message.contains("StandardAuthorizer"), "{message}");
     assert_eq!(refusal(&["authorizer.class.name="]).0, None);
+    assert_eq!(
+        refusal(&["authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer"])
+            .0,
+        None
+    );
     let (key, _) = refusal(&["sasl.enabled.mechanisms=PLAIN,GSSAPI"]);
     assert_eq!(key.as_deref(), Some("sasl.enabled.mechanisms"));
     // Mechanisms Brook serves load even where no listener uses them.

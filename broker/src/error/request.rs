@@ -35,4 +35,7 @@ pub enum CoordinatorLookupError {
     NotAvailable,
     #[error("Unknown coordinator key type.")]
     UnknownKeyType,
+    /// The session may not DESCRIBE the group or transactional id.
+    #[error("{0}")]
+    NotAuthorized(super::Denied),
 }

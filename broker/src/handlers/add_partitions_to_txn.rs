@@ -18,10 +18,13 @@ use brook_protocol::kafka_protocol::messages::{
     AddPartitionsToTxnRequest, AddPartitionsToTxnResponse,
 };
 
+use crate::auth::acl::AclOperation;
+use crate::auth::Access;
 use crate::broker::Broker;
 use crate::coordinator::txn::state::TopicPartition;
 use crate::coordinator::txn::{TRANSACTIONS_V1, TRANSACTION_VERSION_2};
-use crate::error::{fenced_for_version, BrokerError, PartitionError, TxnError};
+use crate::error::{fenced_for_version, BrokerError, Denied, PartitionError, TxnError};
+use crate::server::session::Session;
 
 /// The first AddPartitionsToTxn version with PRODUCER_FENCED.
 const FIRST_FENCED_VERSION: i16 = 2;
@@ -30,12 +33,15 @@ const FIRST_ABORTABLE_VERSION: i16 = 5;
 
 pub async fn handle(
     broker: &Broker,
+    session: &Session,
     req: AddPartitionsToTxnRequest,
     version: i16,
 ) -> AddPartitionsToTxnResponse {
+    let access = Access::new(broker, session);
     if version <= 3 {
         let results = add(
             broker,
+            &access,
             &req.v3_and_below_transactional_id,
             req.v3_and_below_producer_id.0,
             req.v3_and_below_producer_epoch,
@@ -53,6 +59,7 @@ pub async fn handle(
         } else {
             add(
                 broker,
+                &access,
                 &txn.transactional_id,
                 txn.producer_id.0,
                 txn.producer_epoch,
@@ -78,8 +85,10 @@ fn partitions(topics: &[AddPartitionsToTxnTopic]) -> BTreeSet<TopicPartition> {
         .collect()
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn add(
     broker: &Broker,
+    access: &Access<'_>,
     id: &str,
     producer_id: i64,
     producer_epoch: i16,
@@ -87,7 +96,25 @@ async fn add(
     version: i16,
     client_version: i16,
 ) -> Vec<AddPartitionsToTxnTopicResult> {
+    // Kafka's handleAddPartitionsToTxnRequest: WRITE on the transactional id, then WRITE
+    // on each topic (the others OPERATION_NOT_ATTEMPTED).
+    if !access.transactional_id(AclOperation::Write, id) {
+        return answer(topics, |_| Denied::TransactionalId.code().code());
+    }
     let wanted = partitions(topics);
+    let denied: BTreeSet<&TopicPartition> = wanted
+        .iter()
+        .filter(|(t, _)| !access.topic(AclOperation::Write, t))
+        .collect();
+    if !denied.is_empty() {
+        return answer(topics, |tp| {
+            if denied.contains(tp) {
+                Denied::Topic.code().code()
+            } else {
+                TxnError::OperationNotAttempted.code().code()
+            }
+        });
+    }
     let image = broker.image();
     let unknown: BTreeSet<&TopicPartition> = wanted
         .iter()

@@ -9,16 +9,20 @@ use brook_protocol::kafka_protocol::messages::{AlterConfigsRequest, AlterConfigs
 use brook_protocol::kafka_protocol::protocol::StrBytes;
 use brook_raft::Command;
 
+use crate::auth::Access;
 use crate::broker::Broker;
 use crate::config::{alter::normalize_broker_update, normalize_topic_overrides};
 use crate::error::ResourceError;
 use crate::handlers::incremental_alter_configs::{broker_target, propose, Target};
+use crate::server::session::Session;
 
 pub async fn handle(
     broker: &Broker,
+    session: &Session,
     req: AlterConfigsRequest,
     _version: i16,
 ) -> AlterConfigsResponse {
+    let access = Access::new(broker, session);
     let mut responses = Vec::with_capacity(req.resources.len());
     for resource in req.resources {
         let configs: BTreeMap<String, String> = resource
@@ -32,7 +36,7 @@ pub async fn handle(
             .collect();
         let name = resource.resource_name.to_string();
         let outcome = async {
-            let command = match broker_target(broker, resource.resource_type, &name)? {
+            let command = match broker_target(broker, &access, resource.resource_type, &name)? {
                 Target::Topic(topic_id) => Command::ReplaceTopicConfigs {
                     topic_id,
                     configs: normalize_topic_overrides(&configs).map_err(ResourceError::Refused)?,

@@ -17,10 +17,13 @@ use brook_protocol::kafka_protocol::protocol::StrBytes;
 use brook_protocol::kafka_protocol::ResponseError;
 use brook_raft::{Command, ScramUpsertion};
 
+use crate::auth::acl::AclOperation;
 use crate::auth::sasl::credentials::mechanism_of_type;
 use crate::auth::sasl::scram::ScramCredential;
+use crate::auth::Access;
 use crate::broker::Broker;
-use crate::error::BrokerError;
+use crate::error::{BrokerError, Denied};
+use crate::server::session::Session;
 
 /// Kafka's `ScramMechanism` bounds, the same for both hashes.
 const MIN_ITERATIONS: i32 = 4096;
@@ -30,9 +33,36 @@ type Refusal = (ResponseError, &'static str);
 
 pub async fn handle(
     broker: &Broker,
+    session: &Session,
     req: AlterUserScramCredentialsRequest,
     _version: i16,
 ) -> AlterUserScramCredentialsResponse {
+    // Kafka's handleAlterUserScramCredentialsRequest: ALTER on the cluster, else every
+    // user's result CLUSTER_AUTHORIZATION_FAILED.
+    if !Access::new(broker, session).cluster(AclOperation::Alter) {
+        let e = BrokerError::NotAuthorized(Denied::Cluster);
+        let mut users: Vec<StrBytes> = Vec::new();
+        for name in req
+            .deletions
+            .iter()
+            .map(|d| &d.name)
+            .chain(req.upsertions.iter().map(|u| &u.name))
+        {
+            if !users.contains(name) {
+                users.push(name.clone());
+            }
+        }
+        let results = users
+            .into_iter()
+            .map(|user| {
+                AlterUserScramCredentialsResult::default()
+                    .with_user(user)
+                    .with_error_code(e.code().code())
+                    .with_error_message(Some(StrBytes::from_string(e.to_string())))
+            })
+            .collect();
+        return AlterUserScramCredentialsResponse::default().with_results(results);
+    }
     let image = broker.image();
     // Every user in request order, with the first refusal of any of its entries.
     let mut users: BTreeMap<String, Option<Refusal>> = BTreeMap::new();

@@ -7,20 +7,29 @@ use brook_protocol::kafka_protocol::messages::{CreatePartitionsRequest, CreatePa
 use brook_protocol::kafka_protocol::protocol::StrBytes;
 use brook_raft::Command;
 
+use crate::auth::acl::AclOperation;
+use crate::auth::Access;
 use crate::broker::Broker;
-use crate::error::BrokerError;
+use crate::error::{BrokerError, Denied};
 use crate::metadata::topics;
+use crate::server::session::Session;
 
 pub async fn handle(
     broker: &Broker,
+    session: &Session,
     req: CreatePartitionsRequest,
     _version: i16,
 ) -> CreatePartitionsResponse {
+    // Kafka's createPartitions: ALTER on each topic.
+    let access = Access::new(broker, session);
     let mut results = Vec::with_capacity(req.topics.len());
     for topic in req.topics {
         let name = topic.name.to_string();
         let image = broker.image();
         let outcome: Result<(), BrokerError> = match image.topic(&name) {
+            _ if !access.topic(AclOperation::Alter, &name) => {
+                Err(BrokerError::NotAuthorized(Denied::Topic))
+            }
             None => Err(BrokerError::UnknownTopic { name }),
             Some(existing) => {
                 let current = existing.partitions.len() as i32;

@@ -10,16 +10,23 @@ use brook_protocol::kafka_protocol::messages::create_topics_response::{
 use brook_protocol::kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
 use brook_protocol::kafka_protocol::protocol::StrBytes;
 
+use crate::auth::acl::AclOperation;
+use crate::auth::Access;
 use crate::broker::Broker;
 use crate::config::{describe_topic, DescribeOptions};
-use crate::error::BrokerError;
+use crate::error::{BrokerError, Denied};
 use crate::metadata::topics::{self, NewTopic};
+use crate::server::session::Session;
 
 pub async fn handle(
     broker: &Broker,
+    session: &Session,
     req: CreateTopicsRequest,
     version: i16,
 ) -> CreateTopicsResponse {
+    // Kafka's createTopics: CREATE on the cluster, else CREATE on each topic.
+    let access = Access::new(broker, session);
+    let may_create_any = access.cluster(AclOperation::Create);
     let mut results = Vec::with_capacity(req.topics.len());
     for topic in req.topics {
         let name = topic.name.to_string();
@@ -67,7 +74,9 @@ pub async fn handle(
         let (partitions, replication_factor) = (new_topic.partitions, new_topic.replication_factor);
         // Kafka: assignments exclude numPartitions/replicationFactor, and must number the
         // partitions 0..n.
-        let outcome = if !topic.assignments.is_empty()
+        let outcome = if !may_create_any && !access.topic(AclOperation::Create, &name) {
+            Err(BrokerError::NotAuthorized(Denied::Topic))
+        } else if !topic.assignments.is_empty()
             && (topic.num_partitions != -1 || topic.replication_factor != -1)
         {
             Err(BrokerError::InvalidRequest(

@@ -10,14 +10,21 @@ use brook_protocol::kafka_protocol::protocol::StrBytes;
 use brook_raft::Command;
 use uuid::Uuid;
 
+use crate::auth::acl::AclOperation;
+use crate::auth::Access;
 use crate::broker::Broker;
-use crate::error::{BrokerError, PartitionError};
+use crate::error::{BrokerError, Denied, PartitionError};
+use crate::server::session::Session;
 
 pub async fn handle(
     broker: &Broker,
+    session: &Session,
     req: DeleteTopicsRequest,
     _version: i16,
 ) -> DeleteTopicsResponse {
+    // Kafka's deleteTopics: a named topic the session may not DESCRIBE is refused whether
+    // it exists or not; an existing one needs DELETE.
+    let access = Access::new(broker, session);
     // v0-v5 send names; v6+ send (name or id) pairs.
     let mut targets: Vec<(Option<String>, Uuid)> = req
         .topic_names
@@ -42,7 +49,12 @@ pub async fn handle(
         let mut result = DeletableTopicResult::default()
             .with_name(name.clone().map(|n| TopicName(StrBytes::from_string(n))))
             .with_topic_id(topic_id);
+        let named_undescribable = name
+            .as_deref()
+            .is_some_and(|n| !access.topic(AclOperation::Describe, n));
         let outcome = match found {
+            _ if named_undescribable => Err(Denied::Topic.code()),
+            Some((ref n, _)) if !access.topic(AclOperation::Delete, n) => Err(Denied::Topic.code()),
             None if name.is_some() => Err(PartitionError::UnknownTopicOrPartition.code()),
             None => Err(PartitionError::UnknownTopicId.code()),
             Some(_) if !broker.config.delete_topic_enable => {

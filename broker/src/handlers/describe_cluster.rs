@@ -7,12 +7,14 @@ use brook_protocol::kafka_protocol::messages::{
 };
 use brook_protocol::kafka_protocol::protocol::StrBytes;
 
-use crate::auth::authorized;
+use crate::auth::Access;
 use crate::broker::Broker;
 use crate::handlers::metadata::controller_id;
+use crate::server::session::Session;
 
 pub fn handle(
     broker: &Broker,
+    session: &Session,
     req: DescribeClusterRequest,
     _version: i16,
 ) -> DescribeClusterResponse {
@@ -37,7 +39,7 @@ pub fn handle(
         .with_controller_id(BrokerId(controller_id(broker)))
         .with_brokers(brokers)
         .with_cluster_authorized_operations(if req.include_cluster_authorized_operations {
-            authorized::CLUSTER_OPERATIONS
+            Access::new(broker, session).cluster_operations()
         } else {
             i32::MIN
         })

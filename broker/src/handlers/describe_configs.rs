@@ -7,11 +7,14 @@ use brook_protocol::kafka_protocol::messages::describe_configs_response::{
 use brook_protocol::kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
 use brook_protocol::kafka_protocol::protocol::StrBytes;
 
+use crate::auth::acl::AclOperation;
+use crate::auth::Access;
 use crate::broker::Broker;
 use crate::config::{
     describe_broker, describe_broker_defaults, describe_topic, DescribeOptions, DescribedConfig,
 };
-use crate::error::{BrokerError, ResourceError};
+use crate::error::{BrokerError, Denied, ResourceError};
+use crate::server::session::Session;
 
 pub const TOPIC: i8 = 2;
 pub const BROKER: i8 = 4;
@@ -19,9 +22,12 @@ pub const BROKER_LOGGER: i8 = 8;
 
 pub fn handle(
     broker: &Broker,
+    session: &Session,
     req: DescribeConfigsRequest,
     _version: i16,
 ) -> DescribeConfigsResponse {
+    // Kafka's ConfigHelper: DESCRIBE_CONFIGS on the topic, or on the cluster for brokers.
+    let access = Access::new(broker, session);
     let options = DescribeOptions {
         include_synonyms: req.include_synonyms,
         include_documentation: req.include_documentation,
@@ -35,6 +41,12 @@ pub fn handle(
             let name = resource.resource_name.to_string();
             let described: Result<Vec<DescribedConfig>, ResourceError> =
                 match resource.resource_type {
+                    TOPIC if !access.topic(AclOperation::DescribeConfigs, &name) => {
+                        Err(BrokerError::NotAuthorized(Denied::Topic).into())
+                    }
+                    BROKER | BROKER_LOGGER if !access.cluster(AclOperation::DescribeConfigs) => {
+                        Err(BrokerError::NotAuthorized(Denied::Cluster).into())
+                    }
                     TOPIC => match image.topic(&name) {
                         Some(topic) => describe_topic(&config, &topic.configs, options)
                             .map_err(ResourceError::Undescribable),

@@ -8,19 +8,36 @@ use brook_protocol::kafka_protocol::messages::describe_groups_response::{
 use brook_protocol::kafka_protocol::messages::{DescribeGroupsRequest, DescribeGroupsResponse};
 use brook_protocol::kafka_protocol::protocol::StrBytes;
 
+use crate::auth::acl::AclOperation;
+use crate::auth::acl::ResourceType;
+use crate::auth::Access;
 use crate::broker::Broker;
-use crate::error::GroupError;
+use crate::error::{Denied, GroupError};
+use crate::server::session::Session;
 
 /// READ, DELETE, DESCRIBE (Kafka's `AclOperation` codes 3, 6, 8) as a bitfield.
 const GROUP_OPERATIONS: i32 = (1 << 3) | (1 << 6) | (1 << 8);
 
-pub fn handle(broker: &Broker, req: DescribeGroupsRequest, version: i16) -> DescribeGroupsResponse {
+pub fn handle(
+    broker: &Broker,
+    session: &Session,
+    req: DescribeGroupsRequest,
+    version: i16,
+) -> DescribeGroupsResponse {
+    let access = Access::new(broker, session);
     let groups = req
         .groups
         .into_iter()
         .map(|group_id| {
+            // Kafka's handleDescribeGroupsRequest: DESCRIBE on the group.
+            if !access.group(AclOperation::Describe, &group_id) {
+                return DescribedGroup::default()
+                    .with_group_id(group_id)
+                    .with_error_code(Denied::Group.code().code())
+                    .with_authorized_operations(i32::MIN);
+            }
             let operations = if req.include_authorized_operations {
-                GROUP_OPERATIONS
+                access.authorized_operations(ResourceType::Group, &group_id, GROUP_OPERATIONS)
             } else {
                 i32::MIN
             };

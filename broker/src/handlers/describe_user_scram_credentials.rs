@@ -12,13 +12,25 @@ use brook_protocol::kafka_protocol::messages::{
 use brook_protocol::kafka_protocol::protocol::StrBytes;
 use brook_protocol::kafka_protocol::ResponseError;
 
+use crate::auth::acl::AclOperation;
+use crate::auth::Access;
 use crate::broker::Broker;
+use crate::error::{BrokerError, Denied};
+use crate::server::session::Session;
 
 pub fn handle(
     broker: &Broker,
+    session: &Session,
     req: DescribeUserScramCredentialsRequest,
     _version: i16,
 ) -> DescribeUserScramCredentialsResponse {
+    // Kafka's handleDescribeUserScramCredentialsRequest: DESCRIBE on the cluster.
+    if !Access::new(broker, session).cluster(AclOperation::Describe) {
+        let e = BrokerError::NotAuthorized(Denied::Cluster);
+        return DescribeUserScramCredentialsResponse::default()
+            .with_error_code(e.code().code())
+            .with_error_message(Some(StrBytes::from_string(e.to_string())));
+    }
     let image = broker.image();
     let names: Vec<String> = match &req.users {
         Some(users) if !users.is_empty() => users.iter().map(|u| u.name.to_string()).collect(),

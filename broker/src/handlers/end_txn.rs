@@ -7,15 +7,30 @@
 
 use brook_protocol::kafka_protocol::messages::{EndTxnRequest, EndTxnResponse, ProducerId};
 
+use crate::auth::acl::AclOperation;
+use crate::auth::Access;
 use crate::broker::Broker;
 use crate::coordinator::txn::{TRANSACTIONS_V1, TRANSACTION_VERSION_2};
-use crate::error::{fenced_for_version, BrokerError};
+use crate::error::{fenced_for_version, BrokerError, Denied};
+use crate::server::session::Session;
 
 const FIRST_FENCED_VERSION: i16 = 2;
 /// EndTxn v5 is sent by Transactions V2 clients only.
 const FIRST_V2_VERSION: i16 = 5;
 
-pub async fn handle(broker: &Broker, req: EndTxnRequest, version: i16) -> EndTxnResponse {
+pub async fn handle(
+    broker: &Broker,
+    session: &Session,
+    req: EndTxnRequest,
+    version: i16,
+) -> EndTxnResponse {
+    // Kafka's handleEndTxnRequest: WRITE on the transactional id.
+    if !Access::new(broker, session).transactional_id(AclOperation::Write, &req.transactional_id) {
+        return EndTxnResponse::default()
+            .with_error_code(Denied::TransactionalId.code().code())
+            .with_producer_id(ProducerId(-1))
+            .with_producer_epoch(-1);
+    }
     let result = broker
         .txn
         .end_txn(

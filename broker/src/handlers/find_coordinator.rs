@@ -12,20 +12,32 @@ use brook_protocol::kafka_protocol::protocol::StrBytes;
 
 use tracing::warn;
 
+use crate::auth::acl::AclOperation;
+use crate::auth::Access;
 use crate::broker::Broker;
 use crate::coordinator::group::records::group_partition;
 use crate::coordinator::txn::records::state_partition;
-use crate::error::CoordinatorLookupError;
+use crate::error::{CoordinatorLookupError, Denied};
 use crate::metadata::{offsets_topic, txn_state_topic};
+use crate::server::session::Session;
 
 const GROUP_KEY: i8 = 0;
 const TRANSACTION_KEY: i8 = 1;
 
 pub async fn handle(
     broker: &Broker,
+    session: &Session,
     req: FindCoordinatorRequest,
     version: i16,
 ) -> FindCoordinatorResponse {
+    // Kafka's handleFindCoordinatorRequest: DESCRIBE on the group or transactional id.
+    let access = Access::new(broker, session);
+    let denied = |key: &str| match req.key_type {
+        GROUP_KEY => (!access.group(AclOperation::Describe, key)).then_some(Denied::Group),
+        TRANSACTION_KEY => (!access.transactional_id(AclOperation::Describe, key))
+            .then_some(Denied::TransactionalId),
+        _ => None,
+    };
     let created = match req.key_type {
         GROUP_KEY => offsets_topic::ensure(broker).await,
         TRANSACTION_KEY => txn_state_topic::ensure(broker).await,
@@ -39,7 +51,9 @@ pub async fn handle(
         }
     };
     let locate = |key: &str| {
-        if topic_ready {
+        if let Some(denied) = denied(key) {
+            (Some(CoordinatorLookupError::NotAuthorized(denied)), None)
+        } else if topic_ready {
             find(broker, req.key_type, key)
         } else {
             (Some(CoordinatorLookupError::NotAvailable), None)

@@ -3,10 +3,22 @@
 
 use brook_protocol::kafka_protocol::messages::{HeartbeatRequest, HeartbeatResponse};
 
+use crate::auth::acl::AclOperation;
+use crate::auth::Access;
 use crate::broker::Broker;
-use crate::error::group_code;
+use crate::error::{group_code, Denied};
+use crate::server::session::Session;
 
-pub fn handle(broker: &Broker, req: HeartbeatRequest, _version: i16) -> HeartbeatResponse {
+pub fn handle(
+    broker: &Broker,
+    session: &Session,
+    req: HeartbeatRequest,
+    _version: i16,
+) -> HeartbeatResponse {
+    // Kafka's handleHeartbeatRequest: READ on the group.
+    if !Access::new(broker, session).group(AclOperation::Read, &req.group_id) {
+        return HeartbeatResponse::default().with_error_code(Denied::Group.code().code());
+    }
     let result = broker.groups.heartbeat(
         &req.group_id,
         &req.member_id,

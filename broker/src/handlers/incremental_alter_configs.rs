@@ -16,10 +16,13 @@ use brook_protocol::kafka_protocol::protocol::StrBytes;
 use brook_raft::Command;
 use uuid::Uuid;
 
+use crate::auth::acl::AclOperation;
+use crate::auth::Access;
 use crate::broker::Broker;
 use crate::config::{incremental_broker, incremental_topic, AlterOp, BrokerScope};
-use crate::error::{BrokerError, ResourceError};
+use crate::error::{BrokerError, Denied, ResourceError};
 use crate::handlers::describe_configs::{BROKER, TOPIC};
+use crate::server::session::Session;
 
 const SET: i8 = 0;
 const DELETE: i8 = 1;
@@ -41,11 +44,22 @@ impl Target {
     }
 }
 
+/// The resource to alter, once the session may: ALTER_CONFIGS on the topic, or on the
+/// cluster for brokers (Kafka's `ConfigAdminManager` / `ControllerApis` checks).
 pub fn broker_target(
     broker: &Broker,
+    access: &Access<'_>,
     resource_type: i8,
     name: &str,
 ) -> Result<Target, ResourceError> {
+    let denied = match resource_type {
+        TOPIC => (!access.topic(AclOperation::AlterConfigs, name)).then_some(Denied::Topic),
+        BROKER => (!access.cluster(AclOperation::AlterConfigs)).then_some(Denied::Cluster),
+        _ => None,
+    };
+    if let Some(denied) = denied {
+        return Err(ResourceError::Broker(BrokerError::NotAuthorized(denied)));
+    }
     match resource_type {
         TOPIC => broker
             .image()
@@ -67,15 +81,17 @@ pub fn broker_target(
 
 pub async fn handle(
     broker: &Broker,
+    session: &Session,
     req: IncrementalAlterConfigsRequest,
     _version: i16,
 ) -> IncrementalAlterConfigsResponse {
+    let access = Access::new(broker, session);
     let mut responses = Vec::with_capacity(req.resources.len());
     for resource in req.resources {
         let name = resource.resource_name.to_string();
         let outcome = async {
             let ops = read_ops(&resource.configs)?;
-            let target = broker_target(broker, resource.resource_type, &name)?;
+            let target = broker_target(broker, &access, resource.resource_type, &name)?;
             let current = current_configs(broker, &target);
             let command = match target {
                 Target::Topic(topic_id) => {

@@ -10,18 +10,34 @@ use brook_protocol::kafka_protocol::messages::{
 };
 use brook_protocol::kafka_protocol::ResponseError;
 
+use crate::auth::acl::AclOperation;
+use crate::auth::Access;
 use crate::broker::Broker;
-use crate::error::{fenced_for_version, BrokerError};
+use crate::error::{fenced_for_version, BrokerError, Denied};
 use crate::metadata::txn_state_topic;
+use crate::server::session::Session;
 
 /// The first InitProducerId version with PRODUCER_FENCED.
 const FIRST_FENCED_VERSION: i16 = 4;
 
 pub async fn handle(
     broker: &Broker,
+    session: &Session,
     req: InitProducerIdRequest,
     version: i16,
 ) -> InitProducerIdResponse {
+    // Kafka's handleInitProducerIdRequest: WRITE on the transactional id; an idempotent
+    // producer needs IDEMPOTENT_WRITE on the cluster or WRITE on some topic (KIP-679).
+    let access = Access::new(broker, session);
+    let denied = match &req.transactional_id {
+        Some(id) => {
+            (!access.transactional_id(AclOperation::Write, id)).then_some(Denied::TransactionalId)
+        }
+        None => (!access.idempotent_write()).then_some(Denied::Cluster),
+    };
+    if let Some(denied) = denied {
+        return failed(denied.code());
+    }
     if let Some(id) = &req.transactional_id {
         let expected = (req.producer_id.0 >= 0 && req.producer_epoch >= 0)
             .then_some((req.producer_id.0, req.producer_epoch));

@@ -10,16 +10,27 @@ use brook_protocol::kafka_protocol::messages::{
 };
 use brook_protocol::kafka_protocol::protocol::StrBytes;
 
+use crate::auth::acl::AclOperation;
+use crate::auth::Access;
 use crate::broker::Broker;
 use crate::coordinator::group::{JoinOutcome, JoinRequest};
-use crate::error::{group_code, GroupError};
+use crate::error::{group_code, Denied, GroupError};
+use crate::server::session::Session;
 
 pub async fn handle(
     broker: &Broker,
+    session: &Session,
     header: &RequestHeader,
     req: JoinGroupRequest,
     version: i16,
 ) -> JoinGroupResponse {
+    // Kafka's handleJoinGroupRequest: READ on the group.
+    if !Access::new(broker, session).group(AclOperation::Read, &req.group_id) {
+        return JoinGroupResponse::default()
+            .with_generation_id(-1)
+            .with_member_id(req.member_id)
+            .with_error_code(Denied::Group.code().code());
+    }
     let rebalance_timeout_ms = if version == 0 {
         req.session_timeout_ms
     } else {

@@ -4,10 +4,22 @@
 use brook_protocol::kafka_protocol::messages::leave_group_response::MemberResponse;
 use brook_protocol::kafka_protocol::messages::{LeaveGroupRequest, LeaveGroupResponse};
 
+use crate::auth::acl::AclOperation;
+use crate::auth::Access;
 use crate::broker::Broker;
-use crate::error::group_code;
+use crate::error::{group_code, Denied};
+use crate::server::session::Session;
 
-pub fn handle(broker: &Broker, req: LeaveGroupRequest, version: i16) -> LeaveGroupResponse {
+pub fn handle(
+    broker: &Broker,
+    session: &Session,
+    req: LeaveGroupRequest,
+    version: i16,
+) -> LeaveGroupResponse {
+    // Kafka's handleLeaveGroupRequest: READ on the group.
+    if !Access::new(broker, session).group(AclOperation::Read, &req.group_id) {
+        return LeaveGroupResponse::default().with_error_code(Denied::Group.code().code());
+    }
     if version < 3 {
         let results = broker
             .groups

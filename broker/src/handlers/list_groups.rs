@@ -6,17 +6,30 @@ use brook_protocol::kafka_protocol::messages::list_groups_response::ListedGroup;
 use brook_protocol::kafka_protocol::messages::{GroupId, ListGroupsRequest, ListGroupsResponse};
 use brook_protocol::kafka_protocol::protocol::StrBytes;
 
+use crate::auth::acl::AclOperation;
+use crate::auth::Access;
 use crate::broker::Broker;
+use crate::server::session::Session;
 
 const GROUP_TYPE: &str = "classic";
 
-pub fn handle(broker: &Broker, req: ListGroupsRequest, version: i16) -> ListGroupsResponse {
+pub fn handle(
+    broker: &Broker,
+    session: &Session,
+    req: ListGroupsRequest,
+    version: i16,
+) -> ListGroupsResponse {
+    // Kafka's handleListGroupsRequest: DESCRIBE on the cluster lists every group, else
+    // only the groups the session may DESCRIBE.
+    let access = Access::new(broker, session);
+    let all_groups = access.cluster(AclOperation::Describe);
     let states: Vec<String> = req.states_filter.iter().map(|s| s.to_lowercase()).collect();
     let types: Vec<String> = req.types_filter.iter().map(|s| s.to_lowercase()).collect();
     let groups = broker
         .groups
         .list()
         .into_iter()
+        .filter(|(id, _, _)| all_groups || access.group(AclOperation::Describe, id))
         .filter(|(_, _, state)| states.is_empty() || states.contains(&state.name().to_lowercase()))
         .filter(|_| types.is_empty() || types.iter().any(|t| t == GROUP_TYPE))
         .map(|(id, protocol_type, state)| {

@@ -1,7 +1,11 @@
 //! Metadata: brokers, cluster id, controller, and topics with their partitions. Asking
 //! for an unknown topic auto-creates it when both the request and
 //! `auto.create.topics.enable` allow (then it reports `LEADER_NOT_AVAILABLE` once, as
-//! Kafka does, unless the topic is already usable).
+//! Kafka does, unless the topic is already usable). With an authorizer, as Kafka's
+//! `handleTopicMetadataRequest`: an all-topics request lists only the topics the session
+//! may DESCRIBE; a named one it may not is TOPIC_AUTHORIZATION_FAILED (existing or not);
+//! auto-creation needs CREATE on the cluster or the topic (else TOPIC_AUTHORIZATION_FAILED);
+//! the KIP-430 bitfields hold the operations the session may perform.
 
 use brook_protocol::kafka_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
@@ -14,15 +18,22 @@ use brook_protocol::kafka_protocol::ResponseError;
 use brook_raft::{MetadataImage, TopicImage};
 use tracing::warn;
 
-use crate::auth::authorized;
+use crate::auth::acl::{AclOperation, ResourceType};
+use crate::auth::{authorized, Access};
 use crate::broker::Broker;
-use crate::error::{BrokerError, PartitionError};
+use crate::error::{BrokerError, Denied, PartitionError};
 use crate::metadata::topics;
+use crate::server::session::Session;
 
-pub async fn handle(broker: &Broker, req: MetadataRequest, version: i16) -> MetadataResponse {
+pub async fn handle(
+    broker: &Broker,
+    session: &Session,
+    req: MetadataRequest,
+    version: i16,
+) -> MetadataResponse {
     let mut image = broker.image();
-    let topic_ops = (version >= 8 && req.include_topic_authorized_operations)
-        .then_some(authorized::TOPIC_OPERATIONS);
+    let access = Access::new(broker, session);
+    let topic_ops = version >= 8 && req.include_topic_authorized_operations;
     // v0 had no null array: an empty list meant every topic.
     let all_topics = match &req.topics {
         None => true,
@@ -32,6 +43,7 @@ pub async fn handle(broker: &Broker, req: MetadataRequest, version: i16) -> Meta
         _ if all_topics => image
             .topics
             .values()
+            .filter(|t| access.topic(AclOperation::Describe, &t.name))
             .map(|t| topic_entry(broker, &image, t))
             .collect(),
         None => Vec::new(),
@@ -58,9 +70,19 @@ pub async fn handle(broker: &Broker, req: MetadataRequest, version: i16) -> Meta
                         continue;
                     }
                 };
+                if !access.topic(AclOperation::Describe, &name) {
+                    entries.push(error_topic(&name, Denied::Topic.code()));
+                    continue;
+                }
                 // Metadata v0-v3 had no flag: auto-creation was implied.
                 let allow_auto = req.allow_auto_topic_creation || version < 4;
                 if image.topic(&name).is_none() && allow_auto {
+                    let may_create = access.cluster(AclOperation::Create)
+                        || access.topic(AclOperation::Create, &name);
+                    if broker.config.auto_create_topics_enable && !may_create {
+                        entries.push(error_topic(&name, Denied::Topic.code()));
+                        continue;
+                    }
                     match topics::auto_create(broker, &name).await {
                         Ok(_) => image = broker.image(),
                         Err(e) => {
@@ -84,21 +106,28 @@ pub async fn handle(broker: &Broker, req: MetadataRequest, version: i16) -> Meta
             entries
         }
     };
-    let topics = match topic_ops {
-        Some(ops) => topics
+    let topics = if topic_ops {
+        topics
             .into_iter()
             .map(|t| {
                 if t.error_code == 0 {
+                    let name = t.name.as_ref().map(|n| n.0.to_string()).unwrap_or_default();
+                    let ops = access.authorized_operations(
+                        ResourceType::Topic,
+                        &name,
+                        authorized::TOPIC_OPERATIONS,
+                    );
                     t.with_topic_authorized_operations(ops)
                 } else {
                     t
                 }
             })
-            .collect(),
-        None => topics,
+            .collect()
+    } else {
+        topics
     };
     let cluster_ops = if (8..=10).contains(&version) && req.include_cluster_authorized_operations {
-        authorized::CLUSTER_OPERATIONS
+        access.cluster_operations()
     } else {
         i32::MIN
     };

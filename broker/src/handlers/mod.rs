@@ -7,6 +7,7 @@ use brook_protocol::versions::codec_range;
 
 use crate::broker::Broker;
 use crate::error::BrokerError;
+use crate::server::session::Session;
 use crate::server::write::FileChunk;
 
 pub mod add_offsets_to_txn;
@@ -134,6 +135,7 @@ impl From<ResponseKind> for Reply {
 /// (Produce with acks=0); `Err` closes the connection.
 pub async fn handle(
     broker: &Broker,
+    session: &Session,
     header: &RequestHeader,
     body: RequestKind,
 ) -> Result<Option<Reply>, BrokerError> {
@@ -143,22 +145,22 @@ pub async fn handle(
             ResponseKind::ApiVersions(api_versions::handle(broker, &req, v))
         }
         RequestKind::Metadata(req) => {
-            ResponseKind::Metadata(metadata::handle(broker, req, v).await)
+            ResponseKind::Metadata(metadata::handle(broker, session, req, v).await)
         }
         RequestKind::Produce(req) => {
-            return Ok(produce::handle(broker, req, v)
+            return Ok(produce::handle(broker, session, req, v)
                 .await
                 .map(|r| ResponseKind::Produce(r).into()))
         }
-        RequestKind::Fetch(req) => return Ok(Some(fetch::handle(broker, req, v).await)),
+        RequestKind::Fetch(req) => return Ok(Some(fetch::handle(broker, session, req, v).await)),
         RequestKind::ListOffsets(req) => {
-            ResponseKind::ListOffsets(list_offsets::handle(broker, req, v).await)
+            ResponseKind::ListOffsets(list_offsets::handle(broker, session, req, v).await)
         }
         RequestKind::CreateTopics(req) => {
-            ResponseKind::CreateTopics(create_topics::handle(broker, req, v).await)
+            ResponseKind::CreateTopics(create_topics::handle(broker, session, req, v).await)
         }
         RequestKind::DeleteTopics(req) => {
-            ResponseKind::DeleteTopics(delete_topics::handle(broker, req, v).await)
+            ResponseKind::DeleteTopics(delete_topics::handle(broker, session, req, v).await)
         }
         RequestKind::DeleteRecords(req) => {
             ResponseKind::DeleteRecords(delete_records::handle(broker, req, v).await)
@@ -167,22 +169,22 @@ pub async fn handle(
             offset_for_leader_epoch::handle(broker, req, v).await,
         ),
         RequestKind::CreatePartitions(req) => {
-            ResponseKind::CreatePartitions(create_partitions::handle(broker, req, v).await)
+            ResponseKind::CreatePartitions(create_partitions::handle(broker, session, req, v).await)
         }
         RequestKind::InitProducerId(req) => {
-            ResponseKind::InitProducerId(init_producer_id::handle(broker, req, v).await)
+            ResponseKind::InitProducerId(init_producer_id::handle(broker, session, req, v).await)
         }
         RequestKind::DescribeConfigs(req) => {
-            ResponseKind::DescribeConfigs(describe_configs::handle(broker, req, v))
+            ResponseKind::DescribeConfigs(describe_configs::handle(broker, session, req, v))
         }
         RequestKind::AlterConfigs(req) => {
-            ResponseKind::AlterConfigs(alter_configs::handle(broker, req, v).await)
+            ResponseKind::AlterConfigs(alter_configs::handle(broker, session, req, v).await)
         }
         RequestKind::IncrementalAlterConfigs(req) => ResponseKind::IncrementalAlterConfigs(
-            incremental_alter_configs::handle(broker, req, v).await,
+            incremental_alter_configs::handle(broker, session, req, v).await,
         ),
         RequestKind::DescribeCluster(req) => {
-            ResponseKind::DescribeCluster(describe_cluster::handle(broker, req, v))
+            ResponseKind::DescribeCluster(describe_cluster::handle(broker, session, req, v))
         }
         RequestKind::DescribeQuorum(req) => {
             ResponseKind::DescribeQuorum(describe_quorum::handle(broker, req, v))
@@ -194,46 +196,50 @@ pub async fn handle(
             ResponseKind::ElectLeaders(elect_leaders::handle(broker, req, v).await)
         }
         RequestKind::FindCoordinator(req) => {
-            ResponseKind::FindCoordinator(find_coordinator::handle(broker, req, v).await)
+            ResponseKind::FindCoordinator(find_coordinator::handle(broker, session, req, v).await)
         }
         RequestKind::JoinGroup(req) => {
-            ResponseKind::JoinGroup(join_group::handle(broker, header, req, v).await)
+            ResponseKind::JoinGroup(join_group::handle(broker, session, header, req, v).await)
         }
         RequestKind::SyncGroup(req) => {
-            ResponseKind::SyncGroup(sync_group::handle(broker, req, v).await)
+            ResponseKind::SyncGroup(sync_group::handle(broker, session, req, v).await)
         }
-        RequestKind::Heartbeat(req) => ResponseKind::Heartbeat(heartbeat::handle(broker, req, v)),
+        RequestKind::Heartbeat(req) => {
+            ResponseKind::Heartbeat(heartbeat::handle(broker, session, req, v))
+        }
         RequestKind::LeaveGroup(req) => {
-            ResponseKind::LeaveGroup(leave_group::handle(broker, req, v))
+            ResponseKind::LeaveGroup(leave_group::handle(broker, session, req, v))
         }
         RequestKind::OffsetCommit(req) => {
-            ResponseKind::OffsetCommit(offset_commit::handle(broker, req, v).await)
+            ResponseKind::OffsetCommit(offset_commit::handle(broker, session, req, v).await)
         }
         RequestKind::OffsetFetch(req) => {
-            ResponseKind::OffsetFetch(offset_fetch::handle(broker, req, v))
+            ResponseKind::OffsetFetch(offset_fetch::handle(broker, session, req, v))
         }
         RequestKind::OffsetDelete(req) => {
             ResponseKind::OffsetDelete(offset_delete::handle(broker, req, v).await)
         }
         RequestKind::ListGroups(req) => {
-            ResponseKind::ListGroups(list_groups::handle(broker, req, v))
+            ResponseKind::ListGroups(list_groups::handle(broker, session, req, v))
         }
         RequestKind::DescribeGroups(req) => {
-            ResponseKind::DescribeGroups(describe_groups::handle(broker, req, v))
+            ResponseKind::DescribeGroups(describe_groups::handle(broker, session, req, v))
         }
         RequestKind::DeleteGroups(req) => {
-            ResponseKind::DeleteGroups(delete_groups::handle(broker, req, v).await)
+            ResponseKind::DeleteGroups(delete_groups::handle(broker, session, req, v).await)
         }
         RequestKind::TxnOffsetCommit(req) => {
-            ResponseKind::TxnOffsetCommit(txn_offset_commit::handle(broker, req, v).await)
+            ResponseKind::TxnOffsetCommit(txn_offset_commit::handle(broker, session, req, v).await)
         }
-        RequestKind::AddPartitionsToTxn(req) => {
-            ResponseKind::AddPartitionsToTxn(add_partitions_to_txn::handle(broker, req, v).await)
-        }
+        RequestKind::AddPartitionsToTxn(req) => ResponseKind::AddPartitionsToTxn(
+            add_partitions_to_txn::handle(broker, session, req, v).await,
+        ),
         RequestKind::AddOffsetsToTxn(req) => {
-            ResponseKind::AddOffsetsToTxn(add_offsets_to_txn::handle(broker, req, v).await)
+            ResponseKind::AddOffsetsToTxn(add_offsets_to_txn::handle(broker, session, req, v).await)
         }
-        RequestKind::EndTxn(req) => ResponseKind::EndTxn(end_txn::handle(broker, req, v).await),
+        RequestKind::EndTxn(req) => {
+            ResponseKind::EndTxn(end_txn::handle(broker, session, req, v).await)
+        }
         RequestKind::WriteTxnMarkers(req) => {
             ResponseKind::WriteTxnMarkers(write_txn_markers::handle(broker, req, v).await)
         }
@@ -247,13 +253,13 @@ pub async fn handle(
             ResponseKind::DescribeProducers(describe_producers::handle(broker, req, v).await)
         }
         RequestKind::DescribeAcls(req) => {
-            ResponseKind::DescribeAcls(describe_acls::handle(broker, req, v))
+            ResponseKind::DescribeAcls(describe_acls::handle(broker, session, req, v))
         }
         RequestKind::CreateAcls(req) => {
-            ResponseKind::CreateAcls(create_acls::handle(broker, req, v))
+            ResponseKind::CreateAcls(create_acls::handle(broker, session, req, v).await)
         }
         RequestKind::DeleteAcls(req) => {
-            ResponseKind::DeleteAcls(delete_acls::handle(broker, req, v))
+            ResponseKind::DeleteAcls(delete_acls::handle(broker, session, req, v).await)
         }
         RequestKind::SaslHandshake(req) => {
             ResponseKind::SaslHandshake(sasl_handshake::handle(req, v))
@@ -266,11 +272,11 @@ pub async fn handle(
         }
         RequestKind::DescribeUserScramCredentials(req) => {
             ResponseKind::DescribeUserScramCredentials(describe_user_scram_credentials::handle(
-                broker, req, v,
+                broker, session, req, v,
             ))
         }
         RequestKind::AlterUserScramCredentials(req) => ResponseKind::AlterUserScramCredentials(
-            alter_user_scram_credentials::handle(broker, req, v).await,
+            alter_user_scram_credentials::handle(broker, session, req, v).await,
         ),
         other => {
             return Err(BrokerError::NoHandler(

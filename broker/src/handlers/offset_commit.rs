@@ -13,14 +13,23 @@ use brook_protocol::kafka_protocol::messages::{
 use brook_protocol::kafka_protocol::protocol::StrBytes;
 
 use super::offset_entries::{accepted, check, Requested};
+use crate::auth::acl::AclOperation;
+use crate::auth::Access;
 use crate::broker::Broker;
 use crate::coordinator::group::{Committer, GroupError};
+use crate::error::Denied;
+use crate::server::session::Session;
 
 pub async fn handle(
     broker: &Broker,
+    session: &Session,
     req: OffsetCommitRequest,
     version: i16,
 ) -> OffsetCommitResponse {
+    // Kafka's handleOffsetCommitRequest: READ on the group (every partition refused
+    // without it), then READ on each topic (its partitions refused, not committed).
+    let access = Access::new(broker, session);
+    let group_denied = !access.group(AclOperation::Read, &req.group_id);
     let requested = req.topics.iter().flat_map(|topic| {
         topic.partitions.iter().map(move |p| Requested {
             topic: topic.name.as_str(),
@@ -30,7 +39,14 @@ pub async fn handle(
             metadata: p.committed_metadata.as_ref(),
         })
     });
-    let checked = check(broker, requested);
+    let mut checked = check(broker, requested);
+    for (topic, _, result) in &mut checked {
+        if group_denied {
+            *result = Err(Denied::Group.code());
+        } else if !access.topic(AclOperation::Read, topic) {
+            *result = Err(Denied::Topic.code());
+        }
+    }
     let entries = accepted(&checked);
     let committer = Committer {
         member_id: req.member_id.to_string(),
@@ -45,13 +61,17 @@ pub async fn handle(
             }
         },
     };
-    let group_error = match broker
-        .groups
-        .commit_offsets(&req.group_id, committer, entries)
-        .await
-    {
-        Ok(()) => None,
-        Err(e) => Some(e.code()),
+    let group_error = if group_denied {
+        None
+    } else {
+        match broker
+            .groups
+            .commit_offsets(&req.group_id, committer, entries)
+            .await
+        {
+            Ok(()) => None,
+            Err(e) => Some(e.code()),
+        }
     };
     let mut topics: Vec<OffsetCommitResponseTopic> = Vec::new();
     for (topic, partition, result) in checked {

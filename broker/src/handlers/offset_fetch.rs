@@ -21,16 +21,36 @@ use brook_protocol::kafka_protocol::protocol::StrBytes;
 use brook_protocol::kafka_protocol::ResponseError;
 use brook_storage::offsets::CommittedOffset;
 
+use crate::auth::acl::AclOperation;
+use crate::auth::Access;
 use crate::broker::Broker;
 use crate::coordinator::group::GroupCoordinator;
-use crate::error::{group_code, GroupError};
+use crate::error::{group_code, Denied, GroupError};
+use crate::server::session::Session;
 
 /// (topic → partition → committed offset or why not) for one group: `Ok(None)` is no
 /// commit, `Err` a pending transactional commit under `require_stable`.
 type Answer = BTreeMap<String, BTreeMap<i32, Result<Option<CommittedOffset>, ResponseError>>>;
 
-pub fn handle(broker: &Broker, req: OffsetFetchRequest, version: i16) -> OffsetFetchResponse {
+pub fn handle(
+    broker: &Broker,
+    session: &Session,
+    req: OffsetFetchRequest,
+    version: i16,
+) -> OffsetFetchResponse {
+    // Kafka's handleOffsetFetchRequest: DESCRIBE on the group, then on each topic.
+    let access = Access::new(broker, session);
+    let group_denied = |group: &str| !access.group(AclOperation::Describe, group);
+    let answer = |group: &str, wanted: Option<Vec<(String, Vec<i32>)>>| {
+        let all = wanted.is_none();
+        let mut answer = answer(&broker.groups, group, wanted, req.require_stable);
+        restrict_to_describable(&mut answer, &access, all);
+        answer
+    };
     if version < 8 {
+        if group_denied(&req.group_id) {
+            return OffsetFetchResponse::default().with_error_code(Denied::Group.code().code());
+        }
         let wanted = req.topics.as_ref().map(|topics| {
             topics
                 .iter()
@@ -40,7 +60,7 @@ pub fn handle(broker: &Broker, req: OffsetFetchRequest, version: i16) -> OffsetF
         if let Err(e) = broker.groups.coordinates(&req.group_id) {
             return OffsetFetchResponse::default().with_error_code(group_code(&e).code());
         }
-        let answer = answer(&broker.groups, &req.group_id, wanted, req.require_stable);
+        let answer = answer(&req.group_id, wanted);
         let topics = answer
             .into_iter()
             .map(|(topic, partitions)| {
@@ -74,12 +94,17 @@ pub fn handle(broker: &Broker, req: OffsetFetchRequest, version: i16) -> OffsetF
                     .map(|t| (t.name.to_string(), t.partition_indexes.clone()))
                     .collect::<Vec<_>>()
             });
+            if group_denied(&g.group_id) {
+                return OffsetFetchResponseGroup::default()
+                    .with_group_id(g.group_id.clone())
+                    .with_error_code(Denied::Group.code().code());
+            }
             if let Err(e) = broker.groups.coordinates(&g.group_id) {
                 return OffsetFetchResponseGroup::default()
                     .with_group_id(g.group_id.clone())
                     .with_error_code(group_code(&e).code());
             }
-            let topics = answer(&broker.groups, &g.group_id, wanted, req.require_stable)
+            let topics = answer(&g.group_id, wanted)
                 .into_iter()
                 .map(|(topic, partitions)| {
                     OffsetFetchResponseTopics::default()
@@ -106,6 +131,20 @@ pub fn handle(broker: &Broker, req: OffsetFetchRequest, version: i16) -> OffsetF
         })
         .collect();
     OffsetFetchResponse::default().with_groups(groups)
+}
+
+/// Topics the session may not DESCRIBE: left out of an all-topics answer, answered
+/// TOPIC_AUTHORIZATION_FAILED when named.
+fn restrict_to_describable(answer: &mut Answer, access: &Access<'_>, all: bool) {
+    answer.retain(|topic, partitions| {
+        if access.topic(AclOperation::Describe, topic) {
+            return true;
+        }
+        for result in partitions.values_mut() {
+            *result = Err(Denied::Topic.code());
+        }
+        !all
+    });
 }
 
 /// The requested partitions (or all committed ones) with their commits; with

@@ -25,11 +25,13 @@ use tracing::debug;
 
 use std::sync::Arc;
 
+use crate::auth::acl::AclOperation;
+use crate::auth::Access;
 use crate::broker::Broker;
 use crate::coordinator::group::records::OFFSETS_TOPIC;
 use crate::coordinator::txn::partition_check::{ensure_in_transaction, Operation, Producer};
 use crate::coordinator::txn::records::TXN_STATE_TOPIC;
-use crate::error::BrokerError;
+use crate::error::{BrokerError, Denied};
 use crate::metadata::topics;
 use crate::metrics;
 use crate::partition::append::{AppendError, RequiredAcks};
@@ -37,15 +39,40 @@ use crate::partition::compacted_keys::KeylessRecords;
 use crate::partition::Partition;
 use crate::replication::acks::{self, NotReplicated};
 use crate::replication::leader::LeaderPartition;
+use crate::server::session::Session;
 
-pub async fn handle(broker: &Broker, req: ProduceRequest, version: i16) -> Option<ProduceResponse> {
+pub async fn handle(
+    broker: &Broker,
+    session: &Session,
+    req: ProduceRequest,
+    version: i16,
+) -> Option<ProduceResponse> {
     let acks = req.acks;
     let transactional_id = req.transactional_id.as_ref().map(|id| id.to_string());
+    // Kafka's handleProduceRequest: WRITE on the transactional id (every partition refused
+    // without it), then WRITE on each topic (its partitions TOPIC_AUTHORIZATION_FAILED).
+    let access = Access::new(broker, session);
+    let txn_denied = transactional_id
+        .as_deref()
+        .is_some_and(|id| !access.transactional_id(AclOperation::Write, id));
     let timeout = std::time::Duration::from_millis(req.timeout_ms.max(0) as u64);
     // Phase one appends every partition; phase two waits for the acks=all ones.
     let mut appended = Vec::new();
     for topic in req.topic_data {
-        let name = resolve_name(broker, &topic.name, &topic.topic_id).await;
+        let authorized = |name: &str| access.topic(AclOperation::Write, name);
+        let named_and_denied = topic.topic_id.is_nil() && !authorized(topic.name.as_str());
+        let name = if txn_denied || named_and_denied {
+            None
+        } else {
+            resolve_name(broker, &topic.name, &topic.topic_id).await
+        };
+        let denied = if txn_denied {
+            Some(Denied::TransactionalId)
+        } else if named_and_denied || name.as_deref().is_some_and(|n| !authorized(n)) {
+            Some(Denied::Topic)
+        } else {
+            None
+        };
         let mut partitions = Vec::with_capacity(topic.partition_data.len());
         for data in topic.partition_data {
             let response = PartitionProduceResponse::default()
@@ -55,6 +82,8 @@ pub async fn handle(broker: &Broker, req: ProduceRequest, version: i16) -> Optio
                 .with_log_start_offset(-1);
             let result = if !matches!(acks, -1..=1) {
                 Err(ResponseError::InvalidRequiredAcks.into())
+            } else if let Some(denied) = denied {
+                Err(denied.code().into())
             } else {
                 match &name {
                     // Kafka's ReplicaManager: "Cannot append to internal topic".

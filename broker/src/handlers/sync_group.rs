@@ -5,11 +5,23 @@
 use brook_protocol::kafka_protocol::messages::{SyncGroupRequest, SyncGroupResponse};
 use brook_protocol::kafka_protocol::protocol::StrBytes;
 
+use crate::auth::acl::AclOperation;
+use crate::auth::Access;
 use crate::broker::Broker;
 use crate::coordinator::group::SyncRequest;
-use crate::error::group_code;
+use crate::error::{group_code, Denied};
+use crate::server::session::Session;
 
-pub async fn handle(broker: &Broker, req: SyncGroupRequest, version: i16) -> SyncGroupResponse {
+pub async fn handle(
+    broker: &Broker,
+    session: &Session,
+    req: SyncGroupRequest,
+    version: i16,
+) -> SyncGroupResponse {
+    // Kafka's handleSyncGroupRequest: READ on the group.
+    if !Access::new(broker, session).group(AclOperation::Read, &req.group_id) {
+        return SyncGroupResponse::default().with_error_code(Denied::Group.code().code());
+    }
     let sync = SyncRequest {
         member_id: req.member_id.to_string(),
         group_instance_id: req.group_instance_id.as_ref().map(|s| s.to_string()),

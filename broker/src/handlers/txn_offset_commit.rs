@@ -22,20 +22,34 @@ use brook_protocol::kafka_protocol::protocol::StrBytes;
 use brook_protocol::kafka_protocol::ResponseError;
 
 use super::offset_entries::{accepted, check, Requested};
+use crate::auth::acl::AclOperation;
+use crate::auth::Access;
 use crate::broker::Broker;
 use crate::coordinator::group::records::{group_partition_index, OFFSETS_TOPIC};
 use crate::coordinator::group::{TxnCommitter, TxnProducer};
 use crate::coordinator::txn::partition_check::{ensure_in_transaction, Operation, Producer};
-use crate::error::{GroupError, TxnError};
+use crate::error::{Denied, GroupError, TxnError};
+use crate::server::session::Session;
 
 /// The first version sent by Transactions V2 clients.
 const FIRST_V2_VERSION: i16 = 5;
 
 pub async fn handle(
     broker: &Broker,
+    session: &Session,
     req: TxnOffsetCommitRequest,
     version: i16,
 ) -> TxnOffsetCommitResponse {
+    // Kafka's handleTxnOffsetCommitRequest: WRITE on the transactional id and READ on the
+    // group (every partition refused without them), READ on each topic.
+    let access = Access::new(broker, session);
+    let denied = if !access.transactional_id(AclOperation::Write, &req.transactional_id) {
+        Some(Denied::TransactionalId)
+    } else if !access.group(AclOperation::Read, &req.group_id) {
+        Some(Denied::Group)
+    } else {
+        None
+    };
     let requested = req.topics.iter().flat_map(|topic| {
         topic.partitions.iter().map(move |p| Requested {
             topic: topic.name.as_str(),
@@ -45,7 +59,12 @@ pub async fn handle(
             metadata: p.committed_metadata.as_ref(),
         })
     });
-    let checked = check(broker, requested);
+    let mut checked = check(broker, requested);
+    for (topic, _, result) in &mut checked {
+        if !access.topic(AclOperation::Read, topic) {
+            *result = Err(Denied::Topic.code());
+        }
+    }
     let entries = accepted(&checked);
     let committer = TxnCommitter {
         producer: TxnProducer {
@@ -56,15 +75,18 @@ pub async fn handle(
         group_instance_id: req.group_instance_id.as_ref().map(|s| s.to_string()),
         generation_id: req.generation_id,
     };
-    let group_error = match in_transaction(broker, &req, version).await {
-        Err(e) => Some(e),
-        Ok(()) => match broker
-            .groups
-            .commit_transactional_offsets(&req.group_id, committer, entries)
-            .await
-        {
-            Ok(()) => None,
-            Err(e) => Some(e.code()),
+    let group_error = match denied {
+        Some(denied) => Some(denied.code()),
+        None => match in_transaction(broker, &req, version).await {
+            Err(e) => Some(e),
+            Ok(()) => match broker
+                .groups
+                .commit_transactional_offsets(&req.group_id, committer, entries)
+                .await
+            {
+                Ok(()) => None,
+                Err(e) => Some(e.code()),
+            },
         },
     };
     let mut topics: Vec<TxnOffsetCommitResponseTopic> = Vec::new();

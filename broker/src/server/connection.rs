@@ -5,6 +5,8 @@
 //! producer are appended in the order they were sent. A frame that is not a Kafka
 //! request closes this connection with one log line; other connections carry on.
 //! On a SASL listener every frame passes [`SaslSession::admit`] first (`auth::sasl`).
+//! The connection's [`Session`] (listener, protocol, peer, principal) goes with every
+//! request to its handler: `User:ANONYMOUS` until a SASL login names the user.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -22,6 +24,7 @@ use crate::auth::sasl::{Admit, SaslSession};
 use crate::broker::Broker;
 use crate::metrics;
 use crate::server::dispatch::{self, Outcome};
+use crate::server::session::{KafkaPrincipal, SecurityProtocol, Session};
 use crate::server::write::write_response;
 
 pub async fn run(
@@ -35,7 +38,14 @@ pub async fn run(
     let span = tracing::debug_span!("connection", %peer);
     async move {
         let sasl = SaslSession::for_listener(&broker.config.sasl, &listener);
-        if let Err(reason) = serve(stream, &broker, sasl, &shutdown).await {
+        let protocol = broker
+            .config
+            .listener_security_protocol_map
+            .get(&*listener)
+            .and_then(|p| SecurityProtocol::parse(p))
+            .unwrap_or(SecurityProtocol::Plaintext);
+        let session = Session::new(listener, protocol, peer, KafkaPrincipal::anonymous());
+        if let Err(reason) = serve(stream, session, &broker, sasl, &shutdown).await {
             warn!(%peer, %reason, "closing connection");
         } else {
             debug!(%peer, "connection closed");
@@ -48,6 +58,7 @@ pub async fn run(
 /// Returns `Err` with the reason when the connection is closed for bad input.
 async fn serve(
     mut stream: TcpStream,
+    mut session: Session,
     broker: &Broker,
     mut sasl: Option<SaslSession>,
     shutdown: &CancellationToken,
@@ -84,9 +95,16 @@ async fn serve(
         };
         let frame = match sasl.as_mut() {
             None => frame,
-            Some(session) => match session.admit(frame, broker, Instant::now()) {
+            Some(login) => match login.admit(frame, broker, Instant::now()) {
                 Admit::Dispatch(frame) => frame,
                 Admit::Reply(reply) => {
+                    // A successful login (or re-login, always as the same user) is answered
+                    // with a reply: the principal follows it.
+                    if let Some(user) = login.user() {
+                        if session.principal().name != user {
+                            session.set_principal(KafkaPrincipal::user(user));
+                        }
+                    }
                     if let Err(e) = write_response(&mut stream, vec![Chunk::Bytes(reply)]).await {
                         debug!(error = %e, "write failed");
                         return Ok(());
@@ -113,7 +131,7 @@ async fn serve(
                 Admit::Close(reason) => return Err(reason),
             },
         };
-        match dispatch::handle_frame(broker, frame).await {
+        match dispatch::handle_frame(broker, &session, frame).await {
             Outcome::Respond(chunks) => {
                 if let Err(e) = write_response(&mut stream, chunks).await {
                     debug!(error = %e, "write failed");

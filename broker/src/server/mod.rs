@@ -5,6 +5,7 @@
 pub mod connection;
 pub mod dispatch;
 pub mod listener;
+pub mod session;
 pub mod write;
 
 pub use listener::serve;

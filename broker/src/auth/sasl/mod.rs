@@ -136,6 +136,14 @@ impl SaslSession {
         }
     }
 
+    /// The authenticated user's name (the principal is `User:<name>`), once authenticated.
+    pub fn user(&self) -> Option<&str> {
+        match self.state {
+            State::Authenticated => self.user.as_deref(),
+            _ => None,
+        }
+    }
+
     /// The largest frame to accept next: `sasl.server.max.receive.size` until
     /// authenticated (and while re-authenticating), `normal` afterwards.
     pub fn max_frame(&self, normal: usize) -> usize {

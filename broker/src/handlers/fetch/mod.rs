@@ -24,9 +24,12 @@ use brook_protocol::kafka_protocol::messages::{
 use brook_protocol::kafka_protocol::protocol::StrBytes;
 use tokio::time::Instant;
 
+use crate::auth::acl::AclOperation;
+use crate::auth::Access;
 use crate::broker::Broker;
 use crate::handlers::{leader_hint, Reply};
 use crate::metrics;
+use crate::server::session::Session;
 use crate::server::write::FileChunk;
 use session::SessionPartition;
 
@@ -47,6 +50,8 @@ pub(super) struct Wanted {
     pub(super) current_leader_epoch: i32,
     /// A follower's epoch of its last batch (v12+; -1: none), for divergence detection.
     pub(super) last_fetched_epoch: i32,
+    /// The session may not read it (answered TOPIC_AUTHORIZATION_FAILED, nothing read).
+    pub(super) denied: bool,
 }
 
 /// Who fetches: a consumer (id -1) or a follower broker and the broker epoch of its
@@ -59,7 +64,7 @@ pub(super) struct Replica {
     pub(super) read_committed: bool,
 }
 
-pub async fn handle(broker: &Broker, req: FetchRequest, version: i16) -> Reply {
+pub async fn handle(broker: &Broker, session: &Session, req: FetchRequest, version: i16) -> Reply {
     let by_id = version >= 13;
     let read_committed = req.isolation_level == 1;
     // A follower names itself: `ReplicaState` (with its broker epoch) from v15,
@@ -102,6 +107,7 @@ pub async fn handle(broker: &Broker, req: FetchRequest, version: i16) -> Reply {
                     partition_max_bytes: p.partition_max_bytes,
                     current_leader_epoch: p.current_leader_epoch,
                     last_fetched_epoch: p.last_fetched_epoch,
+                    denied: false,
                 })
                 .collect::<Vec<_>>()
         })
@@ -117,7 +123,7 @@ pub async fn handle(broker: &Broker, req: FetchRequest, version: i16) -> Reply {
         })
         .collect();
 
-    let (session_id, incremental, wanted) =
+    let (session_id, incremental, mut wanted) =
         match session::resolve(&broker.fetch_sessions, &req, by_id, asked, forgotten) {
             Ok(resolved) => resolved,
             Err(code) => {
@@ -126,6 +132,17 @@ pub async fn handle(broker: &Broker, req: FetchRequest, version: i16) -> Reply {
             }
         };
 
+    // Kafka's handleFetchRequest: a follower needs CLUSTER_ACTION on the cluster, a
+    // consumer READ on each topic; refused partitions are TOPIC_AUTHORIZATION_FAILED.
+    let access = Access::new(broker, session);
+    let follower_allowed = replica.id >= 0 && access.cluster(AclOperation::ClusterAction);
+    for w in &mut wanted {
+        w.denied = if replica.id >= 0 {
+            !follower_allowed
+        } else {
+            !w.key.topic.is_empty() && !access.topic(AclOperation::Read, &w.key.topic)
+        };
+    }
     let wait = Duration::from_millis(req.max_wait_ms.max(0) as u64).min(MAX_WAIT);
     let deadline = Instant::now() + wait;
     // Kafka caps min_bytes at the response's byte limit (`KafkaApis.handleFetchRequest`).

@@ -12,7 +12,7 @@ use brook_storage::PlannedRead;
 use super::follower::{follower_view, FollowerView};
 use super::{Replica, Wanted};
 use crate::broker::Broker;
-use crate::error::BrokerError;
+use crate::error::{BrokerError, Denied};
 use crate::handlers::leader_hint;
 use crate::partition::delayed::Watch;
 use crate::partition::read::ReadBound;
@@ -39,6 +39,10 @@ pub(super) async fn prepare(
         .with_last_stable_offset(-1)
         .with_log_start_offset(-1)
         .with_preferred_read_replica(BrokerId(-1));
+    if w.denied {
+        let data = base.with_error_code(Denied::Topic.code().code());
+        return (Prepared::Done(data), None);
+    }
     if w.key.topic.is_empty() {
         let data = base.with_error_code(ResponseError::UnknownTopicId.code());
         return (Prepared::Done(data), None);

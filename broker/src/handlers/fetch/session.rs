@@ -234,6 +234,7 @@ pub(in crate::handlers) fn resolve(
         .map(|(key, s)| Wanted {
             current_leader_epoch: epochs.get(&key).copied().unwrap_or(-1),
             last_fetched_epoch: -1,
+            denied: false,
             key,
             fetch_offset: s.fetch_offset,
             partition_max_bytes: s.partition_max_bytes,

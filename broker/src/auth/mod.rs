@@ -6,6 +6,7 @@
 
 pub mod authorized;
 pub mod sasl;
+pub mod ssl_principal;
 
 use crate::broker::Broker;
 

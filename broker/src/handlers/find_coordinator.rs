@@ -17,12 +17,15 @@ use crate::coordinator::group::records::group_partition;
 use crate::coordinator::txn::records::state_partition;
 use crate::error::CoordinatorLookupError;
 use crate::metadata::{offsets_topic, txn_state_topic};
+use crate::server::session::Session;
 
 const GROUP_KEY: i8 = 0;
 const TRANSACTION_KEY: i8 = 1;
 
+/// The coordinator at its address on the listener the request came in on.
 pub async fn handle(
     broker: &Broker,
+    session: &Session,
     req: FindCoordinatorRequest,
     version: i16,
 ) -> FindCoordinatorResponse {
@@ -40,7 +43,7 @@ pub async fn handle(
     };
     let locate = |key: &str| {
         if topic_ready {
-            find(broker, req.key_type, key)
+            find(broker, &session.listener_name, req.key_type, key)
         } else {
             (Some(CoordinatorLookupError::NotAvailable), None)
         }
@@ -89,6 +92,7 @@ type Node = (i32, String, i32);
 
 fn find(
     broker: &Broker,
+    listener: &str,
     key_type: i8,
     key: &str,
 ) -> (Option<CoordinatorLookupError>, Option<Node>) {
@@ -101,11 +105,12 @@ fn find(
     let Some(leader) = partition.map(|p| p.leader) else {
         return (Some(CoordinatorLookupError::NotAvailable), None);
     };
-    match image.broker(leader).filter(|b| b.is_active()) {
-        Some(reg) => (
-            None,
-            Some((reg.broker_id, reg.host.clone(), i32::from(reg.port))),
-        ),
+    let endpoint = image
+        .broker(leader)
+        .filter(|b| b.is_active())
+        .and_then(|b| Some((b.broker_id, b.endpoint(listener)?)));
+    match endpoint {
+        Some((id, (host, port))) => (None, Some((id, host.to_owned(), i32::from(port)))),
         // No leader, or its broker is fenced: clients retry on this code.
         None => (Some(CoordinatorLookupError::NotAvailable), None),
     }

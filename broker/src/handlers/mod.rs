@@ -7,6 +7,7 @@ use brook_protocol::versions::codec_range;
 
 use crate::broker::Broker;
 use crate::error::BrokerError;
+use crate::server::session::Session;
 use crate::server::write::FileChunk;
 
 pub mod add_offsets_to_txn;
@@ -134,6 +135,7 @@ impl From<ResponseKind> for Reply {
 /// (Produce with acks=0); `Err` closes the connection.
 pub async fn handle(
     broker: &Broker,
+    session: &Session,
     header: &RequestHeader,
     body: RequestKind,
 ) -> Result<Option<Reply>, BrokerError> {
@@ -143,7 +145,7 @@ pub async fn handle(
             ResponseKind::ApiVersions(api_versions::handle(broker, &req, v))
         }
         RequestKind::Metadata(req) => {
-            ResponseKind::Metadata(metadata::handle(broker, req, v).await)
+            ResponseKind::Metadata(metadata::handle(broker, session, req, v).await)
         }
         RequestKind::Produce(req) => {
             return Ok(produce::handle(broker, req, v)
@@ -182,7 +184,7 @@ pub async fn handle(
             incremental_alter_configs::handle(broker, req, v).await,
         ),
         RequestKind::DescribeCluster(req) => {
-            ResponseKind::DescribeCluster(describe_cluster::handle(broker, req, v))
+            ResponseKind::DescribeCluster(describe_cluster::handle(broker, session, req, v))
         }
         RequestKind::DescribeQuorum(req) => {
             ResponseKind::DescribeQuorum(describe_quorum::handle(broker, req, v))
@@ -194,7 +196,7 @@ pub async fn handle(
             ResponseKind::ElectLeaders(elect_leaders::handle(broker, req, v).await)
         }
         RequestKind::FindCoordinator(req) => {
-            ResponseKind::FindCoordinator(find_coordinator::handle(broker, req, v).await)
+            ResponseKind::FindCoordinator(find_coordinator::handle(broker, session, req, v).await)
         }
         RequestKind::JoinGroup(req) => {
             ResponseKind::JoinGroup(join_group::handle(broker, header, req, v).await)

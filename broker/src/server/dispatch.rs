@@ -18,6 +18,7 @@ use tracing::{debug, warn, Instrument};
 use crate::broker::Broker;
 use crate::handlers::{self, api_versions, Reply};
 use crate::metrics;
+use crate::server::session::Session;
 use crate::server::write::ResponseChunk;
 
 /// What the connection does after a frame.
@@ -30,7 +31,7 @@ pub enum Outcome {
     Close(String),
 }
 
-pub async fn handle_frame(broker: &Broker, frame: Bytes) -> Outcome {
+pub async fn handle_frame(broker: &Broker, session: &Session, frame: Bytes) -> Outcome {
     let request = match decode_request(frame) {
         Ok(Decoded::Request(request)) => request,
         Ok(Decoded::UnsupportedVersion { api_key, header }) => {
@@ -60,7 +61,7 @@ pub async fn handle_frame(broker: &Broker, frame: Bytes) -> Outcome {
         client_id = header.client_id.as_deref().unwrap_or(""),
     );
     let started = Instant::now();
-    let result = handlers::handle(broker, &header, body)
+    let result = handlers::handle(broker, session, &header, body)
         .instrument(span)
         .await;
     metrics::record_request(api_key, started.elapsed());

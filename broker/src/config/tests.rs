@@ -687,7 +687,7 @@ fn listeners_of_every_protocol_load_and_what_brook_cannot_secure_stops_the_node(
         "listener.security.protocol.map=CLIENT:SSL,CONTROLLER:PLAINTEXT",
     ]);
     assert_eq!(key.as_deref(), Some("inter.broker.listener.name"));
-    assert!(message.contains("CLIENT://:9092"), "{message}");
+    assert!(message.contains("CLIENT://localhost:9092"), "{message}");
     // The raft transport is plain: a secured controller listener stops the node.
     let (key, message) = refusal(&[
         "listeners=PLAINTEXT://:9092,CONTROLLER://:9093",

@@ -37,6 +37,8 @@ command -v docker-compose >/dev/null 2>&1 || apt_install docker-compose
 command -v nft >/dev/null 2>&1 || apt_install nftables
 # `ss` shows the broker's socket buffer sizes (test_config_and_limits.py).
 command -v ss >/dev/null 2>&1 || apt_install iproute2
+# openssl: scripts/certs.sh makes the CA and certificates of the TLS tests.
+command -v openssl >/dev/null 2>&1 || apt_install openssl
 command -v java >/dev/null 2>&1 || apt_install default-jdk-headless
 command -v mvn >/dev/null 2>&1 || apt_install maven
 command -v "$python" >/dev/null 2>&1 || apt_install python3

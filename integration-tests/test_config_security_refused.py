@@ -1,15 +1,18 @@
-"""No silent downgrade (issue 25 item 0), brook only: until Brook serves TLS, every authorizer and every
-SASL mechanism, a configuration asking for them stops the node at start, and a dynamic update
-that would change them is refused, instead of Brook serving plain, unauthenticated Kafka where
-the operator asked for security. SASL_PLAINTEXT with PLAIN and SCRAM is served
-(test_security_sasl.py); GSSAPI (Kafka's default mechanism) and OAUTHBEARER are refused. Kafka serves these settings, so this module does not run against it; what Kafka
-and Brook answer alike (the Kerberos relogin timing stored, read-only keys refused) is in
-test_config_kafka_names.py.
+"""No silent downgrade (issue 25 item 0), brook only: a configuration asking for security Brook
+does not serve yet stops the node at start, and a dynamic update that would change security is
+refused, instead of Brook serving plain, unauthenticated Kafka where the operator asked for
+security. Client listeners of all four protocols are served: SSL and SASL_SSL
+(test_security_tls.py), SASL_PLAINTEXT with PLAIN and SCRAM (test_security_sasl.py); GSSAPI
+(Kafka's default mechanism) and OAUTHBEARER are refused. Kafka serves these settings, so this
+module does not run against it; what Kafka and Brook answer alike (the Kerberos relogin timing
+stored, read-only keys refused) is in test_config_kafka_names.py.
 
-- A node with an SSL or SASL_SSL listener (by its name or through
-  listener.security.protocol.map), a SASL_PLAINTEXT one left with GSSAPI or without its JAAS
-  entry, with an authorizer.class.name other than Kafka's StandardAuthorizer (test_security_acl.py
-  serves that one), or with a SASL mechanism Brook cannot serve exits non-zero at once, its stderr naming the listener and protocol or the key, and never
+- A node whose controller listener is SSL (the raft transport is plain), a node of a
+  multi-node cluster whose inter-broker listener is SSL (brokers reach each other in plain
+  text), a SASL listener left with GSSAPI or without its JAAS entry, an authorizer.class.name
+  other than Kafka's StandardAuthorizer (test_security_acl.py serves that one), a SASL mechanism
+  Brook cannot serve, or an SSL listener without a key store exits non-zero at once (a JKS key
+  store: test_security_tls.py), its stderr naming the listener and protocol or the key, and never
   listens on its ports.
 - IncrementalAlterConfigs of sasl.enabled.mechanisms, ssl.client.auth or a listener-prefixed
   keystore is refused with INVALID_CONFIG saying Brook does not support it, and nothing changes.
@@ -49,24 +52,26 @@ PLAINTEXT_AND = "PLAINTEXT://{host}:{p0},"
 
 
 @pytest.mark.parametrize("settings, named", [
+    pytest.param({"listeners": PLAINTEXT_AND + "CONTROLLER://{host}:{p1}",
+                  "controller.listener.names": "CONTROLLER",
+                  "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:SSL"},
+                 ["controller listener CONTROLLER://127.0.0.1:{p1}", "security protocol SSL"],
+                 id="ssl-controller-listener"),
+    pytest.param({"listeners": "SSL://{host}:{p0},CONTROLLER://{host}:{p1}",
+                  "controller.listener.names": "CONTROLLER",
+                  "controller.quorum.voters": "1@{host}:{p1},2@{host}:1,3@{host}:2"},
+                 ["inter-broker listener SSL://127.0.0.1:{p0}", "security protocol SSL"],
+                 id="ssl-inter-broker-listener-of-a-cluster"),
     pytest.param({"listeners": PLAINTEXT_AND + "SSL://{host}:{p1}"},
-                 ["listener SSL://127.0.0.1:{p1}", "security protocol SSL"], id="ssl-listener"),
+                 ["listener SSL", "listener.name.ssl.ssl.keystore.location",
+                  "an SSL listener needs a key store"],
+                 id="ssl-listener-without-a-key-store"),
     pytest.param({"listeners": PLAINTEXT_AND + "SASL_PLAINTEXT://{host}:{p1}"},
                  ["sasl.enabled.mechanisms=GSSAPI", "GSSAPI (Kerberos) is not supported by Brook"],
                  id="sasl-plaintext-listener-with-kafkas-default-gssapi"),
     pytest.param({"listeners": PLAINTEXT_AND + "SASL_PLAINTEXT://{host}:{p1}", "sasl.enabled.mechanisms": "PLAIN"},
                  ["listener.name.sasl_plaintext.plain.sasl.jaas.config is not set"],
                  id="sasl-plaintext-listener-without-its-jaas-entry"),
-    pytest.param({"listeners": PLAINTEXT_AND + "SASL_SSL://{host}:{p1}"},
-                 ["listener SASL_SSL://127.0.0.1:{p1}", "security protocol SASL_SSL"], id="sasl-ssl-listener"),
-    pytest.param({"listeners": PLAINTEXT_AND + "CLIENTS://{host}:{p1}",
-                  "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CLIENTS:SASL_SSL"},
-                 ["listener CLIENTS://127.0.0.1:{p1}", "security protocol SASL_SSL (listener.security.protocol.map)"],
-                 id="sasl-ssl-through-the-protocol-map"),
-    pytest.param({"listeners": PLAINTEXT_AND + "INTERNAL://{host}:{p1}",
-                  "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:SSL"},
-                 ["listener INTERNAL://127.0.0.1:{p1}", "security protocol SSL (listener.security.protocol.map)"],
-                 id="ssl-through-the-protocol-map"),
     pytest.param({"listeners": "PLAINTEXT://{host}:{p0}",
                   "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer"},
                  ["authorizer.class.name=kafka.security.authorizer.AclAuthorizer",
@@ -128,7 +133,7 @@ def test_a_dynamic_security_update_is_refused_and_changes_nothing(broker, key, v
         drivers.run("java", "alter-configs", broker.bootstrap, "--broker", "1", "--set", f"{key}={value}")
     error = json.loads(failed.value.stderr.strip().splitlines()[-1])
     assert error["error"] == "InvalidConfigurationException"
-    assert error["message"].startswith("Brook does not support TLS, SASL or authorization yet")
+    assert error["message"].startswith("Brook cannot change TLS or SASL settings while it runs")
     assert f"{key} cannot be set" in error["message"]
     assert broker_configs(broker) == before
     assert before["sasl.enabled.mechanisms"] == ("GSSAPI", "DEFAULT_CONFIG")  # Kafka's default, unused

@@ -52,6 +52,15 @@ fn main() -> ExitCode {
     for warning in warnings {
         warn!("{warning}");
     }
+    // Key and trust stores are read before anything starts: bad TLS material stops the
+    // node naming the key, like any invalid configuration.
+    let tls = match server::tls::build_all(&config) {
+        Ok(tls) => tls,
+        Err(e) => {
+            error!("invalid configuration: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -62,7 +71,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let outcome = runtime.block_on(run(config));
+    let outcome = runtime.block_on(run(config, tls));
     // Every task is drained by `run`; a blocking-pool thread still inside a disk call must not
     // keep a stopped node's process alive.
     runtime.shutdown_timeout(std::time::Duration::from_secs(5));
@@ -75,7 +84,7 @@ fn main() -> ExitCode {
     }
 }
 
-async fn run(config: BrokerConfig) -> anyhow::Result<()> {
+async fn run(config: BrokerConfig, tls: server::tls::TlsListeners) -> anyhow::Result<()> {
     if let Some(addr) = config.metrics_listener {
         // Real histograms (not summaries) so latencies aggregate across brokers.
         metrics_exporter_prometheus::PrometheusBuilder::new()
@@ -176,7 +185,7 @@ async fn run(config: BrokerConfig) -> anyhow::Result<()> {
     }
     // A listener that cannot bind (port taken) stops the node with that error, after the
     // same orderly stop as a signal: the tasks above would otherwise keep the process alive.
-    let served = server::serve(broker.clone(), shutdown.clone(), tracker.clone()).await;
+    let served = server::serve(broker.clone(), tls, shutdown.clone(), tracker.clone()).await;
     match &served {
         Ok(_) => tokio::select! {
             _ = wait_for_signal() => {

@@ -204,6 +204,28 @@ class Broker:
         settings.update({k: str(v) for k, v in self.overrides.items()})
         return settings
 
+    def add_listeners(self, extra: dict, plaintext_advertised: Optional[str] = None) -> None:
+        """Serve client listeners beside the PLAINTEXT one, configured the same way on both
+        targets (Kafka keys, set in `overrides` before `start()`): `extra` maps a listener name
+        to (security protocol, port, advertised "host:port" or None for 127.0.0.1:port).
+        `plaintext_advertised` re-advertises the PLAINTEXT listener. The readiness check still
+        uses the PLAINTEXT port; the Kafka reference keeps its CONTROLLER listener on PORT+1."""
+        listeners = [f"PLAINTEXT://{self.bootstrap}"]
+        advertised = [f"PLAINTEXT://{plaintext_advertised or self.bootstrap}"]
+        protocols = ["PLAINTEXT:PLAINTEXT"]
+        for name, (protocol, port, adv) in extra.items():
+            listeners.append(f"{name}://{self.host}:{port}")
+            advertised.append(f"{name}://{adv or f'{self.host}:{port}'}")
+            protocols.append(f"{name}:{protocol}")
+        if self.kind == "kafka":
+            listeners.append(f"CONTROLLER://{self.host}:{self.port + 1}")
+            protocols.append("CONTROLLER:PLAINTEXT")
+        self.overrides.update({
+            "listeners": ",".join(listeners),
+            "advertised.listeners": ",".join(advertised),
+            "listener.security.protocol.map": ",".join(protocols),
+        })
+
     def _argv(self) -> list:
         if self.kind == "brook":
             argv = [str(paths.brook_bin())]

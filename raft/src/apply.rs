@@ -156,6 +156,7 @@ pub fn apply(image: &mut MetadataImage, cmd: &Command, index: u64) -> ApplyResul
             port,
             rack,
             incarnation_id,
+            listeners,
         } => {
             // A retried proposal of the same incarnation (its first answer was lost)
             // changes nothing: the epoch the broker learned stays valid.
@@ -165,6 +166,7 @@ pub fn apply(image: &mut MetadataImage, cmd: &Command, index: u64) -> ApplyResul
                     && existing.host == *host
                     && existing.port == *port
                     && existing.rack == *rack
+                    && existing.listeners == *listeners
                 {
                     return Ok(());
                 }
@@ -173,6 +175,7 @@ pub fn apply(image: &mut MetadataImage, cmd: &Command, index: u64) -> ApplyResul
                 broker_id: *broker_id,
                 host: host.clone(),
                 port: *port,
+                listeners: listeners.clone(),
                 rack: rack.clone(),
                 incarnation_id: *incarnation_id,
                 broker_epoch: index,
@@ -552,6 +555,7 @@ mod tests {
             port: 9092,
             rack: None,
             incarnation_id: Uuid::from_u128(incarnation),
+            listeners: Vec::new(),
         }
     }
 

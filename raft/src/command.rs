@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::acl::AclBinding;
+use crate::image::ListenerEndpoint;
 
 /// One partition's replica assignment, as proposed when a topic or partition is created.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -81,6 +82,9 @@ pub enum Command {
         rack: Option<String>,
         #[serde(default)]
         incarnation_id: Uuid,
+        /// Every advertised client listener (see [`crate::image::ListenerEndpoint`]).
+        #[serde(default)]
+        listeners: Vec<ListenerEndpoint>,
     },
     /// The controller saw no heartbeat for `broker.session.timeout.ms`, or the broker is
     /// stopping: it leads nothing (partitions it led get another in-sync leader, or with

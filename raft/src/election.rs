@@ -286,6 +286,7 @@ mod tests {
             broker_id: id,
             host: "h".into(),
             port: 1,
+            listeners: Vec::new(),
             rack: None,
             incarnation_id: Uuid::nil(),
             broker_epoch: 1,

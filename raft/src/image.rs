@@ -55,9 +55,14 @@ pub struct TopicImage {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BrokerRegistration {
     pub broker_id: i32,
-    /// The advertised client endpoint.
+    /// The advertised endpoint other brokers reach this one on (its inter-broker listener).
     pub host: String,
     pub port: u16,
+    /// Every advertised client listener, by name (KRaft's `BrokerEndpoint`s): Metadata
+    /// answers a client with the addresses of the listener it came in on. Empty in
+    /// registrations made before listeners were recorded.
+    #[serde(default)]
+    pub listeners: Vec<ListenerEndpoint>,
     pub rack: Option<String>,
     /// A random id per process start: a restarted broker registers with a new one and
     /// replaces its old registration.
@@ -76,7 +81,29 @@ pub struct BrokerRegistration {
     pub in_controlled_shutdown: bool,
 }
 
+/// One advertised listener of a broker.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ListenerEndpoint {
+    /// Upper case, as Kafka normalises listener names.
+    pub name: String,
+    pub host: String,
+    pub port: u16,
+}
+
 impl BrokerRegistration {
+    /// The broker's address on listener `name`: `None` when it has no such listener (Kafka
+    /// leaves such a broker out of that listener's Metadata); a registration without
+    /// recorded listeners answers its one endpoint.
+    pub fn endpoint(&self, name: &str) -> Option<(&str, u16)> {
+        if self.listeners.is_empty() {
+            return Some((&self.host, self.port));
+        }
+        self.listeners
+            .iter()
+            .find(|l| l.name == name)
+            .map(|l| (l.host.as_str(), l.port))
+    }
+
     /// May lead partitions and appear in Metadata.
     pub fn is_active(&self) -> bool {
         !self.fenced && !self.in_controlled_shutdown

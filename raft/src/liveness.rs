@@ -277,6 +277,7 @@ mod tests {
                 broker_id: 1,
                 host: "h".into(),
                 port: 1,
+                listeners: Vec::new(),
                 rack: None,
                 incarnation_id: Uuid::from_u128(1),
                 broker_epoch,

@@ -72,6 +72,7 @@ async fn populate(quorum: &MetadataQuorum, orders: Uuid, payments: Uuid) -> anyh
             port: 9092,
             rack: None,
             incarnation_id: Uuid::from_u128(1),
+            listeners: Vec::new(),
         })
         .await?;
     Ok(())

@@ -7,6 +7,7 @@
 pub mod acl;
 pub mod authorized;
 pub mod sasl;
+pub mod ssl_principal;
 
 pub use acl::{Access, Authorizer};
 

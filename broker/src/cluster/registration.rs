@@ -10,7 +10,9 @@
 use std::time::{Duration, Instant};
 
 use anyhow::bail;
-use brook_raft::{Command, FenceReason, Heartbeat, ProposeError, REGISTRATION_PROBE};
+use brook_raft::{
+    Command, FenceReason, Heartbeat, ListenerEndpoint, ProposeError, REGISTRATION_PROBE,
+};
 use tracing::{info, warn};
 
 use crate::broker::Broker;
@@ -72,20 +74,29 @@ pub async fn register(broker: &Broker) -> anyhow::Result<u64> {
         }
         tokio::time::sleep(RETRY).await;
     }
-    let advertised = broker
+    // Other brokers reach this one on its inter-broker listener; clients on whichever
+    // listener they connected to, so every client listener is recorded.
+    let Some(advertised) = broker.config.inter_broker_listener() else {
+        bail!("no advertised listener for clients (listeners / advertised.listeners)");
+    };
+    let listeners = broker
         .config
         .advertised_listeners
         .iter()
-        .find(|l| !broker.config.is_controller_listener(&l.name));
-    let Some(advertised) = advertised else {
-        bail!("no advertised listener for clients (listeners / advertised.listeners)");
-    };
+        .filter(|l| !broker.config.is_controller_listener(&l.name))
+        .map(|l| ListenerEndpoint {
+            name: l.name.clone(),
+            host: l.host.clone(),
+            port: l.port,
+        })
+        .collect();
     let cmd = Command::RegisterBroker {
         broker_id: broker.node_id,
         host: advertised.host.clone(),
         port: advertised.port,
         rack: broker.config.broker_rack.clone(),
         incarnation_id: broker.incarnation_id,
+        listeners,
     };
     loop {
         match broker.quorum.propose(cmd.clone()).await {

@@ -20,6 +20,7 @@ use super::listener::{
 };
 use super::listener::{Listener, QuorumVoter};
 use super::sasl::SaslSettings;
+use super::tls::ListenerTls;
 use super::topic_config::TopicConfig;
 use super::value::split_list;
 
@@ -49,6 +50,8 @@ pub struct BrokerConfig {
     /// Listener name → security protocol (`PLAINTEXT`, `SASL_PLAINTEXT`, …).
     pub listener_security_protocol_map: BTreeMap<String, String>,
     pub controller_listener_names: Vec<String>,
+    /// The TLS settings of each client listener whose protocol is SSL, by listener name.
+    pub listener_tls: BTreeMap<String, ListenerTls>,
     pub controller_quorum_voters: Vec<QuorumVoter>,
     /// `controller.quorum.bootstrap.servers` as `host:port` strings.
     pub controller_quorum_bootstrap_servers: Vec<String>,
@@ -134,6 +137,24 @@ pub struct BrokerConfig {
 }
 
 impl BrokerConfig {
+    /// The advertised listener other brokers reach this one on (and that its registration
+    /// names first): `inter.broker.listener.name`, else the listener named after
+    /// `security.inter.broker.protocol` (Kafka's default), else the first client listener.
+    pub fn inter_broker_listener(&self) -> Option<&Listener> {
+        let client = || {
+            self.advertised_listeners
+                .iter()
+                .filter(|l| !self.is_controller_listener(&l.name))
+        };
+        let named = self
+            .effective_value("inter.broker.listener.name")
+            .or_else(|| self.effective_value("security.inter.broker.protocol"))
+            .map(str::to_ascii_uppercase);
+        named
+            .and_then(|name| client().find(|l| l.name == name))
+            .or_else(|| client().next())
+    }
+
     /// The effective text of a broker key: per-broker dynamic > cluster default >
     /// static > the table's default. `None` for unknown keys and `null` defaults.
     pub fn effective_value(&self, name: &str) -> Option<&str> {
@@ -200,6 +221,17 @@ impl BrokerConfig {
                 .map(Listener::advertised)
                 .collect(),
         };
+        let mut listener_tls = BTreeMap::new();
+        for listener in &listeners {
+            let Some(protocol) = protocol_map.get(&listener.name) else {
+                continue;
+            };
+            let tls = protocol == "SSL" || protocol == "SASL_SSL";
+            if tls && !controller_listener_names.contains(&listener.name) {
+                let resolved = ListenerTls::resolve(&layers, &listener.name, protocol)?;
+                listener_tls.insert(listener.name.clone(), resolved);
+            }
+        }
         let log_dirs: Vec<PathBuf> = split_list(g.opt("log.dirs").unwrap_or(g.text("log.dir")))
             .into_iter()
             .filter(|d| !d.is_empty())
@@ -229,6 +261,7 @@ impl BrokerConfig {
             advertised_listeners,
             listener_security_protocol_map: protocol_map,
             controller_listener_names,
+            listener_tls,
             controller_quorum_voters: parse_quorum_voters(g.text("controller.quorum.voters"))
                 .map_err(|r| g.invalid("controller.quorum.voters", r))?,
             controller_quorum_bootstrap_servers: split_list(

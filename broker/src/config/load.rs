@@ -82,7 +82,7 @@ impl BrokerConfig {
                     warnings.push(unknown_key_warning(origin, &key));
                     continue;
                 };
-                let canonical = normalize(def.name, def.config_type, def.validator, &value)?;
+                let canonical = normalize(&key, def.config_type, def.validator, &value)?;
                 if let Some(gap) = def.gap {
                     warnings.push(format!(
                         "the configuration '{key}' is a Kafka config Brook accepts but does not act on yet ({}); it is only stored and described",

@@ -29,6 +29,7 @@ pub mod roles;
 pub mod sasl;
 pub mod security;
 pub mod support;
+pub mod tls;
 pub mod topic;
 pub mod topic_config;
 pub mod value;

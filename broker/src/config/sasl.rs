@@ -1,4 +1,4 @@
-//! SASL settings of the `SASL_PLAINTEXT` listeners, typed: which mechanisms each listener
+//! SASL settings of the `SASL_PLAINTEXT` and `SASL_SSL` listeners, typed: which mechanisms each listener
 //! enables and the PLAIN users of its JAAS entry.
 //!
 //! Kafka's rules (`JaasContext.loadServerContext`, `SaslChannelBuilder`): a listener's
@@ -117,7 +117,8 @@ fn mechanisms(key: &str, text: &str) -> Result<Vec<SaslMechanism>, ConfigError> 
     Ok(out)
 }
 
-/// Resolves the SASL settings of every `SASL_PLAINTEXT` listener in `listeners`.
+/// Resolves the SASL settings of every `SASL_PLAINTEXT` and `SASL_SSL` listener in `listeners`
+/// (over TLS the SASL exchange is the same: it sees frames only).
 pub(crate) fn resolve(
     listeners: &[Listener],
     protocol_map: &BTreeMap<String, String>,
@@ -151,9 +152,10 @@ pub(crate) fn resolve(
         .unwrap_or(0),
     };
     for listener in listeners {
-        if protocol_map.get(&listener.name).map(String::as_str) != Some("SASL_PLAINTEXT") {
-            continue;
-        }
+        let protocol = match protocol_map.get(&listener.name).map(String::as_str) {
+            Some(p @ ("SASL_PLAINTEXT" | "SASL_SSL")) => p,
+            _ => continue,
+        };
         let prefix = format!("listener.name.{}.", listener.name.to_ascii_lowercase());
         let prefixed = |key: &str| {
             let full = format!("{prefix}{key}");
@@ -168,7 +170,7 @@ pub(crate) fn resolve(
         let (key, text) = prefixed("sasl.enabled.mechanisms");
         let enabled = mechanisms(&key, &text).map_err(|e| ConfigError::Unsupported {
             key: key.clone(),
-            reason: format!("listener {listener} (SASL_PLAINTEXT): {e}"),
+            reason: format!("listener {listener} ({protocol}): {e}"),
         })?;
         if enabled.is_empty() {
             return Err(ConfigError::Unsupported {

@@ -2,24 +2,25 @@
 //! start and in dynamic updates, instead of being stored and ignored while clients get
 //! plain, unauthenticated Kafka (issue 25 item 0).
 //!
-//! At start (`BrokerConfig::build`): a listener (or advertised listener) whose security
-//! protocol, by its name or through `listener.security.protocol.map`, is neither
-//! PLAINTEXT nor SASL_PLAINTEXT (TLS is not served yet); and
+//! Client listeners may use any of Kafka's four protocols (PLAINTEXT, SSL, SASL_PLAINTEXT,
+//! SASL_SSL; `listener.security.protocol.map` admits no other). Refused at start
+//! (`BrokerConfig::build`): a controller listener that is not PLAINTEXT (the raft transport has no TLS or SASL yet); in a
+//! cluster of more than one node, an inter-broker listener that is not PLAINTEXT (brokers
+//! reach each other in plain text only; a single combined node has no inter-broker
+//! traffic, so it may name its secured client listener, as Kafka's examples do); and
 //! `security.inter.broker.protocol` other than PLAINTEXT (an `authorizer.class.name`
 //! other than Kafka's StandardAuthorizer is refused by [`super::authorizer`]).
-//! The SASL mechanisms Brook cannot serve are refused by [`super::sasl`]. Dynamically: every dynamic
+//! The SASL mechanisms Brook cannot serve are refused by [`super::sasl`].
+//! Dynamically: every dynamic
 //! `ssl.*` / `sasl.*` key, `principal.builder.class` and any `listener.name.*` key,
 //! except the Kerberos and login-refresh timings, which only tune a login Brook never
 //! performs and are stored as Kafka stores them (librdkafka's admin test 0081 alters
 //! `sasl.kerberos.min.time.before.relogin`). Pure functions.
 
-use super::broker::{BrokerConfig, Layers};
+use super::broker::{BrokerConfig, Layers, ProcessRole};
 use super::error::ConfigError;
 
-/// The security protocols Brook serves.
-const SERVED: &[&str] = &["PLAINTEXT", "SASL_PLAINTEXT"];
-
-/// What brokers speak among themselves.
+/// What brokers speak to each other, and controllers on their listener.
 const INTER_BROKER: &str = "PLAINTEXT";
 
 /// Kafka's `DynamicBrokerConfig.DYNAMIC_SECURITY_CONFIGS`: keystore and truststore keys a
@@ -39,31 +40,6 @@ pub const PER_LISTENER_ONLY: &[&str] = &[
 
 /// Refuses, at start, a configuration that asks for security Brook does not serve.
 pub(crate) fn check_served(config: &BrokerConfig, layers: &Layers) -> Result<(), ConfigError> {
-    let listener_sets = [
-        ("listeners", &config.listeners),
-        ("advertised.listeners", &config.advertised_listeners),
-    ];
-    for (key, listeners) in listener_sets {
-        for listener in listeners {
-            let Some(protocol) = config.listener_security_protocol_map.get(&listener.name) else {
-                continue;
-            };
-            if !SERVED.contains(&protocol.as_str()) {
-                let how = if listener.name == *protocol {
-                    String::new()
-                } else {
-                    " (listener.security.protocol.map)".to_owned()
-                };
-                return Err(ConfigError::Unsupported {
-                    key: key.to_owned(),
-                    reason: format!(
-                        "listener {listener} has security protocol {protocol}{how}, which Brook does not support yet (only PLAINTEXT and SASL_PLAINTEXT listeners are served): refusing to start rather than serve {} without encryption or authentication",
-                        listener.name
-                    ),
-                });
-            }
-        }
-    }
     if let Some(protocol) = layers
         .effective("security.inter.broker.protocol")
         .filter(|p| *p != INTER_BROKER)
@@ -75,7 +51,51 @@ pub(crate) fn check_served(config: &BrokerConfig, layers: &Layers) -> Result<(),
             ),
         });
     }
+    for listener in &config.listeners {
+        let protocol = protocol_of(config, &listener.name);
+        if config.is_controller_listener(&listener.name) && protocol != INTER_BROKER {
+            return Err(ConfigError::Unsupported {
+                key: "listener.security.protocol.map".to_owned(),
+                reason: format!(
+                    "the controller listener {listener} has security protocol {protocol}, but Brook's metadata quorum talks PLAINTEXT only: refusing to start rather than run the quorum without the protection it names"
+                ),
+            });
+        }
+    }
+    if let Some(listener) = config
+        .inter_broker_listener()
+        .filter(|_| !is_single_combined_node(config))
+    {
+        let protocol = protocol_of(config, &listener.name);
+        if protocol != INTER_BROKER {
+            return Err(ConfigError::Unsupported {
+                key: "inter.broker.listener.name".to_owned(),
+                reason: format!(
+                    "the inter-broker listener {listener} has security protocol {protocol}, but Brook's brokers reach each other in PLAINTEXT only: add a PLAINTEXT listener for them (or name one with inter.broker.listener.name)"
+                ),
+            });
+        }
+    }
     Ok(())
+}
+
+/// A listener's protocol; a listener missing from the map is PLAINTEXT (the map's parser
+/// already gave every listener of Kafka's four names its own protocol).
+fn protocol_of<'a>(config: &'a BrokerConfig, listener: &str) -> &'a str {
+    config
+        .listener_security_protocol_map
+        .get(listener)
+        .map(String::as_str)
+        .unwrap_or(INTER_BROKER)
+}
+
+/// A combined broker and controller that is the whole quorum: it has no other broker to
+/// replicate from or to, so its inter-broker listener carries nothing.
+fn is_single_combined_node(config: &BrokerConfig) -> bool {
+    config.process_roles.contains(&ProcessRole::Broker)
+        && config.process_roles.contains(&ProcessRole::Controller)
+        && config.controller_quorum_voters.len() <= 1
+        && config.controller_quorum_bootstrap_servers.len() <= 1
 }
 
 /// Login timings of Kerberos and OAuth clients: harmless to store, as Kafka stores them.
@@ -100,7 +120,7 @@ pub fn dynamic_refusal(key: &str) -> ConfigError {
     ConfigError::Unsupported {
         key: key.to_owned(),
         reason: format!(
-            "Brook does not support TLS, SASL or authorization yet (only PLAINTEXT listeners are served): {key} cannot be set, as it would change how clients are authenticated or encrypted"
+            "Brook cannot change TLS or SASL settings while it runs, and has no authorization yet: {key} cannot be set, as it would change how clients are authenticated or encrypted"
         ),
     }
 }
@@ -125,7 +145,7 @@ mod tests {
         assert!(!refused_dynamically("log.cleaner.threads"));
         assert_eq!(
             dynamic_refusal("ssl.client.auth").to_string(),
-            "Brook does not support TLS, SASL or authorization yet (only PLAINTEXT listeners are served): ssl.client.auth cannot be set, as it would change how clients are authenticated or encrypted"
+            "Brook cannot change TLS or SASL settings while it runs, and has no authorization yet: ssl.client.auth cannot be set, as it would change how clients are authenticated or encrypted"
         );
     }
 

@@ -34,8 +34,8 @@ impl Gap {
     /// documentation is asked for).
     pub const fn doc(self) -> &'static str {
         match self {
-            Gap::Tls => "Kafka's TLS (SSL) setting. Brook has no TLS yet: the key is accepted and described and has no effect. A listener whose protocol is SSL or SASL_SSL stops the node at start, and dynamic updates that would change TLS are refused.",
-            Gap::Sasl => "Kafka's SASL setting for a part of SASL Brook does not have (Kerberos, OAUTHBEARER, login classes and callbacks, SASL between brokers): the key is accepted and described and has no effect. Brook serves PLAIN and SCRAM on SASL_PLAINTEXT listeners; GSSAPI or OAUTHBEARER in sasl.enabled.mechanisms stops the node at start; dynamic updates that would change authentication are refused (Kerberos and login-refresh timings are stored, as Kafka does).",
+            Gap::Tls => "Kafka's TLS tuning setting (cipher suites, JSSE provider and algorithms, DN/SAN change checks). Brook's TLS is rustls with its own safe choices (TLS 1.2 and 1.3, AES-GCM and ChaCha20-Poly1305): the key is accepted and described and has no effect; dynamic updates that would change TLS are refused.",
+            Gap::Sasl => "Kafka's SASL setting for a part of SASL Brook does not have (Kerberos, OAUTHBEARER, login classes and callbacks, SASL between brokers): the key is accepted and described and has no effect. Brook serves PLAIN and SCRAM on SASL_PLAINTEXT and SASL_SSL listeners; GSSAPI or OAUTHBEARER in sasl.enabled.mechanisms stops the node at start; dynamic updates that would change authentication are refused (Kerberos and login-refresh timings are stored, as Kafka does).",
             Gap::Authorization => "Kafka's authorization setting for a part Brook does not have (principal builders, SSL principal mapping, delegation tokens): the key is accepted and described and has no effect. Brook's ACLs follow authorizer.class.name, super.users and allow.everyone.if.no.acl.found.",
             Gap::TieredStorage => "Kafka's tiered-storage setting (KIP-405). Brook keeps every segment on local disk: the key is accepted and described and has no effect; remote.storage.enable=true is refused as on a Kafka broker without tiered storage.",
             Gap::Quotas => "Kafka's quota or replication-throttle setting. Brook enforces no quotas or throttles yet: the key is accepted and described and has no effect.",
@@ -56,7 +56,7 @@ impl Gap {
     /// A short name for warnings and the README.
     pub const fn label(self) -> &'static str {
         match self {
-            Gap::Tls => "TLS",
+            Gap::Tls => "TLS tuning",
             Gap::Sasl => "SASL",
             Gap::Authorization => "authorization",
             Gap::TieredStorage => "tiered storage",

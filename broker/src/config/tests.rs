@@ -586,7 +586,8 @@ fn kafka_only_keys_load_with_a_warning_and_are_described_with_kafkas_facts() {
         Ok(x) => x,
         Err(e) => panic!("{e}"),
     };
-    assert_eq!(warnings.len(), 2, "{warnings:?}");
+    // ssl.keystore.password is served (TLS listeners), so only the zstd level warns.
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
     assert!(warnings
         .iter()
         .any(|w| w.contains("compression.zstd.level") && w.contains("does not act on")));
@@ -657,21 +658,45 @@ fn refusal(args: &[&str]) -> (Option<String>, String) {
 }
 
 #[test]
-fn a_listener_brook_cannot_secure_stops_the_node_naming_listener_and_protocol() {
-    let (key, message) = refusal(&["listeners=PLAINTEXT://:9092,SASL_SSL://:9094"]);
-    assert_eq!(key.as_deref(), Some("listeners"));
-    assert!(
-        message.contains("SASL_SSL://:9094") && message.contains("security protocol SASL_SSL"),
-        "{message}"
+fn listeners_of_every_protocol_load_and_what_brook_cannot_secure_stops_the_node() {
+    // SSL and SASL_SSL client listeners are served (their key stores are read at start).
+    assert_eq!(
+        refusal(&[
+            "listeners=PLAINTEXT://:9092,CLIENT://:9093,SECURE://:9094",
+            "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CLIENT:SSL,SECURE:SASL_SSL",
+            "sasl.enabled.mechanisms=PLAIN",
+            "listener.name.secure.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_a=\"b\";",
+        ])
+        .0,
+        None
     );
+    // A single combined node has no inter-broker traffic: its one listener may be secured.
+    assert_eq!(
+        refusal(&[
+            "listeners=CLIENT://:9092",
+            "listener.security.protocol.map=CLIENT:SSL"
+        ])
+        .0,
+        None
+    );
+    // In a cluster, brokers still reach each other in plain text.
     let (key, message) = refusal(&[
-        "listeners=CLIENT://:9092",
-        "listener.security.protocol.map=CLIENT:SSL",
+        "listeners=CLIENT://:9092,CONTROLLER://:9093",
+        "controller.listener.names=CONTROLLER",
+        "controller.quorum.voters=1@localhost:9093,2@localhost:9095,3@localhost:9097",
+        "listener.security.protocol.map=CLIENT:SSL,CONTROLLER:PLAINTEXT",
     ]);
-    assert_eq!(key.as_deref(), Some("listeners"));
+    assert_eq!(key.as_deref(), Some("inter.broker.listener.name"));
+    assert!(message.contains("CLIENT://localhost:9092"), "{message}");
+    // The raft transport is plain: a secured controller listener stops the node.
+    let (key, message) = refusal(&[
+        "listeners=PLAINTEXT://:9092,CONTROLLER://:9093",
+        "controller.listener.names=CONTROLLER",
+        "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:SSL",
+    ]);
+    assert_eq!(key.as_deref(), Some("listener.security.protocol.map"));
     assert!(
-        message.contains("CLIENT://:9092")
-            && message.contains("SSL (listener.security.protocol.map)"),
+        message.contains("CONTROLLER://:9093") && message.contains("security protocol SSL"),
         "{message}"
     );
     // SASL_PLAINTEXT is served, but not with Kafka's default mechanism (GSSAPI).
@@ -679,6 +704,12 @@ fn a_listener_brook_cannot_secure_stops_the_node_naming_listener_and_protocol() 
     assert_eq!(key.as_deref(), Some("sasl.enabled.mechanisms"));
     assert!(
         message.contains("SASL_PLAINTEXT") && message.contains("GSSAPI"),
+        "{message}"
+    );
+    let (key, message) = refusal(&["listeners=PLAINTEXT://:9092,SASL_SSL://:9094"]);
+    assert_eq!(key.as_deref(), Some("sasl.enabled.mechanisms"));
+    assert!(
+        message.contains("SASL_SSL") && message.contains("GSSAPI"),
         "{message}"
     );
     assert_eq!(
@@ -722,4 +753,39 @@ fn an_unknown_authorizer_sasl_mechanisms_or_a_secured_inter_broker_protocol_stop
         .0,
         None
     );
+}
+
+#[test]
+fn an_ssl_listener_gets_its_per_listener_keys_and_they_load_without_warnings() {
+    let loaded = BrokerConfig::load(
+        None,
+        no_env(),
+        &overrides(&[
+            "listeners=PLAINTEXT://:9092,SSL://:9093",
+            "ssl.keystore.type=PEM",
+            "listener.name.ssl.ssl.keystore.location=/etc/brook/broker.pem",
+            "listener.name.ssl.ssl.client.auth=required",
+        ]),
+    );
+    let (broker, warnings) = match loaded {
+        Ok(x) => x,
+        Err(e) => panic!("{e}"),
+    };
+    assert!(warnings.is_empty(), "{warnings:?}");
+    let tls = broker
+        .listener_tls
+        .get("SSL")
+        .expect("the SSL listener's settings");
+    assert_eq!(tls.keystore_type.value, "PEM");
+    assert_eq!(
+        tls.keystore_location.as_ref().map(|s| s.key.as_str()),
+        Some("listener.name.ssl.ssl.keystore.location")
+    );
+    assert_eq!(tls.client_auth, super::tls::ClientAuth::Required);
+    assert!(!broker.listener_tls.contains_key("PLAINTEXT"));
+    let (key, _) = refusal(&[
+        "listeners=PLAINTEXT://:9092,SSL://:9093",
+        "listener.name.ssl.ssl.client.auth=sometimes",
+    ]);
+    assert_eq!(key.as_deref(), Some("listener.name.ssl.ssl.client.auth"));
 }

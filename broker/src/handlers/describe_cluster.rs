@@ -12,6 +12,7 @@ use crate::broker::Broker;
 use crate::handlers::metadata::controller_id;
 use crate::server::session::Session;
 
+/// The brokers' addresses on the listener the request came in on.
 pub fn handle(
     broker: &Broker,
     session: &Session,
@@ -24,13 +25,15 @@ pub fn handle(
         .brokers
         .values()
         .filter(|b| b.is_active() || req.include_fenced_brokers)
-        .map(|b| {
-            DescribeClusterBroker::default()
+        .filter_map(|b| {
+            let (host, port) = b.endpoint(&session.listener_name)?;
+            let broker = DescribeClusterBroker::default()
                 .with_broker_id(BrokerId(b.broker_id))
-                .with_host(StrBytes::from_string(b.host.clone()))
-                .with_port(i32::from(b.port))
+                .with_host(StrBytes::from_string(host.to_owned()))
+                .with_port(i32::from(port))
                 .with_rack(b.rack.clone().map(StrBytes::from_string))
-                .with_is_fenced(!b.is_active())
+                .with_is_fenced(!b.is_active());
+            Some(broker)
         })
         .collect();
     DescribeClusterResponse::default()

@@ -24,6 +24,7 @@ use crate::server::session::Session;
 const GROUP_KEY: i8 = 0;
 const TRANSACTION_KEY: i8 = 1;
 
+/// The coordinator at its address on the listener the request came in on.
 pub async fn handle(
     broker: &Broker,
     session: &Session,
@@ -54,7 +55,7 @@ pub async fn handle(
         if let Some(denied) = denied(key) {
             (Some(CoordinatorLookupError::NotAuthorized(denied)), None)
         } else if topic_ready {
-            find(broker, req.key_type, key)
+            find(broker, &session.listener_name, req.key_type, key)
         } else {
             (Some(CoordinatorLookupError::NotAvailable), None)
         }
@@ -103,6 +104,7 @@ type Node = (i32, String, i32);
 
 fn find(
     broker: &Broker,
+    listener: &str,
     key_type: i8,
     key: &str,
 ) -> (Option<CoordinatorLookupError>, Option<Node>) {
@@ -115,11 +117,12 @@ fn find(
     let Some(leader) = partition.map(|p| p.leader) else {
         return (Some(CoordinatorLookupError::NotAvailable), None);
     };
-    match image.broker(leader).filter(|b| b.is_active()) {
-        Some(reg) => (
-            None,
-            Some((reg.broker_id, reg.host.clone(), i32::from(reg.port))),
-        ),
+    let endpoint = image
+        .broker(leader)
+        .filter(|b| b.is_active())
+        .and_then(|b| Some((b.broker_id, b.endpoint(listener)?)));
+    match endpoint {
+        Some((id, (host, port))) => (None, Some((id, host.to_owned(), i32::from(port)))),
         // No leader, or its broker is fenced: clients retry on this code.
         None => (Some(CoordinatorLookupError::NotAvailable), None),
     }

@@ -25,6 +25,7 @@ use crate::error::{BrokerError, Denied, PartitionError};
 use crate::metadata::topics;
 use crate::server::session::Session;
 
+/// Brokers are listed at their addresses on the listener the request came in on.
 pub async fn handle(
     broker: &Broker,
     session: &Session,
@@ -133,7 +134,7 @@ pub async fn handle(
     };
     MetadataResponse::default()
         .with_cluster_authorized_operations(cluster_ops)
-        .with_brokers(brokers(&image))
+        .with_brokers(brokers(&image, &session.listener_name))
         .with_cluster_id(Some(StrBytes::from_string(broker.cluster_id.clone())))
         .with_controller_id(BrokerId(controller_id(broker)))
         .with_topics(topics)
@@ -152,15 +153,20 @@ pub fn controller_id(broker: &Broker) -> i32 {
 }
 
 /// Only active brokers: a fenced or stopping broker leaves Metadata (KRaft does the same).
-fn brokers(image: &MetadataImage) -> Vec<MetadataResponseBroker> {
+/// Each at its address on `listener`, the one the request came in on; a broker without
+/// that listener is left out, as Kafka leaves it out.
+fn brokers(image: &MetadataImage, listener: &str) -> Vec<MetadataResponseBroker> {
     image
         .active_brokers()
-        .map(|b| {
-            MetadataResponseBroker::default()
-                .with_node_id(BrokerId(b.broker_id))
-                .with_host(StrBytes::from_string(b.host.clone()))
-                .with_port(i32::from(b.port))
-                .with_rack(b.rack.clone().map(StrBytes::from_string))
+        .filter_map(|b| {
+            let (host, port) = b.endpoint(listener)?;
+            Some(
+                MetadataResponseBroker::default()
+                    .with_node_id(BrokerId(b.broker_id))
+                    .with_host(StrBytes::from_string(host.to_owned()))
+                    .with_port(i32::from(port))
+                    .with_rack(b.rack.clone().map(StrBytes::from_string)),
+            )
         })
         .collect()
 }

@@ -1,51 +1,69 @@
-//! One client connection: read size-prefixed frames, answer each in order.
+//! One client connection: (on an SSL listener, the TLS handshake first), then read
+//! size-prefixed frames and answer each in order.
 //!
 //! Requests on one connection are processed one after another, as Apache Kafka does
 //! (it mutes a channel until its response is sent): pipelined produces of an idempotent
 //! producer are appended in the order they were sent. A frame that is not a Kafka
-//! request closes this connection with one log line; other connections carry on.
-//! On a SASL listener every frame passes [`SaslSession::admit`] first (`auth::sasl`).
-//! The connection's [`Session`] (listener, protocol, peer, principal) goes with every
-//! request to its handler: `User:ANONYMOUS` until a SASL login names the user.
+//! request closes this connection with one log line; so does a failed TLS handshake
+//! (plaintext bytes sent to a TLS port, an unknown or expired client certificate); other
+//! connections carry on. On a SASL listener (SASL_PLAINTEXT, or SASL_SSL inside the TLS
+//! stream) every frame passes [`SaslSession::admit`] first (`auth::sasl`). The
+//! connection's [`Session`] (listener, protocol, peer, principal) goes with every request
+//! to its handler.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use brook_protocol::chunked::Chunk;
 use brook_protocol::frame::split_frame;
 use bytes::BytesMut;
-use tokio::io::AsyncReadExt;
+use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::net::TcpStream;
+use tokio_rustls::server::TlsStream;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn, Instrument};
 
 use crate::auth::sasl::{Admit, SaslSession};
+use crate::auth::ssl_principal::subject_dn_rfc2253;
 use crate::broker::Broker;
 use crate::metrics;
 use crate::server::dispatch::{self, Outcome};
-use crate::server::session::{KafkaPrincipal, SecurityProtocol, Session};
-use crate::server::write::write_response;
+use crate::server::listener::ClientListener;
+use crate::server::session::{KafkaPrincipal, Session};
+use crate::server::tls::TlsListener;
+use crate::server::write::{write_response, ResponseChunk};
+use crate::server::write_tls::{write_response_tls, Gather};
+
+/// How long a client may take to complete the TLS handshake (a port scanner or a stuck
+/// client must not hold a connection slot forever).
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 pub async fn run(
     stream: TcpStream,
     peer: SocketAddr,
-    listener: Arc<str>,
+    listener: Arc<ClientListener>,
     broker: Arc<Broker>,
     shutdown: CancellationToken,
 ) {
     let _gauge = metrics::ConnectionGuard::open();
-    let span = tracing::debug_span!("connection", %peer);
+    let span = tracing::debug_span!("connection", %peer, listener = %listener.name);
     async move {
-        let sasl = SaslSession::for_listener(&broker.config.sasl, &listener);
-        let protocol = broker
-            .config
-            .listener_security_protocol_map
-            .get(&*listener)
-            .and_then(|p| SecurityProtocol::parse(p))
-            .unwrap_or(SecurityProtocol::Plaintext);
-        let session = Session::new(listener, protocol, peer, KafkaPrincipal::anonymous());
-        if let Err(reason) = serve(stream, session, &broker, sasl, &shutdown).await {
+        let _ = stream.set_nodelay(true);
+        let sasl = SaslSession::for_listener(&broker.config.sasl, &listener.name);
+        let (transport, principal) = match &listener.tls {
+            None => (Transport::Plain(stream), KafkaPrincipal::anonymous()),
+            Some(tls) => {
+                let Some((stream, principal)) = handshake(stream, peer, tls, &shutdown).await
+                else {
+                    return;
+                };
+                let transport = Transport::Tls(Box::new(stream), Gather::default());
+                (transport, principal)
+            }
+        };
+        let session = Session::new(listener.name.clone(), listener.protocol, peer, principal);
+        if let Err(reason) = serve(transport, session, &broker, sasl, &shutdown).await {
             warn!(%peer, %reason, "closing connection");
         } else {
             debug!(%peer, "connection closed");
@@ -55,16 +73,98 @@ pub async fn run(
     .await
 }
 
+/// The TLS handshake and the principal it authenticates; `None` (after one log line) when
+/// it fails, times out or the node stops.
+async fn handshake(
+    stream: TcpStream,
+    peer: SocketAddr,
+    tls: &TlsListener,
+    shutdown: &CancellationToken,
+) -> Option<(TlsStream<TcpStream>, KafkaPrincipal)> {
+    let accepted = tokio::select! {
+        _ = shutdown.cancelled() => return None,
+        accepted = tokio::time::timeout(HANDSHAKE_TIMEOUT, tls.acceptor.accept(stream)) => accepted,
+    };
+    let stream = match accepted {
+        Ok(Ok(stream)) => stream,
+        // Kafka logs a failed handshake at INFO ("Failed authentication with …").
+        Ok(Err(e)) => {
+            info!(%peer, error = %e, "failed authentication (SSL handshake failed)");
+            return None;
+        }
+        Err(_) => {
+            info!(%peer, "failed authentication (SSL handshake timed out)");
+            return None;
+        }
+    };
+    let client_cert = stream
+        .get_ref()
+        .1
+        .peer_certificates()
+        .and_then(|certs| certs.first());
+    let Some(cert) = client_cert else {
+        return Some((stream, KafkaPrincipal::anonymous()));
+    };
+    let Some(dn) = subject_dn_rfc2253(cert.as_ref()) else {
+        info!(%peer, "failed authentication (the client certificate's subject does not parse)");
+        return None;
+    };
+    match tls.principal_mapping_rules.apply(&dn) {
+        Some(name) => {
+            let principal = KafkaPrincipal::user(name);
+            debug!(%peer, %principal, "client authenticated by certificate");
+            Some((stream, principal))
+        }
+        None => {
+            info!(%peer, %dn, "failed authentication (no ssl.principal.mapping.rules rule matches the certificate's DN)");
+            None
+        }
+    }
+}
+
+/// The connection's byte stream.
+enum Transport {
+    /// Responses go out with `writev` and `sendfile` (`server::write`).
+    Plain(TcpStream),
+    /// Responses are encrypted by rustls from a gathering buffer (`server::write_tls`).
+    Tls(Box<TlsStream<TcpStream>>, Gather),
+}
+
+impl Transport {
+    async fn read_buf(&mut self, buf: &mut BytesMut) -> std::io::Result<usize> {
+        match self {
+            Transport::Plain(stream) => stream.read_buf(buf).await,
+            Transport::Tls(stream, _) => read_into(stream.as_mut(), buf).await,
+        }
+    }
+
+    async fn write_response(&mut self, chunks: Vec<ResponseChunk>) -> std::io::Result<()> {
+        match self {
+            Transport::Plain(stream) => write_response(stream, chunks).await,
+            Transport::Tls(stream, gather) => {
+                write_response_tls(stream.as_mut(), chunks, gather).await
+            }
+        }
+    }
+}
+
+async fn read_into<R: AsyncRead + Unpin>(
+    stream: &mut R,
+    buf: &mut BytesMut,
+) -> std::io::Result<usize> {
+    stream.read_buf(buf).await
+}
+
 /// Returns `Err` with the reason when the connection is closed for bad input.
 async fn serve(
-    mut stream: TcpStream,
+    mut transport: Transport,
     mut session: Session,
     broker: &Broker,
     mut sasl: Option<SaslSession>,
     shutdown: &CancellationToken,
 ) -> Result<(), String> {
-    let _ = stream.set_nodelay(true);
     let max_frame = broker.config.socket_request_max_bytes;
+    let mut sasl_principal_taken = false;
     let mut buf = BytesMut::with_capacity(64 * 1024);
     loop {
         let limit = sasl.as_ref().map_or(max_frame, |s| s.max_frame(max_frame));
@@ -73,7 +173,7 @@ async fn serve(
             Ok(None) => {
                 let read = tokio::select! {
                     _ = shutdown.cancelled() => return Ok(()),
-                    read = stream.read_buf(&mut buf) => read,
+                    read = transport.read_buf(&mut buf) => read,
                 };
                 match read {
                     Ok(0) if buf.is_empty() => return Ok(()),
@@ -95,17 +195,22 @@ async fn serve(
         };
         let frame = match sasl.as_mut() {
             None => frame,
-            Some(login) => match login.admit(frame, broker, Instant::now()) {
-                Admit::Dispatch(frame) => frame,
-                Admit::Reply(reply) => {
-                    // A successful login (or re-login, always as the same user) is answered
-                    // with a reply: the principal follows it.
-                    if let Some(user) = login.user() {
-                        if session.principal().name != user {
-                            session.set_principal(KafkaPrincipal::user(user));
+            Some(sasl) => match sasl.admit(frame, broker, Instant::now()) {
+                Admit::Dispatch(frame) => {
+                    // SASL's principal replaces the transport's (an mTLS certificate on
+                    // SASL_SSL), as Kafka's SaslServerAuthenticator does; re-authentication
+                    // keeps the user, so it is taken once.
+                    if !sasl_principal_taken {
+                        if let Some(principal) = sasl.principal() {
+                            let name = principal.strip_prefix("User:").unwrap_or(&principal);
+                            session.set_principal(KafkaPrincipal::user(name));
+                            sasl_principal_taken = true;
                         }
                     }
-                    if let Err(e) = write_response(&mut stream, vec![Chunk::Bytes(reply)]).await {
+                    frame
+                }
+                Admit::Reply(reply) => {
+                    if let Err(e) = transport.write_response(vec![Chunk::Bytes(reply)]).await {
                         debug!(error = %e, "write failed");
                         return Ok(());
                     }
@@ -124,7 +229,7 @@ async fn serve(
                         _ = tokio::time::sleep(delay) => {}
                     }
                     if let Some(reply) = reply {
-                        let _ = write_response(&mut stream, vec![Chunk::Bytes(reply)]).await;
+                        let _ = transport.write_response(vec![Chunk::Bytes(reply)]).await;
                     }
                     return Ok(());
                 }
@@ -133,7 +238,7 @@ async fn serve(
         };
         match dispatch::handle_frame(broker, &session, frame).await {
             Outcome::Respond(chunks) => {
-                if let Err(e) = write_response(&mut stream, chunks).await {
+                if let Err(e) = transport.write_response(chunks).await {
                     debug!(error = %e, "write failed");
                     return Ok(());
                 }

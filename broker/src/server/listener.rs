@@ -2,7 +2,9 @@
 //! each to its own task. A client that resolves `localhost` to `::1` (librdkafka may)
 //! must still connect, so a wildcard host (`0.0.0.0` or empty) binds the dual-stack
 //! `[::]` (which also accepts IPv4), falling back to `0.0.0.0` on hosts without IPv6,
-//! and `localhost` binds both `127.0.0.1` and `::1`.
+//! and `localhost` binds both `127.0.0.1` and `::1`. Each listener serves its security
+//! protocol: an SSL listener runs the TLS handshake of its own configuration
+//! (`server::tls`) before the first request.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
@@ -16,13 +18,26 @@ use tracing::{debug, info, warn};
 use crate::broker::Broker;
 use crate::config::{BrokerConfig, Listener};
 use crate::server::connection;
+use crate::server::session::SecurityProtocol;
+use crate::server::tls::{TlsListener, TlsListeners};
+
+/// What every connection accepted on one listener shares.
+pub struct ClientListener {
+    /// Upper case, as in `listeners`.
+    pub name: Arc<str>,
+    pub protocol: SecurityProtocol,
+    /// Present on SSL listeners.
+    pub tls: Option<Arc<TlsListener>>,
+}
 
 /// Most connections served at once; one more waits in the kernel's accept queue.
 const MAX_CONNECTIONS: usize = 10_000;
 
-/// Binds every configured listener and serves until `shutdown` fires.
+/// Binds every configured listener and serves until `shutdown` fires. `tls` holds the
+/// acceptor of every SSL listener, built at start (`server::tls::build_all`).
 pub async fn serve(
     broker: Arc<Broker>,
+    tls: TlsListeners,
     shutdown: CancellationToken,
     tracker: TaskTracker,
 ) -> anyhow::Result<Vec<SocketAddr>> {
@@ -37,6 +52,21 @@ pub async fn serve(
         .cloned()
         .collect::<Vec<_>>();
     for listener in client_listeners {
+        let protocol = broker
+            .config
+            .listener_security_protocol_map
+            .get(&listener.name)
+            .and_then(|p| SecurityProtocol::parse(p))
+            .unwrap_or(SecurityProtocol::Plaintext);
+        let tls = tls.get(&listener.name).cloned();
+        if protocol.uses_tls() && tls.is_none() {
+            anyhow::bail!("listener {listener} has no TLS configuration");
+        }
+        let client_listener = Arc::new(ClientListener {
+            name: Arc::from(listener.name.as_str()),
+            protocol,
+            tls,
+        });
         for (addr, fallback) in bind_addresses(&listener)? {
             let socket = match TcpListener::bind(addr).await {
                 Ok(socket) => socket,
@@ -55,11 +85,11 @@ pub async fn serve(
             set_buffer_sizes(&socket, &broker.config)
                 .map_err(|e| anyhow::anyhow!("cannot size the buffers of listener {addr}: {e}"))?;
             let local = socket.local_addr()?;
-            info!(listener = %listener.name, addr = %local, "listening");
+            info!(listener = %listener.name, %protocol, addr = %local, "listening");
             bound.push(local);
             tracker.spawn(accept_loop(
                 socket,
-                Arc::from(listener.name.as_str()),
+                client_listener.clone(),
                 broker.clone(),
                 permits.clone(),
                 shutdown.clone(),
@@ -114,7 +144,7 @@ fn bind_addresses(listener: &Listener) -> anyhow::Result<Vec<(SocketAddr, Option
 
 async fn accept_loop(
     socket: TcpListener,
-    listener: Arc<str>,
+    listener: Arc<ClientListener>,
     broker: Arc<Broker>,
     permits: Arc<Semaphore>,
     shutdown: CancellationToken,

@@ -6,6 +6,8 @@ pub mod connection;
 pub mod dispatch;
 pub mod listener;
 pub mod session;
+pub mod tls;
 pub mod write;
+pub mod write_tls;
 
 pub use listener::serve;

@@ -1,0 +1,341 @@
+"""TLS on client listeners (issue 25 items 1, 2 and 7), configured with Kafka's keys on both targets.
+
+One broker for the module, certificates from scripts/certs.sh (a local CA; the broker's SANs are
+localhost and 127.0.0.1), four client listeners:
+- PLAINTEXT (readiness, topic set-up, SCRAM administration), advertised as `localhost`;
+- SSL: server authentication only, the key store a PEM file (`ssl.keystore.type=PEM`);
+- MTLS (mapped to SSL): `ssl.client.auth=required`, every key given per listener
+  (`listener.name.mtls.ssl.*`): a PEM key store and a PEM trust store;
+- SASL_SSL: SCRAM-SHA-512 and PLAIN inside TLS (the broker-wide PEM key store).
+Clients get their settings through `--client-config` files of Kafka's client names
+(harness/client_config.py): PEM trust and key stores, host names verified.
+
+- Every client (Java, confluent-kafka, kcat, franz-go, kafkajs, kafka-python) produces and reads
+  back records (keys, values, offsets) over SSL, over SASL_SSL with SCRAM-SHA-512 (kcat with PLAIN:
+  its librdkafka 2.0.2 fails SCRAM against Kafka too, see test_security_sasl.py) and over mTLS.
+  Brook's log names the mTLS principal, `User:` + the certificate's RFC 2253 subject (Brook only:
+  Kafka logs no principal; ACLs will observe it on both).
+- Refusals, with the error the Java client reports: a client certificate from another CA, an
+  expired one, none on the mTLS listener; plaintext bytes to a TLS port close that connection
+  (at most a TLS alert comes back) while a TLS connection opened before carries on.
+- Metadata answers each listener with its own advertised address.
+- Brook only: a JKS key store stops the node (exit 2) naming the key and the keytool command,
+  a PKCS12 one (not read yet) naming the openssl command that converts it to PEM;
+  Kafka's inline PEM example configuration with line continuations is served. (Other start-up
+  refusals are in test_config_security_refused.py.)
+"""
+
+import os
+import socket
+import ssl
+import struct
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from confluent_kafka.admin import AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
+
+from harness import client_config, drivers, paths, records
+from harness.broker import HOST, Broker, free_port
+from harness.security import PLAIN_LOGIN, SCRAM_LOGIN
+
+PASSWORD = "brook-secret"
+SCRAM_USER = ("tls-scram-user", "tls-scram-secret")
+PLAIN_USER = ("alice", "alice-secret")
+RECORDS = 10
+CLIENT_DN = "CN=brook-client,OU=clients,O=Brook"
+brook_only = pytest.mark.skipif(paths.target() == "kafka", reason="brook's own start-up refusals and log")
+
+
+class TlsBroker:
+    """The module's broker and the bootstrap of each of its listeners."""
+
+    def __init__(self, broker: Broker, ports: dict):
+        self.broker = broker
+        self.ports = ports
+
+    def bootstrap(self, listener: str) -> str:
+        return self.broker.bootstrap if listener == "PLAINTEXT" else f"{HOST}:{self.ports[listener]}"
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("certs")
+    subprocess.run(["bash", str(paths.REPO_DIR / "scripts" / "certs.sh"), str(out), PASSWORD],
+                   check=True, capture_output=True, timeout=120)
+    return out
+
+
+def wait_for_scram_user(bootstrap: str, user: str, timeout_s: float = 30) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            found = admin.describe_user_scram_credentials([user])[user].result(timeout=10)
+            if found.scram_credential_infos:
+                return
+        except Exception:  # noqa: BLE001 - RESOURCE_NOT_FOUND until the credential is applied
+            if time.monotonic() > deadline:
+                raise
+        time.sleep(0.2)
+
+
+@pytest.fixture(scope="module")
+def node(tmp_path_factory, certs):
+    b = Broker(paths.target(), tmp_path_factory.mktemp("tls"))
+    taken = {b.port, b.port + 1, b.metrics_port or 0}
+    ports = {}
+    for name in ("SSL", "MTLS", "SASL_SSL"):
+        ports[name] = free_port(avoid=frozenset(taken))
+        taken.add(ports[name])
+    b.add_listeners({
+        "SSL": ("SSL", ports["SSL"], None),
+        "MTLS": ("SSL", ports["MTLS"], None),
+        "SASL_SSL": ("SASL_SSL", ports["SASL_SSL"], None),
+    }, plaintext_advertised=f"localhost:{b.port}")
+    b.overrides.update({
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.location": str(certs / "broker-keystore.pem"),
+        "listener.name.mtls.ssl.keystore.type": "PEM",
+        "listener.name.mtls.ssl.keystore.location": str(certs / "broker-keystore.pem"),
+        "listener.name.mtls.ssl.truststore.type": "PEM",
+        "listener.name.mtls.ssl.truststore.location": str(certs / "ca.pem"),
+        "listener.name.mtls.ssl.client.auth": "required",
+        "sasl.enabled.mechanisms": "SCRAM-SHA-512,PLAIN",
+        "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": f"{SCRAM_LOGIN} required;",
+        "listener.name.sasl_ssl.plain.sasl.jaas.config":
+            f'{PLAIN_LOGIN} required user_{PLAIN_USER[0]}="{PLAIN_USER[1]}";',
+    })
+    # Brook logs the principal of a certificate at DEBUG (one line per connection).
+    os.environ["BROOK_LOG"] = "info,openraft=off,brook::server::connection=debug"
+    try:
+        b.start()
+    finally:
+        os.environ.pop("BROOK_LOG", None)
+    try:
+        admin = AdminClient({"bootstrap.servers": b.bootstrap})
+        upsert = UserScramCredentialUpsertion(
+            SCRAM_USER[0], ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192), SCRAM_USER[1].encode())
+        for future in admin.alter_user_scram_credentials([upsert]).values():
+            future.result(timeout=30)
+        wait_for_scram_user(b.bootstrap, SCRAM_USER[0])
+        yield TlsBroker(b, ports)
+    finally:
+        b.stop()
+
+
+@pytest.fixture
+def tls(request, node) -> TlsBroker:
+    node.broker.start()  # a no-op while it runs
+    setattr(request.node, "_brook_brokers", [node.broker])
+    return node
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory, certs) -> dict:
+    """`--client-config` files (Kafka's client names) for each way in."""
+    d = tmp_path_factory.mktemp("client-configs")
+    trust = {"ssl.truststore.type": "PEM", "ssl.truststore.location": str(certs / "ca.pem"),
+             "ssl.endpoint.identification.algorithm": "https"}
+
+    def keystore(name: str) -> dict:
+        return {"ssl.keystore.type": "PEM", "ssl.keystore.location": str(certs / f"{name}-keystore.pem")}
+
+    def sasl(mechanism: str, user: str, password: str) -> dict:
+        login = PLAIN_LOGIN if mechanism == "PLAIN" else SCRAM_LOGIN
+        return {"security.protocol": "SASL_SSL", "sasl.mechanism": mechanism,
+                "sasl.jaas.config": f'{login} required username="{user}" password="{password}";', **trust}
+
+    settings = {
+        "ssl": {"security.protocol": "SSL", **trust},
+        "mtls": {"security.protocol": "SSL", **trust, **keystore("client")},
+        "mtls-other-ca": {"security.protocol": "SSL", **trust, **keystore("other-client")},
+        "mtls-expired": {"security.protocol": "SSL", **trust, **keystore("expired-client")},
+        "sasl-ssl-scram-512": sasl("SCRAM-SHA-512", *SCRAM_USER),
+        "sasl-ssl-plain": sasl("PLAIN", *PLAIN_USER),
+    }
+    return {name: str(client_config.write(d / f"{name}.properties", s)) for name, s in settings.items()}
+
+
+def round_trip(client: str, tls: TlsBroker, listener: str, config: str) -> None:
+    """`client` produces records over `listener` and reads them back over it."""
+    topic = f"tls-{client}-{uuid.uuid4().hex[:8]}"
+    records.create_topic(tls.broker.bootstrap, topic, 1)
+    bootstrap = tls.bootstrap(listener)
+    sent = [{"key": f"k{i}", "value": f"{client} over {listener} {i}", "partition": 0} for i in range(RECORDS)]
+    acks = drivers.run(client, "produce", bootstrap, "--topic", topic, "--client-config", config, records=sent)
+    assert [a["offset"] for a in acks] == list(range(RECORDS))
+    got = drivers.run(client, "consume", bootstrap, "--topic", topic, "--count", RECORDS, "--from", "earliest",
+                      "--partitions", "0", "--client-config", config)
+    assert [(r["offset"], r["key"], r["value"]) for r in got] == [(i, s["key"], s["value"]) for i, s in enumerate(sent)]
+
+
+@pytest.mark.parametrize("client", drivers.CLIENTS)
+def test_every_client_produces_and_consumes_over_ssl_verifying_the_broker(tls, files, client):
+    round_trip(client, tls, "SSL", files["ssl"])
+
+
+@pytest.mark.parametrize("client", drivers.CLIENTS)
+def test_every_client_produces_and_consumes_over_sasl_ssl(tls, files, client):
+    # kcat's librdkafka 2.0.2 fails every SCRAM login, against Kafka too: its cell is PLAIN.
+    config = files["sasl-ssl-plain"] if client == "kcat" else files["sasl-ssl-scram-512"]
+    round_trip(client, tls, "SASL_SSL", config)
+
+
+@pytest.mark.parametrize("client", drivers.CLIENTS)
+def test_every_client_produces_and_consumes_with_a_client_certificate(tls, files, client):
+    round_trip(client, tls, "MTLS", files["mtls"])
+
+
+@brook_only
+def test_the_mtls_principal_is_the_certificates_subject_in_rfc_2253_order(tls, files):
+    drivers.run("confluent", "metadata", tls.bootstrap("MTLS"), "--client-config", files["mtls"])
+    log = tls.broker.log_text()
+    assert f"principal=User:{CLIENT_DN}" in log, log[-3000:]
+
+
+def test_metadata_answers_each_listener_with_its_own_addresses(tls, files):
+    over_plaintext = drivers.run("java", "metadata", tls.broker.bootstrap)
+    assert [(b["host"], b["port"]) for b in over_plaintext["brokers"]] == [("localhost", tls.broker.port)]
+    for listener, config in (("SSL", "ssl"), ("MTLS", "mtls"), ("SASL_SSL", "sasl-ssl-scram-512")):
+        answer = drivers.run("java", "metadata", tls.bootstrap(listener), "--client-config", files[config])
+        assert [(b["host"], b["port"]) for b in answer["brokers"]] == [(HOST, tls.ports[listener])], listener
+
+
+def java_refusal(bootstrap: str, config: str) -> str:
+    """The Java client's error (stderr) when the TLS handshake refuses it."""
+    with pytest.raises(drivers.DriverError) as failed:
+        drivers.run("java", "metadata", bootstrap, "--client-config", config, timeout=90)
+    return failed.value.stderr
+
+
+@pytest.mark.parametrize("case", ["ssl", "mtls-other-ca", "mtls-expired"],
+                         ids=["no-certificate", "another-ca", "expired"])
+def test_a_client_certificate_that_cannot_be_verified_is_refused(tls, files, case):
+    stderr = java_refusal(tls.bootstrap("MTLS"), files[case])
+    # The broker's TLS alert ends the client's handshake (TLS 1.3: as the client reads the
+    # first records after its Finished). The alert's name is the TLS stack's choice: Kafka's
+    # JSSE sends certificate_unknown (certificate_required when none is sent), rustls names
+    # the fault (unknown_ca, certificate_expired, certificate_required).
+    assert '{"error":"SslAuthenticationException"' in stderr, stderr[-2000:]
+    assert "javax.net.ssl.SSLHandshakeException: Received fatal alert: " in stderr, stderr[-2000:]
+    # The broker serves the next client as before.
+    assert drivers.run("java", "metadata", tls.bootstrap("MTLS"), "--client-config", files["mtls"])["brokers"]
+
+
+def api_versions_v0(correlation_id: int) -> bytes:
+    client_id = b"tls-test"
+    body = struct.pack(">hhih", 18, 0, correlation_id, len(client_id)) + client_id
+    return struct.pack(">i", len(body)) + body
+
+
+def read_response(sock, deadline_s: float = 10) -> bytes:
+    sock.settimeout(deadline_s)
+    data = b""
+    while len(data) < 4 or len(data) < 4 + struct.unpack(">i", data[:4])[0]:
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
+def test_plaintext_bytes_to_the_tls_port_close_only_that_connection(tls, certs, files):
+    port = tls.ports["SSL"]
+    context = ssl.create_default_context(cafile=str(certs / "ca.pem"))
+    with socket.create_connection((HOST, port), timeout=10) as raw:
+        with context.wrap_socket(raw, server_hostname=HOST) as secured:
+            # A plaintext Kafka request to the TLS port: that connection is closed with no
+            # Kafka response (at most a TLS alert record, content type 21).
+            with socket.create_connection((HOST, port), timeout=10) as plain:
+                plain.sendall(api_versions_v0(1))
+                plain.settimeout(10)
+                answer = b""
+                deadline = time.monotonic() + 10
+                while time.monotonic() < deadline:
+                    try:
+                        chunk = plain.recv(4096)
+                    except ConnectionResetError:
+                        break
+                    if not chunk:
+                        break
+                    answer += chunk
+                else:
+                    pytest.fail("the plaintext connection was not closed")
+                assert answer == b"" or answer[0] == 21, answer[:16]
+            # The TLS connection opened before carries on.
+            secured.sendall(api_versions_v0(7))
+            response = read_response(secured)
+            assert len(response) > 8 and struct.unpack(">i", response[4:8])[0] == 7
+    assert drivers.run("confluent", "metadata", tls.bootstrap("SSL"), "--client-config", files["ssl"])["brokers"]
+
+
+def run_brook(tmp_path, settings: dict) -> subprocess.CompletedProcess:
+    """brook with a PLAINTEXT and an SSL listener on fresh ports, until it exits (or 30 s)."""
+    ports = [free_port(), free_port()]
+    values = {
+        "log.dirs": str(tmp_path / "data"),
+        "metrics.listener": f"{HOST}:{free_port()}",
+        "listeners": f"PLAINTEXT://{HOST}:{ports[0]},SSL://{HOST}:{ports[1]}",
+        **settings,
+    }
+    argv = [str(paths.brook_bin())]
+    for key, value in values.items():
+        argv += ["--override", f"{key}={value}"]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=30)
+
+
+@brook_only
+def test_a_jks_key_store_stops_the_node_naming_the_key_and_keytool(tmp_path, certs):
+    jks = tmp_path / "broker.jks"
+    subprocess.run(["keytool", "-importkeystore", "-srckeystore", str(certs / "broker.p12"), "-srcstoretype",
+                    "PKCS12", "-srcstorepass", PASSWORD, "-destkeystore", str(jks), "-deststoretype", "JKS",
+                    "-deststorepass", PASSWORD, "-noprompt"], check=True, capture_output=True, timeout=60)
+    result = run_brook(tmp_path, {"ssl.keystore.location": str(jks), "ssl.keystore.password": PASSWORD})
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert "ssl.keystore.location" in result.stderr and "keytool -importkeystore" in result.stderr, result.stderr
+    assert PASSWORD not in result.stderr
+
+
+@brook_only
+def test_a_pkcs12_key_store_stops_the_node_naming_the_conversion_to_pem(tmp_path, certs):
+    result = run_brook(tmp_path, {"ssl.keystore.type": "PKCS12", "ssl.keystore.location": str(certs / "broker.p12"),
+                                  "ssl.keystore.password": PASSWORD})
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert "ssl.keystore.type=PKCS12" in result.stderr and "openssl pkcs12 -in" in result.stderr, result.stderr
+    assert PASSWORD not in result.stderr
+
+
+@brook_only
+def test_kafkas_inline_pem_example_with_line_continuations_is_served(tmp_path, certs, files):
+    """Kafka's documented form: PEM values inline in server.properties, one logical line
+    joined with backslash continuations."""
+
+    def inline(path) -> str:
+        return " \\\n    ".join(path.read_text().strip().splitlines())
+
+    config_text = (
+        "ssl.keystore.type=PEM\n"
+        f"ssl.keystore.certificate.chain={inline(certs / 'broker.pem')}\n"
+        f"ssl.keystore.key={inline(certs / 'broker.key')}\n"
+        "ssl.truststore.type=PEM\n"
+        f"ssl.truststore.certificates={inline(certs / 'ca.pem')}\n"
+        "ssl.client.auth=required\n"
+    )
+    b = Broker("brook", tmp_path / "inline")
+    ssl_port = free_port(avoid=frozenset({b.port, b.port + 1, b.metrics_port or 0}))
+    config = tmp_path / "inline.properties"
+    config.write_text(config_text)
+    b.add_listeners({"SSL": ("SSL", ssl_port, None)})
+    # The harness passes settings as --override; the PEM values come from the file.
+    original = b._argv
+    b._argv = lambda: original()[:1] + ["--config", str(config)] + original()[1:]
+    b.start()
+    try:
+        answer = drivers.run("confluent", "metadata", f"{HOST}:{ssl_port}", "--client-config", files["mtls"])
+        assert answer["brokers"]
+        assert "-----BEGIN" not in b.log_text()  # no secret in the log
+    finally:
+        b.stop()

@@ -48,8 +48,16 @@ unit:
 test-bin:
 	$(CARGO) test --workspace --no-run
 
+# The suite in two passes, both always run: modules marked `serial` (CPU and timing figures,
+# 20,000 partitions, chaos) run alone; the rest run INTEGRATION_WORKERS modules at a time
+# (pytest-xdist: most of a module's time is clients and brokers waiting on each other, and each
+# worker draws its ports from its own range, harness/broker.py).
+INTEGRATION_WORKERS ?= 2
 integration: test-bin
-	BROOK_BIN=$(CURDIR)/target/debug/brook python3 -m pytest integration-tests
+	@status=0; \
+	BROOK_BIN=$(CURDIR)/target/debug/brook python3 -m pytest -n $(INTEGRATION_WORKERS) --dist loadfile -m "not serial" integration-tests || status=$$?; \
+	BROOK_BIN=$(CURDIR)/target/debug/brook python3 -m pytest -m serial --junitxml=/tmp/brook-integration-serial-junit.xml integration-tests || status=$$?; \
+	exit $$status
 
 # The long crash-safety run: 60 x kill -9 of a producing broker, then every acknowledged
 # record must be read back intact (`make test` runs a short version of it).

@@ -125,3 +125,23 @@ def pytest_report_header(config):
     target = paths.target()
     detail = str(paths.brook_bin()) if target == "brook" else str(paths.KAFKA_LIBS)
     return f"brook system tests: target={target} ({detail})"
+
+
+# Modules that run alone (`make integration`'s second pass, `-m serial`): they measure the
+# broker's CPU or a stop's duration, drive 20,000 partitions, or inject faults on a timer, so a
+# neighbour's load would change what they measure.
+SERIAL_MODULES = {
+    "test_idle.py", "test_shutdown.py", "test_scale_partitions.py", "test_scale_file_limits.py",
+    "test_soak.py", "test_chaos_short.py",
+}
+# The parallel pass hands whole modules to workers in collection order: the longest go first, so
+# no worker is left with a long module at the end while the other idles.
+LONG_MODULES_FIRST = []
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.path.name in SERIAL_MODULES:
+            item.add_marker(pytest.mark.serial)
+    rank = {name: i for i, name in enumerate(LONG_MODULES_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: keeps order within a module

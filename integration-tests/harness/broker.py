@@ -20,6 +20,7 @@ cluster cannot become ready before a quorum of its peers runs.
 """
 
 import os
+import random
 import re
 import signal
 import socket
@@ -42,19 +43,38 @@ class BrokerStartError(RuntimeError):
     """The broker did not become ready; the message ends with its log tail."""
 
 
+# Test ports sit below the kernel's ephemeral range (32768+), so a client's local port can never
+# take a port a test chose but has not bound yet. Each pytest-xdist worker draws from its own
+# slice, and a process hands its ports out in turn from a random start, so two runs on one
+# machine (or a port just released) rarely meet; a port is also checked free before it is used.
+_PORT_LOW, _PORT_HIGH = 12000, 32000
+_next_port: Optional[int] = None
+
+
+def _port_slice() -> tuple:
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    count = max(int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")), 1)
+    index = int(worker[2:]) if worker.startswith("gw") and worker[2:].isdigit() else 0
+    span = (_PORT_HIGH - _PORT_LOW) // count
+    low = _PORT_LOW + (index % count) * span
+    return low, low + span
+
+
 def free_port(consecutive: int = 1, avoid: frozenset = frozenset()) -> int:
     """A loopback port such that `port .. port+consecutive-1` were all free just now and none
-    is in `avoid` (ports already chosen but not yet bound: the kernel may hand a released
-    port out again at once)."""
-    for _ in range(200):
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            s.bind((HOST, 0))
-            port = s.getsockname()[1]
-        if port + consecutive > 65535 or any(port + i in avoid for i in range(consecutive)):
+    is in `avoid` (ports already chosen but not yet bound)."""
+    global _next_port
+    low, high = _port_slice()
+    if _next_port is None or not low <= _next_port < high:
+        _next_port = random.randrange(low, high)
+    for _ in range(high - low):
+        port = _next_port
+        _next_port = port + consecutive if port + 2 * consecutive <= high else low
+        if port + consecutive > high or any(port + i in avoid for i in range(consecutive)):
             continue
-        if all(_port_free(port + i) for i in range(1, consecutive)):
+        if all(_port_free(port + i) for i in range(consecutive)):
             return port
-    raise RuntimeError("no free loopback port range found")
+    raise RuntimeError(f"no free loopback port range found in {low}..{high}")
 
 
 def _port_free(port: int) -> bool:

@@ -84,16 +84,9 @@ fn parse_super_users(value: &str) -> Result<Vec<(String, String)>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::BTreeMap;
 
     fn layers(pairs: &[(&str, &str)]) -> Layers {
-        Layers {
-            static_props: pairs
-                .iter()
-                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-                .collect::<BTreeMap<_, _>>(),
-            ..Layers::default()
-        }
+        Layers::from_static(pairs)
     }
 
     #[test]

@@ -32,6 +32,20 @@ pub(crate) struct Layers {
     pub(crate) static_props: BTreeMap<String, String>,
 }
 
+#[cfg(test)]
+impl Layers {
+    /// Layers holding only these static properties (config unit tests).
+    pub(crate) fn from_static(pairs: &[(&str, &str)]) -> Layers {
+        Layers {
+            static_props: pairs
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+            ..Layers::default()
+        }
+    }
+}
+
 /// What this process does (`process.roles`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ProcessRole {

@@ -243,13 +243,7 @@ mod tests {
     use crate::config::listener::parse_listeners;
 
     fn layers(pairs: &[(&str, &str)]) -> Layers {
-        Layers {
-            static_props: pairs
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-            ..Layers::default()
-        }
+        Layers::from_static(pairs)
     }
 
     fn resolve_with(pairs: &[(&str, &str)]) -> Result<SaslSettings, ConfigError> {

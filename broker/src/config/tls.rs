@@ -168,16 +168,9 @@ fn parse_versions(text: &str) -> Result<Vec<TlsVersion>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::BTreeMap;
 
     fn layers(pairs: &[(&str, &str)]) -> Layers {
-        Layers {
-            static_props: pairs
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect::<BTreeMap<_, _>>(),
-            ..Layers::default()
-        }
+        Layers::from_static(pairs)
     }
 
     #[test]

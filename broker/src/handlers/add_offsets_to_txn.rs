@@ -8,13 +8,12 @@ use std::collections::BTreeSet;
 
 use brook_protocol::kafka_protocol::messages::{AddOffsetsToTxnRequest, AddOffsetsToTxnResponse};
 
-use crate::auth::acl::AclOperation;
 use crate::auth::Access;
 use crate::broker::Broker;
 use crate::coordinator::group::records::{group_partition_index, OFFSETS_TOPIC};
 use crate::coordinator::txn::TxnError;
 use crate::coordinator::txn::TRANSACTIONS_V1;
-use crate::error::{fenced_for_version, BrokerError, Denied};
+use crate::error::{fenced_for_version, BrokerError};
 use crate::metadata::offsets_topic;
 use crate::server::session::Session;
 
@@ -28,13 +27,7 @@ pub async fn handle(
 ) -> AddOffsetsToTxnResponse {
     // Kafka's handleAddOffsetsToTxnRequest: WRITE on the transactional id, READ on the group.
     let access = Access::new(broker, session);
-    let denied = if !access.transactional_id(AclOperation::Write, &req.transactional_id) {
-        Some(Denied::TransactionalId)
-    } else if !access.group(AclOperation::Read, &req.group_id) {
-        Some(Denied::Group)
-    } else {
-        None
-    };
+    let denied = access.txn_offsets(&req.transactional_id, &req.group_id);
     if let Some(denied) = denied {
         return AddOffsetsToTxnResponse::default().with_error_code(denied.code().code());
     }

@@ -43,13 +43,7 @@ pub async fn handle(
     // Kafka's handleTxnOffsetCommitRequest: WRITE on the transactional id and READ on the
     // group (every partition refused without them), READ on each topic.
     let access = Access::new(broker, session);
-    let denied = if !access.transactional_id(AclOperation::Write, &req.transactional_id) {
-        Some(Denied::TransactionalId)
-    } else if !access.group(AclOperation::Read, &req.group_id) {
-        Some(Denied::Group)
-    } else {
-        None
-    };
+    let denied = access.txn_offsets(&req.transactional_id, &req.group_id);
     let requested = req.topics.iter().flat_map(|topic| {
         topic.partitions.iter().map(move |p| Requested {
             topic: topic.name.as_str(),

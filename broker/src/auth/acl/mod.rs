@@ -67,6 +67,19 @@ impl<'a> Access<'a> {
         self.allows(operation, ResourceType::TransactionalId, id)
     }
 
+    /// Kafka's check for a transaction's offsets (AddOffsetsToTxn, TxnOffsetCommit): WRITE on
+    /// the transactional id, then READ on the group; the refusal's code, if any.
+    pub fn txn_offsets(&self, transactional_id: &str, group: &str) -> Option<crate::error::Denied> {
+        use crate::error::Denied;
+        if !self.transactional_id(AclOperation::Write, transactional_id) {
+            Some(Denied::TransactionalId)
+        } else if !self.group(AclOperation::Read, group) {
+            Some(Denied::Group)
+        } else {
+            None
+        }
+    }
+
     pub fn cluster(&self, operation: AclOperation) -> bool {
         self.allows(operation, ResourceType::Cluster, CLUSTER_NAME)
     }

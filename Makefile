@@ -7,7 +7,7 @@ CARGO ?= cargo
 # apt-get needs root; a developer who is not root gets sudo.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run cluster build test-bin deps toolchain lint unit integration kill-test controller-failover chaos soak test bench bench-cluster bench-storage bench-scale bench-startup bench-compaction clean-data
+.PHONY: run cluster build test-bin deps toolchain lint unit integration kill-test log-flood controller-failover chaos soak test bench bench-cluster bench-storage bench-scale bench-startup bench-compaction clean-data
 
 run: toolchain
 	$(CARGO) build --release -p brook
@@ -35,27 +35,37 @@ toolchain:
 deps: toolchain
 	bash integration-tests/install.sh
 
+# clippy-driver is rustc with Clippy's lints. As the workspace's compiler wrapper (what `cargo clippy`
+# itself sets, with its arguments in CLIPPY_ARGS) it lints every target while it builds the test
+# binaries, so the workspace and its dependencies compile once, instead of once in check mode for
+# `cargo clippy` and again for the tests. Unit tests and the suite's binary use the same wrapper,
+# so they reuse that build. `cargo clippy --workspace --all-targets -- -D warnings` reports the same.
+CLIPPY_DRIVER := $(shell rustc --print sysroot 2>/dev/null)/bin/clippy-driver
+LINTED_CARGO := RUSTC_WORKSPACE_WRAPPER=$(CLIPPY_DRIVER) CLIPPY_ARGS=-D__CLIPPY_HACKERY__warnings $(CARGO)
+
 lint:
+	@[ -x "$(CLIPPY_DRIVER)" ] || { echo "make: clippy-driver not found: rustup component add clippy" >&2; exit 1; }
 	$(CARGO) fmt --all -- --check
-	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	$(LINTED_CARGO) test --workspace --all-targets --no-run
 
 unit:
-	$(CARGO) test --workspace
+	$(LINTED_CARGO) test --workspace
 
 # The suite runs the `brook` binary that `cargo test --workspace` builds (the broker's own
 # process tests need it too): the same features as the unit tests' build, so `make test`
 # compiles the workspace once instead of again for `cargo build -p brook` (~4 CI minutes).
 test-bin:
-	$(CARGO) test --workspace --no-run
+	$(LINTED_CARGO) test --workspace --no-run
 
 # The suite in two passes, both always run: modules marked `serial` (CPU and timing figures,
 # 20,000 partitions, chaos) run alone; the rest run INTEGRATION_WORKERS modules at a time
 # (pytest-xdist: most of a module's time is clients and brokers waiting on each other, and each
-# worker draws its ports from its own range, harness/broker.py).
+# worker draws its ports from its own range, harness/broker.py), the longest modules first
+# (LONG_MODULES_FIRST in conftest.py; xdist's own reordering by test count is turned off).
 INTEGRATION_WORKERS ?= 2
 integration: test-bin
 	@status=0; \
-	BROOK_BIN=$(CURDIR)/target/debug/brook python3 -m pytest -n $(INTEGRATION_WORKERS) --dist loadfile -m "not serial" integration-tests || status=$$?; \
+	BROOK_BIN=$(CURDIR)/target/debug/brook python3 -m pytest -n $(INTEGRATION_WORKERS) --dist loadfile --no-loadscope-reorder -m "not serial" integration-tests || status=$$?; \
 	BROOK_BIN=$(CURDIR)/target/debug/brook python3 -m pytest -m serial --junitxml=/tmp/brook-integration-serial-junit.xml integration-tests || status=$$?; \
 	exit $$status
 
@@ -88,6 +98,13 @@ chaos:
 	BROOK_BIN=$${BROOK_BIN:-$(CURDIR)/target/debug/brook} python3 integration-tests/scripts/chaos.py --target $(TARGET) $(CHAOS_LIMIT) \
 	  --seed $(SEED) --interval $(INTERVAL) --out $(CURDIR)/target/chaos-$(TARGET)-$(SEED) $(ARGS)
 
+# A flood of FRAMES malformed frames (one per connection, default 1,000,000; `make test` sends
+# 20,000): every one counted in brook_connections_closed_total, the log under 100 KB.
+FRAMES ?= 1000000
+log-flood: build
+	BROOK_BIN=$(CURDIR)/target/debug/brook BROOK_LOG_FLOOD_FRAMES=$(FRAMES) python3 -m pytest -o timeout=3600 -q \
+	  integration-tests/test_logs.py -k flood
+
 # The long consumer-group soak: 5 groups x 4 members joining, leaving and killed under a steady
 # producer for DURATION seconds; prints produced, consumed/duplicates/lost per group, members
 # joined/left/killed and rebalances (`make test` runs a 90 s version, integration-tests/test_soak.py).
@@ -95,7 +112,19 @@ DURATION ?= 600
 soak: build
 	BROOK_BIN=$(CURDIR)/target/debug/brook python3 integration-tests/soak/run.py --duration $(DURATION) $(ARGS)
 
-test: deps lint unit integration
+# The clients install in the background while the workspace is linted, built and unit-tested (most
+# of the install is downloads; its output goes to target/deps.log and is shown when it ends); the
+# suite starts once both are done. A failed lint or unit test stops here, as before.
+test: toolchain
+	@mkdir -p target; \
+	echo "make test: installing the test clients in the background (integration-tests/install.sh > target/deps.log)"; \
+	bash integration-tests/install.sh > target/deps.log 2>&1 & deps=$$!; \
+	status=0; $(MAKE) --no-print-directory lint unit || status=$$?; \
+	wait $$deps; deps_status=$$?; \
+	echo "make test: integration-tests/install.sh (exit $$deps_status):"; cat target/deps.log; \
+	[ $$status = 0 ] || exit $$status; \
+	[ $$deps_status = 0 ] || { echo "make test: installing the test clients failed (above)" >&2; exit $$deps_status; }; \
+	$(MAKE) --no-print-directory integration
 
 # Brook vs Apache Kafka side by side (bench/README.md): release build, then 3 rounds (tens of minutes);
 # `make bench ARGS=--quick` runs one short round. A command, never a CI gate.

@@ -10,6 +10,7 @@ pub mod config;
 pub mod coordinator;
 pub mod error;
 pub mod handlers;
+pub mod logging;
 pub mod metadata;
 pub mod metrics;
 pub mod partition;

@@ -38,6 +38,8 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,openraft=off")),
         )
         .with_writer(std::io::stderr)
+        // Client-supplied strings reach log lines: written escaped, they cannot forge one.
+        .fmt_fields(brook::logging::escaped_fields())
         // Colour codes only for a terminal, never in log files.
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
@@ -99,6 +101,7 @@ async fn run(config: BrokerConfig, tls: server::tls::TlsListeners) -> anyhow::Re
             .and_then(|builder| builder.install())
             .map_err(|e| anyhow::anyhow!("cannot start the metrics endpoint on {addr}: {e}"))?;
         brook::metrics::register_broker_series();
+        server::closed::register_metrics();
         info!(%addr, "prometheus metrics at /metrics");
     }
     if !config.cluster_mode().broker {
@@ -118,6 +121,10 @@ async fn run(config: BrokerConfig, tls: server::tls::TlsListeners) -> anyhow::Re
     };
     let shutdown = broker.stopping.clone();
     let tracker = TaskTracker::new();
+    tracker.spawn(brook::logging::limit::report_suppressed(
+        &brook::logging::sites::ALL,
+        shutdown.clone(),
+    ));
     tracker.spawn(brook::cluster::heartbeat::run(
         broker.clone(),
         shutdown.clone(),

@@ -172,6 +172,11 @@ pub fn register_broker_series() {
     }
 }
 
+/// Client connections the broker closed for `reason` (`server::closed`; 0 registers it).
+pub fn record_connections_closed(reason: &'static str, n: u64) {
+    counter!("brook_connections_closed_total", "reason" => reason).increment(n);
+}
+
 /// Counts a connection as active for as long as it lives.
 pub struct ConnectionGuard;
 

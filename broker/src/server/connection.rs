@@ -22,12 +22,13 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::net::TcpStream;
 use tokio_rustls::server::TlsStream;
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, info, warn, Instrument};
+use tracing::{debug, Instrument};
 
 use crate::auth::sasl::{Admit, SaslSession};
 use crate::auth::ssl_principal::subject_dn_rfc2253;
 use crate::broker::Broker;
 use crate::metrics;
+use crate::server::closed::{self, CloseReason};
 use crate::server::dispatch::{self, Outcome};
 use crate::server::listener::ClientListener;
 use crate::server::session::{KafkaPrincipal, Session};
@@ -63,8 +64,8 @@ pub async fn run(
             }
         };
         let session = Session::new(listener.name.clone(), listener.protocol, peer, principal);
-        if let Err(reason) = serve(transport, session, &broker, sasl, &shutdown).await {
-            warn!(%peer, %reason, "closing connection");
+        if let Err((reason, detail)) = serve(transport, session, &broker, sasl, &shutdown).await {
+            closed::connection_closed(reason, peer, &detail);
         } else {
             debug!(%peer, "connection closed");
         }
@@ -89,11 +90,13 @@ async fn handshake(
         Ok(Ok(stream)) => stream,
         // Kafka logs a failed handshake at INFO ("Failed authentication with …").
         Ok(Err(e)) => {
-            info!(%peer, error = %e, "failed authentication (SSL handshake failed)");
+            let detail = format_args!("SSL handshake failed: {e}");
+            closed::connection_closed(CloseReason::TlsHandshake, peer, &detail);
             return None;
         }
         Err(_) => {
-            info!(%peer, "failed authentication (SSL handshake timed out)");
+            let detail = "SSL handshake timed out";
+            closed::connection_closed(CloseReason::TlsHandshake, peer, &detail);
             return None;
         }
     };
@@ -106,7 +109,8 @@ async fn handshake(
         return Some((stream, KafkaPrincipal::anonymous()));
     };
     let Some(dn) = subject_dn_rfc2253(cert.as_ref()) else {
-        info!(%peer, "failed authentication (the client certificate's subject does not parse)");
+        let detail = "the client certificate's subject does not parse";
+        closed::connection_closed(CloseReason::TlsHandshake, peer, &detail);
         return None;
     };
     match tls.principal_mapping_rules.apply(&dn) {
@@ -116,7 +120,10 @@ async fn handshake(
             Some((stream, principal))
         }
         None => {
-            info!(%peer, %dn, "failed authentication (no ssl.principal.mapping.rules rule matches the certificate's DN)");
+            let detail = format_args!(
+                "no ssl.principal.mapping.rules rule matches the certificate's DN {dn}"
+            );
+            closed::connection_closed(CloseReason::TlsHandshake, peer, &detail);
             None
         }
     }
@@ -155,14 +162,14 @@ async fn read_into<R: AsyncRead + Unpin>(
     stream.read_buf(buf).await
 }
 
-/// Returns `Err` with the reason when the connection is closed for bad input.
+/// Returns `Err` with the reason and its detail when the connection is closed for bad input.
 async fn serve(
     mut transport: Transport,
     mut session: Session,
     broker: &Broker,
     mut sasl: Option<SaslSession>,
     shutdown: &CancellationToken,
-) -> Result<(), String> {
+) -> Result<(), (CloseReason, String)> {
     let max_frame = broker.config.socket_request_max_bytes;
     let mut sasl_principal_taken = false;
     let mut buf = BytesMut::with_capacity(64 * 1024);
@@ -178,10 +185,9 @@ async fn serve(
                 match read {
                     Ok(0) if buf.is_empty() => return Ok(()),
                     Ok(0) => {
-                        return Err(format!(
-                            "peer closed mid-frame ({} bytes buffered)",
-                            buf.len()
-                        ))
+                        let detail =
+                            format!("peer closed mid-frame ({} bytes buffered)", buf.len());
+                        return Err((CloseReason::TruncatedFrame, detail));
                     }
                     Ok(_) => continue,
                     // A peer resetting the connection is not an error of ours.
@@ -191,7 +197,7 @@ async fn serve(
                     }
                 }
             }
-            Err(e) => return Err(e.to_string()),
+            Err(e) => return Err((CloseReason::MalformedFrame, e.to_string())),
         };
         let frame = match sasl.as_mut() {
             None => frame,
@@ -223,7 +229,8 @@ async fn serve(
                 } => {
                     // Kafka's connection.failed.authentication.delay.ms: the answer and the
                     // close wait, so failed logins cannot be retried at full speed.
-                    info!(%reason, "failed authentication");
+                    let peer = session.peer;
+                    closed::connection_closed(CloseReason::FailedAuthentication, peer, &reason);
                     tokio::select! {
                         _ = shutdown.cancelled() => return Ok(()),
                         _ = tokio::time::sleep(delay) => {}
@@ -233,7 +240,7 @@ async fn serve(
                     }
                     return Ok(());
                 }
-                Admit::Close(reason) => return Err(reason),
+                Admit::Close(reason) => return Err((CloseReason::SaslProtocol, reason)),
             },
         };
         match dispatch::handle_frame(broker, &session, frame).await {
@@ -244,7 +251,7 @@ async fn serve(
                 }
             }
             Outcome::NoResponse => {}
-            Outcome::Close(reason) => return Err(reason),
+            Outcome::Close(reason) => return Err((CloseReason::BadRequest, reason)),
         }
     }
 }

@@ -13,7 +13,7 @@ use brook_protocol::error_response::unsupported_response;
 use brook_protocol::kafka_protocol::messages::{ApiKey, RequestHeader};
 use brook_protocol::{decode_request, encode_response_chunks, Decoded, DecodedRequest};
 use bytes::Bytes;
-use tracing::{debug, warn, Instrument};
+use tracing::{debug, Instrument};
 
 use crate::broker::Broker;
 use crate::handlers::{self, api_versions, Reply};
@@ -69,7 +69,8 @@ pub async fn handle_frame(broker: &Broker, session: &Session, frame: Bytes) -> O
         Ok(Some(reply)) => encode(api_key, &header, reply),
         Ok(None) => Outcome::NoResponse,
         Err(e) => {
-            warn!(api = ?api_key, error = %e, "request failed");
+            // The connection's close line (`server::closed`) carries the error.
+            debug!(api = ?api_key, error = %e, "request failed");
             Outcome::Close(e.to_string())
         }
     }

@@ -2,6 +2,7 @@
 //! answers them in order, `dispatch` routes a decoded request to its handler, `write`
 //! sends the response (record sets with `sendfile`).
 
+pub mod closed;
 pub mod connection;
 pub mod dispatch;
 pub mod listener;

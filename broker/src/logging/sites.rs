@@ -1,0 +1,23 @@
+//! Every kind of log line a client can cause at will, each with its own limit (`limit`), and
+//! the list `report_suppressed` summarises.
+
+use super::limit::Limited;
+
+pub static MALFORMED_FRAME: Limited = Limited::new("connections closed for a malformed frame");
+pub static TRUNCATED_FRAME: Limited = Limited::new("connections closed mid-frame");
+pub static BAD_REQUEST: Limited = Limited::new("connections closed for a bad request");
+pub static SASL_PROTOCOL: Limited =
+    Limited::new("connections closed for a request out of SASL order");
+pub static FAILED_AUTHENTICATION: Limited = Limited::new("failed authentications");
+pub static TLS_HANDSHAKE: Limited = Limited::new("failed TLS handshakes");
+pub static AUTO_CREATION_FAILED: Limited = Limited::new("topic auto-creations refused");
+
+pub static ALL: [&Limited; 7] = [
+    &MALFORMED_FRAME,
+    &TRUNCATED_FRAME,
+    &BAD_REQUEST,
+    &SASL_PROTOCOL,
+    &FAILED_AUTHENTICATION,
+    &TLS_HANDSHAKE,
+    &AUTO_CREATION_FAILED,
+];

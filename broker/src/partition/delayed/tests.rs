@@ -107,6 +107,7 @@ async fn an_isr_shrinking_below_min_isr_ends_an_acks_all_wait() {
         .set_assignment(crate::replication::leader::Assignment {
             replicas: vec![1, 2, 3],
             isr: vec![1],
+            partition_epoch: 1,
         });
     assert_eq!(
         wait.await.expect("task"),

@@ -20,8 +20,10 @@ pub enum RoleChange {
     BecomeFollower { leader: i32, leader_epoch: i32 },
     /// This broker is no longer a replica (or the topic is gone): delete the log.
     Stop,
-    /// Same leader and epoch, but the replicas or the ISR changed (the leader's high
-    /// watermark and min-ISR checks follow the committed ISR).
+    /// Same leader and epoch, but the replicas, the ISR or the partition epoch changed
+    /// (the leader's high watermark and min-ISR checks follow the committed ISR; a new
+    /// partition epoch resolves the leader's ISR changes in flight, even one refused by
+    /// the compare-and-set that leaves the ISR as it was).
     UpdateAssignment,
 }
 
@@ -65,7 +67,11 @@ pub fn role_changes(
                 && o.replicas.contains(&node_id)
         });
         if let Some((_, o)) = same {
-            if p.leader == node_id && (o.isr != p.isr || o.replicas != p.replicas) {
+            if p.leader == node_id
+                && (o.isr != p.isr
+                    || o.replicas != p.replicas
+                    || o.partition_epoch != p.partition_epoch)
+            {
                 out.push((tp.clone(), RoleChange::UpdateAssignment));
             }
             continue;
@@ -177,5 +183,23 @@ mod tests {
         let gone = MetadataImage::default();
         assert_eq!(role_changes(&old, &gone, 1).len(), 2);
         assert!(role_changes(&old, &old, 1).is_empty());
+    }
+
+    #[test]
+    fn a_new_partition_epoch_reaches_the_leader_even_with_the_same_isr() {
+        let old = image(&[(0, 1, 0, &[1, 2])]);
+        let mut new = old.clone();
+        if let Some(p) = new
+            .topics
+            .get_mut("t")
+            .and_then(|t| t.partitions.get_mut(&0))
+        {
+            p.partition_epoch = 1;
+        }
+        assert_eq!(
+            role_changes(&old, &new, 1),
+            vec![(("t".into(), 0), RoleChange::UpdateAssignment)]
+        );
+        assert!(role_changes(&old, &new, 2).is_empty());
     }
 }

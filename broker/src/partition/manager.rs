@@ -294,6 +294,7 @@ impl ReplicaManager {
                 let assignment = Assignment {
                     replicas: part.replicas.clone(),
                     isr: part.isr.clone(),
+                    partition_epoch: part.partition_epoch,
                 };
                 match change {
                     RoleChange::BecomeLeader { leader_epoch } => {

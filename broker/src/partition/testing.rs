@@ -38,6 +38,7 @@ impl Fixture {
             Assignment {
                 replicas: replicas.to_vec(),
                 isr: isr.to_vec(),
+                partition_epoch: 0,
             },
             1,
             min_isr,

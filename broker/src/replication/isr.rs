@@ -1,10 +1,15 @@
 //! The leader's ISR task (Kafka's `maybeShrinkIsr` / `maybeExpandIsr` + AlterPartition):
 //! for every partition this broker leads it recomputes the high watermark and the ISR it
 //! wants (`LeaderPartition::wanted_isr`), and proposes each change to the metadata quorum
-//! as `Command::AlterPartition`, a compare-and-set on the leader and partition epochs. The
-//! new ISR counts only once committed and applied here: until then the committed one
+//! as `Command::AlterPartition`, a compare-and-set on the leader and partition epochs.
+//! A shrink counts only once committed and applied here: until then the committed ISR
 //! holds the high watermark, so a leader that cannot reach the quorum never acknowledges
-//! alone what its lost followers no longer replicate.
+//! alone what its lost followers no longer replicate. An expansion counts from the moment
+//! it is proposed (Kafka's maximal ISR, `isr_state`): the controller may commit it, and
+//! elect the new member after this leader dies, before this broker applies the image.
+//! A proposal whose answer was lost is proposed again before any other change (it may
+//! still commit; Kafka retries an unanswered AlterPartition the same way); a refused one
+//! stops counting at once.
 //!
 //! It runs every `replica.lag.time.max.ms / 2` (Kafka's check interval) and whenever a
 //! follower fetch says a follower may have caught up (`ReplicaManager::wake_isr_task`),
@@ -77,10 +82,14 @@ async fn check_all(broker: &Broker, lag_max_ms: i64, shutdown: &CancellationToke
                         .broker(broker_id)
                         .is_some_and(|b| u64::try_from(epoch) == Ok(b.broker_epoch)))
         };
-        let wanted = state.wanted_isr(part, node_id, now_ms, lag_max_ms, eligible);
+        let wanted = match state.unresolved_isr_change(part.partition_epoch) {
+            Some(unresolved) => unresolved,
+            None => state.wanted_isr(part, node_id, now_ms, lag_max_ms, eligible),
+        };
         if wanted == part.isr {
             continue;
         }
+        state.begin_isr_change(part.partition_epoch, &wanted);
         let cmd = Command::AlterPartition {
             topic_id: topic.topic_id,
             partition: state.partition,
@@ -97,18 +106,44 @@ async fn check_all(broker: &Broker, lag_max_ms: i64, shutdown: &CancellationToke
                 info!(topic = %state.topic, partition = state.partition, from = ?part.isr, to = ?wanted,
                     "{}", if shrunk { "ISR shrunk" } else { "ISR expanded" });
             }
-            Err(ProposeError::Apply(
-                e @ (ApplyError::InvalidUpdateVersion { .. }
-                | ApplyError::FencedLeaderEpoch { .. }
-                | ApplyError::IneligibleReplica { .. }
-                | ApplyError::StaleBrokerEpoch { .. }),
-            )) => {
-                debug!(topic = %state.topic, partition = state.partition, error = %e, "ISR change refused; retrying with the next image");
+            Err(ProposeError::Apply(e)) => {
+                if !may_follow_an_applied_attempt(&e) {
+                    state.isr_change_refused(part.partition_epoch);
+                }
+                if matches!(
+                    e,
+                    ApplyError::InvalidUpdateVersion { .. }
+                        | ApplyError::FencedLeaderEpoch { .. }
+                        | ApplyError::IneligibleReplica { .. }
+                        | ApplyError::StaleBrokerEpoch { .. }
+                ) {
+                    debug!(topic = %state.topic, partition = state.partition, error = %e, "ISR change refused; retrying with the next image");
+                } else {
+                    warn!(topic = %state.topic, partition = state.partition, error = %e, "ISR change refused");
+                    return;
+                }
             }
+            // The outcome is unknown: the change stays in flight (and is proposed again).
             Err(e) => {
                 warn!(topic = %state.topic, partition = state.partition, error = %e, "ISR change not committed");
                 return;
             }
         }
     }
+}
+
+/// Whether a refusal may come from an earlier attempt of the same change having applied:
+/// a proposal whose answer was lost is sent again (`forward`), and the copy then fails the
+/// epoch checks that the first one passed. Such a change may be in the ISR the controller
+/// elects from, so it keeps counting until the image that moved the epochs is applied here.
+/// A refusal of the ISR itself (an ineligible replica, a malformed ISR) comes after those
+/// checks: the change never applied, and waiting for its replicas would stall the high
+/// watermark for nothing.
+fn may_follow_an_applied_attempt(e: &ApplyError) -> bool {
+    matches!(
+        e,
+        ApplyError::InvalidUpdateVersion { .. }
+            | ApplyError::FencedLeaderEpoch { .. }
+            | ApplyError::StaleBrokerEpoch { .. }
+    )
 }

@@ -14,8 +14,9 @@
 //!   that, a dead follower's last fetch kept it "caught up" for `replica.lag.time.max.ms`
 //!   and every ISR change the leader proposed re-added it and was refused, so the live
 //!   followers could not rejoin either;
-//! - the high watermark is the smallest LEO of the ISR (from the committed image),
-//!   never moves back, and stands still while the ISR is smaller than
+//! - the high watermark is the smallest LEO of the *maximal* ISR (`isr_state`: the
+//!   committed ISR plus the followers an AlterPartition in flight adds, KIP-497), never
+//!   moves back, and stands still while the committed ISR is smaller than
 //!   `min.insync.replicas` (Kafka 3.7+, KAFKA-15583): an acks=1 write made then is stored
 //!   but not visible until enough replicas hold it.
 
@@ -24,6 +25,8 @@ use std::sync::atomic::{AtomicI32, Ordering};
 
 use brook_raft::PartitionImage;
 use brook_storage::LogHandle;
+
+use super::isr_state::IsrState;
 
 /// One follower as its leader sees it.
 #[derive(Debug, Clone, Copy)]
@@ -52,9 +55,9 @@ pub struct LeaderPartition {
     node_id: i32,
     followers: parking_lot::Mutex<BTreeMap<i32, FollowerState>>,
     /// The replicas and ISR of the committed image, set when the replica manager applies
-    /// an image that changes them: the high watermark and the min-ISR checks read them
-    /// here, without a lookup in the image.
-    assignment: parking_lot::Mutex<Assignment>,
+    /// an image that changes them, and the ISR changes this leader has in flight: the
+    /// high watermark and the min-ISR checks read them here, without a lookup in the image.
+    isr: parking_lot::Mutex<IsrState>,
     /// The topic's `min.insync.replicas` (refreshed when configs change).
     min_isr: AtomicI32,
 }
@@ -64,6 +67,8 @@ pub struct LeaderPartition {
 pub struct Assignment {
     pub replicas: Vec<i32>,
     pub isr: Vec<i32>,
+    /// The image's partition epoch: it tells which in-flight ISR changes it resolves.
+    pub partition_epoch: i32,
 }
 
 impl LeaderPartition {
@@ -103,7 +108,7 @@ impl LeaderPartition {
             log,
             node_id,
             followers: parking_lot::Mutex::new(followers),
-            assignment: parking_lot::Mutex::new(assignment),
+            isr: parking_lot::Mutex::new(IsrState::new(assignment)),
             min_isr: AtomicI32::new(min_isr.max(1)),
         }
     }
@@ -121,25 +126,45 @@ impl LeaderPartition {
         self.min_isr.store(min_isr.max(1), Ordering::Relaxed);
     }
 
-    /// The committed replicas and ISR (a new image changed them).
+    /// The committed replicas and ISR (a new image changed them, or its partition epoch).
     pub fn set_assignment(&self, assignment: Assignment) {
-        *self.assignment.lock() = assignment;
+        self.isr.lock().apply_committed(assignment);
     }
 
     /// Whether `replica` is in the committed ISR.
     pub fn isr_contains(&self, replica: i32) -> bool {
-        self.assignment.lock().isr.contains(&replica)
+        self.isr.lock().committed().isr.contains(&replica)
     }
 
     pub fn assignment(&self) -> Assignment {
-        self.assignment.lock().clone()
+        self.isr.lock().committed().clone()
     }
 
     /// Whether the committed ISR is smaller than `min.insync.replicas` as it applies to
     /// this partition: never more than its replicas (Kafka's effective min ISR).
     pub fn isr_below_min(&self) -> bool {
-        let a = self.assignment.lock();
+        let state = self.isr.lock();
+        let a = state.committed();
         a.isr.len() < (self.min_isr() as usize).min(a.replicas.len().max(1))
+    }
+
+    /// The ISR task is about to propose `isr` against `partition_epoch`: until the change
+    /// resolves, the high watermark also waits for the followers it adds (the controller
+    /// may commit it, and elect one of them, before this leader applies the image).
+    pub fn begin_isr_change(&self, partition_epoch: i32, isr: &[i32]) {
+        self.isr.lock().propose(partition_epoch, isr);
+    }
+
+    /// The quorum refused the change proposed against `partition_epoch`.
+    pub fn isr_change_refused(&self, partition_epoch: i32) {
+        self.isr.lock().refused(partition_epoch);
+        self.maybe_advance_high_watermark();
+    }
+
+    /// A change proposed against `partition_epoch` whose outcome is unknown (its answer
+    /// was lost): it is proposed again before any other.
+    pub fn unresolved_isr_change(&self, partition_epoch: i32) -> Option<Vec<i32>> {
+        self.isr.lock().unresolved(partition_epoch)
     }
 
     /// Records a follower's fetch at `fetch_offset`, sent by its incarnation `broker_epoch`
@@ -178,14 +203,14 @@ impl LeaderPartition {
         self.followers.lock().get(&replica).copied()
     }
 
-    /// Advances the high watermark to the smallest LEO of the ISR if that is higher and
-    /// the ISR is large enough. Returns the high watermark.
+    /// Advances the high watermark to the smallest LEO of the maximal ISR if that is
+    /// higher and the committed ISR is large enough. Returns the high watermark.
     pub fn maybe_advance_high_watermark(&self) -> i64 {
         let current = self.log.high_watermark();
         if self.isr_below_min() {
             return current;
         }
-        let isr = self.assignment.lock().isr.clone();
+        let isr = self.isr.lock().maximal_isr();
         let leader_leo = self.log.log_end_offset();
         let followers = self.followers.lock();
         let mut candidate = leader_leo;
@@ -263,6 +288,7 @@ mod tests {
         Assignment {
             replicas: replicas.to_vec(),
             isr: isr.to_vec(),
+            partition_epoch: 0,
         }
     }
 
@@ -282,12 +308,73 @@ mod tests {
         let log = logs
             .get_or_create("t", 0, LogConfig::default())
             .expect("log");
+        append(&log, records);
+        log
+    }
+
+    fn append(log: &LogHandle, records: usize) {
         for _ in 0..records {
             let mut batch = encode_batch(&TestBatch::sized(0, 1, 10));
             log.with_log_blocking(|l| l.append(&mut batch, 0, 0))
                 .expect("append");
         }
-        log
+    }
+
+    #[test]
+    fn an_isr_expansion_in_flight_holds_the_high_watermark_at_the_joining_follower() {
+        // The seed-11 chaos run: leader 1 proposes adding the restarted follower 2 to
+        // [1, 3]; the controller commits it and, when 1 dies, elects 2. Until 1 applies
+        // that image, a high watermark over [1, 3] alone would pass records 2 never got.
+        let dir = tempfile::tempdir().expect("tempdir");
+        let log = log_with(10, dir.path());
+        log.set_high_watermark(0);
+        let leader = LeaderPartition::new(log.clone(), 0, assignment(&[1, 2, 3], &[1, 3]), 1, 2, 0);
+        leader.record_fetch(3, 7, 10, 10, 1);
+        leader.record_fetch(2, 9, 10, 10, 1);
+        assert_eq!(leader.maybe_advance_high_watermark(), 10);
+        leader.begin_isr_change(0, &[1, 3, 2]);
+        append(&log, 5);
+        leader.record_fetch(3, 7, 15, 15, 2);
+        assert_eq!(
+            leader.maybe_advance_high_watermark(),
+            10,
+            "follower 2 may already be in the ISR the controller elects from"
+        );
+        leader.record_fetch(2, 9, 13, 15, 3);
+        assert_eq!(leader.maybe_advance_high_watermark(), 13);
+        // The image with the new ISR applies; the change is no longer in flight.
+        leader.set_assignment(Assignment {
+            partition_epoch: 1,
+            ..assignment(&[1, 2, 3], &[1, 3, 2])
+        });
+        assert_eq!(leader.unresolved_isr_change(1), None);
+        leader.record_fetch(2, 9, 15, 15, 4);
+        assert_eq!(leader.maybe_advance_high_watermark(), 15);
+    }
+
+    #[test]
+    fn a_refused_or_fenced_isr_expansion_stops_holding_the_high_watermark() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let log = log_with(10, dir.path());
+        log.set_high_watermark(0);
+        let leader = LeaderPartition::new(log.clone(), 0, assignment(&[1, 2, 3], &[1, 3]), 1, 1, 0);
+        leader.record_fetch(3, 7, 10, 10, 1);
+        leader.record_fetch(2, 9, 4, 10, 1);
+        leader.begin_isr_change(0, &[1, 3, 2]);
+        assert_eq!(leader.maybe_advance_high_watermark(), 4);
+        assert_eq!(leader.unresolved_isr_change(0), Some(vec![1, 3, 2]));
+        leader.isr_change_refused(0);
+        assert_eq!(log.high_watermark(), 10);
+        // Fenced by a newer image (the controller changed the partition meanwhile).
+        append(&log, 5);
+        leader.begin_isr_change(0, &[1, 3, 2]);
+        leader.record_fetch(3, 7, 15, 15, 2);
+        assert_eq!(leader.maybe_advance_high_watermark(), 10);
+        leader.set_assignment(Assignment {
+            partition_epoch: 1,
+            ..assignment(&[1, 2, 3], &[1, 3])
+        });
+        assert_eq!(leader.maybe_advance_high_watermark(), 15);
     }
 
     #[test]

@@ -64,6 +64,33 @@ async fn an_acks_all_write_completes_when_the_high_watermark_passes_it() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn an_acks_all_write_waits_for_a_follower_whose_isr_expansion_is_in_flight() {
+    // The controller may commit the expansion (and elect follower 2 after this leader
+    // dies) before this broker applies it: acknowledging on follower 3 alone could lose the
+    // write.
+    let f = Fixture::leader(&[1, 2, 3], &[1, 3], 2);
+    let state = f.leader_state();
+    state.begin_isr_change(0, &[1, 3, 2]);
+    let required = append_three(&f).await;
+    let wait = spawn_acks_wait(&f, required, LONG, &CancellationToken::new());
+    f.partition
+        .record_follower_fetch(2, 7, 0, -1, None, 1_000)
+        .await
+        .expect("fetch");
+    f.partition
+        .record_follower_fetch(3, 9, required, -1, None, 1_000)
+        .await
+        .expect("fetch");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(!wait.is_finished(), "follower 2 holds nothing yet");
+    f.partition
+        .record_follower_fetch(2, 7, required, -1, None, 2_000)
+        .await
+        .expect("fetch");
+    assert_eq!(wait.await.expect("task"), Ok(()));
+}
+
+#[tokio::test(start_paused = true)]
 async fn an_acks_all_write_times_out_at_the_request_timeout() {
     let f = Fixture::leader(&[1, 2], &[1, 2], 1);
     let required = append_three(&f).await;
@@ -107,6 +134,7 @@ async fn an_isr_shrinking_below_min_isr_ends_an_acks_all_wait() {
         .set_assignment(crate::replication::leader::Assignment {
             replicas: vec![1, 2, 3],
             isr: vec![1],
+            partition_epoch: 1,
         });
     assert_eq!(
         wait.await.expect("task"),

@@ -43,11 +43,20 @@ impl GroupCoordinator {
                     committer.group_instance_id.as_deref(),
                     committer.generation_id,
                 )?,
-                None if committer.generation_id < 0 => {
-                    // A standalone commit creates the (Empty) group, as Kafka does.
-                    groups.insert(group_id.to_owned(), Group::new(group_id));
+                None => {
+                    if let Some(checked) = self.shared.consumer.validate_commit(
+                        group_id,
+                        &committer.member_id,
+                        committer.generation_id,
+                    ) {
+                        checked?;
+                    } else if committer.generation_id < 0 {
+                        // A standalone commit creates the (Empty) group, as Kafka does.
+                        groups.insert(group_id.to_owned(), Group::new(group_id));
+                    } else {
+                        return Err(committer.missing_group_error.into());
+                    }
                 }
-                None => return Err(committer.missing_group_error.into()),
             }
         }
         if entries.is_empty() {

@@ -32,8 +32,6 @@ pub fn handle(
         ConsumerGroupHeartbeatResponse::default()
             .with_error_code(code)
             .with_error_message(Some(StrBytes::from_string(message)))
-            .with_member_epoch(-1)
-            .with_heartbeat_interval_ms(0)
     };
     // Kafka's handleConsumerGroupHeartbeatRequest: READ on the group, then DESCRIBE on
     // every subscribed topic.

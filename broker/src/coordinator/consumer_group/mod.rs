@@ -14,6 +14,8 @@ pub mod group;
 pub mod heartbeat;
 pub mod member;
 pub mod reconcile;
+#[cfg(test)]
+mod tests;
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::Instant;
@@ -91,6 +93,29 @@ impl ConsumerGroups {
         if groups.get(group_id).is_some_and(|g| g.members.is_empty()) {
             groups.remove(group_id);
         }
+    }
+
+    /// DeleteGroups of a consumer group: `None` if there is none of that id; only an
+    /// empty one goes (NON_EMPTY_GROUP otherwise, as for classic groups).
+    pub fn delete_if_empty(&self, group_id: &str) -> Option<Result<(), GroupError>> {
+        let mut groups = self.groups.lock();
+        let empty = groups.get(group_id)?.members.is_empty();
+        if !empty {
+            return Some(Err(GroupError::NonEmptyGroup));
+        }
+        groups.remove(group_id);
+        Some(Ok(()))
+    }
+
+    /// The topics the group's members subscribe to (`None`: no such consumer group);
+    /// OffsetDelete refuses them (GROUP_SUBSCRIBED_TO_TOPIC, KIP-496).
+    pub fn subscribed_topics(&self, group_id: &str) -> Option<std::collections::BTreeSet<String>> {
+        self.groups.lock().get(group_id).map(|g| {
+            g.members
+                .values()
+                .flat_map(|m| m.subscribed_topic_names.iter().cloned())
+                .collect()
+        })
     }
 
     /// One heartbeat; creates the group for its first member.

@@ -188,8 +188,9 @@ impl GroupCoordinator {
             + PARK_SLACK;
         let reply = {
             let mut groups = self.shared.groups.lock();
-            // A consumer group with members keeps its id: Brook has no online migration
-            // of classic members into it (Kafka 4 converts them). An empty one gives way.
+            // A consumer group with members refuses classic members, as Kafka 4.4 does
+            // under `group.consumer.migration.policy=disabled` (Brook has no online
+            // migration; Kafka's default lets them in). An empty one gives way.
             if self.shared.consumer.has_members(group_id) {
                 return Err(GroupError::InconsistentGroupProtocol);
             }
@@ -280,8 +281,8 @@ impl GroupCoordinator {
     }
 
     /// ConsumerGroupHeartbeat: an empty classic group of that id is replaced (as Kafka
-    /// does); a classic group with members is refused as Kafka refuses it when online
-    /// upgrade is not allowed (Brook has no online migration yet).
+    /// does); a classic group with members is refused as Kafka 4.4 refuses it under
+    /// `group.consumer.migration.policy=disabled` (Brook has no online migration yet).
     pub fn consumer_heartbeat(
         &self,
         group_id: &str,
@@ -293,7 +294,7 @@ impl GroupCoordinator {
         if let Some(classic) = groups.get(group_id) {
             if classic.state != GroupState::Empty && classic.state != GroupState::Dead {
                 return Err(GroupError::WrongGroupType(format!(
-                    "Group {group_id} is not a consumer group"
+                    "Cannot upgrade classic group {group_id} to consumer group because online upgrade is disabled."
                 )));
             }
             groups.remove(group_id);
@@ -331,7 +332,12 @@ impl GroupCoordinator {
         {
             let mut groups = self.shared.groups.lock();
             match groups.get(group_id).map(|g| g.state) {
-                None | Some(GroupState::Dead) => return Err(GroupError::GroupIdNotFound),
+                // A consumer group (KIP-848) goes the same way: its offsets with it.
+                None => match self.shared.consumer.delete_if_empty(group_id) {
+                    None => return Err(GroupError::GroupIdNotFound),
+                    Some(result) => result?,
+                },
+                Some(GroupState::Dead) => return Err(GroupError::GroupIdNotFound),
                 Some(GroupState::Empty) => {}
                 Some(_) => return Err(GroupError::NonEmptyGroup),
             }

@@ -99,12 +99,21 @@ impl GroupCoordinator {
         self.coordinates(group_id)?;
         let subscribed: BTreeSet<String> = {
             let groups = self.shared.groups.lock();
-            let group = groups.get(group_id).ok_or(GroupError::GroupIdNotFound)?;
-            match group.state {
-                GroupState::Dead => return Err(GroupError::GroupIdNotFound.into()),
-                GroupState::Empty => BTreeSet::new(),
-                _ if group.protocol_type.as_deref() == Some("consumer") => subscribed_topics(group),
-                _ => return Err(GroupError::NonEmptyGroup.into()),
+            match groups.get(group_id) {
+                // A consumer group (KIP-848): its members' subscriptions.
+                None => self
+                    .shared
+                    .consumer
+                    .subscribed_topics(group_id)
+                    .ok_or(GroupError::GroupIdNotFound)?,
+                Some(group) => match group.state {
+                    GroupState::Dead => return Err(GroupError::GroupIdNotFound.into()),
+                    GroupState::Empty => BTreeSet::new(),
+                    _ if group.protocol_type.as_deref() == Some("consumer") => {
+                        subscribed_topics(group)
+                    }
+                    _ => return Err(GroupError::NonEmptyGroup.into()),
+                },
             }
         };
         let results: Vec<Result<(), GroupError>> = partitions

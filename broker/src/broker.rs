@@ -125,6 +125,13 @@ impl Broker {
         )
         .await
         .context("opening the consumer offset store")?;
+        groups.consumer_groups().set_config(
+            crate::coordinator::consumer_group::ConsumerGroupConfig {
+                session_timeout_ms: config.group_consumer_session_timeout_ms,
+                heartbeat_interval_ms: config.group_consumer_heartbeat_interval_ms,
+                assignors: config.group_consumer_assignors.clone(),
+            },
+        );
         let broker = Arc::new(Broker {
             node_id: config.node_id,
             cluster_id,

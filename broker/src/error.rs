@@ -271,6 +271,13 @@ pub fn group_code(e: &GroupError) -> ResponseError {
         GroupError::OffsetMetadataTooLarge(_) => ResponseError::OffsetMetadataTooLarge,
         GroupError::MemberIdRequired => ResponseError::MemberIdRequired,
         GroupError::UnstableOffsetCommit => ResponseError::UnstableOffsetCommit,
+        GroupError::FencedMemberEpoch { .. } => ResponseError::FencedMemberEpoch,
+        GroupError::StaleMemberEpoch { .. } => ResponseError::StaleMemberEpoch,
+        GroupError::UnreleasedInstanceId { .. } => ResponseError::UnreleasedInstanceId,
+        GroupError::UnsupportedAssignor(_) => ResponseError::UnsupportedAssignor,
+        GroupError::InvalidRequest(_) => ResponseError::InvalidRequest,
+        GroupError::WrongGroupType(_) => ResponseError::GroupIdNotFound,
+        GroupError::UnsupportedVersion(_) => ResponseError::UnsupportedVersion,
     }
 }
 

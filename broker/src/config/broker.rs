@@ -112,6 +112,12 @@ pub struct BrokerConfig {
     pub group_initial_rebalance_delay_ms: u64,
     pub group_min_session_timeout_ms: i32,
     pub group_max_session_timeout_ms: i32,
+    /// `group.consumer.session.timeout.ms` (KIP-848 consumer groups).
+    pub group_consumer_session_timeout_ms: i32,
+    /// `group.consumer.heartbeat.interval.ms`.
+    pub group_consumer_heartbeat_interval_ms: i32,
+    /// `group.consumer.assignors` (Brook serves `uniform` and `range`).
+    pub group_consumer_assignors: Vec<String>,
     /// `offsets.retention.minutes` in milliseconds.
     /// `offsets.retention.minutes` in ms, or `brook.offsets.retention.ms` when set.
     pub offsets_retention_ms: i64,
@@ -322,6 +328,14 @@ impl BrokerConfig {
             group_initial_rebalance_delay_ms: g.narrow("group.initial.rebalance.delay.ms")?,
             group_min_session_timeout_ms: g.int("group.min.session.timeout.ms")?,
             group_max_session_timeout_ms: g.int("group.max.session.timeout.ms")?,
+            group_consumer_session_timeout_ms: g.int("group.consumer.session.timeout.ms")?,
+            group_consumer_heartbeat_interval_ms: g.int("group.consumer.heartbeat.interval.ms")?,
+            group_consumer_assignors: g
+                .text("group.consumer.assignors")
+                .split(',')
+                .map(|a| a.trim().to_owned())
+                .filter(|a| !a.is_empty())
+                .collect(),
             offsets_retention_ms: match g.opt("brook.offsets.retention.ms") {
                 Some(_) => g.narrow("brook.offsets.retention.ms")?,
                 None => i64::from(g.int("offsets.retention.minutes")?) * 60_000,

@@ -1,5 +1,6 @@
-//! Coordinators: producer ids, classic consumer groups and transactions.
+//! Coordinators: producer ids, classic and KIP-848 consumer groups, transactions.
 
+pub mod consumer_group;
 pub mod group;
 pub mod group_metrics;
 pub mod producer_id;

@@ -38,4 +38,32 @@ pub enum GroupError {
     /// KIP-447: a partition's offset is pending in an open transaction.
     #[error("an offset commit of an open transaction is pending")]
     UnstableOffsetCommit,
+    // KIP-848 consumer groups; the messages are Kafka's (GroupMetadataManager).
+    #[error("The consumer group member has a {relation} member epoch ({given}) than the one known by the group coordinator ({current}). The member must abandon all its partitions and rejoin.")]
+    FencedMemberEpoch {
+        relation: &'static str,
+        given: i32,
+        current: i32,
+    },
+    /// OffsetCommit/OffsetFetch v9+ with an epoch older than the member's.
+    #[error("The received member epoch {given} is older than the current member epoch {current}.")]
+    StaleMemberEpoch { given: i32, current: i32 },
+    #[error("Static member {member_id} with instance id {instance_id} cannot join the group because the instance id is owned by {owner} member.")]
+    UnreleasedInstanceId {
+        member_id: String,
+        instance_id: String,
+        owner: String,
+    },
+    #[error("ServerAssignor {0} is not supported. Supported assignors: uniform, range.")]
+    UnsupportedAssignor(String),
+    /// A ConsumerGroupHeartbeat that breaks the protocol's rules (Kafka's wording).
+    #[error("{0}")]
+    InvalidRequest(String),
+    /// The group exists with the other protocol (no online migration in Brook yet);
+    /// Kafka's message, which differs by direction.
+    #[error("{0}")]
+    WrongGroupType(String),
+    /// A consumer-protocol member committing with OffsetCommit below v9.
+    #[error("OffsetCommit version {0} is not supported by members of consumer groups.")]
+    UnsupportedVersion(i16),
 }

@@ -1,5 +1,6 @@
 //! ApiVersions: the list of (api, min, max) Brook serves, derived from [`HANDLERS`], and
-//! the one feature flag Brook implements: `transaction.version` (supported 0-2, finalized
+//! the feature flags: `group.version` (supported 0-1, finalized at 1: the KIP-848
+//! consumer group protocol is served), and `transaction.version` (supported 0-2, finalized
 //! at `brook.transaction.version`; level 2 is what makes Java 4.x and franz-go clients use
 //! Transactions V2, KIP-890). A level of 0 is not listed as finalized, as Kafka omits it.
 //! The finalized features' epoch is the process start time in milliseconds, so a restart
@@ -19,25 +20,38 @@ use crate::broker::Broker;
 use crate::error::BrokerError;
 
 const TRANSACTION_VERSION: &str = "transaction.version";
+const GROUP_VERSION: &str = "group.version";
+/// `group.version` 1: ConsumerGroupHeartbeat/ConsumerGroupDescribe are served.
+const GROUP_VERSION_LEVEL: i16 = 1;
 /// The highest `transaction.version` Brook implements.
 const MAX_TRANSACTION_VERSION: i16 = 2;
 
 pub fn handle(broker: &Broker, _req: &ApiVersionsRequest, _version: i16) -> ApiVersionsResponse {
     let level = broker.config.transaction_version;
-    let finalized = if level > 0 {
-        vec![FinalizedFeatureKey::default()
-            .with_name(StrBytes::from_static_str(TRANSACTION_VERSION))
-            .with_min_version_level(level)
-            .with_max_version_level(level)]
-    } else {
-        Vec::new()
-    };
+    let mut finalized = vec![FinalizedFeatureKey::default()
+        .with_name(StrBytes::from_static_str(GROUP_VERSION))
+        .with_min_version_level(GROUP_VERSION_LEVEL)
+        .with_max_version_level(GROUP_VERSION_LEVEL)];
+    if level > 0 {
+        finalized.push(
+            FinalizedFeatureKey::default()
+                .with_name(StrBytes::from_static_str(TRANSACTION_VERSION))
+                .with_min_version_level(level)
+                .with_max_version_level(level),
+        );
+    }
     ApiVersionsResponse::default()
         .with_api_keys(supported())
-        .with_supported_features(vec![SupportedFeatureKey::default()
-            .with_name(StrBytes::from_static_str(TRANSACTION_VERSION))
-            .with_min_version(0)
-            .with_max_version(MAX_TRANSACTION_VERSION)])
+        .with_supported_features(vec![
+            SupportedFeatureKey::default()
+                .with_name(StrBytes::from_static_str(GROUP_VERSION))
+                .with_min_version(0)
+                .with_max_version(GROUP_VERSION_LEVEL),
+            SupportedFeatureKey::default()
+                .with_name(StrBytes::from_static_str(TRANSACTION_VERSION))
+                .with_min_version(0)
+                .with_max_version(MAX_TRANSACTION_VERSION),
+        ])
         .with_finalized_features_epoch(features_epoch())
         .with_finalized_features(finalized)
 }

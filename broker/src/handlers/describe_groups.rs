@@ -48,14 +48,21 @@ pub fn handle(
                     .with_authorized_operations(operations);
             }
             let Some(d) = broker.groups.describe(&group_id) else {
+                let is_consumer_group = broker.groups.consumer_groups().exists(&group_id);
                 let mut g = DescribedGroup::default()
-                    .with_group_id(group_id)
+                    .with_group_id(group_id.clone())
                     .with_group_state(StrBytes::from_static_str("Dead"))
                     .with_authorized_operations(operations);
                 if version >= 6 {
+                    // A consumer group (KIP-848) is not described here (KIP-1043).
+                    let message = if is_consumer_group {
+                        format!("Group {} is not a classic group.", &*group_id)
+                    } else {
+                        "Group not found.".to_owned()
+                    };
                     g = g
                         .with_error_code(GroupError::GroupIdNotFound.code().code())
-                        .with_error_message(Some(StrBytes::from_static_str("Group not found.")));
+                        .with_error_message(Some(StrBytes::from_string(message)));
                 }
                 return g;
             };

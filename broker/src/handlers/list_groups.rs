@@ -1,6 +1,7 @@
 //! ListGroups (v0-5): every group this broker coordinates (all of them), with its state
-//! (v4+, filterable, KIP-518) and type (v5+, filterable, KIP-848: all Brook groups are
-//! "classic"). Filters compare case-insensitively, as Kafka's do.
+//! (v4+, filterable, KIP-518) and type (v5+, filterable, KIP-848: "classic" or
+//! "consumer"; a consumer group's protocol type is "consumer"). Filters compare
+//! case-insensitively, as Kafka's do.
 
 use brook_protocol::kafka_protocol::messages::list_groups_response::ListedGroup;
 use brook_protocol::kafka_protocol::messages::{GroupId, ListGroupsRequest, ListGroupsResponse};
@@ -11,7 +12,8 @@ use crate::auth::Access;
 use crate::broker::Broker;
 use crate::server::session::Session;
 
-const GROUP_TYPE: &str = "classic";
+const CLASSIC: &str = "classic";
+const CONSUMER: &str = "consumer";
 
 pub fn handle(
     broker: &Broker,
@@ -25,22 +27,34 @@ pub fn handle(
     let all_groups = access.cluster(AclOperation::Describe);
     let states: Vec<String> = req.states_filter.iter().map(|s| s.to_lowercase()).collect();
     let types: Vec<String> = req.types_filter.iter().map(|s| s.to_lowercase()).collect();
-    let groups = broker
+    let classic = broker
         .groups
         .list()
         .into_iter()
-        .filter(|(id, _, _)| all_groups || access.group(AclOperation::Describe, id))
-        .filter(|(_, _, state)| states.is_empty() || states.contains(&state.name().to_lowercase()))
-        .filter(|_| types.is_empty() || types.iter().any(|t| t == GROUP_TYPE))
-        .map(|(id, protocol_type, state)| {
+        .map(|(id, protocol_type, state)| (id, protocol_type, state.name(), CLASSIC));
+    let consumer = broker
+        .groups
+        .consumer_groups()
+        .list()
+        .into_iter()
+        .filter(|(id, _)| broker.groups.coordinates(id).is_ok())
+        .map(|(id, state)| (id, CONSUMER.to_owned(), state.name(), CONSUMER));
+    let mut listed: Vec<_> = classic.chain(consumer).collect();
+    listed.sort_by(|a, b| a.0.cmp(&b.0));
+    let groups = listed
+        .into_iter()
+        .filter(|(id, ..)| all_groups || access.group(AclOperation::Describe, id))
+        .filter(|(_, _, state, _)| states.is_empty() || states.contains(&state.to_lowercase()))
+        .filter(|(.., kind)| types.is_empty() || types.iter().any(|t| t == kind))
+        .map(|(id, protocol_type, state, kind)| {
             let mut g = ListedGroup::default()
                 .with_group_id(GroupId(StrBytes::from_string(id)))
                 .with_protocol_type(StrBytes::from_string(protocol_type));
             if version >= 4 {
-                g = g.with_group_state(StrBytes::from_static_str(state.name()));
+                g = g.with_group_state(StrBytes::from_static_str(state));
             }
             if version >= 5 {
-                g = g.with_group_type(StrBytes::from_static_str(GROUP_TYPE));
+                g = g.with_group_type(StrBytes::from_static_str(kind));
             }
             g
         })

@@ -15,6 +15,8 @@ pub mod add_partitions_to_txn;
 pub mod alter_configs;
 pub mod alter_user_scram_credentials;
 pub mod api_versions;
+pub mod consumer_group_describe;
+pub mod consumer_group_heartbeat;
 pub mod create_acls;
 pub mod create_partitions;
 pub mod create_topics;
@@ -90,6 +92,8 @@ pub const HANDLERS: &[ApiKey] = &[
     ApiKey::ListGroups,
     ApiKey::DescribeGroups,
     ApiKey::DeleteGroups,
+    ApiKey::ConsumerGroupHeartbeat,
+    ApiKey::ConsumerGroupDescribe,
     ApiKey::TxnOffsetCommit,
     ApiKey::AddPartitionsToTxn,
     ApiKey::AddOffsetsToTxn,
@@ -228,6 +232,15 @@ pub async fn handle(
         RequestKind::DeleteGroups(req) => {
             ResponseKind::DeleteGroups(delete_groups::handle(broker, session, req, v).await)
         }
+        RequestKind::ConsumerGroupHeartbeat(req) => {
+            let client_id = header.client_id.as_deref().unwrap_or_default();
+            ResponseKind::ConsumerGroupHeartbeat(consumer_group_heartbeat::handle(
+                broker, session, client_id, req, v,
+            ))
+        }
+        RequestKind::ConsumerGroupDescribe(req) => ResponseKind::ConsumerGroupDescribe(
+            consumer_group_describe::handle(broker, session, req, v),
+        ),
         RequestKind::TxnOffsetCommit(req) => {
             ResponseKind::TxnOffsetCommit(txn_offset_commit::handle(broker, session, req, v).await)
         }

@@ -61,8 +61,16 @@ pub async fn handle(
             }
         },
     };
+    // A consumer-protocol member must commit with v9+ (member epochs), as Kafka requires.
+    let old_version_member = version < 9
+        && broker
+            .groups
+            .consumer_groups()
+            .is_member(&req.group_id, &req.member_id);
     let group_error = if group_denied {
         None
+    } else if old_version_member {
+        Some(GroupError::UnsupportedVersion(version).code())
     } else {
         match broker
             .groups

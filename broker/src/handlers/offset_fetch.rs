@@ -104,6 +104,19 @@ pub fn handle(
                     .with_group_id(g.group_id.clone())
                     .with_error_code(group_code(&e).code());
             }
+            // v9+: a consumer-protocol member fetches with its member epoch (KIP-848).
+            if version >= 9 {
+                let member_id = g.member_id.as_deref();
+                if let Err(e) = broker.groups.consumer_groups().validate_fetch(
+                    &g.group_id,
+                    member_id,
+                    g.member_epoch,
+                ) {
+                    return OffsetFetchResponseGroup::default()
+                        .with_group_id(g.group_id.clone())
+                        .with_error_code(group_code(&e).code());
+                }
+            }
             let topics = answer(&g.group_id, wanted)
                 .into_iter()
                 .map(|(topic, partitions)| {

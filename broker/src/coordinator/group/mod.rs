@@ -47,6 +47,8 @@ use tokio::sync::{oneshot, Notify};
 use tokio_util::sync::CancellationToken;
 use tracing::{error, warn};
 
+use crate::coordinator::consumer_group::assignor::TopicMeta;
+use crate::coordinator::consumer_group::{ConsumerGroups, HeartbeatReply, HeartbeatRequest};
 use crate::error::BrokerError;
 use offsets_log::OffsetsLog;
 use txn_offsets::TxnOffsets;
@@ -93,6 +95,8 @@ pub(crate) struct Shared {
     /// Group metadata waiting for the writer: `None` = delete.
     pending_writes: Mutex<HashMap<String, Option<Vec<u8>>>>,
     write_wanted: Notify,
+    /// KIP-848 consumer groups; a group id is either classic (`groups`) or here.
+    consumer: ConsumerGroups,
 }
 
 pub struct GroupCoordinator {
@@ -133,6 +137,7 @@ impl GroupCoordinator {
             txns: Mutex::new(txns),
             pending_writes: Mutex::new(HashMap::new()),
             write_wanted: Notify::new(),
+            consumer: ConsumerGroups::default(),
         });
         let shutdown = CancellationToken::new();
         tokio::spawn(tick_loop(Arc::clone(&shared), shutdown.clone()));
@@ -183,6 +188,13 @@ impl GroupCoordinator {
             + PARK_SLACK;
         let reply = {
             let mut groups = self.shared.groups.lock();
+            // A consumer group with members refuses classic members, as Kafka 4.4 does
+            // under `group.consumer.migration.policy=disabled` (Brook has no online
+            // migration; Kafka's default lets them in). An empty one gives way.
+            if self.shared.consumer.has_members(group_id) {
+                return Err(GroupError::InconsistentGroupProtocol);
+            }
+            self.shared.consumer.remove_if_empty(group_id);
             if !groups.contains_key(group_id) {
                 if !req.member_id.is_empty() {
                     return Err(GroupError::UnknownMemberId);
@@ -263,6 +275,40 @@ impl GroupCoordinator {
         })
     }
 
+    /// The KIP-848 consumer groups.
+    pub fn consumer_groups(&self) -> &ConsumerGroups {
+        &self.shared.consumer
+    }
+
+    /// ConsumerGroupHeartbeat: an empty classic group of that id is replaced (as Kafka
+    /// does); a classic group with members is refused as Kafka 4.4 refuses it under
+    /// `group.consumer.migration.policy=disabled` (Brook has no online migration yet).
+    pub fn consumer_heartbeat(
+        &self,
+        group_id: &str,
+        req: &HeartbeatRequest,
+        topics: &BTreeMap<String, TopicMeta>,
+    ) -> Result<HeartbeatReply, GroupError> {
+        self.coordinates(group_id)?;
+        let mut groups = self.shared.groups.lock();
+        if let Some(classic) = groups.get(group_id) {
+            if classic.state != GroupState::Empty && classic.state != GroupState::Dead {
+                return Err(GroupError::WrongGroupType(format!(
+                    "Cannot upgrade classic group {group_id} to consumer group because online upgrade is disabled."
+                )));
+            }
+            groups.remove(group_id);
+            self.shared
+                .pending_writes
+                .lock()
+                .insert(group_id.to_owned(), None);
+            self.shared.write_wanted.notify_one();
+        }
+        self.shared
+            .consumer
+            .heartbeat(group_id, req, topics, Instant::now())
+    }
+
     /// (group id, protocol type, state) of every group this broker coordinates.
     pub fn list(&self) -> Vec<(String, String, GroupState)> {
         let groups = self.shared.groups.lock();
@@ -286,7 +332,12 @@ impl GroupCoordinator {
         {
             let mut groups = self.shared.groups.lock();
             match groups.get(group_id).map(|g| g.state) {
-                None | Some(GroupState::Dead) => return Err(GroupError::GroupIdNotFound),
+                // A consumer group (KIP-848) goes the same way: its offsets with it.
+                None => match self.shared.consumer.delete_if_empty(group_id) {
+                    None => return Err(GroupError::GroupIdNotFound),
+                    Some(result) => result?,
+                },
+                Some(GroupState::Dead) => return Err(GroupError::GroupIdNotFound),
                 Some(GroupState::Empty) => {}
                 Some(_) => return Err(GroupError::NonEmptyGroup),
             }
@@ -397,6 +448,8 @@ async fn tick_loop(shared: Arc<Shared>, shutdown: CancellationToken) {
             group.tick(now);
             shared.queue_if_dirty(group);
         }
+        drop(groups);
+        shared.consumer.tick(now);
     }
 }
 

@@ -43,11 +43,20 @@ impl GroupCoordinator {
                     committer.group_instance_id.as_deref(),
                     committer.generation_id,
                 )?,
-                None if committer.generation_id < 0 => {
-                    // A standalone commit creates the (Empty) group, as Kafka does.
-                    groups.insert(group_id.to_owned(), Group::new(group_id));
+                None => {
+                    if let Some(checked) = self.shared.consumer.validate_commit(
+                        group_id,
+                        &committer.member_id,
+                        committer.generation_id,
+                    ) {
+                        checked?;
+                    } else if committer.generation_id < 0 {
+                        // A standalone commit creates the (Empty) group, as Kafka does.
+                        groups.insert(group_id.to_owned(), Group::new(group_id));
+                    } else {
+                        return Err(committer.missing_group_error.into());
+                    }
                 }
-                None => return Err(committer.missing_group_error.into()),
             }
         }
         if entries.is_empty() {
@@ -90,12 +99,21 @@ impl GroupCoordinator {
         self.coordinates(group_id)?;
         let subscribed: BTreeSet<String> = {
             let groups = self.shared.groups.lock();
-            let group = groups.get(group_id).ok_or(GroupError::GroupIdNotFound)?;
-            match group.state {
-                GroupState::Dead => return Err(GroupError::GroupIdNotFound.into()),
-                GroupState::Empty => BTreeSet::new(),
-                _ if group.protocol_type.as_deref() == Some("consumer") => subscribed_topics(group),
-                _ => return Err(GroupError::NonEmptyGroup.into()),
+            match groups.get(group_id) {
+                // A consumer group (KIP-848): its members' subscriptions.
+                None => self
+                    .shared
+                    .consumer
+                    .subscribed_topics(group_id)
+                    .ok_or(GroupError::GroupIdNotFound)?,
+                Some(group) => match group.state {
+                    GroupState::Dead => return Err(GroupError::GroupIdNotFound.into()),
+                    GroupState::Empty => BTreeSet::new(),
+                    _ if group.protocol_type.as_deref() == Some("consumer") => {
+                        subscribed_topics(group)
+                    }
+                    _ => return Err(GroupError::NonEmptyGroup.into()),
+                },
             }
         };
         let results: Vec<Result<(), GroupError>> = partitions

@@ -8,7 +8,10 @@
  * (its assignment and the classic-protocol generation it holds) and closes. A static member
  * (--instance-id, KIP-345) closes without LeaveGroup, as Kafka's client does for static members.
  * Options: --assignor range|cooperative-sticky, --from earliest|latest (auto.offset.reset),
- * --session-timeout-ms (session.timeout.ms). SIGTERM ends the run like --timeout-ms (final line,
+ * --session-timeout-ms (session.timeout.ms). --group-protocol consumer joins with KIP-848's
+ * protocol (group.protocol=consumer; the broker assigns, --remote-assignor uniform|range
+ * sets group.remote.assignor; the classic-only options are then ignored, and the final
+ * line's "generation" is the member epoch). SIGTERM ends the run like --timeout-ms (final line,
  * graceful close with LeaveGroup), so a scenario can tell a member that leaves from one that is
  * killed (SIGKILL: no LeaveGroup, the session timeout evicts it).
  * --commit-delay-ms MS waits MS between printing a poll's records and committing them (the
@@ -60,9 +63,17 @@ final class GroupConsumeCommand {
         props.put("value.deserializer", ByteArrayDeserializer.class.getName());
         props.put("enable.auto.commit", "false");
         props.put("auto.offset.reset", args.get("from").orElse("earliest"));
-        props.put("session.timeout.ms", args.get("session-timeout-ms").orElse("30000"));
-        props.put("heartbeat.interval.ms", "1000");
-        props.put("partition.assignment.strategy", assignor(args.get("assignor").orElse("range")));
+        String protocol = args.get("group-protocol").orElse("classic");
+        if (protocol.equals("consumer")) {
+            // KIP-848: the broker assigns and times sessions; the classic-only settings
+            // are refused by the client in this mode.
+            props.put("group.protocol", "consumer");
+            args.get("remote-assignor").ifPresent(a -> props.put("group.remote.assignor", a));
+        } else {
+            props.put("session.timeout.ms", args.get("session-timeout-ms").orElse("30000"));
+            props.put("heartbeat.interval.ms", "1000");
+            props.put("partition.assignment.strategy", assignor(args.get("assignor").orElse("range")));
+        }
         args.get("instance-id").ifPresent(id -> props.put("group.instance.id", id));
         // SIGTERM runs shutdown hooks, then halts: the hook asks the loop to stop and waits
         // until the consumer is closed (LeaveGroup sent), bounded so a stuck close cannot hang.

@@ -1,0 +1,88 @@
+//! A member of a KIP-848 consumer group: what it subscribes to, its epochs, and the
+//! partitions it owns (`assigned`) or must give up (`pending_revocation`), the fields of
+//! Kafka's `ConsumerGroupMember`. No I/O, no locking: the group owns its members.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Instant;
+
+use uuid::Uuid;
+
+/// Partitions by topic id, as the protocol and Kafka's records carry them.
+pub type Assignment = BTreeMap<Uuid, BTreeSet<i32>>;
+
+/// Kafka's `MemberState`, named as ConsumerGroupDescribe and the records spell it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemberState {
+    /// Owns exactly its target assignment at the assignment epoch.
+    Stable,
+    /// Must revoke `pending_revocation` before it moves to a newer epoch.
+    UnrevokedPartitions,
+    /// Waits for partitions that other members have not released yet.
+    UnreleasedPartitions,
+}
+
+/// `member_epoch` of a static member that left temporarily (KIP-848's -2): it keeps its
+/// assignment until its session times out or its instance id rejoins.
+pub const LEAVE_GROUP_STATIC_MEMBER_EPOCH: i32 = -2;
+/// `member_epoch` of a member leaving for good.
+pub const LEAVE_GROUP_MEMBER_EPOCH: i32 = -1;
+
+#[derive(Debug, Clone)]
+pub struct ConsumerMember {
+    pub member_id: String,
+    pub instance_id: Option<String>,
+    pub rack_id: Option<String>,
+    pub client_id: String,
+    pub client_host: String,
+    pub subscribed_topic_names: Vec<String>,
+    pub server_assignor: Option<String>,
+    pub rebalance_timeout_ms: i32,
+    pub member_epoch: i32,
+    pub previous_member_epoch: i32,
+    pub state: MemberState,
+    pub assigned: Assignment,
+    pub pending_revocation: Assignment,
+    /// When the session ends without another heartbeat.
+    pub session_deadline: Instant,
+    /// When a member still holding partitions to revoke is fenced (its rebalance timeout).
+    pub revocation_deadline: Option<Instant>,
+}
+
+impl ConsumerMember {
+    pub fn new(member_id: String, now: Instant) -> ConsumerMember {
+        ConsumerMember {
+            member_id,
+            instance_id: None,
+            rack_id: None,
+            client_id: String::new(),
+            client_host: String::new(),
+            subscribed_topic_names: Vec::new(),
+            server_assignor: None,
+            rebalance_timeout_ms: 0,
+            member_epoch: 0,
+            previous_member_epoch: 0,
+            state: MemberState::Stable,
+            assigned: Assignment::new(),
+            pending_revocation: Assignment::new(),
+            session_deadline: now,
+            revocation_deadline: None,
+        }
+    }
+
+    /// Every partition this member still holds: assigned or not yet revoked.
+    pub fn holds(&self, topic_id: &Uuid, partition: i32) -> bool {
+        let has = |a: &Assignment| a.get(topic_id).is_some_and(|p| p.contains(&partition));
+        has(&self.assigned) || has(&self.pending_revocation)
+    }
+}
+
+/// The number of partitions in `a`.
+pub fn partition_count(a: &Assignment) -> usize {
+    a.values().map(BTreeSet::len).sum()
+}
+
+/// `a` without empty topic entries, so two equal assignments compare equal.
+pub fn normalized(mut a: Assignment) -> Assignment {
+    a.retain(|_, p| !p.is_empty());
+    a
+}

@@ -1,0 +1,127 @@
+//! ConsumerGroupHeartbeat (v0-1, KIP-848): a consumer-protocol member joins, heartbeats,
+//! reconciles and leaves through this one API. The handler resolves topic names and ids
+//! against the metadata and leaves the protocol to `coordinator::consumer_group`.
+
+use std::collections::BTreeMap;
+
+use brook_protocol::kafka_protocol::messages::consumer_group_heartbeat_response::{
+    Assignment as WireAssignment, TopicPartitions,
+};
+use brook_protocol::kafka_protocol::messages::{
+    ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse,
+};
+use brook_protocol::kafka_protocol::protocol::StrBytes;
+
+use crate::auth::acl::AclOperation;
+use crate::auth::Access;
+use crate::broker::Broker;
+use crate::coordinator::consumer_group::assignor::TopicMeta;
+use crate::coordinator::consumer_group::member::Assignment;
+use crate::coordinator::consumer_group::HeartbeatRequest;
+use crate::error::{group_code, Denied};
+use crate::server::session::Session;
+
+pub fn handle(
+    broker: &Broker,
+    session: &Session,
+    client_id: &str,
+    req: ConsumerGroupHeartbeatRequest,
+    version: i16,
+) -> ConsumerGroupHeartbeatResponse {
+    let refused = |code: i16, message: String| {
+        ConsumerGroupHeartbeatResponse::default()
+            .with_error_code(code)
+            .with_error_message(Some(StrBytes::from_string(message)))
+    };
+    // Kafka's handleConsumerGroupHeartbeatRequest: READ on the group, then DESCRIBE on
+    // every subscribed topic.
+    let access = Access::new(broker, session);
+    if !access.group(AclOperation::Read, &req.group_id) {
+        return refused(Denied::Group.code().code(), Denied::Group.to_string());
+    }
+    if let Some(names) = &req.subscribed_topic_names {
+        let denied: Vec<&str> = names
+            .iter()
+            .map(|n| n.as_str())
+            .filter(|n| !access.topic(AclOperation::Describe, n))
+            .collect();
+        if !denied.is_empty() {
+            return refused(
+                Denied::Topic.code().code(),
+                format!(
+                    "The member is not authorized to access topics: [{}]",
+                    denied.join(", ")
+                ),
+            );
+        }
+    }
+    if req.group_id.is_empty() {
+        return refused(
+            crate::error::GroupError::InvalidRequest(String::new())
+                .code()
+                .code(),
+            "GroupId can't be empty.".to_owned(),
+        );
+    }
+    let image = broker.image();
+    let topics: BTreeMap<String, TopicMeta> = image
+        .topics
+        .iter()
+        .map(|(name, t)| {
+            let partitions = i32::try_from(t.partitions.len()).unwrap_or(i32::MAX);
+            (
+                name.clone(),
+                TopicMeta {
+                    topic_id: t.topic_id,
+                    partitions,
+                },
+            )
+        })
+        .collect();
+    let owned = req.topic_partitions.as_ref().map(|tps| {
+        let mut a = Assignment::new();
+        for tp in tps {
+            a.entry(tp.topic_id)
+                .or_default()
+                .extend(tp.partitions.iter().copied());
+        }
+        a
+    });
+    let request = HeartbeatRequest {
+        member_id: req.member_id.to_string(),
+        member_epoch: req.member_epoch,
+        instance_id: req.instance_id.as_ref().map(|s| s.to_string()),
+        rack_id: req.rack_id.as_ref().map(|s| s.to_string()),
+        rebalance_timeout_ms: req.rebalance_timeout_ms,
+        subscribed_topic_names: req
+            .subscribed_topic_names
+            .as_ref()
+            .map(|ns| ns.iter().map(|n| n.to_string()).collect()),
+        subscribed_topic_regex: req.subscribed_topic_regex.as_ref().map(|s| s.to_string()),
+        server_assignor: req.server_assignor.as_ref().map(|s| s.to_string()),
+        owned,
+        client_id: client_id.to_owned(),
+        client_host: format!("/{}", session.peer.ip()),
+    };
+    let groups = &broker.groups;
+    let result = crate::coordinator::consumer_group::heartbeat::validate(&request, version)
+        .and_then(|()| groups.consumer_heartbeat(&req.group_id, &request, &topics));
+    match result {
+        Err(e) => refused(group_code(&e).code(), e.to_string()),
+        Ok(reply) => ConsumerGroupHeartbeatResponse::default()
+            .with_member_id(Some(StrBytes::from_string(reply.member_id)))
+            .with_member_epoch(reply.member_epoch)
+            .with_heartbeat_interval_ms(groups.consumer_groups().config().heartbeat_interval_ms)
+            .with_assignment(reply.assignment.map(|a| {
+                WireAssignment::default().with_topic_partitions(
+                    a.into_iter()
+                        .map(|(topic_id, ps)| {
+                            TopicPartitions::default()
+                                .with_topic_id(topic_id)
+                                .with_partitions(ps.into_iter().collect())
+                        })
+                        .collect(),
+                )
+            })),
+    }
+}

@@ -1,0 +1,306 @@
+"""KIP-848 consumer groups (`group.protocol=consumer`, issue 26): the broker assigns partitions
+(ConsumerGroupHeartbeat) and hands them over through member epochs.
+
+One broker for the module, on both targets, with short consumer-group timers so that a killed
+member is fenced in seconds: `group.consumer.session.timeout.ms` 8000 and
+`group.consumer.heartbeat.interval.ms` 1000 (and Kafka's lower bounds for them), and
+`group.consumer.migration.policy=disabled` (Brook has no online migration between the
+protocols yet; with `disabled` Kafka 4.4 refuses a consumer member in a classic group and a
+classic member in a consumer group as Brook does).
+
+Members are Java 4.4 consumers (the driver's `group-consume --group-protocol consumer --events`)
+and, in one cell, confluent-kafka (librdkafka >= 2.12). Ownership is followed from each member's
+rebalance-listener events (with this protocol the listener gets the partitions added or taken,
+never the whole assignment), so "each partition owned by exactly one member" is checked from
+the members' own view, not only from the broker's.
+"""
+
+import re
+import time
+import uuid
+from collections import Counter
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from harness import kafka_cli, paths
+from harness.broker import Broker
+from harness.members import GroupMember, poll_until
+
+SESSION_TIMEOUT_MS = 8000
+OVERRIDES = {
+    "group.consumer.session.timeout.ms": SESSION_TIMEOUT_MS,
+    "group.consumer.min.session.timeout.ms": 6000,
+    "group.consumer.heartbeat.interval.ms": 1000,
+    "group.consumer.min.heartbeat.interval.ms": 1000,
+    "group.consumer.migration.policy": "disabled",
+}
+DEADLINE_S = 90
+PARTITIONS = 6
+GROUPS_TOOL = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"
+
+
+@pytest.fixture(scope="module")
+def cg_broker(tmp_path_factory):
+    b = Broker(paths.target(), tmp_path_factory.mktemp("cg-broker"), OVERRIDES)
+    b.start()
+    yield b
+    b.stop()
+    faults = b.teardown_faults()
+    assert not faults, f"unclean broker teardown: {faults}"
+
+
+def new_group() -> str:
+    return f"cg-{uuid.uuid4().hex[:10]}"
+
+
+def create_topic(bootstrap: str, name: str, partitions: int) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(30)
+
+
+def produce(bootstrap: str, topic: str, per_partition: int, prefix: str, partitions=PARTITIONS) -> set:
+    """`per_partition` keyed records to each partition; returns {(partition, key, value)}."""
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    sent = set()
+    for p in range(partitions):
+        for i in range(per_partition):
+            key, value = f"k-{prefix}-{p}-{i}", f"v-{prefix}-{p}-{i}"
+            producer.produce(topic, key=key.encode(), value=value.encode(), partition=p)
+            sent.add((p, key, value))
+    assert producer.flush(30) == 0
+    return sent
+
+
+def member(bootstrap, group, topic, name, *extra) -> GroupMember:
+    return GroupMember("java", bootstrap, group, topic, "--group-protocol", "consumer", "--events",
+                       "--timeout-ms", DEADLINE_S * 1000 * 2, *extra, name=name)
+
+
+def owned(m: GroupMember) -> set:
+    """The partitions `m` owns now, replayed from its listener events."""
+    mine = set()
+    for e in list(m.events):
+        if e["event"] == "assigned":
+            mine |= set(e["partitions"])
+        elif e["event"] in ("revoked", "lost"):
+            mine -= set(e["partitions"])
+    return mine
+
+
+def wait_split(members, partitions=PARTITIONS, per_member=None) -> dict:
+    """Until the live members own disjoint sets covering every partition (each `per_member`
+    partitions if given); returns {name: partitions}."""
+    def split():
+        views = {m.name: owned(m) for m in members}
+        counts = Counter(p for ps in views.values() for p in ps)
+        if sorted(counts) != list(range(partitions)) or any(c != 1 for c in counts.values()):
+            return None
+        if per_member is not None and any(len(ps) != per_member for ps in views.values()):
+            return None
+        return views
+
+    return poll_until(split, DEADLINE_S, lambda: f"split {[(m.name, owned(m), m.events[-3:]) for m in members]}"
+                      f"\n{members[0].stderr_tail(10)}")
+
+
+def consumed(members) -> list:
+    return [(r["partition"], r["key"], r["value"], r["offset"]) for m in members for r in m.snapshot()]
+
+
+def wait_consumed(members, sent: set) -> None:
+    want = {(p, k, v) for p, k, v in sent}
+    poll_until(lambda: want <= {(p, k, v) for p, k, v, _ in consumed(members)}, DEADLINE_S,
+               lambda: f"{len(want - {(p, k, v) for p, k, v, _ in consumed(members)})} of {len(want)} records missing")
+
+
+def stop_all(members) -> None:
+    for m in members:
+        if m.alive:
+            m.stop()
+
+
+def test_three_members_share_six_partitions_exactly_and_read_every_record_once(cg_broker, topic):
+    create_topic(cg_broker.bootstrap, topic, PARTITIONS)
+    group = new_group()
+    members = [member(cg_broker.bootstrap, group, topic, n) for n in "abc"]
+    try:
+        split = wait_split(members, per_member=2)
+        sent = produce(cg_broker.bootstrap, topic, 50, "x")
+        wait_consumed(members, sent)
+        time.sleep(2)  # a duplicate would show up meanwhile
+    finally:
+        stop_all(members)
+    got = consumed(members)
+    assert len(got) == len(sent), "no duplicates"
+    assert {(p, k, v) for p, k, v, _ in got} == sent
+    # Offsets are exactly 0..49 per partition, each partition read by the member owning it.
+    for p in range(PARTITIONS):
+        assert sorted(o for q, _, _, o in got if q == p) == list(range(50))
+    for m in members:
+        assert {r["partition"] for r in m.records} == split[m.name], f"{m.name} read only its own partitions"
+
+
+@pytest.mark.parametrize("how", ["close", "kill"])
+def test_a_member_that_leaves_or_is_killed_hands_its_partitions_over_and_nothing_is_lost(cg_broker, topic, how):
+    create_topic(cg_broker.bootstrap, topic, PARTITIONS)
+    group = new_group()
+    members = [member(cg_broker.bootstrap, group, topic, n) for n in "abc"]
+    try:
+        before = wait_split(members, per_member=2)
+        first = produce(cg_broker.bootstrap, topic, 20, "one")
+        wait_consumed(members, first)
+        gone, rest = members[0], members[1:]
+        started = time.monotonic()
+        if how == "close":
+            gone.stop()
+        else:
+            gone.kill()
+        after = wait_split(rest, per_member=3)
+        moved_after_s = time.monotonic() - started
+        second = produce(cg_broker.bootstrap, topic, 20, "two")
+        wait_consumed(rest, second)
+        time.sleep(2)
+    finally:
+        stop_all(members)
+    got = consumed(members)
+    assert {(p, k, v) for p, k, v, _ in got} == first | second, "no record lost"
+    dups = [x for x, n in Counter(got).items() if n > 1]
+    if how == "close":
+        assert not dups, f"a graceful leave commits first: no record twice: {dups[:5]}"
+    else:
+        # The killed member may have printed records it never committed: only its partitions.
+        assert {p for p, *_ in dups} <= before[gone.name], dups[:5]
+        # Fenced by the session timeout, not before (the others never saw it leave).
+        assert moved_after_s >= SESSION_TIMEOUT_MS / 1000 - 1, moved_after_s
+    assert set().union(*after.values()) == set(range(PARTITIONS))
+
+
+def test_the_range_assignor_gives_each_member_a_contiguous_range(cg_broker, topic):
+    create_topic(cg_broker.bootstrap, topic, PARTITIONS)
+    group = new_group()
+    members = [member(cg_broker.bootstrap, group, topic, n, "--remote-assignor", "range") for n in "abc"]
+    try:
+        split = wait_split(members, per_member=2)
+    finally:
+        stop_all(members)
+    assert sorted(sorted(ps) for ps in split.values()) == [[0, 1], [2, 3], [4, 5]]
+
+
+def test_committed_offsets_survive_a_restart_of_the_consumers(cg_broker, topic):
+    create_topic(cg_broker.bootstrap, topic, 1)
+    sent = produce(cg_broker.bootstrap, topic, 200, "r", partitions=1)
+    group = new_group()
+    first = member(cg_broker.bootstrap, group, topic, "first", "--count", 100)
+    first.wait(DEADLINE_S)
+    second = member(cg_broker.bootstrap, group, topic, "second", "--idle-ms", 5000)
+    second.wait(DEADLINE_S * 2)
+    assert [r["offset"] for r in first.records] == list(range(100))
+    assert [r["offset"] for r in second.records] == list(range(100, 200)), "resumes at the commit"
+    assert {(r["partition"], r["key"], r["value"]) for r in first.records + second.records} == sent
+
+
+def test_kafka_consumer_groups_tool_lists_the_group_as_consumer_and_describes_its_members(cg_broker, topic):
+    create_topic(cg_broker.bootstrap, topic, PARTITIONS)
+    group = new_group()
+    members = [member(cg_broker.bootstrap, group, topic, n) for n in "abc"]
+    try:
+        wait_split(members, per_member=2)
+        listed = kafka_cli.run(GROUPS_TOOL, "--bootstrap-server", cg_broker.bootstrap, "--list", "--type").stdout
+        row = next(line.split() for line in listed.splitlines() if line.startswith(group + " "))
+        assert row[1] == "Consumer", listed
+
+        def described():
+            out = kafka_cli.run(GROUPS_TOOL, "--bootstrap-server", cg_broker.bootstrap, "--describe",
+                                "--group", group, "--members").stdout
+            rows = [line.split() for line in out.splitlines() if line.startswith(group + " ")]
+            return rows if len(rows) == 3 and all(r[-1] == "2" for r in rows) else None
+
+        rows = poll_until(described, DEADLINE_S, lambda: "describe --members never showed 3 members of 2")
+        state = kafka_cli.run(GROUPS_TOOL, "--bootstrap-server", cg_broker.bootstrap, "--describe",
+                              "--group", group, "--state").stdout
+    finally:
+        stop_all(members)
+    assert all(len(r[1]) == 22 for r in rows), "client-generated member ids (KIP-1082 UUIDs)"
+    assert " Stable " in state and "uniform" in state, state
+
+
+def test_a_consumer_member_cannot_join_a_classic_group_with_members(cg_broker, topic):
+    create_topic(cg_broker.bootstrap, topic, 2)
+    group = new_group()
+    classic = GroupMember("java", cg_broker.bootstrap, group, topic, "--events", "--timeout-ms", 60000, name="classic")
+    try:
+        poll_until(lambda: owned(classic) == {0, 1}, DEADLINE_S, lambda: f"classic member {classic.events}")
+        newcomer = member(cg_broker.bootstrap, group, topic, "newcomer")
+        newcomer.proc.wait(DEADLINE_S)
+        newcomer._join_readers()
+        err = newcomer.stderr_tail(80)
+        assert classic.alive and owned(classic) == {0, 1}, "the classic group goes on"
+    finally:
+        stop_all([classic])
+    assert newcomer.proc.returncode != 0
+    assert ('{"error":"GroupIdNotFoundException","message":"Cannot upgrade classic group '
+            f'{group} to consumer group because online upgrade is disabled."}}') in err, err
+
+
+def test_a_classic_member_cannot_join_a_consumer_group_with_members(cg_broker, topic):
+    create_topic(cg_broker.bootstrap, topic, 2)
+    group = new_group()
+    new = member(cg_broker.bootstrap, group, topic, "new")
+    try:
+        poll_until(lambda: owned(new) == {0, 1}, DEADLINE_S, lambda: f"new member {new.events}")
+        classic = GroupMember("java", cg_broker.bootstrap, group, topic, "--events", "--timeout-ms", 60000,
+                              name="classic")
+        classic.proc.wait(DEADLINE_S)
+        classic._join_readers()
+        err = classic.stderr_tail(80)
+        assert new.alive and owned(new) == {0, 1}, "the consumer group goes on"
+    finally:
+        stop_all([new])
+    assert classic.proc.returncode != 0
+    assert '{"error":"InconsistentGroupProtocolException"' in err, err
+
+
+def test_confluent_kafka_members_with_the_consumer_protocol_split_a_topic(cg_broker, topic):
+    create_topic(cg_broker.bootstrap, topic, PARTITIONS)
+    group = new_group()
+    sent = produce(cg_broker.bootstrap, topic, 20, "c")
+    consumers = [Consumer({"bootstrap.servers": cg_broker.bootstrap, "group.id": group,
+                           "group.protocol": "consumer", "auto.offset.reset": "earliest",
+                           "enable.auto.commit": False}) for _ in range(2)]
+    got = [[], []]
+    try:
+        for c in consumers:
+            c.subscribe([topic])
+        deadline = time.monotonic() + DEADLINE_S
+        while time.monotonic() < deadline and len(got[0]) + len(got[1]) < len(sent):
+            for i, c in enumerate(consumers):
+                msg = c.poll(0.2)
+                if msg is None:
+                    continue
+                assert msg.error() is None or msg.error().code() == KafkaError._PARTITION_EOF, msg.error()
+                if msg.error() is None:
+                    got[i].append((msg.partition(), msg.key().decode(), msg.value().decode()))
+                    c.commit(message=msg, asynchronous=False)
+        assignments = [{tp.partition for tp in c.assignment()} for c in consumers]
+    finally:
+        for c in consumers:
+            c.close()
+    assert sorted(got[0] + got[1]) == sorted(sent)
+    assert len(set(got[0] + got[1])) == len(sent), "no duplicates"
+    assert assignments[0] | assignments[1] == set(range(PARTITIONS)) and not assignments[0] & assignments[1]
+
+
+def test_the_new_apis_and_group_version_are_advertised_as_kafka_4_4_does(cg_broker):
+    from harness import wire
+
+    advertised = wire.api_versions(cg_broker.bootstrap)
+    assert advertised[68] == (0, 1), "ConsumerGroupHeartbeat"
+    assert advertised[69] == (0, 1), "ConsumerGroupDescribe"
+    out = kafka_cli.run("org.apache.kafka.tools.FeatureCommand", "--bootstrap-server", cg_broker.bootstrap,
+                        "describe").stdout
+    line = next(line for line in out.splitlines() if line.startswith("Feature: group.version"))
+    fields = dict(re.findall(r"(\w+): (\S+)", line))
+    assert (fields["SupportedMinVersion"], fields["SupportedMaxVersion"], fields["FinalizedVersionLevel"]) == (
+        "0", "1", "1"), line

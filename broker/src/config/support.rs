@@ -40,7 +40,7 @@ impl Gap {
             Gap::TieredStorage => "Kafka's tiered-storage setting (KIP-405). Brook keeps every segment on local disk: the key is accepted and described and has no effect; remote.storage.enable=true is refused as on a Kafka broker without tiered storage.",
             Gap::Quotas => "Kafka's quota or replication-throttle setting. Brook enforces no quotas or throttles yet: the key is accepted and described and has no effect.",
             Gap::ShareGroups => "Kafka's share-group setting (KIP-932, and its dead-letter queues). Brook has no share groups yet: the key is accepted and described and has no effect.",
-            Gap::ConsumerGroupProtocol => "Kafka's setting for the consumer group protocol of KIP-848. Brook serves the classic group protocol only: the key is accepted and described and has no effect.",
+            Gap::ConsumerGroupProtocol => "Kafka's setting for the consumer group protocol of KIP-848. Brook serves consumer groups with its session timeout, heartbeat interval and assignors but not this setting yet: the key is accepted and described and has no effect.",
             Gap::StreamsGroups => "Kafka's streams-group setting (KIP-1071). Brook has no streams groups yet (Kafka Streams runs on the classic protocol): the key is accepted and described and has no effect.",
             Gap::Metrics => "Kafka's JMX / metrics-reporter setting. Brook exports Prometheus metrics at metrics.listener instead: the key is accepted and described and has no effect.",
             Gap::Threads => "Kafka's thread-pool size. Brook sizes its own tasks and blocking pool: the key is accepted and described and has no effect.",

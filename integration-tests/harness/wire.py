@@ -67,6 +67,10 @@ def _encode(schema, value) -> bytes:
             return _uvarint(0)
         raw = value.encode()
         return _uvarint(len(raw) + 1) + raw
+    if schema == "nbytes":
+        if value is None:
+            return struct.pack(">i", -1)
+        return struct.pack(">i", len(value)) + value
     if schema == "tags":
         return _uvarint(0)
     raise ValueError(schema)
@@ -126,25 +130,48 @@ def A(element) -> tuple:
 
 
 def call(bootstrap: str, api_key: int, version: int, request_schema, request: dict, response_schema,
-         timeout: float = TIMEOUT_S, flexible: bool = False) -> dict:
+         timeout: float = TIMEOUT_S, flexible: bool = False, sasl_plain: Optional[tuple] = None) -> dict:
     """Send one request (header v1; v2 if `flexible`) to `bootstrap` and decode the response
-    (header v0; v1 if `flexible`)."""
+    (header v0; v1 if `flexible`). `sasl_plain` (user, password): log in with SASL/PLAIN
+    first (a SASL_PLAINTEXT listener), so the request is that principal's."""
     host, _, port = bootstrap.rpartition(":")
+    with socket.create_connection((host, int(port)), timeout=timeout) as s:
+        s.settimeout(timeout)
+        if sasl_plain is not None:
+            _sasl_plain_login(s, *sasl_plain)
+        return _exchange(s, api_key, version, request_schema, request, response_schema, flexible)
+
+
+def _exchange(s: socket.socket, api_key: int, version: int, request_schema, request: dict, response_schema,
+              flexible: bool = False) -> dict:
     header = struct.pack(">hhih", api_key, version, 7, len(CLIENT_ID)) + CLIENT_ID
     if flexible:
         header += _encode("tags", None)
     body = header + _encode(request_schema, request)
-    with socket.create_connection((host, int(port)), timeout=timeout) as s:
-        s.settimeout(timeout)
-        s.sendall(struct.pack(">i", len(body)) + body)
-        (size,) = struct.unpack(">i", _recv_exact(s, 4))
-        reader = _Reader(_recv_exact(s, size))
+    s.sendall(struct.pack(">i", len(body)) + body)
+    (size,) = struct.unpack(">i", _recv_exact(s, 4))
+    reader = _Reader(_recv_exact(s, size))
     (correlation_id,) = struct.unpack(">i", reader.take(4))
     if correlation_id != 7:
         raise ValueError(f"correlation id {correlation_id} != 7")
     if flexible:
         reader.read("tags")
     return reader.read(response_schema)
+
+
+def _sasl_plain_login(s: socket.socket, user: str, password: str) -> None:
+    """SaslHandshake v1 (PLAIN) then SaslAuthenticate v1 with `\0user\0password`; raises
+    PermissionError when either is refused."""
+    shake = _exchange(s, 17, 1, [("mechanism", "string")], {"mechanism": "PLAIN"},
+                      [("error_code", "int16"), ("mechanisms", A("string"))])
+    if shake["error_code"]:
+        raise PermissionError(f"SaslHandshake refused: {shake}")
+    token = b"\0" + user.encode() + b"\0" + password.encode()
+    auth = _exchange(s, 36, 1, [("auth_bytes", "nbytes")], {"auth_bytes": token},
+                     [("error_code", "int16"), ("error_message", "nstring"), ("auth_bytes", "nbytes"),
+                      ("session_lifetime_ms", "int64")])
+    if auth["error_code"]:
+        raise PermissionError(f"SaslAuthenticate refused: {auth}")
 
 
 def _recv_exact(s: socket.socket, n: int) -> bytes:
@@ -369,19 +396,22 @@ _FETCH_RESP = [
 
 
 def fetch(bootstrap: str, partitions: Dict[str, Dict[int, int]], max_wait_ms: int, min_bytes: int = 1,
-          session_id: int = 0, session_epoch: int = FINAL_EPOCH, max_bytes: int = 1 << 20) -> dict:
-    """One consumer Fetch; `partitions`: {topic: {partition: fetch offset}} (may be empty).
+          session_id: int = 0, session_epoch: int = FINAL_EPOCH, max_bytes: int = 1 << 20,
+          replica_id: int = -1, sasl_plain: Optional[tuple] = None) -> dict:
+    """One consumer Fetch (a follower's with `replica_id` >= 0); `partitions`: {topic: {partition:
+    fetch offset}} (may be empty); `sasl_plain` as in `call`.
     Session (0, FINAL_EPOCH): sessionless; (0, 0): open a session; (id, n>0): incremental;
     (id, FINAL_EPOCH): close it. Returns {"error", "session_id",
     "partitions": {(topic, p): {"error", "high_watermark", "records": bytes}}}."""
-    request = {"replica_id": -1, "max_wait_ms": max_wait_ms, "min_bytes": min_bytes, "max_bytes": max_bytes,
+    request = {"replica_id": replica_id, "max_wait_ms": max_wait_ms, "min_bytes": min_bytes, "max_bytes": max_bytes,
                "isolation_level": 0, "session_id": session_id, "session_epoch": session_epoch,
                "topics": [{"topic": t, "partitions": [{"partition": p, "current_leader_epoch": -1, "fetch_offset": o,
                                                        "log_start_offset": -1, "partition_max_bytes": max_bytes}
                                                       for p, o in ps.items()]}
                           for t, ps in partitions.items()],
                "forgotten_topics_data": [], "rack_id": ""}
-    r = call(bootstrap, 1, 11, _FETCH_REQ, request, _FETCH_RESP, timeout=max_wait_ms / 1000 + TIMEOUT_S)
+    r = call(bootstrap, 1, 11, _FETCH_REQ, request, _FETCH_RESP, timeout=max_wait_ms / 1000 + TIMEOUT_S,
+             sasl_plain=sasl_plain)
     return {
         "error": r["error_code"],
         "session_id": r["session_id"],
@@ -389,6 +419,28 @@ def fetch(bootstrap: str, partitions: Dict[str, Dict[int, int]], max_wait_ms: in
                                                            "records": p["records"] or b""}
                        for t in r["responses"] for p in t["partitions"]},
     }
+
+
+# -- OffsetForLeaderEpoch v3 (api 23) ------------------------------------------------------------
+_EPOCH_REQ = [("replica_id", "int32"),
+              ("topics", A([("topic", "string"),
+                            ("partitions", A([("partition", "int32"), ("current_leader_epoch", "int32"),
+                                              ("leader_epoch", "int32")]))]))]
+_EPOCH_RESP = [("throttle_time_ms", "int32"),
+               ("topics", A([("topic", "string"),
+                             ("partitions", A([("error_code", "int16"), ("partition", "int32"),
+                                               ("leader_epoch", "int32"), ("end_offset", "int64")]))]))]
+
+
+def offset_for_leader_epoch(bootstrap: str, topic: str, epochs: Dict[int, int], replica_id: int = -1,
+                            sasl_plain: Optional[tuple] = None) -> Dict[int, dict]:
+    """{partition: leader epoch asked} -> {partition: {"error", "leader_epoch", "end_offset"}}."""
+    request = {"replica_id": replica_id,
+               "topics": [{"topic": topic, "partitions": [{"partition": p, "current_leader_epoch": -1,
+                                                           "leader_epoch": e} for p, e in epochs.items()]}]}
+    r = call(bootstrap, 23, 3, _EPOCH_REQ, request, _EPOCH_RESP, sasl_plain=sasl_plain)
+    return {p["partition"]: {"error": p["error_code"], "leader_epoch": p["leader_epoch"], "end_offset": p["end_offset"]}
+            for t in r["topics"] for p in t["partitions"]}
 
 
 # -- DescribeAcls / CreateAcls / DeleteAcls v3 (api 29, 30, 31; flexible) --------------------------

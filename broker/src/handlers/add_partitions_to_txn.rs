@@ -41,7 +41,7 @@ pub async fn handle(
     if version <= 3 {
         let results = add(
             broker,
-            &access,
+            Some(&access),
             &req.v3_and_below_transactional_id,
             req.v3_and_below_producer_id.0,
             req.v3_and_below_producer_epoch,
@@ -52,6 +52,13 @@ pub async fn handle(
         .await;
         return AddPartitionsToTxnResponse::default().with_results_by_topic_v3_and_below(results);
     }
+    // v4+ batches come from brokers only (KIP-890): CLUSTER_ACTION on the cluster for the
+    // whole request, and no check per transactional id or topic (Kafka's
+    // `handleAddPartitionsToTxnRequest`).
+    if !access.cluster(AclOperation::ClusterAction) {
+        return AddPartitionsToTxnResponse::default()
+            .with_error_code(Denied::Cluster.code().code());
+    }
     let mut out = Vec::with_capacity(req.transactions.len());
     for txn in &req.transactions {
         let results = if txn.verify_only {
@@ -59,7 +66,7 @@ pub async fn handle(
         } else {
             add(
                 broker,
-                &access,
+                None,
                 &txn.transactional_id,
                 txn.producer_id.0,
                 txn.producer_epoch,
@@ -86,9 +93,11 @@ fn partitions(topics: &[AddPartitionsToTxnTopic]) -> BTreeSet<TopicPartition> {
 }
 
 #[allow(clippy::too_many_arguments)]
+/// `access`: the client's checks (v3 and below); `None` for a broker's batch, authorized as a
+/// whole.
 async fn add(
     broker: &Broker,
-    access: &Access<'_>,
+    access: Option<&Access<'_>>,
     id: &str,
     producer_id: i64,
     producer_epoch: i16,
@@ -98,13 +107,13 @@ async fn add(
 ) -> Vec<AddPartitionsToTxnTopicResult> {
     // Kafka's handleAddPartitionsToTxnRequest: WRITE on the transactional id, then WRITE
     // on each topic (the others OPERATION_NOT_ATTEMPTED).
-    if !access.transactional_id(AclOperation::Write, id) {
+    if access.is_some_and(|a| !a.transactional_id(AclOperation::Write, id)) {
         return answer(topics, |_| Denied::TransactionalId.code().code());
     }
     let wanted = partitions(topics);
     let denied: BTreeSet<&TopicPartition> = wanted
         .iter()
-        .filter(|(t, _)| !access.topic(AclOperation::Write, t))
+        .filter(|(t, _)| access.is_some_and(|a| !a.topic(AclOperation::Write, t)))
         .collect();
     if !denied.is_empty() {
         return answer(topics, |tp| {

@@ -8,6 +8,9 @@
 //! message. Per producer: id, epoch, last sequence and timestamp (-1 when none),
 //! coordinator epoch (-1 before any marker) and the first offset of its open
 //! transaction (-1 when none), the offset `abort --start-offset` needs.
+//!
+//! Authorization (Kafka's `handleDescribeProducersRequest`): READ on the topic, checked
+//! before whether it exists; a refused topic's partitions are `TOPIC_AUTHORIZATION_FAILED`.
 
 use brook_protocol::kafka_protocol::messages::describe_producers_response::{
     PartitionResponse, ProducerState, TopicResponse,
@@ -18,8 +21,11 @@ use brook_protocol::kafka_protocol::messages::{
 use brook_protocol::kafka_protocol::protocol::StrBytes;
 use brook_storage::ActiveProducer;
 
+use crate::auth::acl::AclOperation;
+use crate::auth::Access;
 use crate::broker::Broker;
-use crate::error::BrokerError;
+use crate::error::{BrokerError, Denied};
+use crate::server::session::Session;
 
 /// The wire's "none": Kafka's `RecordBatch.NO_SEQUENCE`, `RecordBatch.NO_TIMESTAMP`,
 /// and the `-1` of an absent `currentTxnFirstOffset`.
@@ -29,14 +35,27 @@ const NO_OFFSET: i64 = -1;
 
 pub async fn handle(
     broker: &Broker,
+    session: &Session,
     req: DescribeProducersRequest,
     _version: i16,
 ) -> DescribeProducersResponse {
+    let access = Access::new(broker, session);
     let mut topics = Vec::with_capacity(req.topics.len());
     for topic in req.topics {
         let name = topic.name.to_string();
+        let readable = access.topic(AclOperation::Read, &name);
         let mut partitions = Vec::with_capacity(topic.partition_indexes.len());
         for index in topic.partition_indexes {
+            if !readable {
+                // Kafka's `ApiError(TOPIC_AUTHORIZATION_FAILED)`: the error's default message.
+                partitions.push(
+                    PartitionResponse::default()
+                        .with_partition_index(index)
+                        .with_error_code(Denied::Topic.code().code())
+                        .with_error_message(Some(StrBytes::from_string(Denied::Topic.to_string()))),
+                );
+                continue;
+            }
             let log = broker
                 .replicas
                 .leader_partition(&name, index, None)

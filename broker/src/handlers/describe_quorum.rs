@@ -4,6 +4,9 @@
 //! offset. Kafka's brokers forward this request to the controller; every Brook node is a
 //! member of the quorum, so it answers from its own view: the leader knows every
 //! follower's replicated position, a follower reports only its own and `-1` for the others.
+//!
+//! Authorization (Kafka's controller, `ControllerApis.handleDescribeQuorum`): DESCRIBE on
+//! the cluster, else the top-level `CLUSTER_AUTHORIZATION_FAILED` and nothing else.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -15,13 +18,31 @@ use brook_protocol::kafka_protocol::messages::{
 };
 use brook_protocol::kafka_protocol::protocol::StrBytes;
 
+use crate::auth::acl::AclOperation;
+use crate::auth::Access;
 use crate::broker::Broker;
-use crate::error::PartitionError;
+use crate::error::{Denied, PartitionError};
+use crate::server::session::Session;
 
 /// The metadata log's name in KRaft.
 const METADATA_TOPIC: &str = "__cluster_metadata";
 
-pub fn handle(broker: &Broker, req: DescribeQuorumRequest, version: i16) -> DescribeQuorumResponse {
+pub fn handle(
+    broker: &Broker,
+    session: &Session,
+    req: DescribeQuorumRequest,
+    version: i16,
+) -> DescribeQuorumResponse {
+    if !Access::new(broker, session).cluster(AclOperation::Describe) {
+        let refused =
+            DescribeQuorumResponse::default().with_error_code(Denied::Cluster.code().code());
+        // The top-level message is a v2 field (Kafka's `getTopLevelErrorResponse`).
+        return if version >= 2 {
+            refused.with_error_message(Some(StrBytes::from_string(Denied::Cluster.to_string())))
+        } else {
+            refused
+        };
+    }
     let asks_for_metadata = req.topics.iter().any(|t| {
         t.topic_name.0.as_str() == METADATA_TOPIC
             && t.partitions.iter().any(|p| p.partition_index == 0)

@@ -1,5 +1,10 @@
 //! DescribeTopicPartitions (KIP-966): what `kafka-topics --describe` asks first, with a
 //! partition limit and a cursor for paging. An empty topic list means every topic.
+//!
+//! Authorization (Kafka's `DescribeTopicPartitionsRequestHandler`), as Metadata: DESCRIBE on
+//! each topic. Listing every topic leaves out the others; a named one is
+//! `TOPIC_AUTHORIZATION_FAILED` (zero topic id) whether it exists or not. Each described
+//! topic carries the session's authorized operations on it (KIP-430).
 
 use brook_protocol::kafka_protocol::messages::describe_topic_partitions_response::{
     Cursor, DescribeTopicPartitionsResponsePartition, DescribeTopicPartitionsResponseTopic,
@@ -9,15 +14,22 @@ use brook_protocol::kafka_protocol::messages::{
 };
 use brook_protocol::kafka_protocol::protocol::StrBytes;
 
+use crate::auth::acl::{AclOperation, ResourceType};
+use crate::auth::authorized::TOPIC_OPERATIONS;
+use crate::auth::Access;
 use crate::broker::Broker;
-use crate::error::PartitionError;
+use crate::error::{Denied, PartitionError};
+use crate::server::session::Session;
 
 pub async fn handle(
     broker: &Broker,
+    session: &Session,
     req: DescribeTopicPartitionsRequest,
     _version: i16,
 ) -> DescribeTopicPartitionsResponse {
     let image = broker.image();
+    let access = Access::new(broker, session);
+    let every_topic = req.topics.is_empty();
     let mut names: Vec<String> = if req.topics.is_empty() {
         image.topics.keys().cloned().collect()
     } else {
@@ -39,6 +51,16 @@ pub async fn handle(
             }
         }
         let name_field = Some(TopicName(StrBytes::from_string(name.clone())));
+        if !access.topic(AclOperation::Describe, &name) {
+            if !every_topic {
+                topics.push(
+                    DescribeTopicPartitionsResponseTopic::default()
+                        .with_name(name_field)
+                        .with_error_code(Denied::Topic.code().code()),
+                );
+            }
+            continue;
+        }
         let Some(topic) = image.topic(&name) else {
             topics.push(
                 DescribeTopicPartitionsResponseTopic::default()
@@ -93,6 +115,11 @@ pub async fn handle(
                 .with_name(name_field)
                 .with_topic_id(topic.topic_id)
                 .with_is_internal(name.starts_with("__"))
+                .with_topic_authorized_operations(access.authorized_operations(
+                    ResourceType::Topic,
+                    &name,
+                    TOPIC_OPERATIONS,
+                ))
                 .with_partitions(partitions),
         );
         if next_cursor.is_some() {

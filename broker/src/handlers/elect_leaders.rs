@@ -9,6 +9,10 @@
 //! replica is not an active ISR member), ELIGIBLE_LEADERS_NOT_AVAILABLE (no live replica),
 //! UNKNOWN_TOPIC_OR_PARTITION. Without a partition list every partition is considered and
 //! only those an election concerns are reported.
+//!
+//! Authorization (Kafka's controller, `ControllerApis.handleElectLeaders`): ALTER on the
+//! cluster, else `CLUSTER_AUTHORIZATION_FAILED` at the top and for every listed partition,
+//! and nothing is elected.
 
 use brook_protocol::kafka_protocol::messages::elect_leaders_response::{
     PartitionResult, ReplicaElectionResult,
@@ -23,17 +27,24 @@ use brook_raft::{
 };
 use tracing::info;
 
+use crate::auth::acl::AclOperation;
+use crate::auth::Access;
 use crate::broker::Broker;
-use crate::error::{BrokerError, ElectionError};
+use crate::error::{BrokerError, Denied, ElectionError};
+use crate::server::session::Session;
 
 const PREFERRED: i8 = 0;
 const UNCLEAN: i8 = 1;
 
 pub async fn handle(
     broker: &Broker,
+    session: &Session,
     req: ElectLeadersRequest,
-    _version: i16,
+    version: i16,
 ) -> ElectLeadersResponse {
+    if !Access::new(broker, session).cluster(AclOperation::Alter) {
+        return refused(req, version, Denied::Cluster);
+    }
     let election = match req.election_type {
         PREFERRED => ElectionType::Preferred,
         UNCLEAN => ElectionType::Unclean,
@@ -123,6 +134,35 @@ pub async fn handle(
             })
             .collect(),
     )
+}
+
+/// Kafka's `ElectLeadersRequest.getErrorResponse`: the refusal at the top and on every
+/// partition the request listed (v0 has no top-level code).
+fn refused(req: ElectLeadersRequest, version: i16, denied: Denied) -> ElectLeadersResponse {
+    let code = denied.code().code();
+    let results = req
+        .topic_partitions
+        .unwrap_or_default()
+        .into_iter()
+        .map(|t| {
+            ReplicaElectionResult::default()
+                .with_topic(t.topic)
+                .with_partition_result(
+                    t.partitions
+                        .into_iter()
+                        .map(|p| {
+                            PartitionResult::default()
+                                .with_partition_id(p)
+                                .with_error_code(code)
+                                .with_error_message(Some(StrBytes::from_string(denied.to_string())))
+                        })
+                        .collect(),
+                )
+        })
+        .collect();
+    ElectLeadersResponse::default()
+        .with_error_code(if version >= 1 { code } else { 0 })
+        .with_replica_election_results(results)
 }
 
 /// `Ok(Some(leader))`: an election would make `leader` lead; `Err`: why it would not.

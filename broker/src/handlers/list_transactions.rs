@@ -4,6 +4,9 @@
 //! minimum running time (`duration_filter`, ms since the transaction started) and v2's
 //! transactional id pattern (a Java regular expression; Brook supports the common
 //! `prefix.*` / literal forms and matches any other pattern literally).
+//!
+//! Authorization (Kafka's `handleListTransactionsRequest`): only the transactional ids the
+//! session may DESCRIBE are listed; no error for the others.
 
 use brook_protocol::kafka_protocol::messages::list_transactions_response::TransactionState;
 use brook_protocol::kafka_protocol::messages::{
@@ -11,12 +14,16 @@ use brook_protocol::kafka_protocol::messages::{
 };
 use brook_protocol::kafka_protocol::protocol::StrBytes;
 
+use crate::auth::acl::AclOperation;
+use crate::auth::Access;
 use crate::broker::Broker;
 use crate::coordinator::txn::state::TxnState;
 use crate::error::BrokerError;
+use crate::server::session::Session;
 
 pub fn handle(
     broker: &Broker,
+    session: &Session,
     req: ListTransactionsRequest,
     _version: i16,
 ) -> ListTransactionsResponse {
@@ -37,8 +44,10 @@ pub fn handle(
                 .with_unknown_state_filters(unknown)
         }
     };
+    let access = Access::new(broker, session);
     let listed = all
         .into_iter()
+        .filter(|t| access.transactional_id(AclOperation::Describe, &t.transactional_id))
         .filter(|t| states.is_empty() || states.contains(&t.state))
         .filter(|t| {
             req.producer_id_filters.is_empty()

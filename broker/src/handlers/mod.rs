@@ -167,10 +167,10 @@ pub async fn handle(
             ResponseKind::DeleteTopics(delete_topics::handle(broker, session, req, v).await)
         }
         RequestKind::DeleteRecords(req) => {
-            ResponseKind::DeleteRecords(delete_records::handle(broker, req, v).await)
+            ResponseKind::DeleteRecords(delete_records::handle(broker, session, req, v).await)
         }
         RequestKind::OffsetForLeaderEpoch(req) => ResponseKind::OffsetForLeaderEpoch(
-            offset_for_leader_epoch::handle(broker, req, v).await,
+            offset_for_leader_epoch::handle(broker, session, req, v).await,
         ),
         RequestKind::CreatePartitions(req) => {
             ResponseKind::CreatePartitions(create_partitions::handle(broker, session, req, v).await)
@@ -191,13 +191,13 @@ pub async fn handle(
             ResponseKind::DescribeCluster(describe_cluster::handle(broker, session, req, v))
         }
         RequestKind::DescribeQuorum(req) => {
-            ResponseKind::DescribeQuorum(describe_quorum::handle(broker, req, v))
+            ResponseKind::DescribeQuorum(describe_quorum::handle(broker, session, req, v))
         }
         RequestKind::DescribeTopicPartitions(req) => ResponseKind::DescribeTopicPartitions(
-            describe_topic_partitions::handle(broker, req, v).await,
+            describe_topic_partitions::handle(broker, session, req, v).await,
         ),
         RequestKind::ElectLeaders(req) => {
-            ResponseKind::ElectLeaders(elect_leaders::handle(broker, req, v).await)
+            ResponseKind::ElectLeaders(elect_leaders::handle(broker, session, req, v).await)
         }
         RequestKind::FindCoordinator(req) => {
             ResponseKind::FindCoordinator(find_coordinator::handle(broker, session, req, v).await)
@@ -221,7 +221,7 @@ pub async fn handle(
             ResponseKind::OffsetFetch(offset_fetch::handle(broker, session, req, v))
         }
         RequestKind::OffsetDelete(req) => {
-            ResponseKind::OffsetDelete(offset_delete::handle(broker, req, v).await)
+            ResponseKind::OffsetDelete(offset_delete::handle(broker, session, req, v).await)
         }
         RequestKind::ListGroups(req) => {
             ResponseKind::ListGroups(list_groups::handle(broker, session, req, v))
@@ -254,17 +254,17 @@ pub async fn handle(
             ResponseKind::EndTxn(end_txn::handle(broker, session, req, v).await)
         }
         RequestKind::WriteTxnMarkers(req) => {
-            ResponseKind::WriteTxnMarkers(write_txn_markers::handle(broker, req, v).await)
+            ResponseKind::WriteTxnMarkers(write_txn_markers::handle(broker, session, req, v).await)
         }
-        RequestKind::DescribeTransactions(req) => {
-            ResponseKind::DescribeTransactions(describe_transactions::handle(broker, req, v))
-        }
+        RequestKind::DescribeTransactions(req) => ResponseKind::DescribeTransactions(
+            describe_transactions::handle(broker, session, req, v),
+        ),
         RequestKind::ListTransactions(req) => {
-            ResponseKind::ListTransactions(list_transactions::handle(broker, req, v))
+            ResponseKind::ListTransactions(list_transactions::handle(broker, session, req, v))
         }
-        RequestKind::DescribeProducers(req) => {
-            ResponseKind::DescribeProducers(describe_producers::handle(broker, req, v).await)
-        }
+        RequestKind::DescribeProducers(req) => ResponseKind::DescribeProducers(
+            describe_producers::handle(broker, session, req, v).await,
+        ),
         RequestKind::DescribeAcls(req) => {
             ResponseKind::DescribeAcls(describe_acls::handle(broker, session, req, v))
         }
@@ -280,9 +280,9 @@ pub async fn handle(
         RequestKind::SaslAuthenticate(req) => {
             ResponseKind::SaslAuthenticate(sasl_authenticate::handle(req, v))
         }
-        RequestKind::DescribeClientQuotas(req) => {
-            ResponseKind::DescribeClientQuotas(describe_client_quotas::handle(req, v))
-        }
+        RequestKind::DescribeClientQuotas(req) => ResponseKind::DescribeClientQuotas(
+            describe_client_quotas::handle(broker, session, req, v),
+        ),
         RequestKind::DescribeUserScramCredentials(req) => {
             ResponseKind::DescribeUserScramCredentials(describe_user_scram_credentials::handle(
                 broker, session, req, v,

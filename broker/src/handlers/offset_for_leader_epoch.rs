@@ -6,6 +6,10 @@
 //! (the Java consumer and librdkafka detect a truncated log this way: KIP-320); a request's
 //! `current_leader_epoch` is checked like Fetch's (FENCED / UNKNOWN_LEADER_EPOCH).
 //! Followers do not need it: Fetch v12+ answers `diverging_epoch` instead.
+//!
+//! Authorization (Kafka's `handleOffsetForLeaderEpochRequest`): CLUSTER_ACTION on the
+//! cluster (a broker) allows every topic; otherwise DESCRIBE on each topic (KIP-320's
+//! consumers), a refused topic's partitions `TOPIC_AUTHORIZATION_FAILED`.
 
 use brook_protocol::kafka_protocol::messages::offset_for_leader_epoch_response::{
     EpochEndOffset, OffsetForLeaderTopicResult,
@@ -14,23 +18,34 @@ use brook_protocol::kafka_protocol::messages::{
     OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse,
 };
 
+use crate::auth::acl::AclOperation;
+use crate::auth::Access;
 use crate::broker::Broker;
-use crate::error::BrokerError;
+use crate::error::{BrokerError, Denied};
+use crate::server::session::Session;
 
 pub async fn handle(
     broker: &Broker,
+    session: &Session,
     req: OffsetForLeaderEpochRequest,
     _version: i16,
 ) -> OffsetForLeaderEpochResponse {
+    let access = Access::new(broker, session);
+    let cluster_action = access.cluster(AclOperation::ClusterAction);
     let mut topics = Vec::with_capacity(req.topics.len());
     for topic in req.topics {
         let name = topic.topic.to_string();
+        let described = cluster_action || access.topic(AclOperation::Describe, &name);
         let mut partitions = Vec::with_capacity(topic.partitions.len());
         for p in topic.partitions {
             let base = EpochEndOffset::default()
                 .with_partition(p.partition)
                 .with_leader_epoch(-1)
                 .with_end_offset(-1);
+            if !described {
+                partitions.push(base.with_error_code(Denied::Topic.code().code()));
+                continue;
+            }
             let log = broker
                 .replicas
                 .leader_partition(&name, p.partition, Some(p.current_leader_epoch))

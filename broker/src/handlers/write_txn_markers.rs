@@ -5,6 +5,10 @@
 //! replication). Sent by other brokers' transaction coordinators and by
 //! `kafka-transactions.sh abort`. Per-partition errors: UNKNOWN_TOPIC_OR_PARTITION,
 //! NOT_LEADER_OR_FOLLOWER, the storage's refusal, or the replication wait's.
+//!
+//! Authorization (Kafka's `handleWriteTxnMarkersRequest`): ALTER on the cluster (an
+//! operator's `kafka-transactions.sh abort`) or CLUSTER_ACTION (a broker), else every
+//! partition is `CLUSTER_AUTHORIZATION_FAILED` and no marker is written.
 
 use brook_protocol::kafka_protocol::messages::write_txn_markers_response::{
     WritableTxnMarkerPartitionResult, WritableTxnMarkerResult, WritableTxnMarkerTopicResult,
@@ -13,15 +17,23 @@ use brook_protocol::kafka_protocol::messages::{WriteTxnMarkersRequest, WriteTxnM
 
 use futures_util::future::join_all;
 
+use crate::auth::acl::AclOperation;
+use crate::auth::Access;
 use crate::broker::Broker;
 use crate::coordinator::txn::markers::{write_local, Marker};
-use crate::error::BrokerError;
+use crate::error::{BrokerError, Denied};
+use crate::server::session::Session;
 
 pub async fn handle(
     broker: &Broker,
+    session: &Session,
     req: WriteTxnMarkersRequest,
     _version: i16,
 ) -> WriteTxnMarkersResponse {
+    let access = Access::new(broker, session);
+    if !access.cluster(AclOperation::Alter) && !access.cluster(AclOperation::ClusterAction) {
+        return refused(&req, Denied::Cluster);
+    }
     let mut results = Vec::with_capacity(req.markers.len());
     for m in &req.markers {
         let marker = Marker {
@@ -72,4 +84,38 @@ pub async fn handle(
         );
     }
     WriteTxnMarkersResponse::default().with_markers(results)
+}
+
+/// Kafka's `WriteTxnMarkersRequest.getErrorResponse`: the refusal on every partition.
+fn refused(req: &WriteTxnMarkersRequest, denied: Denied) -> WriteTxnMarkersResponse {
+    let code = denied.code().code();
+    let markers = req
+        .markers
+        .iter()
+        .map(|m| {
+            let topics = m
+                .topics
+                .iter()
+                .map(|topic| {
+                    WritableTxnMarkerTopicResult::default()
+                        .with_name(topic.name.clone())
+                        .with_partitions(
+                            topic
+                                .partition_indexes
+                                .iter()
+                                .map(|&partition| {
+                                    WritableTxnMarkerPartitionResult::default()
+                                        .with_partition_index(partition)
+                                        .with_error_code(code)
+                                })
+                                .collect(),
+                        )
+                })
+                .collect();
+            WritableTxnMarkerResult::default()
+                .with_producer_id(m.producer_id)
+                .with_topics(topics)
+        })
+        .collect();
+    WriteTxnMarkersResponse::default().with_markers(markers)
 }

@@ -62,7 +62,7 @@ test-bin:
 # (pytest-xdist: most of a module's time is clients and brokers waiting on each other, and each
 # worker draws its ports from its own range, harness/broker.py), the longest modules first
 # (LONG_MODULES_FIRST in conftest.py; xdist's own reordering by test count is turned off).
-INTEGRATION_WORKERS ?= 2
+INTEGRATION_WORKERS ?= 3
 integration: test-bin
 	@status=0; \
 	BROOK_BIN=$(CURDIR)/target/debug/brook python3 -m pytest -n $(INTEGRATION_WORKERS) --dist loadfile --no-loadscope-reorder -m "not serial" integration-tests || status=$$?; \

@@ -44,6 +44,8 @@ BROOK_DEFAULTS = {
     "controller.quorum.fetch.timeout.ms": "1000",
     "process.roles": "broker,controller",
     "controller.listener.names": "",
+    # KIP-848 groups are served but partial (in memory): off unless asked for.
+    "group.coordinator.rebalance.protocols": "classic",
 }
 # Per-broker dynamic in Kafka, read-only in Brook (it cannot rebind its listeners).
 BROOK_READ_ONLY = {"listeners", "listener.security.protocol.map"}

@@ -32,7 +32,7 @@ from confluent_kafka.admin import AdminClient
 
 from harness import client_config, drivers, kafka_cli, paths
 from harness.broker import Broker, free_port
-from harness.security import ADMIN, client_file, sasl_broker_settings
+from harness.security import ADMIN, plain_login_files, start_plain_broker
 
 ACL_COMMAND = "org.apache.kafka.tools.AclCommand"
 AUTHORIZER = {
@@ -50,22 +50,14 @@ Binding = Tuple[str, str, str, str, str, str, str]  # type, name, pattern, princ
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
-    kind = paths.target()
-    port = free_port(2)
-    settings = sasl_broker_settings(kind, port, ["PLAIN"], USERS, AUTHORIZER)
-    b = Broker(kind, tmp_path_factory.mktemp("acl"), settings, port=port)
-    b.start()
+    b = start_plain_broker(paths.target(), tmp_path_factory.mktemp("acl"), free_port(2), USERS, AUTHORIZER)
     yield b
     b.stop()
 
 
 @pytest.fixture(scope="module")
 def logins(tmp_path_factory):
-    d = tmp_path_factory.mktemp("acl-clients")
-    files = {"admin": client_file(d, "admin", "PLAIN", *ADMIN)}
-    for user, password in USERS.items():
-        files[user] = client_file(d, user, "PLAIN", user, password)
-    return files
+    return plain_login_files(tmp_path_factory.mktemp("acl-clients"), USERS)
 
 
 def unique(prefix: str) -> str:

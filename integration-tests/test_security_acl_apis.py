@@ -25,8 +25,8 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from harness import client_config, drivers, kafka_cli, paths, wire
-from harness.broker import Broker, free_port
-from harness.security import ADMIN, client_file, sasl_broker_settings
+from harness.broker import free_port
+from harness.security import plain_login_files, start_plain_broker
 from test_security_acl import ACL_COMMAND, AUTHORIZER, unique
 
 USERS = {name: f"{name}-secret" for name in
@@ -45,22 +45,14 @@ TOPIC_AUTHORIZATION_FAILED = 29
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
-    kind = paths.target()
-    port = free_port(2)
-    settings = sasl_broker_settings(kind, port, ["PLAIN"], USERS, AUTHORIZER)
-    b = Broker(kind, tmp_path_factory.mktemp("acl-apis"), settings, port=port)
-    b.start()
+    b = start_plain_broker(paths.target(), tmp_path_factory.mktemp("acl-apis"), free_port(2), USERS, AUTHORIZER)
     yield b
     b.stop()
 
 
 @pytest.fixture(scope="module")
 def logins(tmp_path_factory):
-    d = tmp_path_factory.mktemp("acl-apis-clients")
-    files = {"admin": client_file(d, "admin", "PLAIN", *ADMIN)}
-    for user, password in USERS.items():
-        files[user] = client_file(d, user, "PLAIN", user, password)
-    return files
+    return plain_login_files(tmp_path_factory.mktemp("acl-apis-clients"), USERS)
 
 
 def acls(broker, logins, *args) -> str:

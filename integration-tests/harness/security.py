@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Dict, Iterable
 
 from . import client_config
+from .broker import Broker
 
 PLAIN_LOGIN = "org.apache.kafka.common.security.plain.PlainLoginModule"
 SCRAM_LOGIN = "org.apache.kafka.common.security.scram.ScramLoginModule"
@@ -67,3 +68,20 @@ def client_file(directory: Path, name: str, mechanism: str, user: str, password:
     path = Path(directory) / f"{name}.properties"
     client_config.write(path, client_settings(mechanism, user, password))
     return str(path)
+
+
+def start_plain_broker(kind: str, directory: Path, port: int, users: Dict[str, str],
+                       extra: Dict[str, str] = None) -> Broker:
+    """A started broker of `kind` on `port` (and PORT+1 for Kafka's controller) whose SASL_PLAINTEXT
+    listener logs in the admin and `users` with PLAIN; `extra` adds settings (an authorizer)."""
+    b = Broker(kind, directory, sasl_broker_settings(kind, port, ["PLAIN"], users, extra), port=port)
+    b.start()
+    return b
+
+
+def plain_login_files(directory: Path, users: Dict[str, str]) -> Dict[str, str]:
+    """`--client-config` files by login name: the admin's and each user's, all PLAIN."""
+    files = {"admin": client_file(directory, "admin", "PLAIN", *ADMIN)}
+    for user, password in users.items():
+        files[user] = client_file(directory, user, "PLAIN", user, password)
+    return files

@@ -118,6 +118,9 @@ pub struct BrokerConfig {
     pub group_consumer_heartbeat_interval_ms: i32,
     /// `group.consumer.assignors` (Brook serves `uniform` and `range`).
     pub group_consumer_assignors: Vec<String>,
+    /// `consumer` is in `group.coordinator.rebalance.protocols`: ConsumerGroupHeartbeat and
+    /// ConsumerGroupDescribe are advertised and served (KIP-848).
+    pub group_consumer_protocol_enabled: bool,
     /// `offsets.retention.minutes` in milliseconds.
     /// `offsets.retention.minutes` in ms, or `brook.offsets.retention.ms` when set.
     pub offsets_retention_ms: i64,
@@ -330,6 +333,10 @@ impl BrokerConfig {
             group_max_session_timeout_ms: g.int("group.max.session.timeout.ms")?,
             group_consumer_session_timeout_ms: g.int("group.consumer.session.timeout.ms")?,
             group_consumer_heartbeat_interval_ms: g.int("group.consumer.heartbeat.interval.ms")?,
+            group_consumer_protocol_enabled: g
+                .text("group.coordinator.rebalance.protocols")
+                .split(',')
+                .any(|p| p.trim().eq_ignore_ascii_case("consumer")),
             group_consumer_assignors: g
                 .text("group.consumer.assignors")
                 .split(',')

@@ -101,6 +101,8 @@ pub(super) static BROKER_KEYS: &[KeyDef] = &[
       "The heartbeat interval given to the members of a consumer group."),
     k("group.consumer.session.timeout.ms", T::Int, Some("45000"), V::AtLeast(1), M, RO,
       "The timeout to detect client failures when using the consumer group protocol."),
+    k("group.coordinator.rebalance.protocols", T::List, Some("classic"), V::EachOneOf(&["consumer", "classic", "share", "streams"]), M, RO,
+      "The list of enabled rebalance protocols. Brook serves classic and, when listed, consumer (KIP-848, still partial: groups are kept in memory, so Brook's default leaves it off where Kafka's default is classic,consumer,streams); share and streams are accepted and have no effect."),
     k("group.initial.rebalance.delay.ms", T::Int, Some("3000"), V::None, M, RO,
       "The amount of time the group coordinator will wait for more consumers to join a new group before performing the first rebalance."),
     k("group.max.session.timeout.ms", T::Int, Some("1800000"), V::None, M, RO,

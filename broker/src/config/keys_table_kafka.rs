@@ -97,7 +97,6 @@ pub(super) static KAFKA_ONLY_BROKER_KEYS: &[KeyDef] = &[
     n("group.coordinator.append.linger.ms", T::Int, Some("-1"), V::AtLeast(-1), M, RO, Tuning),
     n("group.coordinator.background.threads", T::Int, Some("2"), V::AtLeast(1), H, RO, Threads),
     n("group.coordinator.cached.buffer.max.bytes", T::Int, Some("1048588"), V::AtLeast(524288), M, CW, Tuning),
-    n("group.coordinator.rebalance.protocols", T::List, Some("classic,consumer,streams"), V::EachOneOf(&["consumer", "classic", "share", "streams"]), M, RO, ConsumerGroupProtocol),
     n("group.coordinator.threads", T::Int, Some("4"), V::AtLeast(1), H, RO, Threads),
     n("group.max.size", T::Int, Some("2147483647"), V::AtLeast(1), M, RO, Tuning),
     n("group.share.assignment.interval.ms", T::Int, Some("1000"), V::AtLeast(0), M, CW, ShareGroups),

@@ -18,8 +18,12 @@ use crate::broker::Broker;
 use crate::coordinator::consumer_group::assignor::TopicMeta;
 use crate::coordinator::consumer_group::member::Assignment;
 use crate::coordinator::consumer_group::HeartbeatRequest;
-use crate::error::{group_code, Denied};
+use crate::error::{group_code, BrokerError, Denied};
 use crate::server::session::Session;
+
+/// Why a KIP-848 request is refused while `consumer` is not an enabled rebalance protocol.
+pub const CONSUMER_PROTOCOL_DISABLED: &str =
+    "The consumer group protocol is not enabled (group.coordinator.rebalance.protocols).";
 
 pub fn handle(
     broker: &Broker,
@@ -33,6 +37,10 @@ pub fn handle(
             .with_error_code(code)
             .with_error_message(Some(StrBytes::from_string(message)))
     };
+    if !broker.config.group_consumer_protocol_enabled {
+        let code = BrokerError::UnsupportedVersion.code().code();
+        return refused(code, CONSUMER_PROTOCOL_DISABLED.to_owned());
+    }
     // Kafka's handleConsumerGroupHeartbeatRequest: READ on the group, then DESCRIBE on
     // every subscribed topic.
     let access = Access::new(broker, session);

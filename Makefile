@@ -115,16 +115,21 @@ soak: build
 # The clients install in the background while the workspace is linted, built and unit-tested (most
 # of the install is downloads; its output goes to target/deps.log and is shown when it ends); the
 # suite starts once both are done. A failed lint or unit test stops here, as before.
+# Each phase's wall time is printed as it ends ("make test: ... after N s"), so a CI log shows where
+# the time budget goes.
 test: toolchain
-	@mkdir -p target; \
+	@mkdir -p target; start=$$(date +%s); \
 	echo "make test: installing the test clients in the background (integration-tests/install.sh > target/deps.log)"; \
-	bash integration-tests/install.sh > target/deps.log 2>&1 & deps=$$!; \
+	{ bash integration-tests/install.sh > target/deps.log 2>&1; s=$$?; echo "make test: install.sh ended after $$(( $$(date +%s) - start )) s" >> target/deps.log; exit $$s; } & deps=$$!; \
 	status=0; $(MAKE) --no-print-directory lint unit || status=$$?; \
+	echo "make test: lint and unit tests ended after $$(( $$(date +%s) - start )) s"; \
 	wait $$deps; deps_status=$$?; \
 	echo "make test: integration-tests/install.sh (exit $$deps_status):"; cat target/deps.log; \
 	[ $$status = 0 ] || exit $$status; \
 	[ $$deps_status = 0 ] || { echo "make test: installing the test clients failed (above)" >&2; exit $$deps_status; }; \
-	$(MAKE) --no-print-directory integration
+	$(MAKE) --no-print-directory integration || status=$$?; \
+	echo "make test: integration tests ended after $$(( $$(date +%s) - start )) s"; \
+	exit $$status
 
 # Brook vs Apache Kafka side by side (bench/README.md): release build, then 3 rounds (tens of minutes);
 # `make bench ARGS=--quick` runs one short round. A command, never a CI gate.

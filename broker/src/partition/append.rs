@@ -226,7 +226,7 @@ mod tests {
     #[tokio::test]
     async fn a_follower_refuses_appends_naming_the_leader() {
         let f = Fixture::leader(&[1, 2], &[1, 2], 1);
-        f.partition.set_role(Role::Follower {
+        f.partition.set_role_now(Role::Follower {
             leader: 2,
             leader_epoch: 4,
         });

@@ -155,6 +155,11 @@ impl ReplicaManager {
         Ok(p)
     }
 
+    /// The images as they are applied: the partitions' roles match the current one.
+    pub fn subscribe_applied(&self) -> watch::Receiver<Arc<MetadataImage>> {
+        self.inner.applied.subscribe()
+    }
+
     /// Whether the quorum's newest image, not applied yet, has this broker lead.
     fn leads_in_newer_image(&self, topic: &str, partition: i32) -> bool {
         let latest = self.inner.images.borrow().clone();
@@ -261,10 +266,14 @@ impl ReplicaManager {
             if let RoleChange::Stop = change {
                 if let Some(Slot::Online(p)) = table.partitions.remove(&partition) {
                     // Requests still waiting on it answer with the new leader.
-                    p.set_role(Role::Follower {
-                        leader: part.map_or(-1, |p| p.leader),
-                        leader_epoch: part.map_or(-1, |p| p.leader_epoch),
-                    });
+                    let change = p.begin_role_change().await;
+                    p.set_role(
+                        &change,
+                        Role::Follower {
+                            leader: part.map_or(-1, |p| p.leader),
+                            leader_epoch: part.map_or(-1, |p| p.leader_epoch),
+                        },
+                    );
                 }
                 self.delete_log(topic.to_string(), partition).await;
                 continue;
@@ -291,6 +300,9 @@ impl ReplicaManager {
                 },
             };
             if let Slot::Online(p) = &slot {
+                // No follower write (a fetch answered for the old role) lands during the
+                // change: a new leader's epoch starts at a log end offset that stays put.
+                let guard = p.begin_role_change().await;
                 let assignment = Assignment {
                     replicas: part.replicas.clone(),
                     isr: part.isr.clone(),
@@ -312,7 +324,7 @@ impl ReplicaManager {
                             min_isr,
                             now_ms,
                         ));
-                        p.set_role(Role::Leader(state.clone()));
+                        p.set_role(&guard, Role::Leader(state.clone()));
                         state.maybe_advance_high_watermark();
                         info!(%topic, partition, leader_epoch, "became leader");
                     }
@@ -320,10 +332,13 @@ impl ReplicaManager {
                         leader,
                         leader_epoch,
                     } => {
-                        p.set_role(Role::Follower {
-                            leader,
-                            leader_epoch,
-                        });
+                        p.set_role(
+                            &guard,
+                            Role::Follower {
+                                leader,
+                                leader_epoch,
+                            },
+                        );
                         tracing::debug!(%topic, partition, leader, leader_epoch, "following");
                     }
                     RoleChange::UpdateAssignment => p.set_assignment(assignment),

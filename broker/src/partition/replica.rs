@@ -9,6 +9,14 @@
 //! read-write lock held for a clone of an `Arc` (never across `.await`); every role or
 //! ISR change bumps `changes`, which wakes the delayed operations waiting on the partition
 //! (`partition::delayed`: an acks=all produce ends when the leadership moves).
+//!
+//! The replica fetcher writes the log (appends, truncations) only as a follower of the
+//! leader and epoch it fetched from, checked under `follower_writes`, which every role
+//! change also takes (Kafka's `leaderIsrUpdateLock`). Without it, a fetcher working from a
+//! newer image than the applied roles truncated a leader's log under an acks=all produce
+//! still waiting on it, and refilled it from the new leader past the produce's offsets: the
+//! old leader's high watermark then covered them and the producer was acknowledged for
+//! records no replica kept (seed-13 chaos run, 7 records of partition 0).
 
 use std::sync::Arc;
 
@@ -34,8 +42,20 @@ pub struct Partition {
     index: i32,
     log: LogHandle,
     role: parking_lot::RwLock<Role>,
+    /// Held by a follower write to the log and by every role change (module comment).
+    follower_writes: tokio::sync::Mutex<()>,
     /// Bumped on every role or ISR change.
     changes: watch::Sender<u64>,
+}
+
+/// A follower's permission to write the log: while held, the role stays what was checked.
+pub struct FollowerWrite<'a> {
+    _held: tokio::sync::MutexGuard<'a, ()>,
+}
+
+/// Held across a role change: no follower write runs meanwhile.
+pub(crate) struct RoleChangeGuard<'a> {
+    _held: tokio::sync::MutexGuard<'a, ()>,
 }
 
 impl std::fmt::Debug for Partition {
@@ -60,6 +80,7 @@ impl Partition {
                 leader: -1,
                 leader_epoch: -1,
             }),
+            follower_writes: tokio::sync::Mutex::new(()),
             changes: watch::channel(0).0,
         }
     }
@@ -118,10 +139,51 @@ impl Partition {
         }
     }
 
-    /// Applies a role (the replica manager, from a metadata image).
-    pub(crate) fn set_role(&self, role: Role) {
+    /// Permission to write the log as the follower of `leader` at `leader_epoch`; `None`
+    /// when the applied role is anything else (not applied yet, or moved on since the
+    /// fetch was sent). Waits for a role change in progress.
+    pub async fn follower_write(
+        &self,
+        leader: i32,
+        leader_epoch: i32,
+    ) -> Option<FollowerWrite<'_>> {
+        let guard = self.follower_writes.lock().await;
+        match *self.role.read() {
+            Role::Follower {
+                leader: l,
+                leader_epoch: e,
+            } if l == leader && e == leader_epoch => {}
+            _ => return None,
+        }
+        Some(FollowerWrite { _held: guard })
+    }
+
+    /// Waits for a follower write in progress, and keeps others out until dropped: taken
+    /// for every role change.
+    pub(crate) async fn begin_role_change(&self) -> RoleChangeGuard<'_> {
+        RoleChangeGuard {
+            _held: self.follower_writes.lock().await,
+        }
+    }
+
+    /// Applies a role (the replica manager, from a metadata image, holding the guard of
+    /// `begin_role_change`).
+    pub(crate) fn set_role(&self, _change: &RoleChangeGuard<'_>, role: Role) {
         *self.role.write() = role;
         self.changes.send_modify(|n| *n += 1);
+    }
+
+    /// A role change outside the replica manager, for tests (no follower write may be in
+    /// progress).
+    #[cfg(test)]
+    pub(crate) fn set_role_now(&self, role: Role) {
+        let change = RoleChangeGuard {
+            _held: self
+                .follower_writes
+                .try_lock()
+                .expect("no follower write in progress"),
+        };
+        self.set_role(&change, role);
     }
 
     /// Applies a new committed ISR (or replica set) to the leader state; the high

@@ -44,7 +44,7 @@ impl Fixture {
             min_isr,
             0,
         ));
-        partition.set_role(Role::Leader(state.clone()));
+        partition.set_role_now(Role::Leader(state.clone()));
         state.maybe_advance_high_watermark();
         Fixture {
             partition,

@@ -61,6 +61,11 @@ pub async fn wait_for_high_watermark(
                 leader_epoch: -1,
             });
         }
+        // The high watermark is read before the role is checked: the log is written as a
+        // follower's only once the role has changed (`Partition::follower_write`), so a
+        // role still unchanged after the read proves the value is this leader's.
+        let short = state.isr_below_min();
+        let high_watermark = state.maybe_advance_high_watermark();
         match partition.role() {
             Role::Leader(now) if Arc::ptr_eq(&now, state) => {}
             Role::Leader(now) => {
@@ -79,8 +84,7 @@ pub async fn wait_for_high_watermark(
                 })
             }
         }
-        let short = state.isr_below_min();
-        if state.maybe_advance_high_watermark() >= required {
+        if high_watermark >= required {
             return if short {
                 Err(NotReplicated::NotEnoughReplicasAfterAppend)
             } else {

@@ -1,8 +1,9 @@
 //! Followers pull from leaders (Kafka's `ReplicaFetcherManager` / `ReplicaFetcherThread`).
 //!
-//! `run` follows the metadata image: for every partition this broker holds a replica of
-//! and another live broker leads, it assigns the partition to the fetcher of that leader
-//! (one task and one connection per leader broker). A fetcher loops over Kafka Fetch v15
+//! `run` follows the metadata image the replica manager has applied (never a newer one
+//! from the quorum: the partitions' roles match the applied image): for every partition
+//! this broker holds a replica of and another live broker leads, it assigns the partition
+//! to the fetcher of that leader (one task and one connection per leader broker). A fetcher loops over Kafka Fetch v15
 //! requests with this broker's replica id and epoch (`ReplicaState`), each partition at
 //! its log end offset with the epoch of its last batch (`last_fetched_epoch`), and
 //!
@@ -17,7 +18,11 @@
 //! - on leadership errors waits for the image to move the partition elsewhere.
 //!
 //! The followed partitions' logs are the replica manager's (`ReplicaManager::get`): opened
-//! when it applies the image that assigns them, looked up once per round.
+//! when it applies the image that assigns them, looked up once per round. A partition is
+//! fetched only while its role is "follower of this leader at this epoch", and its log is
+//! written (append, truncation) only under `Partition::follower_write`, which checks that
+//! role again and holds off role changes: an answer to a fetch sent before the partition
+//! changed role is dropped, never written into a leader's log.
 //!
 //! Fetchers are owned here and drained on shutdown.
 
@@ -47,6 +52,7 @@ use tracing::{debug, info};
 
 use super::client::{PeerConnection, PeerError};
 use crate::broker::Broker;
+use crate::partition::{Partition, Role};
 
 /// The Fetch version followers send: topic ids (v13), `ReplicaState` (v15).
 const FETCH_VERSION: i16 = 15;
@@ -95,7 +101,7 @@ fn assignments(image: &MetadataImage, node_id: i32) -> BTreeMap<i32, Assignment>
 
 /// Keeps one fetcher per leader broker in step with the image until `shutdown`.
 pub async fn run(broker: Arc<Broker>, shutdown: CancellationToken) {
-    let mut images = broker.quorum.subscribe();
+    let mut images = broker.replicas.subscribe_applied();
     let mut fetchers: HashMap<i32, (watch::Sender<Assignment>, CancellationToken)> = HashMap::new();
     let mut tasks = JoinSet::new();
     loop {
@@ -208,12 +214,12 @@ async fn fetch_round(
     };
     let config = &broker.config;
     let mut topics: BTreeMap<uuid::Uuid, FetchTopic> = BTreeMap::new();
-    let mut by_id: HashMap<(uuid::Uuid, i32), (&Followed, LogHandle)> = HashMap::new();
+    let mut by_id: HashMap<(uuid::Uuid, i32), (&Followed, Arc<Partition>)> = HashMap::new();
     for f in parts.values() {
         // The replica manager opens the replica's log when it applies the image that
         // assigns it; until then (or while its log is offline) it is not fetched.
-        let log = match broker.replicas.get(&f.topic, f.partition) {
-            Some(Ok(p)) if p.topic_id() == f.topic_id => p.log().clone(),
+        let partition = match broker.replicas.get(&f.topic, f.partition) {
+            Some(Ok(p)) if p.topic_id() == f.topic_id => p,
             Some(Err(e)) => {
                 debug!(topic = %f.topic, partition = f.partition, error = %e, "replica offline");
                 continue;
@@ -223,7 +229,12 @@ async fn fetch_round(
                 continue;
             }
         };
-        by_id.insert((f.topic_id, f.partition), (f, log.clone()));
+        if !follows(&partition, leader, f.leader_epoch) {
+            debug!(topic = %f.topic, partition = f.partition, "role not applied yet");
+            continue;
+        }
+        let log = partition.log().clone();
+        by_id.insert((f.topic_id, f.partition), (f, partition));
         topics
             .entry(f.topic_id)
             .or_insert_with(|| FetchTopic::default().with_topic_id(f.topic_id))
@@ -272,10 +283,10 @@ async fn fetch_round(
     let mut progressed = false;
     for topic in response.responses {
         for data in topic.partitions {
-            let Some((f, log)) = by_id.get(&(topic.topic_id, data.partition_index)) else {
+            let Some((f, partition)) = by_id.get(&(topic.topic_id, data.partition_index)) else {
                 continue;
             };
-            match handle_partition(broker, conn, f, log, data).await {
+            match handle_partition(broker, conn, leader, f, partition, data).await {
                 Ok(()) => progressed = true,
                 Err(e) => {
                     debug!(topic = %f.topic, partition = f.partition, leader, error = %e, "follower fetch of a partition failed")
@@ -300,22 +311,40 @@ enum PartitionError {
     Storage(#[from] brook_storage::StorageError),
     #[error(transparent)]
     Peer(#[from] PeerError),
+    #[error("the partition's role changed during the fetch")]
+    RoleChanged,
+}
+
+/// Whether `partition`'s applied role is "follower of `leader` at `leader_epoch`".
+fn follows(partition: &Partition, leader: i32, leader_epoch: i32) -> bool {
+    matches!(partition.role(), Role::Follower { leader: l, leader_epoch: e } if l == leader && e == leader_epoch)
 }
 
 async fn handle_partition(
     broker: &Broker,
     conn: &mut PeerConnection,
+    leader: i32,
     f: &Followed,
-    log: &LogHandle,
+    partition: &Partition,
     data: PartitionData,
 ) -> Result<(), PartitionError> {
+    let log = partition.log();
     match ResponseError::try_from_code(data.error_code) {
         None => {}
         Some(ResponseError::OffsetOutOfRange) => {
-            return reset_out_of_range(broker, conn, f, log).await;
+            let bounds = leader_log_bounds(broker, conn, f).await?;
+            let _write = partition
+                .follower_write(leader, f.leader_epoch)
+                .await
+                .ok_or(PartitionError::RoleChanged)?;
+            return reset_out_of_range(f, log, bounds).await;
         }
         other => return Err(PartitionError::Leader(other)),
     }
+    let _write = partition
+        .follower_write(leader, f.leader_epoch)
+        .await
+        .ok_or(PartitionError::RoleChanged)?;
     let diverging = data.diverging_epoch;
     if diverging.epoch >= 0 || diverging.end_offset >= 0 {
         let before = log.log_end_offset();
@@ -375,12 +404,10 @@ async fn truncation_offset(
 /// The follower's fetch offset is outside the leader's log: beyond its end (truncate to
 /// it) or before its start (start over there).
 async fn reset_out_of_range(
-    broker: &Broker,
-    conn: &mut PeerConnection,
     f: &Followed,
     log: &LogHandle,
+    (start, end): (i64, i64),
 ) -> Result<(), PartitionError> {
-    let (start, end) = leader_log_bounds(broker, conn, f).await?;
     let leo = log.log_end_offset();
     if leo > end {
         let after = log.truncate_to(end).await?;

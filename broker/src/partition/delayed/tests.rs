@@ -111,7 +111,7 @@ async fn an_acks_all_wait_ends_when_the_leadership_moves() {
     let required = append_three(&f).await;
     let wait = spawn_acks_wait(&f, required, LONG, &CancellationToken::new());
     tokio::time::sleep(Duration::from_secs(1)).await;
-    f.partition.set_role(Role::Follower {
+    f.partition.set_role_now(Role::Follower {
         leader: 2,
         leader_epoch: 1,
     });
@@ -192,4 +192,93 @@ async fn shutdown_ends_every_wait() {
         Wake::ShuttingDown,
         "and every later one"
     );
+}
+
+/// The seed-13 chaos run: the ex-leader's fetcher, working from a newer image than the
+/// applied roles, truncated the log under a waiting acks=all produce and refilled it from
+/// the new leader past the produce's offsets; the wait then saw a high watermark over them.
+/// A follower write now needs the applied role, and the wait ends on the role change.
+#[tokio::test(start_paused = true)]
+async fn the_log_is_written_as_follower_only_after_the_role_change_ends_acks_all_waits() {
+    let f = Fixture::leader(&[1, 2], &[1, 2], 1);
+    let required = append_three(&f).await;
+    let wait = spawn_acks_wait(&f, required, LONG, &CancellationToken::new());
+    assert!(
+        f.partition.follower_write(2, 1).await.is_none(),
+        "this broker still leads: the fetcher may not write"
+    );
+    f.partition.set_role_now(Role::Follower {
+        leader: 2,
+        leader_epoch: 1,
+    });
+    assert!(
+        f.partition.follower_write(2, 0).await.is_none(),
+        "another epoch"
+    );
+    assert!(
+        f.partition.follower_write(3, 1).await.is_none(),
+        "another leader"
+    );
+    {
+        let _write = f
+            .partition
+            .follower_write(2, 1)
+            .await
+            .expect("follows 2 at epoch 1");
+        let log = f.partition.log();
+        assert_eq!(log.truncate_to(0).await.expect("truncate"), 0);
+        log.append_as_follower(batch(5), 0).await.expect("append");
+        assert_eq!(log.set_high_watermark(5), 5);
+    }
+    assert_eq!(
+        wait.await.expect("task"),
+        Err(NotReplicated::Moved {
+            leader: 2,
+            leader_epoch: 1
+        })
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_role_change_waits_for_a_follower_write_in_progress() {
+    let f = Fixture::leader(&[1, 2], &[1, 2], 1);
+    f.partition.set_role_now(Role::Follower {
+        leader: 2,
+        leader_epoch: 1,
+    });
+    let write = f
+        .partition
+        .follower_write(2, 1)
+        .await
+        .expect("follows 2 at epoch 1");
+    let partition = Arc::clone(&f.partition);
+    let change = tokio::spawn(async move {
+        let change = partition.begin_role_change().await;
+        partition.set_role(
+            &change,
+            Role::Follower {
+                leader: 3,
+                leader_epoch: 2,
+            },
+        );
+    });
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(
+        !change.is_finished(),
+        "the write in progress holds the change"
+    );
+    assert!(matches!(
+        f.partition.role(),
+        Role::Follower { leader: 2, .. }
+    ));
+    drop(write);
+    change.await.expect("task");
+    assert!(matches!(
+        f.partition.role(),
+        Role::Follower {
+            leader: 3,
+            leader_epoch: 2
+        }
+    ));
+    assert!(f.partition.follower_write(2, 1).await.is_none());
 }

@@ -23,6 +23,7 @@ use crate::coordinator::txn::{TxnConfig, TxnCoordinator};
 use crate::handlers::fetch::session::FetchSessions;
 use crate::metadata::meta_properties;
 use crate::partition::ReplicaManager;
+use crate::server::connection_limits::ConnectionQuotas;
 
 pub struct Broker {
     pub config: BrokerConfig,
@@ -39,6 +40,8 @@ pub struct Broker {
     pub txn: TxnCoordinator,
     /// The ACL authorizer (`authorizer.class.name`); `None` allows everything.
     pub authorizer: Option<Authorizer>,
+    /// Client connections counted against `max.connections` and `max.connections.per.ip`.
+    pub connection_quotas: Arc<ConnectionQuotas>,
     /// Cancelled when a clean shutdown begins: every task stops, and a fetch waiting for
     /// data answers at once instead of holding its connection open until its wait ends.
     pub stopping: CancellationToken,
@@ -142,6 +145,7 @@ impl Broker {
             groups,
             txn: TxnCoordinator::new(TxnConfig::from_broker(&config)),
             authorizer: config.authorizer.as_ref().map(Authorizer::new),
+            connection_quotas: ConnectionQuotas::new(config.connection_limits.clone()),
             stopping: CancellationToken::new(),
             incarnation_id: uuid::Uuid::new_v4(),
             broker_epoch: AtomicU64::new(0),
@@ -189,6 +193,7 @@ impl Broker {
             // applied last, so an unchanged image costs nothing).
             let image = self.image();
             let config = effective_config(&self.config, &image);
+            self.connection_quotas.set_limits(&config.connection_limits);
             self.replicas.apply(image.clone(), &config).await;
             if !Arc::ptr_eq(&image, &last) {
                 self.apply_role_changes(&last, &image).await;

@@ -90,6 +90,8 @@ pub struct BrokerConfig {
     pub auto_create_topics_enable: bool,
     pub delete_topic_enable: bool,
     pub socket_request_max_bytes: usize,
+    /// `max.connections`, `max.connections.per.ip` (+ overrides), `connections.max.idle.ms`.
+    pub connection_limits: super::connections::ConnectionLimits,
     /// `socket.send.buffer.bytes` / `socket.receive.buffer.bytes` of the client listeners'
     /// sockets; `None` keeps the OS default (-1).
     pub socket_send_buffer_bytes: Option<usize>,
@@ -314,6 +316,13 @@ impl BrokerConfig {
             auto_create_topics_enable: g.text("auto.create.topics.enable") == "true",
             delete_topic_enable: g.text("delete.topic.enable") == "true",
             socket_request_max_bytes: g.narrow("socket.request.max.bytes")?,
+            connection_limits: super::connections::ConnectionLimits::parse(
+                g.narrow("max.connections")?,
+                g.narrow("max.connections.per.ip")?,
+                g.text("max.connections.per.ip.overrides"),
+                g.narrow("connections.max.idle.ms")?,
+            )
+            .map_err(|(key, why)| g.invalid(key, why))?,
             socket_send_buffer_bytes: g.socket_buffer("socket.send.buffer.bytes")?,
             socket_receive_buffer_bytes: g.socket_buffer("socket.receive.buffer.bytes")?,
             message_max_bytes: g.narrow("message.max.bytes")?,

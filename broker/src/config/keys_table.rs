@@ -7,6 +7,7 @@
 //! the internal topics keep Kafka's replication defaults, capped at the active brokers; `listeners` and
 //! `listener.security.protocol.map` are not dynamically updatable (Brook cannot rebind).
 
+use super::connections::check_per_ip_overrides;
 use super::keys::{Importance, KeyDef, UpdateMode};
 use super::listener::{
     check_listeners, check_metrics_listener, check_protocol_map, check_quorum_voters,
@@ -79,6 +80,8 @@ pub(super) static BROKER_KEYS: &[KeyDef] = &[
       "Specify the final compression type for a given topic. This configuration accepts the standard compression codecs ('gzip', 'snappy', 'lz4', 'zstd'). It additionally accepts 'uncompressed' which is equivalent to no compression; and 'producer' which means retain the original compression codec set by the producer."),
     k("connection.failed.authentication.delay.ms", T::Int, Some("100"), V::AtLeast(0), L, RO,
       "Connection close delay on failed authentication: the time (in milliseconds) by which connection close will be delayed on authentication failure. The failure answer (SASL_AUTHENTICATION_FAILED, UNSUPPORTED_SASL_MECHANISM) is sent after it, then the connection closes."),
+    k("connections.max.idle.ms", T::Long, Some("600000"), V::None, M, RO,
+      "Idle connections timeout: a client connection that sends nothing for this long is closed. A negative value never closes idle connections."),
     k("connections.max.reauth.ms", T::Long, Some("0"), V::None, M, RO,
       "When explicitly set to a positive number, the maximum session lifetime a SASL client is told in SaslAuthenticate v1+ (KIP-368): it re-authenticates on the same connection before then, and a request after expiry closes the connection. Also settable per listener (listener.name.<listener>.connections.max.reauth.ms). 0: sessions never expire."),
     k("controller.listener.names", T::List, Some(""), V::None, H, RO,
@@ -175,6 +178,12 @@ pub(super) static BROKER_KEYS: &[KeyDef] = &[
       "The maximum size of a single log file."),
     k("log.segment.delete.delay.ms", T::Long, Some("60000"), V::AtLeast(0), H, CW,
       "The amount of time to wait before deleting a file from the filesystem."),
+    k("max.connections", T::Int, Some("2147483647"), V::AtLeast(0), M, CW,
+      "The maximum number of connections the broker serves at once over its client listeners: at the limit it stops accepting (new connections wait in the listen queue) until one closes. Left at its default, Brook serves at most 10000 (each connection is a file descriptor)."),
+    k("max.connections.per.ip", T::Int, Some("2147483647"), V::AtLeast(0), M, CW,
+      "The maximum number of connections allowed from each ip address: a connection past it is closed as it is accepted. 0 needs max.connections.per.ip.overrides (only the addresses listed there may connect)."),
+    k("max.connections.per.ip.overrides", T::String, Some(""), V::Custom(check_per_ip_overrides), M, CW,
+      "A comma-separated list of per-ip overrides to the default maximum number of connections, e.g. 127.0.0.1:200,10.0.0.5:50. Brook takes IP addresses (and localhost), not host names."),
     k("message.max.bytes", T::Int, Some("1048588"), V::AtLeast(0), H, CW,
       "The largest record batch size allowed by Kafka (after compression if compression is enabled). This can be set per topic with the topic level max.message.bytes config."),
     k("metrics.listener", T::String, Some("0.0.0.0:9644"), V::Custom(check_metrics_listener), L, RO,

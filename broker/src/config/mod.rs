@@ -16,6 +16,7 @@
 pub mod alter;
 pub mod authorizer;
 pub mod broker;
+pub mod connections;
 pub mod describe;
 pub mod error;
 pub mod jaas;

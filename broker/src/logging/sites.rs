@@ -10,14 +10,18 @@ pub static SASL_PROTOCOL: Limited =
     Limited::new("connections closed for a request out of SASL order");
 pub static FAILED_AUTHENTICATION: Limited = Limited::new("failed authentications");
 pub static TLS_HANDSHAKE: Limited = Limited::new("failed TLS handshakes");
+pub static ADDRESS_LIMIT: Limited = Limited::new("connections refused at max.connections.per.ip");
+pub static IDLE: Limited = Limited::new("connections closed after connections.max.idle.ms");
 pub static AUTO_CREATION_FAILED: Limited = Limited::new("topic auto-creations refused");
 
-pub static ALL: [&Limited; 7] = [
+pub static ALL: [&Limited; 9] = [
     &MALFORMED_FRAME,
     &TRUNCATED_FRAME,
     &BAD_REQUEST,
     &SASL_PROTOCOL,
     &FAILED_AUTHENTICATION,
     &TLS_HANDSHAKE,
+    &ADDRESS_LIMIT,
+    &IDLE,
     &AUTO_CREATION_FAILED,
 ];

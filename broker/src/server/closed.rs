@@ -6,7 +6,7 @@
 use std::fmt::Display;
 use std::net::SocketAddr;
 
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use crate::logging::limit::Limited;
 use crate::logging::sites;
@@ -27,16 +27,22 @@ pub enum CloseReason {
     FailedAuthentication,
     /// The TLS handshake failed or the client certificate gave no principal.
     TlsHandshake,
+    /// The peer's address already held `max.connections.per.ip` connections.
+    AddressLimit,
+    /// Nothing received for `connections.max.idle.ms`.
+    Idle,
 }
 
 impl CloseReason {
-    pub const ALL: [CloseReason; 6] = [
+    pub const ALL: [CloseReason; 8] = [
         CloseReason::MalformedFrame,
         CloseReason::TruncatedFrame,
         CloseReason::BadRequest,
         CloseReason::SaslProtocol,
         CloseReason::FailedAuthentication,
         CloseReason::TlsHandshake,
+        CloseReason::AddressLimit,
+        CloseReason::Idle,
     ];
 
     /// The metric label.
@@ -48,6 +54,8 @@ impl CloseReason {
             CloseReason::SaslProtocol => "sasl_protocol",
             CloseReason::FailedAuthentication => "failed_authentication",
             CloseReason::TlsHandshake => "tls_handshake",
+            CloseReason::AddressLimit => "max_connections_per_ip",
+            CloseReason::Idle => "idle",
         }
     }
 
@@ -59,6 +67,8 @@ impl CloseReason {
             CloseReason::SaslProtocol => &sites::SASL_PROTOCOL,
             CloseReason::FailedAuthentication => &sites::FAILED_AUTHENTICATION,
             CloseReason::TlsHandshake => &sites::TLS_HANDSHAKE,
+            CloseReason::AddressLimit => &sites::ADDRESS_LIMIT,
+            CloseReason::Idle => &sites::IDLE,
         }
     }
 }
@@ -83,6 +93,10 @@ pub fn connection_closed(reason: CloseReason, peer: SocketAddr, detail: &dyn Dis
         CloseReason::FailedAuthentication | CloseReason::TlsHandshake => {
             info!(%peer, reason = label, %detail, "failed authentication")
         }
+        // Kafka: "Rejected connection from …, address already has the configured maximum".
+        CloseReason::AddressLimit => info!(%peer, reason = label, %detail, "connection refused"),
+        // Routine housekeeping, as Kafka logs it (debug).
+        CloseReason::Idle => debug!(%peer, reason = label, %detail, "closing idle connection"),
         _ => warn!(%peer, reason = label, %detail, "closing connection"),
     }
 }

@@ -162,7 +162,23 @@ async fn read_into<R: AsyncRead + Unpin>(
     stream.read_buf(buf).await
 }
 
-/// Returns `Err` with the reason and its detail when the connection is closed for bad input.
+/// One read, or `None` when nothing arrives within `max_idle` (Kafka's
+/// `connections.max.idle.ms`: a connection silent that long is closed).
+async fn read_or_idle(
+    transport: &mut Transport,
+    buf: &mut BytesMut,
+    max_idle: Option<Duration>,
+) -> Option<std::io::Result<usize>> {
+    match max_idle {
+        None => Some(transport.read_buf(buf).await),
+        Some(idle) => tokio::time::timeout(idle, transport.read_buf(buf))
+            .await
+            .ok(),
+    }
+}
+
+/// Returns `Err` with the reason and its detail when the connection is closed for bad input
+/// or idleness.
 async fn serve(
     mut transport: Transport,
     mut session: Session,
@@ -171,6 +187,7 @@ async fn serve(
     shutdown: &CancellationToken,
 ) -> Result<(), (CloseReason, String)> {
     let max_frame = broker.config.socket_request_max_bytes;
+    let max_idle = broker.config.connection_limits.max_idle;
     let mut sasl_principal_taken = false;
     let mut buf = BytesMut::with_capacity(64 * 1024);
     loop {
@@ -180,7 +197,14 @@ async fn serve(
             Ok(None) => {
                 let read = tokio::select! {
                     _ = shutdown.cancelled() => return Ok(()),
-                    read = transport.read_buf(&mut buf) => read,
+                    read = read_or_idle(&mut transport, &mut buf, max_idle) => read,
+                };
+                let Some(read) = read else {
+                    let detail = format!(
+                        "nothing received for {} ms",
+                        max_idle.map_or(0, |d| d.as_millis())
+                    );
+                    return Err((CloseReason::Idle, detail));
                 };
                 match read {
                     Ok(0) if buf.is_empty() => return Ok(()),

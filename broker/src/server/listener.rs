@@ -1,5 +1,6 @@
-//! Listeners from `listeners`: bind each, accept connections under a semaphore, hand
-//! each to its own task. A client that resolves `localhost` to `::1` (librdkafka may)
+//! Listeners from `listeners`: bind each, accept connections under the connection limits
+//! (`connection_limits`: `max.connections`, `max.connections.per.ip`), hand each to its own
+//! task. A client that resolves `localhost` to `::1` (librdkafka may)
 //! must still connect, so a wildcard host (`0.0.0.0` or empty) binds the dual-stack
 //! `[::]` (which also accepts IPv4), falling back to `0.0.0.0` on hosts without IPv6,
 //! and `localhost` binds both `127.0.0.1` and `::1`. Each listener serves its security
@@ -10,13 +11,13 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 
 use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{debug, info, warn};
 
 use crate::broker::Broker;
 use crate::config::{BrokerConfig, Listener};
+use crate::server::closed::{self, CloseReason};
 use crate::server::connection;
 use crate::server::session::SecurityProtocol;
 use crate::server::tls::{TlsListener, TlsListeners};
@@ -30,9 +31,6 @@ pub struct ClientListener {
     pub tls: Option<Arc<TlsListener>>,
 }
 
-/// Most connections served at once; one more waits in the kernel's accept queue.
-const MAX_CONNECTIONS: usize = 10_000;
-
 /// Binds every configured listener and serves until `shutdown` fires. `tls` holds the
 /// acceptor of every SSL listener, built at start (`server::tls::build_all`).
 pub async fn serve(
@@ -41,7 +39,6 @@ pub async fn serve(
     shutdown: CancellationToken,
     tracker: TaskTracker,
 ) -> anyhow::Result<Vec<SocketAddr>> {
-    let permits = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     let mut bound = Vec::new();
     // Controller listeners carry the metadata quorum's raft traffic, bound by the quorum.
     let client_listeners = broker
@@ -91,7 +88,6 @@ pub async fn serve(
                 socket,
                 client_listener.clone(),
                 broker.clone(),
-                permits.clone(),
                 shutdown.clone(),
                 tracker.clone(),
             ));
@@ -146,17 +142,14 @@ async fn accept_loop(
     socket: TcpListener,
     listener: Arc<ClientListener>,
     broker: Arc<Broker>,
-    permits: Arc<Semaphore>,
     shutdown: CancellationToken,
     tracker: TaskTracker,
 ) {
     loop {
-        let permit = tokio::select! {
+        // At max.connections nothing is accepted: new connections wait in the listen queue.
+        let reservation = tokio::select! {
             _ = shutdown.cancelled() => return,
-            permit = permits.clone().acquire_owned() => match permit {
-                Ok(permit) => permit,
-                Err(_) => return,
-            },
+            reservation = broker.connection_quotas.reserve() => reservation,
         };
         let accepted = tokio::select! {
             _ = shutdown.cancelled() => return,
@@ -164,12 +157,24 @@ async fn accept_loop(
         };
         match accepted {
             Ok((stream, peer)) => {
+                let slot = match reservation.admit(peer.ip()) {
+                    Ok(slot) => slot,
+                    Err(refused) => {
+                        let detail = format_args!(
+                            "address already has the configured maximum of {} connections",
+                            refused.limit
+                        );
+                        closed::connection_closed(CloseReason::AddressLimit, peer, &detail);
+                        drop(stream);
+                        continue;
+                    }
+                };
                 let broker = broker.clone();
                 let shutdown = shutdown.clone();
                 let listener = listener.clone();
                 tracker.spawn(async move {
                     connection::run(stream, peer, listener, broker, shutdown).await;
-                    drop(permit);
+                    drop(slot);
                 });
             }
             Err(e) => {

@@ -4,6 +4,7 @@
 
 pub mod closed;
 pub mod connection;
+pub mod connection_limits;
 pub mod dispatch;
 pub mod listener;
 pub mod session;

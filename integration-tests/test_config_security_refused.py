@@ -2,8 +2,9 @@
 does not serve yet stops the node at start, and a dynamic update that would change security is
 refused, instead of Brook serving plain, unauthenticated Kafka where the operator asked for
 security. Client listeners of all four protocols are served: SSL and SASL_SSL
-(test_security_tls.py), SASL_PLAINTEXT with PLAIN and SCRAM (test_security_sasl.py); GSSAPI
-(Kafka's default mechanism) and OAUTHBEARER are refused. Kafka serves these settings, so this
+(test_security_tls.py), SASL_PLAINTEXT with PLAIN and SCRAM (test_security_sasl.py) and OAUTHBEARER
+(test_security_oauth.py); GSSAPI (Kafka's default mechanism) is refused, and so is an OAUTHBEARER
+JWKS that is not a file: URL. Kafka serves these settings, so this
 module does not run against it; what Kafka and Brook answer alike (the Kerberos relogin timing
 stored, read-only keys refused) is in test_config_kafka_names.py.
 
@@ -77,9 +78,19 @@ PLAINTEXT_AND = "PLAINTEXT://{host}:{p0},"
                   "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer"},
                  ["authorizer.class.name=kafka.security.authorizer.AclAuthorizer",
                   "org.apache.kafka.metadata.authorizer.StandardAuthorizer"], id="authorizer-other-than-kafkas-standard"),
-    pytest.param({"listeners": "PLAINTEXT://{host}:{p0}", "sasl.enabled.mechanisms": "PLAIN,OAUTHBEARER"},
-                 ["sasl.enabled.mechanisms=PLAIN,OAUTHBEARER", "OAUTHBEARER is not supported by Brook yet"],
+    pytest.param({"listeners": "PLAINTEXT://{host}:{p0}", "sasl.enabled.mechanisms": "PLAIN,CRAM-MD5"},
+                 ["sasl.enabled.mechanisms=PLAIN,CRAM-MD5", "CRAM-MD5 is not a SASL mechanism Brook knows"],
                  id="sasl-mechanisms-brook-cannot-serve"),
+    pytest.param({"listeners": PLAINTEXT_AND + "SASL_PLAINTEXT://{host}:{p1}", "sasl.enabled.mechanisms": "OAUTHBEARER",
+                  "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config":
+                      "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;",
+                  "listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class":
+                      "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler",
+                  "listener.name.sasl_plaintext.oauthbearer.sasl.oauthbearer.jwks.endpoint.url":
+                      "https://idp.example/keys"},
+                 ["listener.name.sasl_plaintext.oauthbearer.sasl.oauthbearer.jwks.endpoint.url=https://idp.example/keys",
+                  "file: URL only"],
+                 id="oauthbearer-jwks-over-https"),
 ])
 def test_security_brook_cannot_serve_stops_the_node_naming_it(tmp_path, settings, named):
     code, stderr, ports = run_brook(tmp_path, settings)

@@ -174,6 +174,31 @@ def _sasl_plain_login(s: socket.socket, user: str, password: str) -> None:
         raise PermissionError(f"SaslAuthenticate refused: {auth}")
 
 
+def sasl_oauthbearer_login(bootstrap: str, token: str, timeout: float = TIMEOUT_S) -> dict:
+    """SaslHandshake v1 (OAUTHBEARER) then SaslAuthenticate v1 with RFC 7628's initial response
+    `n,,\x01auth=Bearer <token>\x01\x01`; when the broker answers with an error challenge, the
+    `\x01` a client acknowledges it with (as Kafka's client does). Returns {"challenge": the
+    challenge text or None, "error_code", "error_message", "session_lifetime_ms"} of the last
+    SaslAuthenticate response."""
+    auth_schema = [("error_code", "int16"), ("error_message", "nstring"), ("auth_bytes", "nbytes"),
+                   ("session_lifetime_ms", "int64")]
+    host, _, port = bootstrap.rpartition(":")
+    with socket.create_connection((host, int(port)), timeout=timeout) as s:
+        s.settimeout(timeout)
+        shake = _exchange(s, 17, 1, [("mechanism", "string")], {"mechanism": "OAUTHBEARER"},
+                          [("error_code", "int16"), ("mechanisms", A("string"))])
+        if shake["error_code"]:
+            raise PermissionError(f"SaslHandshake refused: {shake}")
+        message = b"n,,\x01auth=Bearer " + token.encode() + b"\x01\x01"
+        auth = _exchange(s, 36, 1, [("auth_bytes", "nbytes")], {"auth_bytes": message}, auth_schema)
+        challenge = None
+        if auth["error_code"] == 0 and auth["auth_bytes"]:
+            challenge = auth["auth_bytes"].decode()
+            auth = _exchange(s, 36, 1, [("auth_bytes", "nbytes")], {"auth_bytes": b"\x01"}, auth_schema)
+        return {"challenge": challenge, "error_code": auth["error_code"], "error_message": auth["error_message"],
+                "session_lifetime_ms": auth["session_lifetime_ms"]}
+
+
 def _recv_exact(s: socket.socket, n: int) -> bytes:
     buf = b""
     while len(buf) < n:

@@ -28,6 +28,7 @@ pub mod load;
 pub mod properties;
 pub mod roles;
 pub mod sasl;
+pub mod sasl_oauthbearer;
 pub mod security;
 pub mod support;
 pub mod tls;

@@ -7,8 +7,9 @@
 //! entry `listener.name.<listener>.<mechanism>.sasl.jaas.config` (listener and mechanism
 //! lower-cased), else the node does not start; the unprefixed `sasl.jaas.config` is a
 //! client setting a broker ignores. PLAIN's users are the entry's `user_<name>="<password>"`
-//! options. Brook serves PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512: GSSAPI (Kerberos),
-//! OAUTHBEARER and unknown names stop the node naming the key. Pure.
+//! options. Brook serves PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 and OAUTHBEARER (its
+//! validator from [`super::sasl_oauthbearer`]): GSSAPI (Kerberos) and unknown names stop
+//! the node naming the key. Pure but for reading an OAUTHBEARER JWKS file.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -17,7 +18,9 @@ use super::broker::Layers;
 use super::error::ConfigError;
 use super::jaas::parse_jaas;
 use super::listener::Listener;
+use super::sasl_oauthbearer::resolve_oauthbearer;
 use super::value::split_list;
+use crate::auth::sasl::oauthbearer::OAuthBearerValidator;
 
 /// A SASL mechanism Brook serves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -25,13 +28,15 @@ pub enum SaslMechanism {
     Plain,
     ScramSha256,
     ScramSha512,
+    OAuthBearer,
 }
 
 impl SaslMechanism {
-    pub const ALL: [SaslMechanism; 3] = [
+    pub const ALL: [SaslMechanism; 4] = [
         SaslMechanism::Plain,
         SaslMechanism::ScramSha256,
         SaslMechanism::ScramSha512,
+        SaslMechanism::OAuthBearer,
     ];
 
     /// The name clients send in SaslHandshake.
@@ -40,6 +45,7 @@ impl SaslMechanism {
             SaslMechanism::Plain => "PLAIN",
             SaslMechanism::ScramSha256 => "SCRAM-SHA-256",
             SaslMechanism::ScramSha512 => "SCRAM-SHA-512",
+            SaslMechanism::OAuthBearer => "OAUTHBEARER",
         }
     }
 
@@ -75,6 +81,8 @@ pub struct SaslListener {
     /// `connections.max.reauth.ms` (listener-prefixed or not); `None` for 0: sessions
     /// never expire (KIP-368).
     pub connections_max_reauth_ms: Option<u64>,
+    /// How OAUTHBEARER tokens are checked, when the listener enables it.
+    pub oauthbearer: Option<OAuthBearerValidator>,
 }
 
 /// Every SASL listener, by listener name, and the settings they share.
@@ -92,7 +100,6 @@ pub struct SaslSettings {
 fn unsupported_mechanism(name: &str) -> String {
     match name {
         "GSSAPI" => "GSSAPI (Kerberos) is not supported by Brook".to_owned(),
-        "OAUTHBEARER" => "OAUTHBEARER is not supported by Brook yet".to_owned(),
         other => format!("{other} is not a SASL mechanism Brook knows"),
     }
 }
@@ -105,7 +112,7 @@ fn mechanisms(key: &str, text: &str) -> Result<Vec<SaslMechanism>, ConfigError> 
             return Err(ConfigError::Unsupported {
                 key: key.to_owned(),
                 reason: format!(
-                    "{key}={text}: {}; Brook serves PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512",
+                    "{key}={text}: {}; Brook serves PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 and OAUTHBEARER",
                     unsupported_mechanism(&name)
                 ),
             });
@@ -179,6 +186,7 @@ pub(crate) fn resolve(
             });
         }
         let mut plain_users = BTreeMap::new();
+        let mut oauthbearer = None;
         for mechanism in &enabled {
             let key = format!(
                 "{prefix}{}.sasl.jaas.config",
@@ -197,6 +205,9 @@ pub(crate) fn resolve(
             };
             let entry = parse_jaas(text)
                 .map_err(|reason| ConfigError::invalid(&key, "[hidden]", reason))?;
+            if *mechanism == SaslMechanism::OAuthBearer {
+                oauthbearer = Some(resolve_oauthbearer(&prefix, &key, &entry, layers)?);
+            }
             if *mechanism == SaslMechanism::Plain {
                 plain_users = entry
                     .options
@@ -218,6 +229,7 @@ pub(crate) fn resolve(
                 mechanisms: enabled,
                 plain_users,
                 connections_max_reauth_ms: u64::try_from(reauth).ok().filter(|ms| *ms > 0),
+                oauthbearer,
             }),
         );
     }
@@ -311,9 +323,18 @@ mod tests {
                 .contains("GSSAPI (Kerberos) is not supported"),
             "{err}"
         );
-        let err =
-            resolve_with(&[("sasl.enabled.mechanisms", "PLAIN,OAUTHBEARER")]).expect_err("not yet");
-        assert!(err.to_string().contains("OAUTHBEARER"), "{err}");
+        let err = resolve_with(&[("sasl.enabled.mechanisms", "KERBEROS-V")]).expect_err("unknown");
+        assert!(
+            err.to_string()
+                .contains("KERBEROS-V is not a SASL mechanism Brook knows"),
+            "{err}"
+        );
+        let err = resolve_with(&[("sasl.enabled.mechanisms", "OAUTHBEARER")]).expect_err("no JAAS");
+        assert!(
+            err.to_string()
+                .contains("listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config is not set"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -15,7 +15,7 @@ pub fn mechanism_type(mechanism: SaslMechanism) -> Option<i8> {
     match mechanism {
         SaslMechanism::ScramSha256 => Some(1),
         SaslMechanism::ScramSha512 => Some(2),
-        SaslMechanism::Plain => None,
+        SaslMechanism::Plain | SaslMechanism::OAuthBearer => None,
     }
 }
 

@@ -20,15 +20,21 @@
 //!   the client its session lifetime; a client that speaks v1+ re-authenticates by sending
 //!   SaslHandshake again on the same connection (same mechanism and user), even after
 //!   expiry (at most once a second); any other request after expiry closes the connection.
+//!   An OAUTHBEARER session also ends when its token expires (`exp`), as in Kafka.
 //!
 //! Secrets never reach a log line: the session logs outcomes and user names only.
 
 pub mod credentials;
+pub mod oauthbearer;
+pub mod oauthbearer_jwks;
+pub mod oauthbearer_signed;
+pub mod oauthbearer_token;
+pub mod oauthbearer_unsecured;
 pub mod plain;
 pub mod scram;
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use brook_protocol::kafka_protocol::messages::{
     ApiKey, RequestKind, ResponseKind, SaslAuthenticateResponse, SaslHandshakeResponse,
@@ -41,6 +47,7 @@ use tracing::debug;
 
 use crate::config::sasl::{SaslListener, SaslMechanism, SaslSettings};
 use crate::metrics;
+use oauthbearer::OAuthBearerServer;
 use scram::{ScramCredential, ScramServer};
 
 /// Why a login failed. Kafka shows the client a `SaslAuthenticationException`'s own
@@ -77,6 +84,7 @@ pub enum Admit {
 enum Exchange {
     Plain,
     Scram(Box<ScramServer>),
+    OAuthBearer(OAuthBearerServer),
 }
 
 enum State {
@@ -257,7 +265,10 @@ impl SaslSession {
         }
         let exchange = match mechanism {
             SaslMechanism::Plain => Exchange::Plain,
-            scram => Exchange::Scram(Box::new(ScramServer::new(scram))),
+            SaslMechanism::OAuthBearer => Exchange::OAuthBearer(OAuthBearerServer::default()),
+            scram @ (SaslMechanism::ScramSha256 | SaslMechanism::ScramSha512) => {
+                Exchange::Scram(Box::new(ScramServer::new(scram)))
+            }
         };
         self.state = State::Authenticate {
             mechanism,
@@ -333,7 +344,7 @@ impl SaslSession {
     }
 
     /// Runs the mechanism on one client token: the token to send back and the session
-    /// lifetime to announce (0 until complete, or without `connections.max.reauth.ms`).
+    /// lifetime to announce (0 until complete, or when the session never expires).
     fn evaluate(
         &mut self,
         token: &[u8],
@@ -349,6 +360,9 @@ impl SaslSession {
             return Err(Failure::InvalidCredentials);
         };
         let mechanism = *mechanism;
+        let now_ms = wall_clock_ms();
+        // The credential's own expiry (a token's `exp`), in ms since the epoch.
+        let mut credential_expires_at_ms = None;
         let (reply, user) = match exchange {
             Exchange::Plain => (
                 Vec::new(),
@@ -360,6 +374,21 @@ impl SaslSession {
                     scram::Step::Complete { reply, user } => (reply, user),
                 }
             }
+            Exchange::OAuthBearer(server) => {
+                let Some(validator) = self.listener.oauthbearer.as_ref() else {
+                    return Err(Failure::InvalidCredentials);
+                };
+                match server.step(token, validator, now_ms)? {
+                    oauthbearer::Step::Challenge(challenge) => return Ok((challenge, 0)),
+                    oauthbearer::Step::Complete {
+                        user,
+                        expires_at_ms,
+                    } => {
+                        credential_expires_at_ms = Some(expires_at_ms);
+                        (Vec::new(), user)
+                    }
+                }
+            }
         };
         if let Some(previous) = self.user.as_deref().filter(|p| *p != user) {
             return Err(Failure::Message(format!(
@@ -367,11 +396,13 @@ impl SaslSession {
             )));
         }
         let reauthenticated = self.user.is_some();
-        let lifetime_ms = self.listener.connections_max_reauth_ms.unwrap_or(0);
-        self.expires_at = self
-            .listener
-            .connections_max_reauth_ms
-            .map(|ms| now + Duration::from_millis(ms));
+        let lifetime_ms = session_lifetime_ms(
+            credential_expires_at_ms,
+            self.listener.connections_max_reauth_ms,
+            now_ms,
+        );
+        self.expires_at = lifetime_ms.map(|ms| now + Duration::from_millis(ms));
+        let lifetime_ms = lifetime_ms.unwrap_or(0);
         self.mechanism = Some(mechanism);
         if reauthenticated {
             debug!(user = %user, mechanism = mechanism.name(), "SASL re-authentication succeeded");
@@ -416,6 +447,29 @@ impl SaslSession {
     }
 }
 
+/// The session's lifetime as Kafka's `SaslServerAuthenticator` computes it (KIP-368): the
+/// time left until the credential expires (a token's `exp`), capped by
+/// `connections.max.reauth.ms`; `None` when neither applies (the session never ends).
+pub fn session_lifetime_ms(
+    credential_expires_at_ms: Option<i64>,
+    connections_max_reauth_ms: Option<u64>,
+    now_ms: i64,
+) -> Option<u64> {
+    let until_expiry =
+        credential_expires_at_ms.map(|at| u64::try_from(at.saturating_sub(now_ms)).unwrap_or(0));
+    match (until_expiry, connections_max_reauth_ms) {
+        (Some(left), Some(max)) => Some(left.min(max)),
+        (left, max) => left.or(max),
+    }
+}
+
+/// Milliseconds since the epoch (a token's claims are wall-clock times).
+fn wall_clock_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
 /// A raw SASL token (handshake v0) as a size-prefixed frame.
 fn raw_frame(token: &[u8]) -> Bytes {
     let mut out = BytesMut::with_capacity(4 + token.len());
@@ -424,5 +478,7 @@ fn raw_frame(token: &[u8]) -> Bytes {
     out.freeze()
 }
 
+#[cfg(test)]
+mod oauthbearer_tests;
 #[cfg(test)]
 mod tests;

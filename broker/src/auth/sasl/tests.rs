@@ -23,6 +23,7 @@ fn session(reauth_ms: Option<u64>) -> SaslSession {
         mechanisms: vec![SaslMechanism::Plain, SaslMechanism::ScramSha512],
         plain_users: users(&[("alice", "alice-secret"), ("bob", "bob-secret")]),
         connections_max_reauth_ms: reauth_ms,
+        oauthbearer: None,
     };
     let settings = SaslSettings {
         listeners: BTreeMap::from([("SASL_PLAINTEXT".to_owned(), Arc::new(listener))]),
@@ -250,4 +251,88 @@ fn a_handshake_after_expiry_still_reauthenticates_but_only_once_a_second() {
         s.admit(handshake("PLAIN", 1), &NoScram, soon),
         Admit::Dispatch(_)
     ));
+}
+
+fn oauthbearer_session(reauth_ms: Option<u64>) -> SaslSession {
+    let listener = SaslListener {
+        mechanisms: vec![SaslMechanism::OAuthBearer],
+        plain_users: BTreeMap::new(),
+        connections_max_reauth_ms: reauth_ms,
+        oauthbearer: Some(oauthbearer::OAuthBearerValidator::Unsecured(
+            oauthbearer_unsecured::UnsecuredValidator::default(),
+        )),
+    };
+    let settings = SaslSettings {
+        listeners: BTreeMap::from([("SASL_PLAINTEXT".to_owned(), Arc::new(listener))]),
+        max_receive_size: 524_288,
+        failed_authentication_delay_ms: 100,
+    };
+    SaslSession::for_listener(&settings, "SASL_PLAINTEXT").expect("a SASL listener")
+}
+
+fn unsecured_login(sub: &str, expires_in_s: i64) -> Vec<u8> {
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    use base64::Engine as _;
+    let exp = wall_clock_ms() / 1000 + expires_in_s;
+    let claims = format!(r#"{{"sub":"{sub}","exp":{exp}}}"#);
+    let token = format!(
+        "{}.{}.",
+        URL_SAFE_NO_PAD.encode(r#"{"alg":"none"}"#),
+        URL_SAFE_NO_PAD.encode(claims)
+    );
+    format!("n,,\x01auth=Bearer {token}\x01\x01").into_bytes()
+}
+
+#[test]
+fn oauthbearer_logs_in_the_subject_until_the_token_expires() {
+    let mut s = oauthbearer_session(Some(3_600_000));
+    let now = Instant::now();
+    reply(s.admit(handshake("OAUTHBEARER", 1), &NoScram, now));
+    let response = authenticate_response(reply(s.admit(
+        authenticate(&unsecured_login("alice", 60)),
+        &NoScram,
+        now,
+    )));
+    assert_eq!(response.error_code, 0);
+    // The token's 60 s, not connections.max.reauth.ms's hour (to the second).
+    assert!(
+        (58_000..=60_000).contains(&response.session_lifetime_ms),
+        "{}",
+        response.session_lifetime_ms
+    );
+    assert_eq!(s.principal().as_deref(), Some("User:alice"));
+    assert!(matches!(
+        s.admit(metadata(), &NoScram, now + Duration::from_secs(61)),
+        Admit::Close(_)
+    ));
+}
+
+#[test]
+fn an_expired_oauthbearer_token_is_challenged_then_failed_after_the_delay() {
+    let mut s = oauthbearer_session(None);
+    let now = Instant::now();
+    reply(s.admit(handshake("OAUTHBEARER", 1), &NoScram, now));
+    let challenge = authenticate_response(reply(s.admit(
+        authenticate(&unsecured_login("alice", -5)),
+        &NoScram,
+        now,
+    )));
+    assert_eq!(challenge.error_code, 0);
+    assert_eq!(&challenge.auth_bytes[..], br#"{"status":"invalid_token"}"#);
+    let Admit::Fail {
+        reply: Some(reply),
+        delay,
+        ..
+    } = s.admit(authenticate(b"\x01"), &NoScram, now)
+    else {
+        panic!("a failure");
+    };
+    assert_eq!(delay, Duration::from_millis(100));
+    let response = authenticate_response(reply);
+    assert_eq!(response.error_code, 58);
+    assert_eq!(
+        response.error_message.map(|m| m.to_string()).as_deref(),
+        Some(r#"{"status":"invalid_token"}"#)
+    );
+    assert_eq!(s.principal(), None);
 }

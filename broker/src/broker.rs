@@ -23,6 +23,7 @@ use crate::coordinator::txn::{TxnConfig, TxnCoordinator};
 use crate::handlers::fetch::session::FetchSessions;
 use crate::metadata::meta_properties;
 use crate::partition::ReplicaManager;
+use crate::replication::peer_security::PeerSecurity;
 
 pub struct Broker {
     pub config: BrokerConfig,
@@ -39,6 +40,8 @@ pub struct Broker {
     pub txn: TxnCoordinator,
     /// The ACL authorizer (`authorizer.class.name`); `None` allows everything.
     pub authorizer: Option<Authorizer>,
+    /// How this broker reaches its peers: the inter-broker listener's endpoint, TLS, login.
+    pub peers: PeerSecurity,
     /// Cancelled when a clean shutdown begins: every task stops, and a fetch waiting for
     /// data answers at once instead of holding its connection open until its wait ends.
     pub stopping: CancellationToken,
@@ -52,7 +55,7 @@ impl Broker {
     /// Opens storage and metadata; `cluster::registration::join` registers the broker
     /// next (so this module does not depend on the registration that depends on it), and
     /// the listeners come after.
-    pub async fn open(config: BrokerConfig) -> anyhow::Result<Arc<Broker>> {
+    pub async fn open(config: BrokerConfig, peers: PeerSecurity) -> anyhow::Result<Arc<Broker>> {
         let first_dir = config
             .log_dirs
             .first()
@@ -142,6 +145,7 @@ impl Broker {
             groups,
             txn: TxnCoordinator::new(TxnConfig::from_broker(&config)),
             authorizer: config.authorizer.as_ref().map(Authorizer::new),
+            peers,
             stopping: CancellationToken::new(),
             incarnation_id: uuid::Uuid::new_v4(),
             broker_epoch: AtomicU64::new(0),

@@ -18,6 +18,7 @@ pub mod authorizer;
 pub mod broker;
 pub mod describe;
 pub mod error;
+pub mod inter_broker;
 pub mod jaas;
 pub mod keys;
 mod keys_table;

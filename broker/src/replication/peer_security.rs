@@ -1,0 +1,124 @@
+//! How this broker reaches its peers (issue 25 item 6): which of a peer's registered
+//! endpoints to dial (the one of the inter-broker listener, `config::inter_broker`), the
+//! rustls client of that listener when it is SSL or SASL_SSL, and the broker's SASL login
+//! when it is SASL_*. Built once at start, before the runtime: a trust or key store that
+//! cannot be read stops the node naming the key (exit 2), as a bad listener store does.
+//!
+//! TLS: peers are verified against the listener's trust store, by the host they advertise
+//! (Kafka's default `ssl.endpoint.identification.algorithm=https`); the listener's key store
+//! is offered as the client certificate when the listener asks its clients for one
+//! (`ssl.client.auth` requested or required), so brokers authenticate each other with the
+//! certificates they serve. Immutable; shared by `Arc`.
+
+use std::sync::Arc;
+
+use brook_raft::BrokerRegistration;
+use rustls::ClientConfig;
+use tokio_rustls::TlsConnector;
+
+use crate::config::inter_broker::InterBrokerLogin;
+use crate::config::tls::{listener_key, ClientAuth, ListenerTls};
+use crate::config::BrokerConfig;
+use crate::server::tls::{key_store, protocol_versions, trust_store, TlsConfigError};
+
+/// The inter-broker client's security, resolved.
+#[derive(Clone, Default)]
+pub struct PeerSecurity {
+    /// This broker's id: its connections introduce themselves as `brook-replica-<id>`.
+    node_id: i32,
+    /// The listener name whose endpoints peers are reached on; `None` on a lone node.
+    listener: Option<String>,
+    tls: Option<TlsConnector>,
+    login: Option<InterBrokerLogin>,
+}
+
+impl std::fmt::Debug for PeerSecurity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PeerSecurity")
+            .field("node_id", &self.node_id)
+            .field("listener", &self.listener)
+            .field("tls", &self.tls.is_some())
+            .field("login", &self.login)
+            .finish()
+    }
+}
+
+impl PeerSecurity {
+    /// The security of `config`'s inter-broker listener.
+    pub fn build(config: &BrokerConfig) -> Result<PeerSecurity, TlsConfigError> {
+        let Some(client) = &config.inter_broker else {
+            return Ok(PeerSecurity {
+                node_id: config.node_id,
+                ..PeerSecurity::default()
+            });
+        };
+        let tls = client.tls.as_ref().map(connector).transpose()?;
+        Ok(PeerSecurity {
+            node_id: config.node_id,
+            listener: Some(client.listener.clone()),
+            tls,
+            login: client.login.clone(),
+        })
+    }
+
+    /// The `(host, port)` to dial for `peer`: its endpoint of the inter-broker listener,
+    /// else the endpoint its registration names first (its own inter-broker listener;
+    /// registrations made before listeners were recorded have only that one).
+    pub fn endpoint<'a>(&self, peer: &'a BrokerRegistration) -> (&'a str, u16) {
+        self.listener
+            .as_deref()
+            .and_then(|name| peer.listeners.iter().find(|l| l.name == name))
+            .map(|l| (l.host.as_str(), l.port))
+            .unwrap_or((peer.host.as_str(), peer.port))
+    }
+
+    pub fn node_id(&self) -> i32 {
+        self.node_id
+    }
+
+    pub fn listener(&self) -> &str {
+        self.listener.as_deref().unwrap_or("(default)")
+    }
+
+    pub fn tls(&self) -> Option<&TlsConnector> {
+        self.tls.as_ref()
+    }
+
+    pub fn login(&self) -> Option<&InterBrokerLogin> {
+        self.login.as_ref()
+    }
+}
+
+/// The rustls client of an SSL or SASL_SSL inter-broker listener.
+fn connector(tls: &ListenerTls) -> Result<TlsConnector, TlsConfigError> {
+    let err = |key: String, reason: String| TlsConfigError {
+        listener: tls.listener.clone(),
+        key,
+        reason,
+    };
+    let roots = trust_store(tls)
+        .map_err(|(k, r)| err(k, r))?
+        .ok_or_else(|| {
+            err(
+                listener_key(&tls.listener, "ssl.truststore.location"),
+                "this is the inter-broker listener: its trust store verifies the other brokers' certificates: set ssl.truststore.location or ssl.truststore.certificates (optionally prefixed listener.name.<listener>.)".to_owned(),
+            )
+        })?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = ClientConfig::builder_with_provider(provider)
+        .with_protocol_versions(&protocol_versions(tls))
+        .map_err(|e| err("ssl.enabled.protocols".to_owned(), e.to_string()))?
+        .with_root_certificates(roots);
+    let config = if tls.client_auth == ClientAuth::None {
+        builder.with_no_client_auth()
+    } else {
+        let (certs, key) = key_store(tls).map_err(|(k, r)| err(k, r))?;
+        builder.with_client_auth_cert(certs, key).map_err(|e| {
+            err(
+                listener_key(&tls.listener, "ssl.keystore.location"),
+                format!("the key store cannot serve as the inter-broker client certificate: {e}"),
+            )
+        })?
+    };
+    Ok(TlsConnector::from(Arc::new(config)))
+}

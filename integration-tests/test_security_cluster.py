@@ -1,0 +1,232 @@
+"""Security inside the cluster (issue 25 item 6): a 3-node cluster whose brokers replicate over
+a secured inter-broker listener, the same on Brook and Apache Kafka 4.4.
+
+Each node serves (Kafka's keys, harness/cluster.py's combined broker+controller nodes):
+- PLAINTEXT, the harness's own door (readiness, metadata polls, SCRAM administration);
+- CLIENT, SASL_SSL with SCRAM-SHA-512, for the applications;
+- INTERNAL, SASL_SSL with PLAIN, the inter-broker listener (`inter.broker.listener.name`,
+  `sasl.mechanism.inter.broker.protocol=PLAIN`): each broker logs in to its peers with the
+  `username`/`password` of `listener.name.internal.plain.sasl.jaas.config`, whose `user_broker`
+  entry also lists the login the peers accept, and verifies their certificates with the CA
+  (certificates from scripts/certs.sh: SANs localhost and 127.0.0.1).
+The StandardAuthorizer is on: `super.users` holds the brokers' principal (User:broker, as
+Kafka's docs configure inter-broker principals: follower fetches need CLUSTER_ACTION),
+User:ANONYMOUS (the PLAINTEXT and CONTROLLER listeners) and the application's user.
+
+- A topic with replication factor 3 and min.insync.replicas=2: Java and confluent-kafka produce
+  with acks=all over SASL_SSL, all three replicas are in the ISR (DescribeTopics over SASL_SSL),
+  and the records come back with their keys, values and offsets; after the leader stops, a new
+  leader serves the same records.
+- A broker restarted with a wrong inter-broker password never rejoins the ISR: its peers refuse
+  its login. Brook counts the refusal (`brook_inter_broker_connections_total{result=
+  "authentication_failed"}`) and logs "inter-broker authentication failed"; Kafka's follower
+  logs its SaslAuthenticationException.
+"""
+
+import subprocess
+import uuid
+from pathlib import Path
+
+import pytest
+from confluent_kafka.admin import AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
+
+from harness import client_config, drivers, paths
+from harness.cluster import Cluster, distinct_free_ports
+from harness.security import PLAIN_LOGIN, SCRAM_LOGIN
+
+PASSWORD = "brook-secret"
+APP = ("app", "app-secret")
+BROKER_LOGIN = ("broker", "broker-secret")
+DEADLINE_S = 60
+RECORDS = 20
+
+
+def internal_jaas(password: str) -> str:
+    """The INTERNAL listener's PLAIN entry: the broker's own login and the one it accepts."""
+    return (f'{PLAIN_LOGIN} required username="{BROKER_LOGIN[0]}" password="{password}" '
+            f'user_{BROKER_LOGIN[0]}="{BROKER_LOGIN[1]}";')
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("certs")
+    subprocess.run(["bash", str(paths.REPO_DIR / "scripts" / "certs.sh"), str(out), PASSWORD],
+                   check=True, capture_output=True, timeout=120)
+    return out
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory, certs):
+    c = Cluster(paths.target(), tmp_path_factory.mktemp("secure-cluster"), 3)
+    taken = set()
+    for n in c.nodes:
+        taken |= {n.port, n.controller_port, n.metrics_port or 0}
+    ports = [p for p in distinct_free_ports(12) if p not in taken][:6]
+    for node, client_port, internal_port in zip(c.nodes, ports[:3], ports[3:]):
+        node.client_bootstrap = f"{node.host}:{client_port}"
+        plain = f"PLAINTEXT://{node.host}:{node.port}"
+        client = f"CLIENT://{node.host}:{client_port}"
+        internal = f"INTERNAL://{node.host}:{internal_port}"
+        node.overrides.update({
+            "listeners": f"{plain},{client},{internal},CONTROLLER://{node.host}:{node.controller_port}",
+            "advertised.listeners": f"{plain},{client},{internal}",
+            "listener.security.protocol.map":
+                "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,CLIENT:SASL_SSL,INTERNAL:SASL_SSL",
+            "inter.broker.listener.name": "INTERNAL",
+            "sasl.mechanism.inter.broker.protocol": "PLAIN",
+            "listener.name.client.sasl.enabled.mechanisms": "SCRAM-SHA-512",
+            "listener.name.client.scram-sha-512.sasl.jaas.config": f"{SCRAM_LOGIN} required;",
+            "listener.name.internal.sasl.enabled.mechanisms": "PLAIN",
+            "listener.name.internal.plain.sasl.jaas.config": internal_jaas(BROKER_LOGIN[1]),
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.location": str(certs / "broker-keystore.pem"),
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.location": str(certs / "ca.pem"),
+            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "super.users": f"User:{BROKER_LOGIN[0]};User:ANONYMOUS;User:{APP[0]}",
+            "min.insync.replicas": "2",
+            "offsets.topic.replication.factor": "3",
+        })
+    c.start()
+    try:
+        admin = AdminClient({"bootstrap.servers": c.bootstrap})
+        upsert = UserScramCredentialUpsertion(APP[0], ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192),
+                                              APP[1].encode())
+        for future in admin.alter_user_scram_credentials([upsert]).values():
+            future.result(timeout=30)
+        for n in c.nodes:
+            c.wait_for(lambda: scram_user_known(n.bootstrap), DEADLINE_S, f"node {n.node_id} knows {APP[0]}")
+        yield c
+    finally:
+        c.stop()
+
+
+def scram_user_known(bootstrap: str) -> bool:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    try:
+        found = admin.describe_user_scram_credentials([APP[0]])[APP[0]].result(timeout=10)
+    except Exception:  # noqa: BLE001 - RESOURCE_NOT_FOUND until the credential is applied
+        return False
+    return bool(found.scram_credential_infos)
+
+
+@pytest.fixture(scope="module")
+def app_config(tmp_path_factory, certs) -> str:
+    settings = {
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.jaas.config": f'{SCRAM_LOGIN} required username="{APP[0]}" password="{APP[1]}";',
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": str(certs / "ca.pem"),
+        "ssl.endpoint.identification.algorithm": "https",
+    }
+    return str(client_config.write(tmp_path_factory.mktemp("app") / "app.properties", settings))
+
+
+def client_bootstrap(cluster, node_ids=None) -> str:
+    ids = node_ids if node_ids is not None else cluster.running_ids()
+    return ",".join(cluster.node(i).client_bootstrap for i in ids)
+
+
+def partition_view(cluster, topic: str, node_id: int):
+    """Partition 0 as node `node_id` sees it (PLAINTEXT Metadata), or None."""
+    t = cluster.metadata(node_id, [topic])["topics"].get(topic)
+    if t is None or t["error"] or 0 not in t["partitions"]:
+        return None
+    return t["partitions"][0]
+
+
+def full_isr(cluster, topic: str):
+    p = partition_view(cluster, topic, cluster.running_ids()[0])
+    return p if p and p["leader"] >= 0 and sorted(p["isr"]) == [1, 2, 3] else None
+
+
+def consume_all(cluster, topic: str, config: str, count: int, node_ids=None) -> list:
+    return drivers.run("java", "consume", client_bootstrap(cluster, node_ids), "--topic", topic, "--partitions", "0",
+                       "--from", "earliest", "--count", count, "--timeout-ms", 30000, "--client-config", config,
+                       timeout=90)
+
+
+@pytest.fixture(scope="module")
+def replicated(cluster, app_config):
+    """The topic, its records as produced (Java then confluent, acks=all over SASL_SSL)."""
+    topic = f"secure-{uuid.uuid4().hex[:8]}"
+    drivers.run("confluent", "create-topic", client_bootstrap(cluster), "--topic", topic, "--partitions", 1,
+                "--replication-factor", 3, "--config", "min.insync.replicas=2", "--client-config", app_config)
+    cluster.wait_for(lambda: full_isr(cluster, topic), DEADLINE_S, f"{topic} has 3 in-sync replicas")
+    sent = []
+    for client in ("java", "confluent"):
+        batch = [{"key": f"{client}-k{i}", "value": f"{client} record {i}", "partition": 0} for i in range(RECORDS)]
+        acks = drivers.run(client, "produce", client_bootstrap(cluster), "--topic", topic, "--acks", "all",
+                           "--client-config", app_config, records=batch, timeout=90)
+        assert [a["offset"] for a in acks] == list(range(len(sent), len(sent) + RECORDS)), acks
+        sent += batch
+    return topic, sent
+
+
+def test_acks_all_producers_over_sasl_ssl_replicate_to_all_three_brokers_over_the_secured_listener(
+        cluster, app_config, replicated):
+    topic, sent = replicated
+    described = drivers.run("confluent", "describe-topic", client_bootstrap(cluster), "--topic", topic,
+                            "--client-config", app_config)
+    (partition,) = described["partitions"]
+    assert sorted(partition["replicas"]) == [1, 2, 3]
+    # The high watermark passed every record only once a second replica had it (min.insync=2);
+    # all three in sync shows every follower fetched over INTERNAL.
+    assert sorted(cluster.wait_for(lambda: full_isr(cluster, topic), DEADLINE_S, "3 in sync")["isr"]) == [1, 2, 3]
+    got = consume_all(cluster, topic, app_config, len(sent))
+    assert [(r["offset"], r["key"], r["value"]) for r in got] == [
+        (i, s["key"], s["value"]) for i, s in enumerate(sent)]
+
+
+def test_the_records_survive_the_leader_stopping_and_a_new_leader_serves_them(cluster, app_config, replicated):
+    topic, sent = replicated
+    leader = cluster.wait_for(lambda: full_isr(cluster, topic), DEADLINE_S, "3 in sync")["leader"]
+    cluster.node(leader).stop()
+    try:
+        others = [i for i in cluster.node_ids if i != leader]
+
+        def new_leader():
+            p = partition_view(cluster, topic, others[0])
+            return p if p and p["leader"] in others else None
+
+        cluster.wait_for(new_leader, DEADLINE_S, f"a leader other than {leader}")
+        got = consume_all(cluster, topic, app_config, len(sent), others)
+        assert [(r["offset"], r["key"], r["value"]) for r in got] == [
+            (i, s["key"], s["value"]) for i, s in enumerate(sent)]
+    finally:
+        cluster.node(leader).start()
+    cluster.wait_for(lambda: full_isr(cluster, topic), DEADLINE_S, f"{leader} back in sync")
+
+
+def test_a_broker_with_a_wrong_inter_broker_password_never_rejoins_the_isr(cluster, replicated):
+    topic, _ = replicated
+    p = cluster.wait_for(lambda: full_isr(cluster, topic), DEADLINE_S, "3 in sync")
+    outsider = next(i for i in cluster.node_ids if i != p["leader"])
+    node = cluster.node(outsider)
+    node.stop()
+    others = [i for i in cluster.node_ids if i != outsider]
+    cluster.wait_for(lambda: outsider not in ((partition_view(cluster, topic, others[0]) or {}).get("isr") or [outsider]),
+                     DEADLINE_S, f"{outsider} out of the ISR")
+    right = node.overrides["listener.name.internal.plain.sasl.jaas.config"]
+    node.overrides["listener.name.internal.plain.sasl.jaas.config"] = internal_jaas("not-the-password")
+    try:
+        node.start()
+        cluster.wait_registered(DEADLINE_S)
+        # Refused again and again (the follower retries every few hundred ms): after several
+        # refusals it is still outside the ISR.
+        if cluster.kind == "brook":
+            cluster.wait_for(lambda: node.metric("brook_inter_broker_connections_total",
+                                                 result="authentication_failed") >= 3,
+                             DEADLINE_S, "three refused logins counted")
+            assert "inter-broker authentication failed" in node.log_text()
+        else:
+            cluster.wait_for(lambda: node.log_text().count("SaslAuthenticationException") >= 3, DEADLINE_S,
+                             "three refused logins logged by the follower")
+        view = partition_view(cluster, topic, others[0])
+        assert view is not None and outsider not in view["isr"], view
+    finally:
+        node.stop()
+        node.overrides["listener.name.internal.plain.sasl.jaas.config"] = right
+        node.start()
+    cluster.wait_for(lambda: full_isr(cluster, topic), DEADLINE_S, f"{outsider} back in sync with the right password")

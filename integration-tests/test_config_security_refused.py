@@ -7,7 +7,7 @@ security. Client listeners of all four protocols are served: SSL and SASL_SSL
 module does not run against it; what Kafka and Brook answer alike (the Kerberos relogin timing
 stored, read-only keys refused) is in test_config_kafka_names.py.
 
-- A node whose controller listener is SSL (the raft transport is plain), a cluster node whose
+- A node whose controller listener is SASL_SSL (the raft transport has TLS, no SASL), a cluster node whose
   inter-broker listener does not exist or logs in with a mechanism Brook's inter-broker client
   cannot use (Kafka's default GSSAPI; test_security_cluster.py serves a secured one), a SASL listener left with GSSAPI or without its JAAS entry, an authorizer.class.name
   other than Kafka's StandardAuthorizer (test_security_acl.py serves that one), a SASL mechanism
@@ -54,9 +54,9 @@ PLAINTEXT_AND = "PLAINTEXT://{host}:{p0},"
 @pytest.mark.parametrize("settings, named", [
     pytest.param({"listeners": PLAINTEXT_AND + "CONTROLLER://{host}:{p1}",
                   "controller.listener.names": "CONTROLLER",
-                  "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:SSL"},
-                 ["controller listener CONTROLLER://127.0.0.1:{p1}", "security protocol SSL"],
-                 id="ssl-controller-listener"),
+                  "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:SASL_SSL"},
+                 ["controller listener CONTROLLER://127.0.0.1:{p1}", "security protocol SASL_SSL"],
+                 id="sasl-controller-listener"),
     pytest.param({"listeners": "INTERNAL://{host}:{p0},CONTROLLER://{host}:{p1}",
                   "controller.listener.names": "CONTROLLER",
                   "controller.quorum.voters": "1@{host}:{p1},2@{host}:1,3@{host}:2",

@@ -1,5 +1,6 @@
 """Security inside the cluster (issue 25 item 6): a 3-node cluster whose brokers replicate over
-a secured inter-broker listener, the same on Brook and Apache Kafka 4.4.
+a secured inter-broker listener and whose controllers talk over mutual TLS, the same on Brook and
+Apache Kafka 4.4.
 
 Each node serves (Kafka's keys, harness/cluster.py's combined broker+controller nodes):
 - PLAINTEXT, the harness's own door (readiness, metadata polls, SCRAM administration);
@@ -8,21 +9,28 @@ Each node serves (Kafka's keys, harness/cluster.py's combined broker+controller 
   `sasl.mechanism.inter.broker.protocol=PLAIN`): each broker logs in to its peers with the
   `username`/`password` of `listener.name.internal.plain.sasl.jaas.config`, whose `user_broker`
   entry also lists the login the peers accept, and verifies their certificates with the CA
-  (certificates from scripts/certs.sh: SANs localhost and 127.0.0.1).
+  (certificates from scripts/certs.sh: SANs localhost and 127.0.0.1);
+- CONTROLLER, SSL with `ssl.client.auth=required`: the metadata quorum (Brook's raft transport,
+  Kafka's KRaft) between mutually authenticated nodes, each presenting the broker certificate.
 The StandardAuthorizer is on: `super.users` holds the brokers' principal (User:broker, as
 Kafka's docs configure inter-broker principals: follower fetches need CLUSTER_ACTION),
-User:ANONYMOUS (the PLAINTEXT and CONTROLLER listeners) and the application's user.
+User:ANONYMOUS (the PLAINTEXT listener), the nodes' certificate subject (Kafka authorizes
+controller and broker-to-controller requests: CLUSTER_ACTION) and the application's user.
 
 - A topic with replication factor 3 and min.insync.replicas=2: Java and confluent-kafka produce
   with acks=all over SASL_SSL, all three replicas are in the ISR (DescribeTopics over SASL_SSL),
   and the records come back with their keys, values and offsets; after the leader stops, a new
   leader serves the same records.
+- The controller listener answers neither plaintext nor a TLS client without a certificate.
 - A broker restarted with a wrong inter-broker password never rejoins the ISR: its peers refuse
   its login. Brook counts the refusal (`brook_inter_broker_connections_total{result=
   "authentication_failed"}`) and logs "inter-broker authentication failed"; Kafka's follower
   logs its SaslAuthenticationException.
 """
 
+import socket
+import ssl
+import struct
 import subprocess
 import uuid
 from pathlib import Path
@@ -37,6 +45,8 @@ from harness.security import PLAIN_LOGIN, SCRAM_LOGIN
 PASSWORD = "brook-secret"
 APP = ("app", "app-secret")
 BROKER_LOGIN = ("broker", "broker-secret")
+# The RFC 2253 subject of scripts/certs.sh's broker certificate (/CN=localhost/O=Brook).
+NODE_PRINCIPAL = "User:O=Brook,CN=localhost"
 DEADLINE_S = 60
 RECORDS = 20
 
@@ -71,7 +81,8 @@ def cluster(tmp_path_factory, certs):
             "listeners": f"{plain},{client},{internal},CONTROLLER://{node.host}:{node.controller_port}",
             "advertised.listeners": f"{plain},{client},{internal}",
             "listener.security.protocol.map":
-                "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,CLIENT:SASL_SSL,INTERNAL:SASL_SSL",
+                "CONTROLLER:SSL,PLAINTEXT:PLAINTEXT,CLIENT:SASL_SSL,INTERNAL:SASL_SSL",
+            "listener.name.controller.ssl.client.auth": "required",
             "inter.broker.listener.name": "INTERNAL",
             "sasl.mechanism.inter.broker.protocol": "PLAIN",
             "listener.name.client.sasl.enabled.mechanisms": "SCRAM-SHA-512",
@@ -83,7 +94,7 @@ def cluster(tmp_path_factory, certs):
             "ssl.truststore.type": "PEM",
             "ssl.truststore.location": str(certs / "ca.pem"),
             "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-            "super.users": f"User:{BROKER_LOGIN[0]};User:ANONYMOUS;User:{APP[0]}",
+            "super.users": f"User:{BROKER_LOGIN[0]};User:ANONYMOUS;{NODE_PRINCIPAL};User:{APP[0]}",
             "min.insync.replicas": "2",
             "offsets.topic.replication.factor": "3",
         })
@@ -197,6 +208,40 @@ def test_the_records_survive_the_leader_stopping_and_a_new_leader_serves_them(cl
     finally:
         cluster.node(leader).start()
     cluster.wait_for(lambda: full_isr(cluster, topic), DEADLINE_S, f"{leader} back in sync")
+
+
+def answer_to(stream, frame: bytes) -> bytes:
+    """What comes back (until close or 3 s) after `frame` is sent on `stream`."""
+    stream.settimeout(3)
+    got = b""
+    try:
+        stream.sendall(frame)
+        while True:
+            chunk = stream.recv(4096)
+            if not chunk:
+                return got
+            got += chunk
+    except (OSError, ssl.SSLError):
+        return got
+
+
+def test_the_controller_listener_answers_neither_plaintext_nor_a_tls_client_without_a_certificate(cluster, certs):
+    # A frame of Brook's raft transport (a broker attaching), which a plaintext voter would answer.
+    body = b'{"Attach":{"broker_id":99,"broker_epoch":1}}'
+    frame = struct.pack(">I", len(body)) + body
+    port = cluster.node(1).controller_port
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as plain:
+        got = answer_to(plain, frame)
+    assert b"Attach" not in got and (got == b"" or got[0] == 0x15), got  # nothing, or a TLS alert
+    context = ssl.create_default_context(cafile=str(certs / "ca.pem"))
+    context.check_hostname = False
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as tcp:
+        try:
+            with context.wrap_socket(tcp, server_hostname="127.0.0.1") as tls:
+                got = answer_to(tls, frame)
+        except ssl.SSLError:
+            got = b""
+    assert b"Attach" not in got, got
 
 
 def test_a_broker_with_a_wrong_inter_broker_password_never_rejoins_the_isr(cluster, replicated):

@@ -63,6 +63,11 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // The quorum's TLS (an SSL controller listener), checked before anything starts too.
+    if let Err(e) = brook::cluster::quorum_tls::build(&config) {
+        error!("invalid configuration: {e}");
+        return ExitCode::from(2);
+    }
     // The inter-broker client's trust and key stores, read before anything starts too.
     let peers = match brook::replication::peer_security::PeerSecurity::build(&config) {
         Ok(peers) => peers,

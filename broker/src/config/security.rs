@@ -4,10 +4,11 @@
 //!
 //! Client listeners may use any of Kafka's four protocols (PLAINTEXT, SSL, SASL_PLAINTEXT,
 //! SASL_SSL; `listener.security.protocol.map` admits no other), and so may the inter-broker
-//! listener ([`super::inter_broker`] checks how brokers log in on it). Refused at start
-//! (`BrokerConfig::build`): a controller listener that is not PLAINTEXT (the raft transport
-//! has no TLS or SASL yet; an `authorizer.class.name` other than Kafka's StandardAuthorizer
-//! is refused by [`super::authorizer`]).
+//! listener ([`super::inter_broker`] checks how brokers log in on it). The controller
+//! listener may be PLAINTEXT or SSL (`cluster::quorum_tls`). Refused at start
+//! (`BrokerConfig::build`): a SASL controller listener (the raft transport has no SASL; an
+//! `authorizer.class.name` other than Kafka's StandardAuthorizer is refused by
+//! [`super::authorizer`]).
 //! The SASL mechanisms Brook cannot serve are refused by [`super::sasl`].
 //! Dynamically: every dynamic
 //! `ssl.*` / `sasl.*` key, `principal.builder.class` and any `listener.name.*` key,
@@ -18,8 +19,8 @@
 use super::broker::BrokerConfig;
 use super::error::ConfigError;
 
-/// What controllers speak on their listener.
-const CONTROLLER: &str = "PLAINTEXT";
+/// What controllers may speak on their listener.
+const CONTROLLER: &[&str] = &["PLAINTEXT", "SSL"];
 
 /// Kafka's `DynamicBrokerConfig.DYNAMIC_SECURITY_CONFIGS`: keystore and truststore keys a
 /// dynamic update may only set with a `listener.name.<listener>.` prefix.
@@ -40,11 +41,11 @@ pub const PER_LISTENER_ONLY: &[&str] = &[
 pub(crate) fn check_served(config: &BrokerConfig) -> Result<(), ConfigError> {
     for listener in &config.listeners {
         let protocol = protocol_of(config, &listener.name);
-        if config.is_controller_listener(&listener.name) && protocol != CONTROLLER {
+        if config.is_controller_listener(&listener.name) && !CONTROLLER.contains(&protocol) {
             return Err(ConfigError::Unsupported {
                 key: "listener.security.protocol.map".to_owned(),
                 reason: format!(
-                    "the controller listener {listener} has security protocol {protocol}, but Brook's metadata quorum talks PLAINTEXT only: refusing to start rather than run the quorum without the protection it names"
+                    "the controller listener {listener} has security protocol {protocol}, but Brook's metadata quorum talks PLAINTEXT or SSL only (no SASL): refusing to start rather than run the quorum without the protection it names"
                 ),
             });
         }
@@ -59,7 +60,7 @@ fn protocol_of<'a>(config: &'a BrokerConfig, listener: &str) -> &'a str {
         .listener_security_protocol_map
         .get(listener)
         .map(String::as_str)
-        .unwrap_or(CONTROLLER)
+        .unwrap_or("PLAINTEXT")
 }
 
 /// Login timings of Kerberos and OAuth clients: harmless to store, as Kafka stores them.

@@ -52,7 +52,11 @@ impl PeerSecurity {
                 ..PeerSecurity::default()
             });
         };
-        let tls = client.tls.as_ref().map(connector).transpose()?;
+        let tls = client
+            .tls
+            .as_ref()
+            .map(|tls| client_connector(tls, tls.client_auth != ClientAuth::None))
+            .transpose()?;
         Ok(PeerSecurity {
             node_id: config.node_id,
             listener: Some(client.listener.clone()),
@@ -89,8 +93,13 @@ impl PeerSecurity {
     }
 }
 
-/// The rustls client of an SSL or SASL_SSL inter-broker listener.
-fn connector(tls: &ListenerTls) -> Result<TlsConnector, TlsConfigError> {
+/// The rustls client of an SSL or SASL_SSL listener: peers verified with its trust store; its
+/// key store offered as the client certificate when `offer_certificate` (the inter-broker
+/// listener when it asks clients for certificates; the controller listener always).
+pub(crate) fn client_connector(
+    tls: &ListenerTls,
+    offer_certificate: bool,
+) -> Result<TlsConnector, TlsConfigError> {
     let err = |key: String, reason: String| TlsConfigError {
         listener: tls.listener.clone(),
         key,
@@ -101,7 +110,7 @@ fn connector(tls: &ListenerTls) -> Result<TlsConnector, TlsConfigError> {
         .ok_or_else(|| {
             err(
                 listener_key(&tls.listener, "ssl.truststore.location"),
-                "this is the inter-broker listener: its trust store verifies the other brokers' certificates: set ssl.truststore.location or ssl.truststore.certificates (optionally prefixed listener.name.<listener>.)".to_owned(),
+                "brokers and controllers connect to each other on this listener: its trust store verifies their certificates: set ssl.truststore.location or ssl.truststore.certificates (optionally prefixed listener.name.<listener>.)".to_owned(),
             )
         })?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
@@ -109,14 +118,16 @@ fn connector(tls: &ListenerTls) -> Result<TlsConnector, TlsConfigError> {
         .with_protocol_versions(&protocol_versions(tls))
         .map_err(|e| err("ssl.enabled.protocols".to_owned(), e.to_string()))?
         .with_root_certificates(roots);
-    let config = if tls.client_auth == ClientAuth::None {
+    let config = if !offer_certificate {
         builder.with_no_client_auth()
     } else {
         let (certs, key) = key_store(tls).map_err(|(k, r)| err(k, r))?;
         builder.with_client_auth_cert(certs, key).map_err(|e| {
             err(
                 listener_key(&tls.listener, "ssl.keystore.location"),
-                format!("the key store cannot serve as the inter-broker client certificate: {e}"),
+                format!(
+                    "the key store cannot serve as the client certificate between brokers: {e}"
+                ),
             )
         })?
     };

@@ -71,8 +71,7 @@ impl PeerSecurity {
     pub fn endpoint<'a>(&self, peer: &'a BrokerRegistration) -> (&'a str, u16) {
         self.listener
             .as_deref()
-            .and_then(|name| peer.listeners.iter().find(|l| l.name == name))
-            .map(|l| (l.host.as_str(), l.port))
+            .and_then(|name| peer.endpoint(name))
             .unwrap_or((peer.host.as_str(), peer.port))
     }
 
@@ -132,4 +131,78 @@ pub(crate) fn client_connector(
         })?
     };
     Ok(TlsConnector::from(Arc::new(config)))
+}
+
+#[cfg(test)]
+mod tests {
+    use brook_raft::ListenerEndpoint;
+
+    use super::*;
+
+    fn config(args: &[&str]) -> BrokerConfig {
+        let args: Vec<String> = [
+            "controller.listener.names=CONTROLLER",
+            "controller.quorum.voters=1@localhost:9093,2@localhost:9095,3@localhost:9097",
+            "listeners=PLAINTEXT://:9092,CONTROLLER://:9093,INTERNAL://:9094",
+        ]
+        .iter()
+        .chain(args)
+        .map(|a| (*a).to_owned())
+        .collect();
+        match BrokerConfig::load(None, Vec::new(), &args) {
+            Ok((config, _)) => config,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    fn peer() -> BrokerRegistration {
+        let endpoint = |name: &str, port| ListenerEndpoint {
+            name: name.to_owned(),
+            host: "peer-2".to_owned(),
+            port,
+        };
+        BrokerRegistration {
+            broker_id: 2,
+            host: "peer-2".to_owned(),
+            port: 19092,
+            listeners: vec![endpoint("PLAINTEXT", 19092), endpoint("INTERNAL", 19094)],
+            rack: None,
+            incarnation_id: uuid::Uuid::nil(),
+            broker_epoch: 1,
+            fenced: false,
+            in_controlled_shutdown: false,
+        }
+    }
+
+    #[test]
+    fn peers_are_dialled_on_their_endpoint_of_the_inter_broker_listener() {
+        let internal = PeerSecurity::build(&config(&[
+            "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,INTERNAL:PLAINTEXT",
+            "inter.broker.listener.name=INTERNAL",
+        ]))
+        .expect("plain");
+        assert_eq!(internal.endpoint(&peer()), ("peer-2", 19094));
+        // A registration from before listeners were recorded: its one endpoint.
+        let old = BrokerRegistration {
+            listeners: Vec::new(),
+            ..peer()
+        };
+        assert_eq!(internal.endpoint(&old), ("peer-2", 19092));
+        assert!(internal.tls().is_none() && internal.login().is_none());
+        assert_eq!(internal.node_id(), 1);
+    }
+
+    #[test]
+    fn an_ssl_inter_broker_listener_without_a_trust_store_stops_the_node_naming_the_key() {
+        let err = PeerSecurity::build(&config(&[
+            "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,INTERNAL:SSL",
+            "inter.broker.listener.name=INTERNAL",
+        ]))
+        .expect_err("no trust store");
+        assert_eq!(err.key, "listener.name.internal.ssl.truststore.location");
+        assert!(
+            err.to_string().contains("verifies their certificates"),
+            "{err}"
+        );
+    }
 }

@@ -5,10 +5,12 @@ Apache Kafka 4.4.
 Each node serves (Kafka's keys, harness/cluster.py's combined broker+controller nodes):
 - PLAINTEXT, the harness's own door (readiness, metadata polls, SCRAM administration);
 - CLIENT, SASL_SSL with SCRAM-SHA-512, for the applications;
-- INTERNAL, SASL_SSL with PLAIN, the inter-broker listener (`inter.broker.listener.name`,
-  `sasl.mechanism.inter.broker.protocol=PLAIN`): each broker logs in to its peers with the
-  `username`/`password` of `listener.name.internal.plain.sasl.jaas.config`, whose `user_broker`
-  entry also lists the login the peers accept, and verifies their certificates with the CA
+- INTERNAL, SASL_SSL with SCRAM-SHA-512, the inter-broker listener (`inter.broker.listener.name`,
+  `sasl.mechanism.inter.broker.protocol=SCRAM-SHA-512`): each broker logs in to its peers with the
+  `username`/`password` of `listener.name.internal.scram-sha-512.sasl.jaas.config` (the broker
+  user's credential is created with the application's, through the PLAINTEXT listener, as
+  `kafka-configs --alter --entity-type users` would; replication starts once it exists), and
+  verifies their certificates with the CA
   (certificates from scripts/certs.sh: SANs localhost and 127.0.0.1);
 - CONTROLLER, SSL with `ssl.client.auth=required`: the metadata quorum (Brook's raft transport,
   Kafka's KRaft) between mutually authenticated nodes, each presenting the broker certificate.
@@ -40,7 +42,7 @@ from confluent_kafka.admin import AdminClient, ScramCredentialInfo, ScramMechani
 
 from harness import client_config, drivers, paths
 from harness.cluster import Cluster, distinct_free_ports
-from harness.security import PLAIN_LOGIN, SCRAM_LOGIN
+from harness.security import SCRAM_LOGIN
 
 PASSWORD = "brook-secret"
 APP = ("app", "app-secret")
@@ -51,10 +53,12 @@ DEADLINE_S = 60
 RECORDS = 20
 
 
+INTERNAL_JAAS = "listener.name.internal.scram-sha-512.sasl.jaas.config"
+
+
 def internal_jaas(password: str) -> str:
-    """The INTERNAL listener's PLAIN entry: the broker's own login and the one it accepts."""
-    return (f'{PLAIN_LOGIN} required username="{BROKER_LOGIN[0]}" password="{password}" '
-            f'user_{BROKER_LOGIN[0]}="{BROKER_LOGIN[1]}";')
+    """The INTERNAL listener's SCRAM entry, with the broker's own login."""
+    return f'{SCRAM_LOGIN} required username="{BROKER_LOGIN[0]}" password="{password}";'
 
 
 @pytest.fixture(scope="module")
@@ -84,11 +88,11 @@ def cluster(tmp_path_factory, certs):
                 "CONTROLLER:SSL,PLAINTEXT:PLAINTEXT,CLIENT:SASL_SSL,INTERNAL:SASL_SSL",
             "listener.name.controller.ssl.client.auth": "required",
             "inter.broker.listener.name": "INTERNAL",
-            "sasl.mechanism.inter.broker.protocol": "PLAIN",
+            "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
             "listener.name.client.sasl.enabled.mechanisms": "SCRAM-SHA-512",
             "listener.name.client.scram-sha-512.sasl.jaas.config": f"{SCRAM_LOGIN} required;",
-            "listener.name.internal.sasl.enabled.mechanisms": "PLAIN",
-            "listener.name.internal.plain.sasl.jaas.config": internal_jaas(BROKER_LOGIN[1]),
+            "listener.name.internal.sasl.enabled.mechanisms": "SCRAM-SHA-512",
+            INTERNAL_JAAS: internal_jaas(BROKER_LOGIN[1]),
             "ssl.keystore.type": "PEM",
             "ssl.keystore.location": str(certs / "broker-keystore.pem"),
             "ssl.truststore.type": "PEM",
@@ -101,21 +105,22 @@ def cluster(tmp_path_factory, certs):
     c.start()
     try:
         admin = AdminClient({"bootstrap.servers": c.bootstrap})
-        upsert = UserScramCredentialUpsertion(APP[0], ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192),
-                                              APP[1].encode())
-        for future in admin.alter_user_scram_credentials([upsert]).values():
+        upserts = [UserScramCredentialUpsertion(user, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192),
+                                                password.encode()) for user, password in (APP, BROKER_LOGIN)]
+        for future in admin.alter_user_scram_credentials(upserts).values():
             future.result(timeout=30)
         for n in c.nodes:
-            c.wait_for(lambda: scram_user_known(n.bootstrap), DEADLINE_S, f"node {n.node_id} knows {APP[0]}")
+            for user in (APP[0], BROKER_LOGIN[0]):
+                c.wait_for(lambda: scram_user_known(n.bootstrap, user), DEADLINE_S, f"node {n.node_id} knows {user}")
         yield c
     finally:
         c.stop()
 
 
-def scram_user_known(bootstrap: str) -> bool:
+def scram_user_known(bootstrap: str, user: str) -> bool:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     try:
-        found = admin.describe_user_scram_credentials([APP[0]])[APP[0]].result(timeout=10)
+        found = admin.describe_user_scram_credentials([user])[user].result(timeout=10)
     except Exception:  # noqa: BLE001 - RESOURCE_NOT_FOUND until the credential is applied
         return False
     return bool(found.scram_credential_infos)
@@ -253,8 +258,8 @@ def test_a_broker_with_a_wrong_inter_broker_password_never_rejoins_the_isr(clust
     others = [i for i in cluster.node_ids if i != outsider]
     cluster.wait_for(lambda: outsider not in ((partition_view(cluster, topic, others[0]) or {}).get("isr") or [outsider]),
                      DEADLINE_S, f"{outsider} out of the ISR")
-    right = node.overrides["listener.name.internal.plain.sasl.jaas.config"]
-    node.overrides["listener.name.internal.plain.sasl.jaas.config"] = internal_jaas("not-the-password")
+    right = node.overrides[INTERNAL_JAAS]
+    node.overrides[INTERNAL_JAAS] = internal_jaas("not-the-password")
     try:
         node.start()
         cluster.wait_registered(DEADLINE_S)
@@ -272,6 +277,6 @@ def test_a_broker_with_a_wrong_inter_broker_password_never_rejoins_the_isr(clust
         assert view is not None and outsider not in view["isr"], view
     finally:
         node.stop()
-        node.overrides["listener.name.internal.plain.sasl.jaas.config"] = right
+        node.overrides[INTERNAL_JAAS] = right
         node.start()
     cluster.wait_for(lambda: full_isr(cluster, topic), DEADLINE_S, f"{outsider} back in sync with the right password")

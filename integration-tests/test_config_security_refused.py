@@ -8,9 +8,9 @@ JWKS that is not a file: URL. Kafka serves these settings, so this
 module does not run against it; what Kafka and Brook answer alike (the Kerberos relogin timing
 stored, read-only keys refused) is in test_config_kafka_names.py.
 
-- A node whose controller listener is SSL (the raft transport is plain), a node of a
-  multi-node cluster whose inter-broker listener is SSL (brokers reach each other in plain
-  text), a SASL listener left with GSSAPI or without its JAAS entry, an authorizer.class.name
+- A node whose controller listener is SASL_SSL (the raft transport has TLS, no SASL), a cluster node whose
+  inter-broker listener does not exist or logs in with a mechanism Brook's inter-broker client
+  cannot use (Kafka's default GSSAPI; test_security_cluster.py serves a secured one), a SASL listener left with GSSAPI or without its JAAS entry, an authorizer.class.name
   other than Kafka's StandardAuthorizer (test_security_acl.py serves that one), a SASL mechanism
   Brook cannot serve, or an SSL listener without a key store exits non-zero at once (a JKS key
   store: test_security_tls.py), its stderr naming the listener and protocol or the key, and never
@@ -55,15 +55,26 @@ PLAINTEXT_AND = "PLAINTEXT://{host}:{p0},"
 @pytest.mark.parametrize("settings, named", [
     pytest.param({"listeners": PLAINTEXT_AND + "CONTROLLER://{host}:{p1}",
                   "controller.listener.names": "CONTROLLER",
-                  "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:SSL"},
-                 ["controller listener CONTROLLER://127.0.0.1:{p1}", "security protocol SSL"],
-                 id="ssl-controller-listener"),
-    pytest.param({"listeners": "SSL://{host}:{p0},CONTROLLER://{host}:{p1}",
+                  "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:SASL_SSL"},
+                 ["controller listener CONTROLLER://127.0.0.1:{p1}", "security protocol SASL_SSL"],
+                 id="sasl-controller-listener"),
+    pytest.param({"listeners": "INTERNAL://{host}:{p0},CONTROLLER://{host}:{p1}",
                   "controller.listener.names": "CONTROLLER",
                   "controller.quorum.voters": "1@{host}:{p1},2@{host}:1,3@{host}:2",
-                  "listener.security.protocol.map": "SSL:SSL,CONTROLLER:PLAINTEXT"},
-                 ["inter-broker listener SSL://127.0.0.1:{p0}", "security protocol SSL"],
-                 id="ssl-inter-broker-listener-of-a-cluster"),
+                  "listener.security.protocol.map": "INTERNAL:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
+                  "inter.broker.listener.name": "INTERNAL",
+                  "sasl.enabled.mechanisms": "PLAIN",
+                  "listener.name.internal.plain.sasl.jaas.config":
+                      'org.apache.kafka.common.security.plain.PlainLoginModule required user_a="b";'},
+                 ["sasl.mechanism.inter.broker.protocol=GSSAPI", "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512"],
+                 id="sasl-inter-broker-listener-with-kafkas-default-gssapi"),
+    pytest.param({"listeners": "PLAINTEXT://{host}:{p0},CONTROLLER://{host}:{p1}",
+                  "controller.listener.names": "CONTROLLER",
+                  "controller.quorum.voters": "1@{host}:{p1},2@{host}:1,3@{host}:2",
+                  "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+                  "inter.broker.listener.name": "INTERNAL"},
+                 ["inter.broker.listener.name", "must be a listener name defined in advertised.listeners"],
+                 id="inter-broker-listener-that-does-not-exist"),
     pytest.param({"listeners": PLAINTEXT_AND + "SSL://{host}:{p1}"},
                  ["listener SSL", "listener.name.ssl.ssl.keystore.location",
                   "an SSL listener needs a key store"],

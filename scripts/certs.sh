@@ -4,7 +4,8 @@
 # OUT_DIR gets, each in PEM and PKCS12 (password PASSWORD, default "brook-secret"):
 #   ca.pem                     the CA certificate (a client's and the broker's trust store)
 #   ca.p12                     the same as a PKCS12 trust store
-#   broker.pem / broker.key    the broker's certificate (SANs: DNS localhost, IP 127.0.0.1)
+#   broker.pem / broker.key    the broker's certificate (SANs: DNS localhost, IP 127.0.0.1; also a
+#                              client certificate, for mutual TLS between brokers and controllers)
 #                              and unencrypted PKCS#8 key; broker-keystore.pem holds both
 #   broker.p12                 the broker's key and chain as a PKCS12 key store
 #   client.pem / client.key    a client certificate (CN=brook-client,OU=clients,O=Brook)
@@ -45,7 +46,7 @@ ca ca "/CN=Brook Test CA/O=Brook"
 ca other-ca "/CN=Another CA/O=Elsewhere"
 server_ext="basicConstraints=CA:FALSE
 keyUsage=critical,digitalSignature,keyEncipherment
-extendedKeyUsage=serverAuth
+extendedKeyUsage=serverAuth,clientAuth
 subjectAltName=DNS:localhost,IP:127.0.0.1"
 client_ext="basicConstraints=CA:FALSE
 keyUsage=critical,digitalSignature,keyEncipherment

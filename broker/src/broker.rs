@@ -23,6 +23,7 @@ use crate::coordinator::txn::{TxnConfig, TxnCoordinator};
 use crate::handlers::fetch::session::FetchSessions;
 use crate::metadata::meta_properties;
 use crate::partition::ReplicaManager;
+use crate::replication::peer_security::PeerSecurity;
 use crate::server::connection_limits::ConnectionQuotas;
 
 pub struct Broker {
@@ -42,6 +43,8 @@ pub struct Broker {
     pub authorizer: Option<Authorizer>,
     /// Client connections counted against `max.connections` and `max.connections.per.ip`.
     pub connection_quotas: Arc<ConnectionQuotas>,
+    /// How this broker reaches its peers: the inter-broker listener's endpoint, TLS, login.
+    pub peers: PeerSecurity,
     /// Cancelled when a clean shutdown begins: every task stops, and a fetch waiting for
     /// data answers at once instead of holding its connection open until its wait ends.
     pub stopping: CancellationToken,
@@ -55,7 +58,7 @@ impl Broker {
     /// Opens storage and metadata; `cluster::registration::join` registers the broker
     /// next (so this module does not depend on the registration that depends on it), and
     /// the listeners come after.
-    pub async fn open(config: BrokerConfig) -> anyhow::Result<Arc<Broker>> {
+    pub async fn open(config: BrokerConfig, peers: PeerSecurity) -> anyhow::Result<Arc<Broker>> {
         let first_dir = config
             .log_dirs
             .first()
@@ -146,6 +149,7 @@ impl Broker {
             txn: TxnCoordinator::new(TxnConfig::from_broker(&config)),
             authorizer: config.authorizer.as_ref().map(Authorizer::new),
             connection_quotas: ConnectionQuotas::new(config.connection_limits.clone()),
+            peers,
             stopping: CancellationToken::new(),
             incarnation_id: uuid::Uuid::new_v4(),
             broker_epoch: AtomicU64::new(0),

@@ -63,6 +63,19 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // The quorum's TLS (an SSL controller listener), checked before anything starts too.
+    if let Err(e) = brook::cluster::quorum_tls::build(&config) {
+        error!("invalid configuration: {e}");
+        return ExitCode::from(2);
+    }
+    // The inter-broker client's trust and key stores, read before anything starts too.
+    let peers = match brook::replication::peer_security::PeerSecurity::build(&config) {
+        Ok(peers) => peers,
+        Err(e) => {
+            error!("invalid configuration: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -73,7 +86,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let outcome = runtime.block_on(run(config, tls));
+    let outcome = runtime.block_on(run(config, tls, peers));
     // Every task is drained by `run`; a blocking-pool thread still inside a disk call must not
     // keep a stopped node's process alive.
     runtime.shutdown_timeout(std::time::Duration::from_secs(5));
@@ -86,7 +99,11 @@ fn main() -> ExitCode {
     }
 }
 
-async fn run(config: BrokerConfig, tls: server::tls::TlsListeners) -> anyhow::Result<()> {
+async fn run(
+    config: BrokerConfig,
+    tls: server::tls::TlsListeners,
+    peers: brook::replication::peer_security::PeerSecurity,
+) -> anyhow::Result<()> {
     if let Some(addr) = config.metrics_listener {
         // Real histograms (not summaries) so latencies aggregate across brokers.
         metrics_exporter_prometheus::PrometheusBuilder::new()
@@ -110,7 +127,7 @@ async fn run(config: BrokerConfig, tls: server::tls::TlsListeners) -> anyhow::Re
     // Start-up may wait for a quorum that cannot form yet; SIGTERM must still stop it.
     let broker = tokio::select! {
         started = async {
-            let broker = Broker::open(config).await?;
+            let broker = Broker::open(config, peers).await?;
             brook::cluster::registration::join(&broker).await?;
             anyhow::Ok(broker)
         } => started?,

@@ -10,6 +10,7 @@
 //! like the exporter's own registry.
 
 pub mod cluster;
+pub mod inter_broker;
 pub mod sasl;
 
 use std::collections::HashMap;

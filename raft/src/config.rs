@@ -58,6 +58,8 @@ pub struct QuorumConfig {
     pub fetch_timeout_ms: u64,
     /// Kafka's `broker.session.timeout.ms`: a broker silent for longer is fenced.
     pub broker_session_timeout: Duration,
+    /// TLS on every peer connection (the controller listener mapped to SSL); `None`: TCP.
+    pub tls: Option<crate::network::PeerTls>,
 }
 
 /// Openraft builds a snapshot every this many entries and then purges the log before it
@@ -78,6 +80,7 @@ impl QuorumConfig {
             election_timeout_ms: 1000,
             fetch_timeout_ms: 1000,
             broker_session_timeout: Duration::from_millis(9000),
+            tls: None,
         }
     }
 

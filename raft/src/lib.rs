@@ -50,6 +50,7 @@ pub use image::{
     ScramCredentialImage, TopicImage, NO_LEADER,
 };
 pub use liveness::{Heartbeat, HeartbeatReply, Liveness, REGISTRATION_PROBE};
+pub use network::PeerTls;
 pub use openraft::{BasicNode, LogId, RaftMetrics, ServerState};
 pub use quorum::MetadataQuorum;
 

@@ -42,7 +42,7 @@ use crate::leader_gone::{self, LeaderContact};
 use crate::liveness::{Heartbeat, HeartbeatReply, Liveness};
 use crate::log_store::LogStore;
 use crate::network::pool::PeerPool;
-use crate::network::{serve, NetworkFactory, RaftServer};
+use crate::network::{serve, NetworkFactory, PeerTls, RaftServer};
 use crate::service::PeerService;
 use crate::state_machine::StateMachineStore;
 use crate::{learner, monitor, TypeConfig};
@@ -61,6 +61,8 @@ pub struct MetadataQuorum {
     /// On a learner: the index to have applied to be caught up, once the leader accepted it.
     joined: watch::Receiver<Option<u64>>,
     server: Option<RaftServer>,
+    /// TLS for this node's own connections to voters (broker attachments).
+    tls: Option<PeerTls>,
     task: JoinHandle<()>,
     /// Campaigns early when the leader's process is gone (`leader_gone.rs`).
     leader_gone_task: JoinHandle<()>,
@@ -107,7 +109,9 @@ impl MetadataQuorum {
         let raft = Raft::new(
             config.node_id,
             Arc::new(raft_config),
-            NetworkFactory,
+            NetworkFactory {
+                tls: config.tls.clone(),
+            },
             log_store,
             state_machine,
         )
@@ -126,10 +130,10 @@ impl MetadataQuorum {
             images.clone(),
             leader_contact.clone(),
         ));
-        let pool = Arc::new(PeerPool::default());
+        let pool = Arc::new(PeerPool::new(config.tls.clone()));
         let (joined_tx, joined) = watch::channel(None);
         let server = match listener {
-            Some(listener) => match serve(listener, service.clone()) {
+            Some(listener) => match serve(listener, service.clone(), config.tls.clone()) {
                 Ok(server) => Some(server),
                 Err(source) => {
                     stop_raft(&raft).await;
@@ -192,6 +196,7 @@ impl MetadataQuorum {
             forwarder,
             joined,
             server,
+            tls: config.tls,
             task,
             leader_gone_task,
         })
@@ -313,7 +318,7 @@ impl MetadataQuorum {
                 .filter_map(|id| config.membership().get_node(&id).map(|n| n.addr.clone()))
                 .collect()
         };
-        crate::network::attach::hold(voters, broker_id, broker_epoch).await;
+        crate::network::attach::hold(voters, broker_id, broker_epoch, self.tls.clone()).await;
     }
 
     /// The voters of the current membership.

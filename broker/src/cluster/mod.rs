@@ -9,4 +9,5 @@ pub mod attachment;
 pub mod heartbeat;
 pub mod placement;
 pub mod quorum_config;
+pub mod quorum_tls;
 pub mod registration;

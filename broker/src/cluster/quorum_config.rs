@@ -77,6 +77,7 @@ pub fn build(config: &BrokerConfig) -> anyhow::Result<QuorumConfig> {
         fetch_timeout_ms: config.controller_quorum_fetch_timeout_ms,
         broker_session_timeout: Duration::from_millis(config.broker_session_timeout_ms),
         learner_addr,
+        tls: super::quorum_tls::build(config)?,
     })
 }
 

@@ -14,6 +14,7 @@ use std::path::PathBuf;
 use super::alter::{normalize_broker_update, BrokerScope};
 use super::authorizer::AuthorizerSettings;
 use super::error::ConfigError;
+use super::inter_broker::InterBrokerClient;
 use super::keys::broker_key;
 use super::listener::{
     parse_listeners, parse_metrics_listener, parse_protocol_map, parse_quorum_voters,
@@ -158,6 +159,8 @@ pub struct BrokerConfig {
     pub sasl: SaslSettings,
     /// The ACL authorizer (`authorizer.class.name`), `None` when none is configured.
     pub authorizer: Option<AuthorizerSettings>,
+    /// How this broker reaches its peers; `None` where it has none (a lone node).
+    pub inter_broker: Option<InterBrokerClient>,
     pub(crate) layers: Layers,
 }
 
@@ -385,6 +388,7 @@ impl BrokerConfig {
             topic_defaults: TopicConfig::default(),
             sasl: SaslSettings::default(),
             authorizer: None,
+            inter_broker: None,
             layers: layers.clone(),
         };
         // Kafka's KafkaConfig: broker.id is node.id's synonym (filled from it at load).
@@ -398,13 +402,14 @@ impl BrokerConfig {
         }
         config.topic_defaults = TopicConfig::resolve(&config, &BTreeMap::new())?;
         super::roles::check(&config)?;
-        super::security::check_served(&config, &layers)?;
+        super::security::check_served(&config)?;
         config.sasl = super::sasl::resolve(
             &config.listeners,
             &config.listener_security_protocol_map,
             &layers,
         )?;
         config.authorizer = super::authorizer::resolve(&layers)?;
+        config.inter_broker = super::inter_broker::resolve(&config, &layers)?;
         Ok(config)
     }
 }

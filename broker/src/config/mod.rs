@@ -19,6 +19,7 @@ pub mod broker;
 pub mod connections;
 pub mod describe;
 pub mod error;
+pub mod inter_broker;
 pub mod jaas;
 pub mod keys;
 mod keys_table;

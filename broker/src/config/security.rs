@@ -3,13 +3,12 @@
 //! plain, unauthenticated Kafka (issue 25 item 0).
 //!
 //! Client listeners may use any of Kafka's four protocols (PLAINTEXT, SSL, SASL_PLAINTEXT,
-//! SASL_SSL; `listener.security.protocol.map` admits no other). Refused at start
-//! (`BrokerConfig::build`): a controller listener that is not PLAINTEXT (the raft transport has no TLS or SASL yet); in a
-//! cluster of more than one node, an inter-broker listener that is not PLAINTEXT (brokers
-//! reach each other in plain text only; a single combined node has no inter-broker
-//! traffic, so it may name its secured client listener, as Kafka's examples do); and
-//! `security.inter.broker.protocol` other than PLAINTEXT (an `authorizer.class.name`
-//! other than Kafka's StandardAuthorizer is refused by [`super::authorizer`]).
+//! SASL_SSL; `listener.security.protocol.map` admits no other), and so may the inter-broker
+//! listener ([`super::inter_broker`] checks how brokers log in on it). The controller
+//! listener may be PLAINTEXT or SSL (`cluster::quorum_tls`). Refused at start
+//! (`BrokerConfig::build`): a SASL controller listener (the raft transport has no SASL; an
+//! `authorizer.class.name` other than Kafka's StandardAuthorizer is refused by
+//! [`super::authorizer`]).
 //! The SASL mechanisms Brook cannot serve are refused by [`super::sasl`].
 //! Dynamically: every dynamic
 //! `ssl.*` / `sasl.*` key, `principal.builder.class` and any `listener.name.*` key,
@@ -17,11 +16,11 @@
 //! performs and are stored as Kafka stores them (librdkafka's admin test 0081 alters
 //! `sasl.kerberos.min.time.before.relogin`). Pure functions.
 
-use super::broker::{BrokerConfig, Layers, ProcessRole};
+use super::broker::BrokerConfig;
 use super::error::ConfigError;
 
-/// What brokers speak to each other, and controllers on their listener.
-const INTER_BROKER: &str = "PLAINTEXT";
+/// What controllers may speak on their listener.
+const CONTROLLER: &[&str] = &["PLAINTEXT", "SSL"];
 
 /// Kafka's `DynamicBrokerConfig.DYNAMIC_SECURITY_CONFIGS`: keystore and truststore keys a
 /// dynamic update may only set with a `listener.name.<listener>.` prefix.
@@ -39,39 +38,14 @@ pub const PER_LISTENER_ONLY: &[&str] = &[
 ];
 
 /// Refuses, at start, a configuration that asks for security Brook does not serve.
-pub(crate) fn check_served(config: &BrokerConfig, layers: &Layers) -> Result<(), ConfigError> {
-    if let Some(protocol) = layers
-        .effective("security.inter.broker.protocol")
-        .filter(|p| *p != INTER_BROKER)
-    {
-        return Err(ConfigError::Unsupported {
-            key: "security.inter.broker.protocol".to_owned(),
-            reason: format!(
-                "security.inter.broker.protocol={protocol}: Brook's brokers talk PLAINTEXT only: refusing to start rather than replicate without the protection it names"
-            ),
-        });
-    }
+pub(crate) fn check_served(config: &BrokerConfig) -> Result<(), ConfigError> {
     for listener in &config.listeners {
         let protocol = protocol_of(config, &listener.name);
-        if config.is_controller_listener(&listener.name) && protocol != INTER_BROKER {
+        if config.is_controller_listener(&listener.name) && !CONTROLLER.contains(&protocol) {
             return Err(ConfigError::Unsupported {
                 key: "listener.security.protocol.map".to_owned(),
                 reason: format!(
-                    "the controller listener {listener} has security protocol {protocol}, but Brook's metadata quorum talks PLAINTEXT only: refusing to start rather than run the quorum without the protection it names"
-                ),
-            });
-        }
-    }
-    if let Some(listener) = config
-        .inter_broker_listener()
-        .filter(|_| !is_single_combined_node(config))
-    {
-        let protocol = protocol_of(config, &listener.name);
-        if protocol != INTER_BROKER {
-            return Err(ConfigError::Unsupported {
-                key: "inter.broker.listener.name".to_owned(),
-                reason: format!(
-                    "the inter-broker listener {listener} has security protocol {protocol}, but Brook's brokers reach each other in PLAINTEXT only: add a PLAINTEXT listener for them (or name one with inter.broker.listener.name)"
+                    "the controller listener {listener} has security protocol {protocol}, but Brook's metadata quorum talks PLAINTEXT or SSL only (no SASL): refusing to start rather than run the quorum without the protection it names"
                 ),
             });
         }
@@ -86,16 +60,7 @@ fn protocol_of<'a>(config: &'a BrokerConfig, listener: &str) -> &'a str {
         .listener_security_protocol_map
         .get(listener)
         .map(String::as_str)
-        .unwrap_or(INTER_BROKER)
-}
-
-/// A combined broker and controller that is the whole quorum: it has no other broker to
-/// replicate from or to, so its inter-broker listener carries nothing.
-fn is_single_combined_node(config: &BrokerConfig) -> bool {
-    config.process_roles.contains(&ProcessRole::Broker)
-        && config.process_roles.contains(&ProcessRole::Controller)
-        && config.controller_quorum_voters.len() <= 1
-        && config.controller_quorum_bootstrap_servers.len() <= 1
+        .unwrap_or("PLAINTEXT")
 }
 
 /// Login timings of Kerberos and OAuth clients: harmless to store, as Kafka stores them.

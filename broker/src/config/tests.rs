@@ -679,24 +679,35 @@ fn listeners_of_every_protocol_load_and_what_brook_cannot_secure_stops_the_node(
         .0,
         None
     );
-    // In a cluster, brokers still reach each other in plain text.
-    let (key, message) = refusal(&[
-        "listeners=CLIENT://:9092,CONTROLLER://:9093",
-        "controller.listener.names=CONTROLLER",
-        "controller.quorum.voters=1@localhost:9093,2@localhost:9095,3@localhost:9097",
-        "listener.security.protocol.map=CLIENT:SSL,CONTROLLER:PLAINTEXT",
-    ]);
-    assert_eq!(key.as_deref(), Some("inter.broker.listener.name"));
-    assert!(message.contains("CLIENT://localhost:9092"), "{message}");
-    // The raft transport is plain: a secured controller listener stops the node.
+    // In a cluster, brokers reach each other on a secured listener too (config::inter_broker).
+    assert_eq!(
+        refusal(&[
+            "listeners=CLIENT://:9092,CONTROLLER://:9093",
+            "controller.listener.names=CONTROLLER",
+            "controller.quorum.voters=1@localhost:9093,2@localhost:9095,3@localhost:9097",
+            "listener.security.protocol.map=CLIENT:SSL,CONTROLLER:PLAINTEXT",
+        ])
+        .0,
+        None
+    );
+    // The raft transport runs over TLS, but has no SASL: a SASL controller listener stops the node.
+    assert_eq!(
+        refusal(&[
+            "listeners=PLAINTEXT://:9092,CONTROLLER://:9093",
+            "controller.listener.names=CONTROLLER",
+            "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:SSL",
+        ])
+        .0,
+        None
+    );
     let (key, message) = refusal(&[
         "listeners=PLAINTEXT://:9092,CONTROLLER://:9093",
         "controller.listener.names=CONTROLLER",
-        "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:SSL",
+        "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:SASL_SSL",
     ]);
     assert_eq!(key.as_deref(), Some("listener.security.protocol.map"));
     assert!(
-        message.contains("CONTROLLER://:9093") && message.contains("security protocol SSL"),
+        message.contains("CONTROLLER://:9093") && message.contains("security protocol SASL_SSL"),
         "{message}"
     );
     // SASL_PLAINTEXT is served, but not with Kafka's default mechanism (GSSAPI).

@@ -206,8 +206,8 @@ async fn fetch_round(
         let endpoint = image
             .broker(leader)
             .ok_or(RoundError::UnknownLeader(leader))?;
-        let addr = format!("{}:{}", endpoint.host, endpoint.port);
-        *connection = Some(PeerConnection::connect(&addr, broker.node_id, CONNECT_TIMEOUT).await?);
+        *connection =
+            Some(PeerConnection::connect(&broker.peers, endpoint, CONNECT_TIMEOUT).await?);
     }
     let Some(conn) = connection.as_mut() else {
         return Err(RoundError::UnknownLeader(leader));

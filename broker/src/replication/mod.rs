@@ -17,4 +17,6 @@ pub mod fetcher;
 pub mod isr;
 pub mod isr_state;
 pub mod leader;
+pub mod peer_sasl;
+pub mod peer_security;
 pub mod rebalance;

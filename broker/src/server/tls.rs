@@ -62,14 +62,7 @@ pub fn build(tls: &ListenerTls) -> Result<TlsListener, TlsConfigError> {
     };
     let (certs, key) = key_store(tls).map_err(|(k, r)| err(&k, r))?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let versions: Vec<&'static SupportedProtocolVersion> = tls
-        .versions
-        .iter()
-        .map(|v| match v {
-            TlsVersion::Tls12 => &rustls::version::TLS12,
-            TlsVersion::Tls13 => &rustls::version::TLS13,
-        })
-        .collect();
+    let versions = protocol_versions(tls);
     let builder = ServerConfig::builder_with_provider(provider.clone())
         .with_protocol_versions(&versions)
         .map_err(|e| err("ssl.enabled.protocols", e.to_string()))?;
@@ -114,12 +107,25 @@ pub fn build(tls: &ListenerTls) -> Result<TlsListener, TlsConfigError> {
     })
 }
 
+/// The TLS versions of `ssl.enabled.protocols`, as rustls names them.
+pub(crate) fn protocol_versions(tls: &ListenerTls) -> Vec<&'static SupportedProtocolVersion> {
+    tls.versions
+        .iter()
+        .map(|v| match v {
+            TlsVersion::Tls12 => &rustls::version::TLS12,
+            TlsVersion::Tls13 => &rustls::version::TLS13,
+        })
+        .collect()
+}
+
 /// An error about one key: (key, reason).
-type KeyError = (String, String);
+pub(crate) type KeyError = (String, String);
 
-type KeyMaterial = (Vec<CertificateDer<'static>>, PrivateKeyDer<'static>);
+pub(crate) type KeyMaterial = (Vec<CertificateDer<'static>>, PrivateKeyDer<'static>);
 
-fn key_store(tls: &ListenerTls) -> Result<KeyMaterial, KeyError> {
+/// The listener's certificate chain and private key (also the inter-broker client's
+/// certificate, `replication::peer_security`).
+pub(crate) fn key_store(tls: &ListenerTls) -> Result<KeyMaterial, KeyError> {
     let kind = tls.keystore_type.value.to_ascii_uppercase();
     let inline = (&tls.keystore_certificate_chain, &tls.keystore_key);
     if let (Some(_), _) | (_, Some(_)) = inline {
@@ -170,7 +176,7 @@ fn keystore_location(tls: &ListenerTls) -> Result<&Setting, KeyError> {
 }
 
 /// The trusted CA certificates, `None` when no trust store is configured.
-fn trust_store(tls: &ListenerTls) -> Result<Option<RootCertStore>, KeyError> {
+pub(crate) fn trust_store(tls: &ListenerTls) -> Result<Option<RootCertStore>, KeyError> {
     let kind = tls.truststore_type.value.to_ascii_uppercase();
     let certs = match (&tls.truststore_certificates, &tls.truststore_location) {
         (Some(inline), _) => {

@@ -15,6 +15,7 @@ use std::time::Duration;
 use tokio::net::TcpStream;
 use tokio::task::JoinSet;
 
+use super::tls::{self, PeerTls};
 use super::{read_frame, write_frame, RpcRequest, RpcResponse};
 use crate::liveness::Liveness;
 
@@ -51,7 +52,12 @@ impl Drop for Attached {
 
 /// The broker side: holds an attachment to each of `voters` (peer-RPC addresses) until the
 /// returned future is dropped, re-attaching whenever a connection fails or closes.
-pub(crate) async fn hold(voters: Vec<String>, broker_id: i32, broker_epoch: u64) {
+pub(crate) async fn hold(
+    voters: Vec<String>,
+    broker_id: i32,
+    broker_epoch: u64,
+    tls: Option<PeerTls>,
+) {
     if voters.is_empty() {
         // A quorum of this node alone: nothing to hold, and returning would have the caller
         // attach again at once, in a loop that never yields.
@@ -59,15 +65,15 @@ pub(crate) async fn hold(voters: Vec<String>, broker_id: i32, broker_epoch: u64)
     }
     let mut tasks = JoinSet::new();
     for addr in voters {
-        tasks.spawn(hold_one(addr, broker_id, broker_epoch));
+        tasks.spawn(hold_one(addr, broker_id, broker_epoch, tls.clone()));
     }
     // The tasks loop forever; dropping this future drops the set, which aborts them.
     while tasks.join_next().await.is_some() {}
 }
 
-async fn hold_one(addr: String, broker_id: i32, broker_epoch: u64) {
+async fn hold_one(addr: String, broker_id: i32, broker_epoch: u64, tls: Option<PeerTls>) {
     loop {
-        match attach_once(&addr, broker_id, broker_epoch).await {
+        match attach_once(&addr, broker_id, broker_epoch, tls.as_ref()).await {
             Ok(()) => tracing::debug!(%addr, "broker attachment closed by the voter"),
             Err(e) => tracing::debug!(%addr, error = %e, "broker attachment failed"),
         }
@@ -75,11 +81,20 @@ async fn hold_one(addr: String, broker_id: i32, broker_epoch: u64) {
     }
 }
 
-async fn attach_once(addr: &str, broker_id: i32, broker_epoch: u64) -> std::io::Result<()> {
-    let mut stream = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr))
+async fn attach_once(
+    addr: &str,
+    broker_id: i32,
+    broker_epoch: u64,
+    tls: Option<&PeerTls>,
+) -> std::io::Result<()> {
+    let open = async {
+        let tcp = TcpStream::connect(addr).await?;
+        let _ = tcp.set_nodelay(true);
+        tls::client(tls, tcp, addr).await
+    };
+    let mut stream = tokio::time::timeout(CONNECT_TIMEOUT, open)
         .await
         .map_err(|_| std::io::Error::other("connect timed out"))??;
-    let _ = stream.set_nodelay(true);
     write_frame(
         &mut stream,
         &RpcRequest::Attach {

@@ -2,7 +2,7 @@
 //! openraft through [`NetworkFactory`].
 //!
 //! Each call sends one request frame and waits for one response frame on a lazily opened
-//! `TcpStream`, bounded by openraft's hard TTL for the RPC. Any I/O error or timeout drops the
+//! stream (TLS when configured), bounded by openraft's hard TTL for the RPC. Any I/O error or timeout drops the
 //! connection (a half-read response would desynchronise the stream) and is reported as
 //! `Unreachable` (connect failed: openraft backs off) or `Network` (call failed mid-way).
 //! Remote raft errors come back as `RemoteError`, as openraft expects.
@@ -13,6 +13,10 @@
 use std::error::Error;
 use std::time::Duration;
 
+use super::conn::{connect, exchange, CallError};
+use super::tls::{PeerStream, PeerTls};
+use super::{RpcRequest, RpcResponse};
+use crate::TypeConfig;
 use openraft::error::{
     InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Unreachable,
 };
@@ -22,18 +26,15 @@ use openraft::raft::{
     VoteRequest, VoteResponse,
 };
 use openraft::{AnyError, BasicNode};
-use tokio::net::TcpStream;
-
-use super::conn::{connect, exchange, CallError};
-use super::{RpcRequest, RpcResponse};
-use crate::TypeConfig;
 
 type NodeId = u64;
 type RpcResult<T, E> = Result<T, RPCError<NodeId, BasicNode, E>>;
 
-/// Creates [`PeerClient`]s; holds no state, so cloning is free.
+/// Creates [`PeerClient`]s; holds only the TLS settings, so cloning is cheap.
 #[derive(Debug, Clone, Default)]
-pub struct NetworkFactory;
+pub struct NetworkFactory {
+    pub tls: Option<PeerTls>,
+}
 
 impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
     type Network = PeerClient;
@@ -42,6 +43,7 @@ impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
         PeerClient {
             target,
             addr: node.addr.clone(),
+            tls: self.tls.clone(),
             conn: None,
         }
     }
@@ -51,7 +53,8 @@ impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
 pub struct PeerClient {
     target: NodeId,
     addr: String,
-    conn: Option<TcpStream>,
+    tls: Option<PeerTls>,
+    conn: Option<PeerStream>,
 }
 
 impl PeerClient {
@@ -71,7 +74,9 @@ impl PeerClient {
     async fn exchange(&mut self, request: &RpcRequest) -> Result<RpcResponse, CallError> {
         let conn = match self.conn.as_mut() {
             Some(conn) => conn,
-            None => self.conn.insert(connect(&self.addr).await?),
+            None => self
+                .conn
+                .insert(connect(&self.addr, self.tls.as_ref()).await?),
         };
         exchange(conn, request).await
     }

@@ -10,6 +10,8 @@ use std::time::Duration;
 
 use tokio::net::TcpStream;
 
+use super::tls::{self, PeerStream, PeerTls};
+
 use super::{read_frame, write_frame, FrameError, RpcRequest, RpcResponse};
 
 /// Why one call failed.
@@ -27,17 +29,19 @@ pub(crate) enum CallError {
 }
 
 /// Opens a connection to `addr` (`host:port`, resolved at each attempt so a moved host
-/// name is followed).
-pub(crate) async fn connect(addr: &str) -> Result<TcpStream, CallError> {
+/// name is followed), over TLS when `tls` is given (a failed handshake sent no request).
+pub(crate) async fn connect(addr: &str, tls: Option<&PeerTls>) -> Result<PeerStream, CallError> {
     let stream = TcpStream::connect(addr).await.map_err(CallError::Connect)?;
     // Raft messages are small and latency-bound; do not wait for Nagle.
     stream.set_nodelay(true).map_err(CallError::Connect)?;
-    Ok(stream)
+    tls::client(tls, stream, addr)
+        .await
+        .map_err(CallError::Connect)
 }
 
 /// Sends `request` and reads its response.
 pub(crate) async fn exchange(
-    stream: &mut TcpStream,
+    stream: &mut PeerStream,
     request: &RpcRequest,
 ) -> Result<RpcResponse, CallError> {
     write_frame(stream, request)

@@ -10,12 +10,14 @@
 //! allocate without bound.
 //!
 //! Clients: [`PeerClient`] (one per target, created by openraft for the raft RPCs) and
-//! `PeerPool` (pooled connections for forwarded requests). Server: [`RaftServer`].
+//! `PeerPool` (pooled connections for forwarded requests). Server: [`RaftServer`]. Every
+//! connection runs over TLS when the node is given a [`PeerTls`] (`tls.rs`).
 
 mod client;
 mod conn;
 pub(crate) mod pool;
 mod server;
+mod tls;
 
 use openraft::error::{InstallSnapshotError, RaftError};
 use openraft::raft::{
@@ -30,6 +32,7 @@ pub use client::{NetworkFactory, PeerClient};
 pub(crate) use server::serve;
 pub(crate) mod attach;
 pub use server::RaftServer;
+pub use tls::PeerTls;
 
 use crate::command::{ApplyResult, Command};
 use crate::liveness::{Heartbeat, HeartbeatReply};

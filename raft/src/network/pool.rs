@@ -17,10 +17,10 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use tokio::net::TcpStream;
 use tokio::sync::Semaphore;
 
 use super::conn::{connect, exchange, CallError};
+use super::tls::{PeerStream, PeerTls};
 use super::{RpcRequest, RpcResponse};
 
 /// Forwarded calls in flight at once from this node.
@@ -28,22 +28,34 @@ pub(crate) const MAX_IN_FLIGHT: usize = 16;
 /// Idle connections kept per target.
 const MAX_IDLE_PER_TARGET: usize = 4;
 
-#[derive(Debug)]
 pub(crate) struct PeerPool {
-    idle: Mutex<HashMap<String, Vec<TcpStream>>>,
+    idle: Mutex<HashMap<String, Vec<PeerStream>>>,
     in_flight: Semaphore,
+    tls: Option<PeerTls>,
+}
+
+impl std::fmt::Debug for PeerPool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PeerPool").field("tls", &self.tls).finish()
+    }
 }
 
 impl Default for PeerPool {
     fn default() -> Self {
-        PeerPool {
-            idle: Mutex::new(HashMap::new()),
-            in_flight: Semaphore::new(MAX_IN_FLIGHT),
-        }
+        PeerPool::new(None)
     }
 }
 
 impl PeerPool {
+    /// A pool whose connections run over TLS when `tls` is given.
+    pub(crate) fn new(tls: Option<PeerTls>) -> Self {
+        PeerPool {
+            idle: Mutex::new(HashMap::new()),
+            in_flight: Semaphore::new(MAX_IN_FLIGHT),
+            tls,
+        }
+    }
+
     /// Sends `request` to `addr` and returns its response, all within `ttl`.
     pub(crate) async fn call(
         &self,
@@ -67,18 +79,18 @@ impl PeerPool {
             }
             // Most likely closed while idle: fall through to a fresh connection.
         }
-        let mut stream = connect(addr).await?;
+        let mut stream = connect(addr, self.tls.as_ref()).await?;
         let response = exchange(&mut stream, request).await?;
         self.put(addr, stream);
         Ok(response)
     }
 
-    fn take(&self, addr: &str) -> Option<TcpStream> {
+    fn take(&self, addr: &str) -> Option<PeerStream> {
         let mut idle = self.idle.lock().ok()?;
         idle.get_mut(addr)?.pop()
     }
 
-    fn put(&self, addr: &str, stream: TcpStream) {
+    fn put(&self, addr: &str, stream: PeerStream) {
         // A poisoned lock only costs the reuse of this connection.
         if let Ok(mut idle) = self.idle.lock() {
             let list = idle.entry(addr.to_string()).or_default();

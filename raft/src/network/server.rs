@@ -14,12 +14,15 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 use tokio::task::{JoinHandle, JoinSet};
 
+use super::tls::{self, PeerStream, PeerTls};
 use super::{read_frame, write_frame, LeaderReply, RpcRequest, RpcResponse};
 use crate::service::{PeerService, LEADER_CALL_TIMEOUT};
 
 /// Connections served at once: per peer, openraft's one per target plus the forwarding
 /// pool's (at most `pool::MAX_IN_FLIGHT`), for a handful of voters and learners.
 pub const MAX_PEER_CONNECTIONS: usize = 256;
+/// How long a peer has to complete its TLS handshake.
+const TLS_HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// A running peer-RPC listener.
 pub struct RaftServer {
@@ -53,17 +56,18 @@ impl Drop for RaftServer {
 pub(crate) fn serve(
     listener: TcpListener,
     service: Arc<PeerService>,
+    tls: Option<PeerTls>,
 ) -> std::io::Result<RaftServer> {
     let local_addr = listener.local_addr()?;
-    tracing::info!(%local_addr, "raft peer listener started");
-    let accept_task = tokio::spawn(accept_loop(listener, service));
+    tracing::info!(%local_addr, tls = tls.is_some(), "raft peer listener started");
+    let accept_task = tokio::spawn(accept_loop(listener, service, tls));
     Ok(RaftServer {
         local_addr,
         accept_task,
     })
 }
 
-async fn accept_loop(listener: TcpListener, service: Arc<PeerService>) {
+async fn accept_loop(listener: TcpListener, service: Arc<PeerService>, tls: Option<PeerTls>) {
     let limit = Arc::new(Semaphore::new(MAX_PEER_CONNECTIONS));
     let mut connections = JoinSet::new();
     loop {
@@ -81,17 +85,40 @@ async fn accept_loop(listener: TcpListener, service: Arc<PeerService>) {
             }
         };
         let service = service.clone();
+        let tls = tls.clone();
         connections.spawn(async move {
-            serve_connection(stream, peer, service).await;
+            serve_connection(stream, peer, service, tls).await;
             drop(permit);
         });
     }
 }
 
-async fn serve_connection(mut stream: TcpStream, peer: SocketAddr, service: Arc<PeerService>) {
-    if let Err(e) = stream.set_nodelay(true) {
+async fn serve_connection(
+    tcp: TcpStream,
+    peer: SocketAddr,
+    service: Arc<PeerService>,
+    tls: Option<PeerTls>,
+) {
+    if let Err(e) = tcp.set_nodelay(true) {
         tracing::debug!(%peer, error = %e, "set_nodelay failed");
     }
+    let handshake = tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, tls::server(tls.as_ref(), tcp));
+    let mut stream = match handshake.await {
+        Ok(Ok(stream)) => stream,
+        // A reachability probe (`monitor.rs`) connects and closes without a handshake.
+        Ok(Err(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+            tracing::debug!(%peer, "raft peer closed before the TLS handshake");
+            return;
+        }
+        Ok(Err(e)) => {
+            tracing::warn!(%peer, error = %e, "raft peer TLS handshake failed");
+            return;
+        }
+        Err(_) => {
+            tracing::warn!(%peer, "raft peer TLS handshake timed out");
+            return;
+        }
+    };
     // Set once the peer attaches a broker to this connection; its drop (however the loop
     // ends) tells liveness that the broker's connection closed.
     let mut _attached: Option<super::attach::Attached> = None;
@@ -112,7 +139,7 @@ async fn serve_connection(mut stream: TcpStream, peer: SocketAddr, service: Arc<
 }
 
 async fn serve_requests(
-    stream: &mut TcpStream,
+    stream: &mut PeerStream,
     peer: SocketAddr,
     service: &PeerService,
     attached: &mut Option<super::attach::Attached>,

@@ -55,7 +55,8 @@ impl std::fmt::Debug for ScramCredential {
     }
 }
 
-fn hmac(mechanism: SaslMechanism, key: &[u8], data: &[u8]) -> Vec<u8> {
+/// HMAC with the mechanism's hash (the inter-broker SCRAM client uses it too).
+pub(crate) fn hmac(mechanism: SaslMechanism, key: &[u8], data: &[u8]) -> Vec<u8> {
     match mechanism {
         SaslMechanism::ScramSha512 => {
             let mut mac =
@@ -72,7 +73,7 @@ fn hmac(mechanism: SaslMechanism, key: &[u8], data: &[u8]) -> Vec<u8> {
     }
 }
 
-fn hash(mechanism: SaslMechanism, data: &[u8]) -> Vec<u8> {
+pub(crate) fn hash(mechanism: SaslMechanism, data: &[u8]) -> Vec<u8> {
     match mechanism {
         SaslMechanism::ScramSha512 => Sha512::digest(data).to_vec(),
         _ => Sha256::digest(data).to_vec(),

@@ -176,7 +176,6 @@ async fn write_remote(
     let Some(endpoint) = image.broker(leader) else {
         return all();
     };
-    let addr = format!("{}:{}", endpoint.host, endpoint.port);
     let mut topics: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
     for tp in tps {
         topics.entry(tp.0.as_str()).or_default().push(tp.1);
@@ -198,8 +197,8 @@ async fn write_remote(
                     .collect(),
             )]);
     let response: WriteTxnMarkersResponse = match PeerConnection::call_once(
-        &addr,
-        broker.node_id,
+        &broker.peers,
+        endpoint,
         CONNECT_TIMEOUT,
         ApiKey::WriteTxnMarkers,
         WRITE_TXN_MARKERS_VERSION,

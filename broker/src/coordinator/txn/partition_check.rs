@@ -210,8 +210,8 @@ async fn remote(
                 .with_partitions(vec![tp.1])]),
     ]);
     let response: AddPartitionsToTxnResponse = match PeerConnection::call_once(
-        &addr,
-        broker.node_id,
+        &broker.peers,
+        endpoint,
         CONNECT_TIMEOUT,
         ApiKey::AddPartitionsToTxn,
         REQUEST_VERSION,

@@ -33,14 +33,13 @@ controller and broker-to-controller requests: CLUSTER_ACTION) and the applicatio
 import socket
 import ssl
 import struct
-import subprocess
 import uuid
 from pathlib import Path
 
 import pytest
 from confluent_kafka.admin import AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
 
-from harness import client_config, drivers, paths
+from harness import client_config, drivers, paths, security
 from harness.cluster import Cluster, distinct_free_ports
 from harness.security import SCRAM_LOGIN
 
@@ -63,10 +62,7 @@ def internal_jaas(password: str) -> str:
 
 @pytest.fixture(scope="module")
 def certs(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("certs")
-    subprocess.run(["bash", str(paths.REPO_DIR / "scripts" / "certs.sh"), str(out), PASSWORD],
-                   check=True, capture_output=True, timeout=120)
-    return out
+    return security.make_certificates(tmp_path_factory.mktemp("certs"), PASSWORD)
 
 
 @pytest.fixture(scope="module")

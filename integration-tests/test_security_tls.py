@@ -37,7 +37,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
 
-from harness import client_config, drivers, paths, records
+from harness import client_config, drivers, paths, records, security
 from harness.broker import HOST, Broker, free_port
 from harness.security import PLAIN_LOGIN, SCRAM_LOGIN
 
@@ -62,10 +62,7 @@ class TlsBroker:
 
 @pytest.fixture(scope="module")
 def certs(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("certs")
-    subprocess.run(["bash", str(paths.REPO_DIR / "scripts" / "certs.sh"), str(out), PASSWORD],
-                   check=True, capture_output=True, timeout=120)
-    return out
+    return security.make_certificates(tmp_path_factory.mktemp("certs"), PASSWORD)
 
 
 def wait_for_scram_user(bootstrap: str, user: str, timeout_s: float = 30) -> None:

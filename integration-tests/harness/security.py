@@ -7,10 +7,11 @@ itself over the inter-broker listener, here the SASL one with PLAIN and the brok
 `username`/`password`; brook has no inter-broker traffic on one node and stores those keys.
 """
 
+import subprocess
 from pathlib import Path
 from typing import Dict, Iterable
 
-from . import client_config
+from . import client_config, paths
 from .broker import Broker
 
 PLAIN_LOGIN = "org.apache.kafka.common.security.plain.PlainLoginModule"
@@ -85,3 +86,11 @@ def plain_login_files(directory: Path, users: Dict[str, str]) -> Dict[str, str]:
     for user, password in users.items():
         files[user] = client_file(directory, user, "PLAIN", user, password)
     return files
+
+
+def make_certificates(out: Path, password: str) -> Path:
+    """A local CA and broker and client certificates in `out` (scripts/certs.sh: SANs localhost
+    and 127.0.0.1; PEM and keystores under `password`)."""
+    subprocess.run(["bash", str(paths.REPO_DIR / "scripts" / "certs.sh"), str(out), password],
+                   check=True, capture_output=True, timeout=120)
+    return out

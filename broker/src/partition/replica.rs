@@ -169,7 +169,12 @@ impl Partition {
     /// Applies a role (the replica manager, from a metadata image, holding the guard of
     /// `begin_role_change`).
     pub(crate) fn set_role(&self, _change: &RoleChangeGuard<'_>, role: Role) {
-        *self.role.write() = role;
+        let old = std::mem::replace(&mut *self.role.write(), role.clone());
+        if let Role::Leader(state) = old {
+            if !matches!(&role, Role::Leader(now) if Arc::ptr_eq(now, &state)) {
+                state.resign();
+            }
+        }
         self.changes.send_modify(|n| *n += 1);
     }
 

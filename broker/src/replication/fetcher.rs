@@ -3,7 +3,8 @@
 //! `run` follows the metadata image the replica manager has applied (never a newer one
 //! from the quorum: the partitions' roles match the applied image): for every partition
 //! this broker holds a replica of and another live broker leads, it assigns the partition
-//! to the fetcher of that leader (one task and one connection per leader broker). A fetcher loops over Kafka Fetch v15
+//! to the fetcher of that leader (one task and one connection per leader broker, on the
+//! inter-broker listener with its security: `client`). A fetcher loops over Kafka Fetch v15
 //! requests with this broker's replica id and epoch (`ReplicaState`), each partition at
 //! its log end offset with the epoch of its last batch (`last_fetched_epoch`), and
 //!

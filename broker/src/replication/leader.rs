@@ -21,7 +21,7 @@
 //!   but not visible until enough replicas hold it.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 
 use brook_raft::PartitionImage;
 use brook_storage::LogHandle;
@@ -60,6 +60,10 @@ pub struct LeaderPartition {
     isr: parking_lot::Mutex<IsrState>,
     /// The topic's `min.insync.replicas` (refreshed when configs change).
     min_isr: AtomicI32,
+    /// Set when the partition's role moves away from this state: from then on the log is
+    /// the follower's (or the next leader's), and this state must not move its high
+    /// watermark.
+    resigned: AtomicBool,
 }
 
 /// A partition's replicas and ISR as the committed image has them.
@@ -110,7 +114,13 @@ impl LeaderPartition {
             followers: parking_lot::Mutex::new(followers),
             isr: parking_lot::Mutex::new(IsrState::new(assignment)),
             min_isr: AtomicI32::new(min_isr.max(1)),
+            resigned: AtomicBool::new(false),
         }
+    }
+
+    /// The partition no longer has this state as its leader (`Partition::set_role`).
+    pub fn resign(&self) {
+        self.resigned.store(true, Ordering::SeqCst);
     }
 
     /// This broker: the leader.
@@ -207,7 +217,7 @@ impl LeaderPartition {
     /// higher and the committed ISR is large enough. Returns the high watermark.
     pub fn maybe_advance_high_watermark(&self) -> i64 {
         let current = self.log.high_watermark();
-        if self.isr_below_min() {
+        if self.isr_below_min() || self.resigned.load(Ordering::SeqCst) {
             return current;
         }
         let isr = self.isr.lock().maximal_isr();
@@ -222,7 +232,9 @@ impl LeaderPartition {
             }
         }
         drop(followers);
-        if candidate > current {
+        // Checked again just before the write: a role change since the first check hands the
+        // log to a follower, whose high watermark is the leader's to set.
+        if candidate > current && !self.resigned.load(Ordering::SeqCst) {
             self.log.set_high_watermark(candidate)
         } else {
             current
@@ -403,6 +415,17 @@ mod tests {
         leader.record_fetch(2, 7, 8, 10, 3);
         leader.set_assignment(assignment(&[1, 2, 3], &[1, 3]));
         assert_eq!(leader.maybe_advance_high_watermark(), 10);
+    }
+
+    #[test]
+    fn a_resigned_leader_state_leaves_the_high_watermark_alone() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let log = log_with(10, dir.path());
+        log.set_high_watermark(0);
+        let leader = LeaderPartition::new(log.clone(), 0, assignment(&[1], &[1]), 1, 1, 0);
+        leader.resign();
+        assert_eq!(leader.maybe_advance_high_watermark(), 0);
+        assert_eq!(log.high_watermark(), 0);
     }
 
     #[test]

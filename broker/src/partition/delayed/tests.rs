@@ -282,3 +282,24 @@ async fn a_role_change_waits_for_a_follower_write_in_progress() {
     ));
     assert!(f.partition.follower_write(2, 1).await.is_none());
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_leader_state_stops_moving_the_high_watermark_once_the_role_moves_away() {
+    let f = Fixture::leader(&[1], &[1], 1);
+    let state = f.leader_state();
+    f.partition.set_role_now(Role::Follower {
+        leader: 2,
+        leader_epoch: 1,
+    });
+    let log = f.partition.log();
+    {
+        let _write = f.partition.follower_write(2, 1).await.expect("follows 2");
+        log.append_as_follower(batch(5), 0).await.expect("append");
+    }
+    assert_eq!(log.high_watermark(), 0, "the leader has not said 5 yet");
+    assert_eq!(
+        state.maybe_advance_high_watermark(),
+        0,
+        "a sole-replica leader state would have taken the follower's log end"
+    );
+}

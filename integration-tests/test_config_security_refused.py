@@ -15,8 +15,10 @@ stored, read-only keys refused) is in test_config_kafka_names.py.
   Brook cannot serve, or an SSL listener without a key store exits non-zero at once (a JKS key
   store: test_security_tls.py), its stderr naming the listener and protocol or the key, and never
   listens on its ports.
-- IncrementalAlterConfigs of sasl.enabled.mechanisms, ssl.client.auth or a listener-prefixed
-  keystore is refused with INVALID_CONFIG saying Brook does not support it, and nothing changes.
+- IncrementalAlterConfigs of sasl.enabled.mechanisms, ssl.client.auth (also listener-prefixed) is
+  refused with INVALID_CONFIG saying Brook does not support it, and nothing changes; a key store
+  for a listener without TLS is refused with INVALID_REQUEST (a TLS listener's stores can change:
+  test_security_tls_reload.py).
 """
 
 import json
@@ -148,7 +150,7 @@ def broker(request, node):
     ("sasl.jaas.config", "org.apache.kafka.common.security.plain.PlainLoginModule required;"),
     ("ssl.client.auth", "required"),
     ("principal.builder.class", "org.example.Builder"),
-    ("listener.name.plaintext.ssl.keystore.location", "/etc/brook/keystore.p12"),
+    ("listener.name.plaintext.ssl.client.auth", "required"),
 ])
 def test_a_dynamic_security_update_is_refused_and_changes_nothing(broker, key, value):
     before = broker_configs(broker)
@@ -156,10 +158,24 @@ def test_a_dynamic_security_update_is_refused_and_changes_nothing(broker, key, v
         drivers.run("java", "alter-configs", broker.bootstrap, "--broker", "1", "--set", f"{key}={value}")
     error = json.loads(failed.value.stderr.strip().splitlines()[-1])
     assert error["error"] == "InvalidConfigurationException"
-    assert error["message"].startswith("Brook cannot change TLS or SASL settings while it runs")
+    assert error["message"].startswith("Brook cannot change this TLS or SASL setting while it runs")
     assert f"{key} cannot be set" in error["message"]
     assert broker_configs(broker) == before
     assert before["sasl.enabled.mechanisms"] == ("GSSAPI", "DEFAULT_CONFIG")  # Kafka's default, unused
+
+
+def test_a_key_store_for_a_listener_without_tls_is_refused_and_changes_nothing(broker):
+    """A listener's stores can change while it serves (test_security_tls_reload.py), but only on
+    a listener that speaks TLS: for the PLAINTEXT one the key would be stored and never read."""
+    before = broker_configs(broker)
+    key = "listener.name.plaintext.ssl.keystore.location"
+    with pytest.raises(drivers.DriverError) as failed:
+        drivers.run("java", "alter-configs", broker.bootstrap, "--broker", "1", "--set", f"{key}=/etc/brook/ks.p12")
+    error = json.loads(failed.value.stderr.strip().splitlines()[-1])
+    assert error["error"] == "InvalidRequestException"
+    assert error["message"] == (f"Invalid dynamic configuration: {key}: "
+                                "PLAINTEXT is not an SSL or SASL_SSL listener of this broker")
+    assert broker_configs(broker) == before
 
 
 def broker_configs(broker) -> dict:

@@ -6,7 +6,9 @@ localhost and 127.0.0.1), four client listeners:
 - SSL: server authentication only, the key store a PEM file (`ssl.keystore.type=PEM`);
 - MTLS (mapped to SSL): `ssl.client.auth=required`, every key given per listener
   (`listener.name.mtls.ssl.*`): a PEM key store and a PEM trust store;
-- SASL_SSL: SCRAM-SHA-512 and PLAIN inside TLS (the broker-wide PEM key store).
+- SASL_SSL: SCRAM-SHA-512 and PLAIN inside TLS (the broker-wide PEM key store);
+- P12 (mapped to SSL): `ssl.client.auth=required` with PKCS12 stores, the key store written by
+  `openssl pkcs12 -export` (OpenSSL 3: PBES2/AES-256), the trust store by keytool.
 Clients get their settings through `--client-config` files of Kafka's client names
 (harness/client_config.py): PEM trust and key stores, host names verified.
 
@@ -19,8 +21,10 @@ Clients get their settings through `--client-config` files of Kafka's client nam
   expired one, none on the mTLS listener; plaintext bytes to a TLS port close that connection
   (at most a TLS alert comes back) while a TLS connection opened before carries on.
 - Metadata answers each listener with its own advertised address.
-- Brook only: a JKS key store stops the node (exit 2) naming the key and the keytool command,
-  a PKCS12 one (not read yet) naming the openssl command that converts it to PEM;
+- The PKCS12 listener serves Java and confluent-kafka with client certificates and refuses one
+  from another CA (its trust store is read, not bypassed).
+- Brook only: a JKS key store stops the node (exit 2) naming the key and the keytool command
+  that converts it to PKCS12, a PKCS12 one with a wrong password naming ssl.keystore.password;
   Kafka's inline PEM example configuration with line continuations is served. (Other start-up
   refusals are in test_config_security_refused.py.)
 """
@@ -84,13 +88,14 @@ def node(tmp_path_factory, certs):
     b = Broker(paths.target(), tmp_path_factory.mktemp("tls"))
     taken = {b.port, b.port + 1, b.metrics_port or 0}
     ports = {}
-    for name in ("SSL", "MTLS", "SASL_SSL"):
+    for name in ("SSL", "MTLS", "SASL_SSL", "P12"):
         ports[name] = free_port(avoid=frozenset(taken))
         taken.add(ports[name])
     b.add_listeners({
         "SSL": ("SSL", ports["SSL"], None),
         "MTLS": ("SSL", ports["MTLS"], None),
         "SASL_SSL": ("SASL_SSL", ports["SASL_SSL"], None),
+        "P12": ("SSL", ports["P12"], None),
     }, plaintext_advertised=f"localhost:{b.port}")
     b.overrides.update({
         "ssl.keystore.type": "PEM",
@@ -100,6 +105,13 @@ def node(tmp_path_factory, certs):
         "listener.name.mtls.ssl.truststore.type": "PEM",
         "listener.name.mtls.ssl.truststore.location": str(certs / "ca.pem"),
         "listener.name.mtls.ssl.client.auth": "required",
+        "listener.name.p12.ssl.keystore.type": "PKCS12",
+        "listener.name.p12.ssl.keystore.location": str(certs / "broker.p12"),
+        "listener.name.p12.ssl.keystore.password": PASSWORD,
+        "listener.name.p12.ssl.truststore.type": "PKCS12",
+        "listener.name.p12.ssl.truststore.location": str(security.java_truststore(certs, PASSWORD)),
+        "listener.name.p12.ssl.truststore.password": PASSWORD,
+        "listener.name.p12.ssl.client.auth": "required",
         "sasl.enabled.mechanisms": "SCRAM-SHA-512,PLAIN",
         "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": f"{SCRAM_LOGIN} required;",
         "listener.name.sasl_ssl.plain.sasl.jaas.config":
@@ -184,6 +196,16 @@ def test_every_client_produces_and_consumes_over_sasl_ssl(tls, files, client):
 @pytest.mark.parametrize("client", drivers.CLIENTS)
 def test_every_client_produces_and_consumes_with_a_client_certificate(tls, files, client):
     round_trip(client, tls, "MTLS", files["mtls"])
+
+
+@pytest.mark.parametrize("client", ["java", "confluent"])
+def test_a_listener_with_pkcs12_stores_serves_client_certificates(tls, files, client):
+    round_trip(client, tls, "P12", files["mtls"])
+
+
+def test_a_listener_with_a_pkcs12_trust_store_refuses_another_cas_client(tls, files):
+    stderr = java_refusal(tls.bootstrap("P12"), files["mtls-other-ca"])
+    assert '{"error":"SslAuthenticationException"' in stderr, stderr[-2000:]
 
 
 @brook_only
@@ -297,12 +319,14 @@ def test_a_jks_key_store_stops_the_node_naming_the_key_and_keytool(tmp_path, cer
 
 
 @brook_only
-def test_a_pkcs12_key_store_stops_the_node_naming_the_conversion_to_pem(tmp_path, certs):
+def test_a_pkcs12_key_store_with_a_wrong_password_stops_the_node_naming_the_password_key(tmp_path, certs):
+    wrong = "not-" + PASSWORD
     result = run_brook(tmp_path, {"ssl.keystore.type": "PKCS12", "ssl.keystore.location": str(certs / "broker.p12"),
-                                  "ssl.keystore.password": PASSWORD})
+                                  "ssl.keystore.password": wrong})
     assert result.returncode == 2, result.stderr[-2000:]
-    assert "ssl.keystore.type=PKCS12" in result.stderr and "openssl pkcs12 -in" in result.stderr, result.stderr
-    assert PASSWORD not in result.stderr
+    assert "ssl.keystore.password: cannot open the PKCS12 store" in result.stderr, result.stderr
+    assert "the password was incorrect" in result.stderr, result.stderr
+    assert wrong not in result.stderr
 
 
 @brook_only

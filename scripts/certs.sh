@@ -8,6 +8,10 @@
 #                              client certificate, for mutual TLS between brokers and controllers)
 #                              and unencrypted PKCS#8 key; broker-keystore.pem holds both
 #   broker.p12                 the broker's key and chain as a PKCS12 key store
+#   broker-renewed.*           the broker's certificate renewed (same subject and SANs, new key),
+#                              to swap in with a dynamic update
+#   broker-renamed.*           a broker certificate with another subject (CN=renamed), which a
+#                              dynamic update may not swap in
 #   client.pem / client.key    a client certificate (CN=brook-client,OU=clients,O=Brook)
 #   client-keystore.pem, client.p12
 #   other-ca.pem, other-client.pem/.key   a second CA and a client it signed (refused)
@@ -53,6 +57,8 @@ keyUsage=critical,digitalSignature,keyEncipherment
 extendedKeyUsage=clientAuth"
 leaf broker ca "/CN=localhost/O=Brook" "$server_ext" -days $days
 leaf client ca "/O=Brook/OU=clients/CN=brook-client" "$client_ext" -days $days
+leaf broker-renewed ca "/CN=localhost/O=Brook" "$server_ext" -days $days
+leaf broker-renamed ca "/CN=renamed/O=Brook" "$server_ext" -days $days
 leaf other-client other-ca "/O=Elsewhere/CN=intruder" "$client_ext" -days $days
 # Valid from 2000-01-01 to 2000-01-02, long expired: `openssl x509` of OpenSSL 3.0 cannot
 # back-date, `openssl ca` can.

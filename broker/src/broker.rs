@@ -25,6 +25,7 @@ use crate::metadata::meta_properties;
 use crate::partition::ReplicaManager;
 use crate::replication::peer_security::PeerSecurity;
 use crate::server::connection_limits::ConnectionQuotas;
+use crate::server::tls::TlsListeners;
 
 pub struct Broker {
     pub config: BrokerConfig,
@@ -45,6 +46,8 @@ pub struct Broker {
     pub connection_quotas: Arc<ConnectionQuotas>,
     /// How this broker reaches its peers: the inter-broker listener's endpoint, TLS, login.
     pub peers: PeerSecurity,
+    /// The TLS of each SSL client listener, following dynamic updates of its stores.
+    pub tls: TlsListeners,
     /// Cancelled when a clean shutdown begins: every task stops, and a fetch waiting for
     /// data answers at once instead of holding its connection open until its wait ends.
     pub stopping: CancellationToken,
@@ -58,7 +61,11 @@ impl Broker {
     /// Opens storage and metadata; `cluster::registration::join` registers the broker
     /// next (so this module does not depend on the registration that depends on it), and
     /// the listeners come after.
-    pub async fn open(config: BrokerConfig, peers: PeerSecurity) -> anyhow::Result<Arc<Broker>> {
+    pub async fn open(
+        config: BrokerConfig,
+        peers: PeerSecurity,
+        tls: TlsListeners,
+    ) -> anyhow::Result<Arc<Broker>> {
         let first_dir = config
             .log_dirs
             .first()
@@ -150,6 +157,7 @@ impl Broker {
             authorizer: config.authorizer.as_ref().map(Authorizer::new),
             connection_quotas: ConnectionQuotas::new(config.connection_limits.clone()),
             peers,
+            tls,
             stopping: CancellationToken::new(),
             incarnation_id: uuid::Uuid::new_v4(),
             broker_epoch: AtomicU64::new(0),
@@ -198,6 +206,7 @@ impl Broker {
             let image = self.image();
             let config = effective_config(&self.config, &image);
             self.connection_quotas.set_limits(&config.connection_limits);
+            self.update_tls(&config, false);
             self.replicas.apply(image.clone(), &config).await;
             if !Arc::ptr_eq(&image, &last) {
                 self.apply_role_changes(&last, &image).await;
@@ -207,6 +216,16 @@ impl Broker {
             tokio::select! {
                 _ = shutdown.cancelled() => return,
                 changed = images.changed() => if changed.is_err() { return },
+            }
+        }
+    }
+
+    /// Serves the key and trust stores `config` names on each SSL listener (`reread_files`:
+    /// also when a store file changed on disk, as an update that sets the same location asks).
+    pub fn update_tls(&self, config: &BrokerConfig, reread_files: bool) {
+        for (name, served) in &self.tls {
+            if let Some(next) = config.listener_tls.get(name) {
+                served.update(next, reread_files);
             }
         }
     }

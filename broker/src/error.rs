@@ -116,6 +116,10 @@ pub enum ResourceError {
     DuplicateConfigKeys,
     #[error("Unknown operations type {0}")]
     UnknownOperation(i8),
+    /// A per-broker update the listeners cannot serve (Kafka's `DynamicBrokerConfig`
+    /// wording; `ConfigAdminManager` answers INVALID_REQUEST).
+    #[error("Invalid dynamic configuration: {0}")]
+    InvalidDynamicConfig(String),
     /// A change the config rules refuse.
     #[error(transparent)]
     Refused(#[from] ConfigError),
@@ -391,7 +395,8 @@ pub fn resource_code(e: &ResourceError) -> ResponseError {
         ResourceError::NotThisBroker(_)
         | ResourceError::UnsupportedResourceType(_)
         | ResourceError::DuplicateConfigKeys
-        | ResourceError::UnknownOperation(_) => ResponseError::InvalidRequest,
+        | ResourceError::UnknownOperation(_)
+        | ResourceError::InvalidDynamicConfig(_) => ResponseError::InvalidRequest,
         ResourceError::Refused(e) => config_code(e),
         ResourceError::Undescribable(_) => ResponseError::InvalidConfig,
         ResourceError::Broker(e) => e.code(),

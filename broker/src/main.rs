@@ -127,7 +127,7 @@ async fn run(
     // Start-up may wait for a quorum that cannot form yet; SIGTERM must still stop it.
     let broker = tokio::select! {
         started = async {
-            let broker = Broker::open(config, peers).await?;
+            let broker = Broker::open(config, peers, tls).await?;
             brook::cluster::registration::join(&broker).await?;
             anyhow::Ok(broker)
         } => started?,
@@ -209,7 +209,7 @@ async fn run(
     }
     // A listener that cannot bind (port taken) stops the node with that error, after the
     // same orderly stop as a signal: the tasks above would otherwise keep the process alive.
-    let served = server::serve(broker.clone(), tls, shutdown.clone(), tracker.clone()).await;
+    let served = server::serve(broker.clone(), shutdown.clone(), tracker.clone()).await;
     match &served {
         Ok(_) => tokio::select! {
             _ = wait_for_signal() => {

@@ -94,3 +94,14 @@ def make_certificates(out: Path, password: str) -> Path:
     subprocess.run(["bash", str(paths.REPO_DIR / "scripts" / "certs.sh"), str(out), password],
                    check=True, capture_output=True, timeout=120)
     return out
+
+
+def java_truststore(certs: Path, password: str) -> Path:
+    """The CA of `certs` as a PKCS12 trust store written by keytool, its entry marked trusted
+    (Java ignores certificates without that mark, which `openssl pkcs12 -nokeys` leaves out)."""
+    out = Path(certs) / "ca-truststore.p12"
+    if not out.exists():
+        subprocess.run(["keytool", "-importcert", "-noprompt", "-alias", "ca", "-file", str(Path(certs) / "ca.pem"),
+                        "-keystore", str(out), "-storetype", "PKCS12", "-storepass", password],
+                       check=True, capture_output=True, timeout=60)
+    return out

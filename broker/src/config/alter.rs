@@ -17,8 +17,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::error::ConfigError;
-use super::keys::{broker_key, UpdateMode};
-use super::security::{dynamic_refusal, refused_dynamically, PER_LISTENER_ONLY};
+use super::keys::{broker_key, KeyDef, UpdateMode};
+use super::security::{
+    dynamic_refusal, listener_store_key, refused_dynamically, PER_LISTENER_ONLY,
+};
 use super::topic::{normalize_topic_overrides, topic_key};
 use super::value::{normalize, ConfigType};
 
@@ -167,13 +169,16 @@ pub fn normalize_broker_update(
         let picked: BTreeSet<&str> = set.keys().map(String::as_str).filter(|k| pick(k)).collect();
         (!picked.is_empty()).then(|| picked.into_iter().collect::<Vec<_>>().join(", "))
     };
-    if let Some(key) = set.keys().find(|k| k.starts_with("listener.name.")) {
+    if let Some(key) = set
+        .keys()
+        .find(|k| k.starts_with("listener.name.") && listener_store_key(k).is_none())
+    {
         return Err(dynamic_refusal(key));
     }
-    if let Some(key) = set.keys().find(|k| broker_key(k).is_none()) {
+    if let Some(key) = set.keys().find(|k| definition(k).is_none()) {
         return Err(ConfigError::UnknownBrokerKey { key: key.clone() });
     }
-    let mode = |k: &str| broker_key(k).map(|d| d.update_mode);
+    let mode = |k: &str| definition(k).map(|d| d.update_mode);
     if let Some(key) = names(&|k| mode(k) == Some(UpdateMode::ReadOnly)) {
         return Err(ConfigError::ReadOnly { key });
     }
@@ -182,9 +187,9 @@ pub fn normalize_broker_update(
     }
     let mut out = BTreeMap::new();
     for (key, value) in set {
-        let Some(def) = broker_key(key) else { continue };
+        let Some(def) = definition(key) else { continue };
         let canonical =
-            normalize(def.name, def.config_type, def.validator, value).map_err(|e| match e {
+            normalize(key, def.config_type, def.validator, value).map_err(|e| match e {
                 ConfigError::InvalidValue { key, value, reason } => {
                     ConfigError::InvalidBrokerValue { key, value, reason }
                 }
@@ -201,6 +206,12 @@ pub fn normalize_broker_update(
         return Err(dynamic_refusal(key));
     }
     Ok(out)
+}
+
+/// A broker key's definition; a listener's store key (`listener.name.<l>.ssl.keystore.location`)
+/// has the definition of its key.
+fn definition(key: &str) -> Option<&'static KeyDef> {
+    broker_key(key).or_else(|| listener_store_key(key).and_then(|(_, base)| broker_key(base)))
 }
 
 #[cfg(test)]
@@ -379,10 +390,25 @@ mod tests {
         ));
         assert!(matches!(
             normalize_broker_update(
-                &map(&[("listener.name.plaintext.ssl.keystore.location", "/x")]),
+                &map(&[("listener.name.ssl.ssl.client.auth", "required")]),
                 per_broker
             ),
             Err(ConfigError::Unsupported { .. })
+        ));
+        assert_eq!(
+            normalize_broker_update(
+                &map(&[("listener.name.ssl.ssl.keystore.location", "/x")]),
+                per_broker
+            )
+            .ok(),
+            Some(map(&[("listener.name.ssl.ssl.keystore.location", "/x")]))
+        );
+        assert!(matches!(
+            normalize_broker_update(
+                &map(&[("listener.name.ssl.ssl.keystore.location", "/x")]),
+                BrokerScope::ClusterDefault
+            ),
+            Err(ConfigError::PerBrokerOnly { .. })
         ));
     }
 

@@ -16,6 +16,7 @@ use std::collections::BTreeMap;
 use super::broker::{BrokerConfig, Layers};
 use super::error::ConfigError;
 use super::keys::{broker_key, broker_keys, broker_synonyms, KeyDef, Synonym};
+use super::security::listener_store_key;
 use super::topic::topic_keys;
 use super::topic_config::effective_topic_values;
 use super::value::ConfigType;
@@ -113,13 +114,53 @@ pub fn describe_topic(
     Ok(out)
 }
 
-/// Every broker key of this broker (`--entity-name <id>`), sorted by name.
+/// Every broker key of this broker (`--entity-name <id>`), sorted by name, and the
+/// listeners' store keys set for it (`listener.name.<l>.ssl.keystore.location`), as Kafka
+/// lists the listener keys among the broker's.
 pub fn describe_broker(broker: &BrokerConfig, options: DescribeOptions) -> Vec<DescribedConfig> {
-    broker_keys()
+    let mut out: Vec<DescribedConfig> = broker_keys()
         .iter()
         .filter(|key| key.is_described())
         .map(|key| broker_entry(&broker.layers, key, None, options))
-        .collect()
+        .collect();
+    let layers = &broker.layers;
+    let names: std::collections::BTreeSet<&String> = layers
+        .per_broker
+        .keys()
+        .chain(layers.static_props.keys())
+        .filter(|name| listener_store_key(name).is_some())
+        .collect();
+    for name in names {
+        let Some(key) = listener_store_key(name).and_then(|(_, base)| broker_key(base)) else {
+            continue;
+        };
+        let sensitive = key.config_type.is_sensitive();
+        let synonyms: Vec<DescribedSynonym> = [
+            (&layers.per_broker, ConfigSource::DynamicBrokerConfig),
+            (&layers.static_props, ConfigSource::StaticBrokerConfig),
+        ]
+        .into_iter()
+        .filter_map(|(layer, source)| {
+            layer.get(name).map(|value| DescribedSynonym {
+                name: name.clone(),
+                value: (!sensitive).then(|| value.clone()),
+                source,
+            })
+        })
+        .collect();
+        let value = layers.effective(name).map(str::to_owned);
+        out.push(entry(
+            name,
+            value,
+            false,
+            key.config_type,
+            key.doc,
+            synonyms,
+            options,
+        ));
+    }
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    out
 }
 
 /// The cluster-default broker resource (`--entity-default`, empty resource name):

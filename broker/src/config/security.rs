@@ -12,8 +12,10 @@
 //! The SASL mechanisms Brook cannot serve are refused by [`super::sasl`].
 //! Dynamically: every dynamic
 //! `ssl.*` / `sasl.*` key, `principal.builder.class` and any `listener.name.*` key,
-//! except the Kerberos and login-refresh timings, which only tune a login Brook never
-//! performs and are stored as Kafka stores them (librdkafka's admin test 0081 alters
+//! except a listener's key and trust stores (`listener.name.<listener>.ssl.keystore.*` and
+//! `ssl.truststore.*`, swapped while the listener serves: `server::tls_reload`) and the
+//! Kerberos and login-refresh timings, which only tune a login Brook never performs and are
+//! stored as Kafka stores them (librdkafka's admin test 0081 alters
 //! `sasl.kerberos.min.time.before.relogin`). Pure functions.
 
 use super::broker::BrokerConfig;
@@ -36,6 +38,16 @@ pub const PER_LISTENER_ONLY: &[&str] = &[
     "ssl.truststore.password",
     "ssl.truststore.type",
 ];
+
+/// A listener's store key (`listener.name.<listener>.<key>`, `<key>` in
+/// [`PER_LISTENER_ONLY`]): the listener (as written, lower case) and the key.
+pub fn listener_store_key(key: &str) -> Option<(&str, &'static str)> {
+    let rest = key.strip_prefix("listener.name.")?;
+    PER_LISTENER_ONLY.iter().find_map(|base| {
+        let listener = rest.strip_suffix(base)?.strip_suffix('.')?;
+        (!listener.is_empty() && !listener.contains('.')).then_some((listener, *base))
+    })
+}
 
 /// Refuses, at start, a configuration that asks for security Brook does not serve.
 pub(crate) fn check_served(config: &BrokerConfig) -> Result<(), ConfigError> {
@@ -72,7 +84,7 @@ fn is_login_timing(key: &str) -> bool {
 /// change how Brook authenticates, encrypts or authorizes, which it cannot do yet.
 pub fn refused_dynamically(key: &str) -> bool {
     if key.starts_with("listener.name.") {
-        return true;
+        return listener_store_key(key).is_none();
     }
     if is_login_timing(key) {
         return false;
@@ -85,7 +97,7 @@ pub fn dynamic_refusal(key: &str) -> ConfigError {
     ConfigError::Unsupported {
         key: key.to_owned(),
         reason: format!(
-            "Brook cannot change TLS or SASL settings while it runs, and has no authorization yet: {key} cannot be set, as it would change how clients are authenticated or encrypted"
+            "Brook cannot change this TLS or SASL setting while it runs (of TLS, a listener's key and trust stores can change: listener.name.<listener>.ssl.keystore.* and ssl.truststore.*): {key} cannot be set, as it would change how clients are authenticated or encrypted"
         ),
     }
 }
@@ -108,9 +120,25 @@ mod tests {
             "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config"
         ));
         assert!(!refused_dynamically("log.cleaner.threads"));
+        assert!(!refused_dynamically(
+            "listener.name.ssl.ssl.keystore.location"
+        ));
+        assert!(refused_dynamically("listener.name.ssl.ssl.client.auth"));
+        assert_eq!(
+            listener_store_key("listener.name.sasl_ssl.ssl.truststore.password"),
+            Some(("sasl_ssl", "ssl.truststore.password"))
+        );
+        assert_eq!(
+            listener_store_key("listener.name.ssl.keystore.location"),
+            None
+        );
+        assert_eq!(
+            listener_store_key("listener.name.a.b.ssl.keystore.type"),
+            None
+        );
         assert_eq!(
             dynamic_refusal("ssl.client.auth").to_string(),
-            "Brook cannot change TLS or SASL settings while it runs, and has no authorization yet: ssl.client.auth cannot be set, as it would change how clients are authenticated or encrypted"
+            "Brook cannot change this TLS or SASL setting while it runs (of TLS, a listener's key and trust stores can change: listener.name.<listener>.ssl.keystore.* and ssl.truststore.*): ssl.client.auth cannot be set, as it would change how clients are authenticated or encrypted"
         );
     }
 

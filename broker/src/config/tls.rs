@@ -63,6 +63,10 @@ pub struct ListenerTls {
     pub client_auth: ClientAuth,
     pub versions: Vec<TlsVersion>,
     pub principal_mapping_rules: PrincipalMappingRules,
+    /// `ssl.allow.dn.changes`: a dynamic update may change the certificate's subject DN.
+    pub allow_dn_changes: bool,
+    /// `ssl.allow.san.changes`: … or its subject alternative names.
+    pub allow_san_changes: bool,
 }
 
 impl ListenerTls {
@@ -122,6 +126,8 @@ impl ListenerTls {
             client_auth,
             versions,
             principal_mapping_rules,
+            allow_dn_changes: need("ssl.allow.dn.changes").value == "true",
+            allow_san_changes: need("ssl.allow.san.changes").value == "true",
         })
     }
 }

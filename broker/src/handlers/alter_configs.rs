@@ -13,7 +13,9 @@ use crate::auth::Access;
 use crate::broker::Broker;
 use crate::config::{alter::normalize_broker_update, normalize_topic_overrides};
 use crate::error::ResourceError;
-use crate::handlers::incremental_alter_configs::{broker_target, propose, Target};
+use crate::handlers::incremental_alter_configs::{
+    broker_target, check_tls_stores, propose, Target,
+};
 use crate::server::session::Session;
 
 pub async fn handle(
@@ -41,11 +43,15 @@ pub async fn handle(
                     topic_id,
                     configs: normalize_topic_overrides(&configs).map_err(ResourceError::Refused)?,
                 },
-                Target::Broker(broker_id) => Command::ReplaceBrokerConfigs {
-                    broker_id,
-                    configs: normalize_broker_update(&configs, Target::broker_scope(broker_id))
-                        .map_err(ResourceError::Refused)?,
-                },
+                Target::Broker(broker_id) => {
+                    let configs =
+                        normalize_broker_update(&configs, Target::broker_scope(broker_id))
+                            .map_err(ResourceError::Refused)?;
+                    if broker_id.is_some() {
+                        check_tls_stores(broker, &configs)?;
+                    }
+                    Command::ReplaceBrokerConfigs { broker_id, configs }
+                }
             };
             propose(broker, req.validate_only, command).await
         }

@@ -19,6 +19,7 @@ use uuid::Uuid;
 use crate::auth::acl::AclOperation;
 use crate::auth::Access;
 use crate::broker::Broker;
+use crate::config::security::listener_store_key;
 use crate::config::{incremental_broker, incremental_topic, AlterOp, BrokerScope};
 use crate::error::{BrokerError, Denied, ResourceError};
 use crate::handlers::describe_configs::{BROKER, TOPIC};
@@ -105,6 +106,12 @@ pub async fn handle(
                 Target::Broker(broker_id) => {
                     let scope = Target::broker_scope(broker_id);
                     let change = incremental_broker(&current, &ops, scope)?;
+                    if broker_id.is_some() {
+                        let mut after = current.clone();
+                        after.retain(|k, _| !change.delete.contains(k));
+                        after.extend(change.set.clone());
+                        check_tls_stores(broker, &after)?;
+                    }
                     Command::AlterBrokerConfigs {
                         broker_id,
                         set: change.set,
@@ -166,6 +173,54 @@ fn current_configs(broker: &Broker, target: &Target) -> BTreeMap<String, String>
     }
 }
 
+/// Checks what a per-broker update (`after`: this broker's dynamic configs once applied)
+/// would make the SSL listeners serve, when it changes a listener's stores: Kafka's
+/// `SslFactory` checks, answered as Kafka's `ConfigAdminManager` answers them
+/// (INVALID_REQUEST, "Invalid dynamic configuration").
+pub fn check_tls_stores(
+    broker: &Broker,
+    after: &BTreeMap<String, String>,
+) -> Result<(), ResourceError> {
+    let image = broker.image();
+    let before = image.broker_configs(Some(broker.node_id));
+    let touched = |k: &String| {
+        listener_store_key(k).is_some() && before.and_then(|b| b.get(k)) != after.get(k)
+    };
+    let deleted = before.is_some_and(|b| b.keys().any(|k| !after.contains_key(k) && touched(k)));
+    if !after.keys().any(touched) && !deleted {
+        return Ok(());
+    }
+    // Stores only mean something on a listener that speaks TLS: a key for another one would
+    // be stored and never read.
+    for key in after.keys().filter(|k| touched(k)) {
+        let Some((listener, _)) = listener_store_key(key) else {
+            continue;
+        };
+        if !broker
+            .tls
+            .keys()
+            .any(|name| name.eq_ignore_ascii_case(listener))
+        {
+            return Err(ResourceError::InvalidDynamicConfig(format!(
+                "{key}: {} is not an SSL or SASL_SSL listener of this broker",
+                listener.to_ascii_uppercase()
+            )));
+        }
+    }
+    let empty = BTreeMap::new();
+    let config = broker
+        .config
+        .with_dynamic(image.broker_configs(None).unwrap_or(&empty), after);
+    for (name, served) in &broker.tls {
+        if let Some(next) = config.listener_tls.get(name) {
+            served
+                .validate(next)
+                .map_err(ResourceError::InvalidDynamicConfig)?;
+        }
+    }
+    Ok(())
+}
+
 /// Proposes an already validated change (unless validate-only) and waits until this
 /// broker has applied it. A change that changes nothing is not proposed.
 pub async fn propose(
@@ -181,11 +236,25 @@ pub async fn propose(
     if validate_only || nothing {
         return Ok(());
     }
+    let command_target = match &command {
+        Command::AlterBrokerConfigs { broker_id, .. }
+        | Command::ReplaceBrokerConfigs { broker_id, .. } => Some(*broker_id),
+        _ => None,
+    };
     broker
         .quorum
         .propose(command)
         .await
         .map_err(|e| ResourceError::Broker(e.into()))?;
+    // A per-broker update re-reads the listeners' store files that changed on disk, as
+    // Kafka reloads them whenever this node's configs change.
+    let per_broker = matches!(
+        command_target,
+        Some(Some(id)) if id == broker.node_id
+    );
     broker.reconcile().await;
+    if per_broker {
+        broker.update_tls(&broker.effective_config(), true);
+    }
     Ok(())
 }

@@ -55,7 +55,9 @@ pub async fn run(
         let (transport, principal) = match &listener.tls {
             None => (Transport::Plain(stream), KafkaPrincipal::anonymous()),
             Some(tls) => {
-                let Some((stream, principal)) = handshake(stream, peer, tls, &shutdown).await
+                // The stores serving now: a later dynamic update leaves this connection alone.
+                let tls = tls.current();
+                let Some((stream, principal)) = handshake(stream, peer, &tls, &shutdown).await
                 else {
                     return;
                 };

@@ -20,7 +20,7 @@ use crate::config::{BrokerConfig, Listener};
 use crate::server::closed::{self, CloseReason};
 use crate::server::connection;
 use crate::server::session::SecurityProtocol;
-use crate::server::tls::{TlsListener, TlsListeners};
+use crate::server::tls_reload::ServedTls;
 
 /// What every connection accepted on one listener shares.
 pub struct ClientListener {
@@ -28,14 +28,13 @@ pub struct ClientListener {
     pub name: Arc<str>,
     pub protocol: SecurityProtocol,
     /// Present on SSL listeners.
-    pub tls: Option<Arc<TlsListener>>,
+    pub tls: Option<Arc<ServedTls>>,
 }
 
-/// Binds every configured listener and serves until `shutdown` fires. `tls` holds the
-/// acceptor of every SSL listener, built at start (`server::tls::build_all`).
+/// Binds every configured listener and serves until `shutdown` fires. `broker.tls` holds
+/// the TLS of every SSL listener, built at start (`server::tls::build_all`).
 pub async fn serve(
     broker: Arc<Broker>,
-    tls: TlsListeners,
     shutdown: CancellationToken,
     tracker: TaskTracker,
 ) -> anyhow::Result<Vec<SocketAddr>> {
@@ -55,7 +54,7 @@ pub async fn serve(
             .get(&listener.name)
             .and_then(|p| SecurityProtocol::parse(p))
             .unwrap_or(SecurityProtocol::Plaintext);
-        let tls = tls.get(&listener.name).cloned();
+        let tls = broker.tls.get(&listener.name).cloned();
         if protocol.uses_tls() && tls.is_none() {
             anyhow::bail!("listener {listener} has no TLS configuration");
         }

@@ -9,6 +9,8 @@ pub mod dispatch;
 pub mod listener;
 pub mod session;
 pub mod tls;
+pub mod tls_reload;
+pub mod tls_stores;
 pub mod write;
 pub mod write_tls;
 

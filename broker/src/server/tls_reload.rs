@@ -1,0 +1,162 @@
+//! Key and trust stores changed while the node runs, as Kafka's `SslFactory` reconfigures a
+//! listener. A per-broker dynamic update (`kafka-configs --entity-type brokers --entity-name
+//! <id> --alter --add-config listener.name.<l>.ssl.keystore.location=…`) is checked by
+//! building the acceptor it asks for; once stored, that acceptor replaces the serving one.
+//! New connections get it; connections already open keep theirs, nothing is dropped. The
+//! same location set again re-reads its file when the file changed on disk, as Kafka
+//! reloads a key store replaced in place.
+//!
+//! The checks are Kafka's (`SslFactory.createNewSslEngineFactory`): the new certificate keeps
+//! the subject DN and the subject alternative names unless `ssl.allow.dn.changes` /
+//! `ssl.allow.san.changes`, and a trust store cannot be added to a listener that had none.
+//! Refusals are worded as Kafka words them.
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use parking_lot::{Mutex, RwLock};
+
+use crate::config::tls::{ListenerTls, Setting};
+use crate::server::tls::{build, TlsConfigError, TlsListener};
+
+/// The prefix of every refusal, as Kafka's `SslFactory` words it.
+const REFUSAL: &str = "Validation of dynamic config update of SSLFactory failed";
+
+/// One SSL listener's TLS, swapped when its stores change.
+pub struct ServedTls {
+    /// Upper case, as in `listeners`.
+    listener: String,
+    current: RwLock<Arc<TlsListener>>,
+    /// What `current` was built from; held while an update builds and swaps, so updates
+    /// apply one at a time.
+    built: Mutex<BuiltFrom>,
+}
+
+/// The settings and files an acceptor was built from.
+#[derive(Clone, PartialEq, Eq)]
+struct BuiltFrom {
+    stores: Vec<Setting>,
+    files: Vec<FileStamp>,
+    has_truststore: bool,
+}
+
+/// A store file as it was on disk when read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct FileStamp {
+    path: String,
+    modified: Option<SystemTime>,
+    len: Option<u64>,
+}
+
+impl BuiltFrom {
+    fn of(tls: &ListenerTls) -> BuiltFrom {
+        let stores: Vec<Setting> = [
+            Some(&tls.keystore_type),
+            tls.keystore_location.as_ref(),
+            tls.keystore_password.as_ref(),
+            tls.key_password.as_ref(),
+            tls.keystore_certificate_chain.as_ref(),
+            tls.keystore_key.as_ref(),
+            Some(&tls.truststore_type),
+            tls.truststore_location.as_ref(),
+            tls.truststore_password.as_ref(),
+            tls.truststore_certificates.as_ref(),
+        ]
+        .into_iter()
+        .flatten()
+        .cloned()
+        .collect();
+        let files = [&tls.keystore_location, &tls.truststore_location]
+            .into_iter()
+            .flatten()
+            .map(|location| {
+                let meta = std::fs::metadata(&location.value).ok();
+                FileStamp {
+                    path: location.value.clone(),
+                    modified: meta.as_ref().and_then(|m| m.modified().ok()),
+                    len: meta.map(|m| m.len()),
+                }
+            })
+            .collect();
+        BuiltFrom {
+            stores,
+            files,
+            has_truststore: tls.truststore_location.is_some()
+                || tls.truststore_certificates.is_some(),
+        }
+    }
+}
+
+impl ServedTls {
+    /// The listener's TLS as configured at start.
+    pub fn new(tls: &ListenerTls) -> Result<ServedTls, TlsConfigError> {
+        Ok(ServedTls {
+            listener: tls.listener.clone(),
+            current: RwLock::new(Arc::new(build(tls)?)),
+            built: Mutex::new(BuiltFrom::of(tls)),
+        })
+    }
+
+    /// The acceptor a connection accepted now uses.
+    pub fn current(&self) -> Arc<TlsListener> {
+        self.current.read().clone()
+    }
+
+    /// Checks that `next` can be served in place of the current TLS: `Err` with Kafka's
+    /// words when it cannot. Nothing changes.
+    pub fn validate(&self, next: &ListenerTls) -> Result<(), String> {
+        let built = self.built.lock().clone();
+        self.prepare(&built, next, true).map(|_| ())
+    }
+
+    /// Serves `next` from now on when its stores differ from the serving ones (or, with
+    /// `reread_files`, when a store file changed on disk) and pass the checks; a refused
+    /// update is logged and the current TLS stays.
+    pub fn update(&self, next: &ListenerTls, reread_files: bool) {
+        let mut built = self.built.lock();
+        match self.prepare(&built, next, reread_files) {
+            Ok(Some((listener, from))) => {
+                *self.current.write() = Arc::new(listener);
+                *built = from;
+                tracing::info!(listener = %self.listener, "TLS key and trust stores reloaded");
+            }
+            Ok(None) => {}
+            Err(reason) => {
+                tracing::error!(listener = %self.listener, "dynamic TLS update not applied: {reason}");
+            }
+        }
+    }
+
+    /// The TLS `next` asks for, `None` when it asks for what is served.
+    fn prepare(
+        &self,
+        built: &BuiltFrom,
+        next: &ListenerTls,
+        reread_files: bool,
+    ) -> Result<Option<(TlsListener, BuiltFrom)>, String> {
+        let from = BuiltFrom::of(next);
+        if from.stores == built.stores && (!reread_files || from.files == built.files) {
+            return Ok(None);
+        }
+        let listener = build(next).map_err(|e| format!("{REFUSAL}: {}: {}", e.key, e.reason))?;
+        if !built.has_truststore && from.has_truststore {
+            return Err(format!("{REFUSAL}: Cannot add SSL truststore to an existing listener for which no truststore was configured."));
+        }
+        let old = &self.current().identity;
+        let new = &listener.identity;
+        if !next.allow_dn_changes && old.dn != new.dn {
+            return Err(format!(
+                "{REFUSAL}: Keystore DistinguishedName does not match: existing={{DN={}}}, new={{DN={}}}",
+                old.dn, new.dn
+            ));
+        }
+        if !next.allow_san_changes && old.sans != new.sans {
+            return Err(format!(
+                "{REFUSAL}: Keystore SubjectAltNames do not match: existing={{SAN=[{}]}}, new={{SAN=[{}]}}",
+                old.sans.join(", "),
+                new.sans.join(", ")
+            ));
+        }
+        Ok(Some((listener, from)))
+    }
+}

@@ -1,0 +1,344 @@
+//! An SSL listener's key and trust stores, as Kafka's `DefaultSslEngineFactory` reads
+//! them: PEM inline (`ssl.keystore.certificate.chain`, `ssl.keystore.key`,
+//! `ssl.truststore.certificates`) or in a file, and PKCS12 files (p12-keystore: OpenSSL 3's
+//! and keytool's PBES2/AES stores and the legacy 3DES/RC2 ones), read whether the type says
+//! PKCS12 or JKS, as Java reads a PKCS12 file under either name since Java 9. A real JKS
+//! file is refused with the `keytool -importkeystore` command that converts it: JKS has no
+//! maintained Rust reader. Every error names the key whose material is missing or bad.
+
+use std::path::Path;
+
+use p12_keystore::{KeyStore, KeyStoreEntry, Pkcs12ImportPolicy};
+use rustls::RootCertStore;
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+
+use crate::config::tls::{listener_key, ListenerTls, Setting};
+
+/// The first four bytes of a Java KeyStore (JKS) file.
+const JKS_MAGIC: [u8; 4] = [0xfe, 0xed, 0xfe, 0xed];
+
+/// An error about one key: (key, reason).
+pub(crate) type KeyError = (String, String);
+
+pub(crate) type KeyMaterial = (Vec<CertificateDer<'static>>, PrivateKeyDer<'static>);
+
+/// The listener's certificate chain and private key (also the inter-broker client's
+/// certificate, `replication::peer_security`).
+pub(crate) fn key_store(tls: &ListenerTls) -> Result<KeyMaterial, KeyError> {
+    let kind = tls.keystore_type.value.to_ascii_uppercase();
+    let inline = (&tls.keystore_certificate_chain, &tls.keystore_key);
+    if let (Some(_), _) | (_, Some(_)) = inline {
+        if kind != "PEM" {
+            return Err((
+                tls.keystore_type.key.clone(),
+                format!("ssl.keystore.certificate.chain and ssl.keystore.key are PEM: set ssl.keystore.type=PEM (it is {})", tls.keystore_type.value),
+            ));
+        }
+    }
+    match (kind.as_str(), inline) {
+        ("PEM", (Some(chain), Some(key))) => {
+            let certs = pem_certs(chain)?;
+            let key = pem_key(key, tls.key_password.as_ref())?;
+            Ok((certs, key))
+        }
+        ("PEM", (Some(one), None)) | ("PEM", (None, Some(one))) => Err((
+            one.key.clone(),
+            "an inline PEM key store needs both ssl.keystore.certificate.chain and ssl.keystore.key".to_owned(),
+        )),
+        ("PEM", (None, None)) => {
+            let location = keystore_location(tls)?;
+            let text = read_text(location)?;
+            let in_file = Setting {
+                key: location.key.clone(),
+                value: text,
+            };
+            Ok((pem_certs(&in_file)?, pem_key(&in_file, tls.key_password.as_ref())?))
+        }
+        ("PKCS12" | "JKS", _) => {
+            let location = keystore_location(tls)?;
+            let data = read_store(location, &tls.keystore_type)?;
+            let password = tls.keystore_password.as_ref().ok_or_else(|| {
+                (
+                    listener_key(&tls.listener, "ssl.keystore.password"),
+                    format!("{} is a PKCS12 key store: set ssl.keystore.password", location.value),
+                )
+            })?;
+            pkcs12_key_store(location, &data, password)
+        }
+        (_, _) => Err((
+            tls.keystore_type.key.clone(),
+            format!("unknown key store type {}: use PEM, PKCS12 or JKS", tls.keystore_type.value),
+        )),
+    }
+}
+
+fn keystore_location(tls: &ListenerTls) -> Result<&Setting, KeyError> {
+    tls.keystore_location.as_ref().ok_or_else(|| {
+        (
+            listener_key(&tls.listener, "ssl.keystore.location"),
+            "an SSL listener needs a key store: set ssl.keystore.location (or, with ssl.keystore.type=PEM, ssl.keystore.certificate.chain and ssl.keystore.key), optionally prefixed listener.name.<listener>.".to_owned(),
+        )
+    })
+}
+
+/// The trusted CA certificates, `None` when no trust store is configured.
+pub(crate) fn trust_store(tls: &ListenerTls) -> Result<Option<RootCertStore>, KeyError> {
+    let kind = tls.truststore_type.value.to_ascii_uppercase();
+    let certs = match (&tls.truststore_certificates, &tls.truststore_location) {
+        (Some(inline), _) => {
+            if kind != "PEM" {
+                return Err((
+                    tls.truststore_type.key.clone(),
+                    "ssl.truststore.certificates is PEM: set ssl.truststore.type=PEM".to_owned(),
+                ));
+            }
+            pem_certs(inline)?
+        }
+        (None, Some(location)) if kind == "PEM" => {
+            let text = read_text(location)?;
+            pem_certs(&Setting {
+                key: location.key.clone(),
+                value: text,
+            })?
+        }
+        (None, Some(location)) if kind == "PKCS12" || kind == "JKS" => {
+            let data = read_store(location, &tls.truststore_type)?;
+            pkcs12_trust_store(location, &data, tls.truststore_password.as_ref())?
+        }
+        (None, Some(_)) => {
+            return Err((
+                tls.truststore_type.key.clone(),
+                format!(
+                    "unknown trust store type {}: use PEM, PKCS12 or JKS",
+                    tls.truststore_type.value
+                ),
+            ))
+        }
+        (None, None) => return Ok(None),
+    };
+    let where_from = tls
+        .truststore_certificates
+        .as_ref()
+        .or(tls.truststore_location.as_ref())
+        .map(|s| s.key.clone())
+        .unwrap_or_default();
+    let mut roots = RootCertStore::empty();
+    for cert in certs {
+        roots.add(cert).map_err(|e| {
+            (
+                where_from.clone(),
+                format!("a trusted certificate is not usable: {e}"),
+            )
+        })?;
+    }
+    if roots.is_empty() {
+        return Err((
+            where_from,
+            "the trust store holds no certificate".to_owned(),
+        ));
+    }
+    Ok(Some(roots))
+}
+
+fn read_text(location: &Setting) -> Result<String, KeyError> {
+    std::fs::read_to_string(Path::new(&location.value)).map_err(|e| {
+        (
+            location.key.clone(),
+            format!("cannot read {}: {e}", location.value),
+        )
+    })
+}
+
+/// A PKCS12 (or JKS-typed) store file's bytes. A real JKS file is refused with the
+/// keytool command that converts it to PKCS12.
+fn read_store(location: &Setting, store_type: &Setting) -> Result<Vec<u8>, KeyError> {
+    let data = std::fs::read(&location.value).map_err(|e| {
+        (
+            location.key.clone(),
+            format!("cannot read {}: {e}", location.value),
+        )
+    })?;
+    if data.starts_with(&JKS_MAGIC) {
+        let file = &location.value;
+        return Err((
+            location.key.clone(),
+            format!(
+                "{file} is a JKS key store, which Brook cannot read: convert it to PKCS12 with `keytool -importkeystore -srckeystore {file} -srcstoretype JKS -destkeystore store.p12 -deststoretype PKCS12` and set {}=PKCS12",
+                store_type.key
+            ),
+        ));
+    }
+    Ok(data)
+}
+
+/// The first private key of a PKCS12 key store and its certificate chain. The store's
+/// password also decrypts the key (keytool refuses a different key password for PKCS12).
+fn pkcs12_key_store(
+    location: &Setting,
+    data: &[u8],
+    password: &Setting,
+) -> Result<KeyMaterial, KeyError> {
+    let file = &location.value;
+    let store = KeyStore::from_pkcs12(data, &password.value, Pkcs12ImportPolicy::Relaxed)
+        .map_err(|e| pkcs12_error(location, password, &e))?;
+    let Some((_, chain)) = store.private_key_chain() else {
+        return Err((
+            location.key.clone(),
+            format!("the PKCS12 key store {file} holds no private key"),
+        ));
+    };
+    if chain.certs().is_empty() {
+        return Err((
+            location.key.clone(),
+            format!("the PKCS12 key store {file} holds no certificate for its private key"),
+        ));
+    }
+    let certs = chain
+        .certs()
+        .iter()
+        .map(|c| CertificateDer::from(c.as_der().to_vec()))
+        .collect();
+    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(chain.key().as_der().to_vec()));
+    Ok((certs, key))
+}
+
+/// Every certificate of a PKCS12 trust store. Java trusts only entries keytool marked as
+/// trusted; Brook also takes the unmarked ones `openssl pkcs12 -export -nokeys` writes.
+fn pkcs12_trust_store(
+    location: &Setting,
+    data: &[u8],
+    password: Option<&Setting>,
+) -> Result<Vec<CertificateDer<'static>>, KeyError> {
+    let secret = password.map_or("", |p| p.value.as_str());
+    let store = KeyStore::from_pkcs12(data, secret, Pkcs12ImportPolicy::Raw).map_err(|e| {
+        let named = Setting {
+            key: password.map_or_else(|| "ssl.truststore.password".to_owned(), |p| p.key.clone()),
+            value: String::new(),
+        };
+        pkcs12_error(location, &named, &e)
+    })?;
+    let certs: Vec<CertificateDer<'static>> = store
+        .entries()
+        .filter_map(|(_, entry)| match entry {
+            KeyStoreEntry::Certificate(cert) => Some(CertificateDer::from(cert.as_der().to_vec())),
+            _ => None,
+        })
+        .collect();
+    if certs.is_empty() {
+        return Err((
+            location.key.clone(),
+            format!(
+                "the PKCS12 trust store {} holds no certificate",
+                location.value
+            ),
+        ));
+    }
+    Ok(certs)
+}
+
+/// A PKCS12 store that does not open; a MAC mismatch is a wrong password (Kafka: "keystore
+/// password was incorrect").
+fn pkcs12_error(
+    location: &Setting,
+    password: &Setting,
+    e: &p12_keystore::error::Error,
+) -> KeyError {
+    use p12_keystore::error::Error;
+    match e {
+        Error::MacError(_) | Error::UnpadError => (
+            password.key.clone(),
+            format!(
+                "cannot open the PKCS12 store {}: the password was incorrect",
+                location.value
+            ),
+        ),
+        other => (
+            location.key.clone(),
+            format!("cannot read {} as a PKCS12 store: {other}", location.value),
+        ),
+    }
+}
+
+fn pem_certs(setting: &Setting) -> Result<Vec<CertificateDer<'static>>, KeyError> {
+    let text = normalize_pem(&setting.value);
+    let certs = CertificateDer::pem_slice_iter(text.as_bytes())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| (setting.key.clone(), format!("not PEM certificates: {e}")))?;
+    if certs.is_empty() {
+        return Err((setting.key.clone(), "holds no PEM certificate".to_owned()));
+    }
+    Ok(certs)
+}
+
+fn pem_key(
+    setting: &Setting,
+    password: Option<&Setting>,
+) -> Result<PrivateKeyDer<'static>, KeyError> {
+    let text = normalize_pem(&setting.value);
+    if text.contains("-----BEGIN ENCRYPTED PRIVATE KEY-----") {
+        let key = password
+            .map(|p| p.key.clone())
+            .unwrap_or_else(|| setting.key.clone());
+        return Err((
+            key,
+            "encrypted PEM private keys are not supported yet: give the key unencrypted (`openssl pkcs8 -topk8 -nocrypt`) or use a PKCS12 key store (ssl.keystore.type=PKCS12)".to_owned(),
+        ));
+    }
+    PrivateKeyDer::from_pem_slice(text.as_bytes())
+        .map_err(|e| (setting.key.clone(), format!("no PEM private key: {e}")))
+}
+
+/// Re-wraps PEM sections. Kafka's example configurations give PEM values on one logical
+/// line (Java-properties continuations join the lines, leaving blanks in the base64), which
+/// Kafka's own PEM reader accepts: every section is rebuilt with its base64 unbroken by
+/// blanks and wrapped at 64 columns.
+pub fn normalize_pem(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find("-----BEGIN ") {
+        let Some(after_begin) = rest.get(start + "-----BEGIN ".len()..) else {
+            break;
+        };
+        let Some(label_end) = after_begin.find("-----") else {
+            break;
+        };
+        let label = after_begin.get(..label_end).unwrap_or_default();
+        let body_and_rest = after_begin.get(label_end + 5..).unwrap_or_default();
+        let end_marker = format!("-----END {label}-----");
+        let Some(end) = body_and_rest.find(&end_marker) else {
+            break;
+        };
+        let body: String = body_and_rest
+            .get(..end)
+            .unwrap_or_default()
+            .chars()
+            .filter(|c| !c.is_whitespace())
+            .collect();
+        out.push_str(&format!("-----BEGIN {label}-----\n"));
+        for line in body.as_bytes().chunks(64) {
+            out.push_str(&String::from_utf8_lossy(line));
+            out.push('\n');
+        }
+        out.push_str(&end_marker);
+        out.push('\n');
+        rest = body_and_rest
+            .get(end + end_marker.len()..)
+            .unwrap_or_default();
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pem_joined_on_one_line_is_rewrapped() {
+        let joined = "-----BEGIN CERTIFICATE----- QUJD REVG\n  R0g= -----END CERTIFICATE-----";
+        assert_eq!(
+            normalize_pem(joined),
+            "-----BEGIN CERTIFICATE-----\nQUJDREVGR0g=\n-----END CERTIFICATE-----\n"
+        );
+    }
+}

@@ -11,6 +11,8 @@ pub mod session;
 pub mod tls;
 pub mod tls_reload;
 pub mod tls_stores;
+#[cfg(test)]
+mod tls_testdata;
 pub mod write;
 pub mod write_tls;
 

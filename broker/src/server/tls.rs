@@ -20,7 +20,7 @@ use crate::config::tls::{ClientAuth, ListenerTls, TlsVersion};
 use crate::config::BrokerConfig;
 use crate::server::tls_reload::ServedTls;
 pub use crate::server::tls_stores::normalize_pem;
-pub(crate) use crate::server::tls_stores::{key_store, trust_store, KeyError, KeyMaterial};
+pub(crate) use crate::server::tls_stores::{key_store, trust_store};
 
 /// A TLS configuration that cannot be served; the node stops with this message.
 #[derive(Debug, thiserror::Error)]

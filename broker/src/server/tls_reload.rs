@@ -160,3 +160,93 @@ impl ServedTls {
         Ok(Some((listener, from)))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::server::tls_testdata::{pem_listener, setting, text};
+
+    #[test]
+    fn the_same_stores_change_nothing() {
+        let served = ServedTls::new(&pem_listener("served")).expect("served");
+        let before = served.current();
+        assert_eq!(served.validate(&pem_listener("served")), Ok(()));
+        served.update(&pem_listener("served"), true);
+        assert!(Arc::ptr_eq(&before, &served.current()));
+    }
+
+    #[test]
+    fn a_renewal_with_the_same_subject_and_sans_is_swapped_in() {
+        let served = ServedTls::new(&pem_listener("served")).expect("served");
+        let before = served.current();
+        assert_eq!(before.identity.dn, "O=Brook,CN=localhost");
+        assert_eq!(before.identity.sans.len(), 2, "{:?}", before.identity.sans);
+        assert_eq!(served.validate(&pem_listener("renewed")), Ok(()));
+        assert!(
+            Arc::ptr_eq(&before, &served.current()),
+            "validate swaps nothing"
+        );
+        served.update(&pem_listener("renewed"), false);
+        let after = served.current();
+        assert!(!Arc::ptr_eq(&before, &after));
+        assert_eq!(after.identity, before.identity);
+    }
+
+    #[test]
+    fn another_subject_is_refused_in_kafkas_words_and_the_served_tls_stays() {
+        let served = ServedTls::new(&pem_listener("served")).expect("served");
+        let before = served.current();
+        let refusal = served
+            .validate(&pem_listener("renamed"))
+            .expect_err("another DN");
+        assert_eq!(
+            refusal,
+            "Validation of dynamic config update of SSLFactory failed: Keystore DistinguishedName does not match: existing={DN=O=Brook,CN=localhost}, new={DN=O=Brook,CN=renamed}"
+        );
+        served.update(&pem_listener("renamed"), true);
+        assert!(Arc::ptr_eq(&before, &served.current()));
+    }
+
+    #[test]
+    fn ssl_allow_dn_changes_lets_another_subject_in() {
+        let served = ServedTls::new(&pem_listener("served")).expect("served");
+        let next = ListenerTls {
+            allow_dn_changes: true,
+            ..pem_listener("renamed")
+        };
+        assert_eq!(served.validate(&next), Ok(()));
+        served.update(&next, false);
+        assert_eq!(served.current().identity.dn, "O=Brook,CN=renamed");
+    }
+
+    #[test]
+    fn a_trust_store_cannot_be_added_to_a_listener_that_had_none() {
+        let served = ServedTls::new(&pem_listener("served")).expect("served");
+        let next = ListenerTls {
+            truststore_type: setting("ssl.truststore.type", "PEM"),
+            truststore_certificates: Some(setting(
+                "ssl.truststore.certificates",
+                &text("served.pem"),
+            )),
+            ..pem_listener("served")
+        };
+        assert_eq!(
+            served.validate(&next),
+            Err("Validation of dynamic config update of SSLFactory failed: Cannot add SSL truststore to an existing listener for which no truststore was configured.".to_owned())
+        );
+    }
+
+    #[test]
+    fn a_store_that_does_not_build_is_refused_naming_its_key() {
+        let served = ServedTls::new(&pem_listener("served")).expect("served");
+        let next = ListenerTls {
+            keystore_key: None,
+            ..pem_listener("served")
+        };
+        let refusal = served.validate(&next).expect_err("no key");
+        assert!(
+            refusal.starts_with("Validation of dynamic config update of SSLFactory failed: ssl.keystore.certificate.chain: "),
+            "{refusal}"
+        );
+    }
+}

@@ -332,6 +332,62 @@ pub fn normalize_pem(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::server::tls_testdata::{file_listener, path, setting, text, P12_PASSWORD};
+
+    fn served_der() -> Vec<u8> {
+        CertificateDer::from_pem_slice(text("served.pem").as_bytes())
+            .expect("served.pem")
+            .as_ref()
+            .to_vec()
+    }
+
+    #[test]
+    fn an_openssl_pkcs12_key_store_gives_its_key_and_certificate() {
+        let (certs, key) =
+            key_store(&file_listener("PKCS12", "served.p12", P12_PASSWORD)).expect("reads");
+        assert_eq!(certs.len(), 1);
+        assert_eq!(certs[0].as_ref(), served_der().as_slice());
+        assert!(matches!(key, PrivateKeyDer::Pkcs8(_)));
+    }
+
+    #[test]
+    fn the_jks_type_reads_a_pkcs12_file_as_java_does() {
+        assert!(key_store(&file_listener("JKS", "served.p12", P12_PASSWORD)).is_ok());
+    }
+
+    #[test]
+    fn a_wrong_pkcs12_password_names_the_password_key_and_never_the_password() {
+        let (key, reason) = key_store(&file_listener("PKCS12", "served.p12", "not-the-secret"))
+            .expect_err("wrong password");
+        assert_eq!(key, "listener.name.ssl.ssl.keystore.password");
+        assert!(reason.ends_with("the password was incorrect"), "{reason}");
+        assert!(!reason.contains("not-the-secret"));
+    }
+
+    #[test]
+    fn a_jks_file_is_refused_with_the_keytool_command() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let jks = dir.path().join("store.jks");
+        std::fs::write(&jks, [0xfe, 0xed, 0xfe, 0xed, 0, 0, 0, 2]).expect("write");
+        let mut tls = file_listener("JKS", "served.p12", P12_PASSWORD);
+        tls.keystore_location = Some(setting("ssl.keystore.location", &jks.display().to_string()));
+        let (key, reason) = key_store(&tls).expect_err("JKS");
+        assert_eq!(key, "ssl.keystore.location");
+        assert!(reason.contains("keytool -importkeystore"), "{reason}");
+    }
+
+    #[test]
+    fn a_pkcs12_trust_store_gives_its_certificates() {
+        let mut tls = file_listener("PEM", "served.pem", "");
+        tls.truststore_type = setting("ssl.truststore.type", "PKCS12");
+        tls.truststore_location = Some(setting(
+            "ssl.truststore.location",
+            &path("served.p12").display().to_string(),
+        ));
+        tls.truststore_password = Some(setting("ssl.truststore.password", P12_PASSWORD));
+        let roots = trust_store(&tls).expect("reads").expect("configured");
+        assert_eq!(roots.len(), 1);
+    }
 
     #[test]
     fn pem_joined_on_one_line_is_rewrapped() {

@@ -11,5 +11,5 @@ FROM debian:bookworm-slim
 COPY --from=build /src/target/release/brook /usr/local/bin/brook
 VOLUME /var/lib/brook
 # Kafka clients, the controller (raft) listener of docker-compose.yml, metrics.
-EXPOSE 9092 9093 9644
+EXPOSE 9092 9093 9644 19092
 ENTRYPOINT ["brook", "--override", "log.dirs=/var/lib/brook"]

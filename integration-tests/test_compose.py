@@ -16,6 +16,9 @@ so the file is checked in three ways:
    The three must form one cluster: Metadata from one node lists all three brokers (at their
    advertised addresses) and a controller, a 3-partition topic is produced to and read back
    through one bootstrap address, and exactly one node reports `brook_controller_active 1`.
+   A client of the INTERNAL listener (other containers) is answered with the service addresses,
+   and the brokers replicate over it (a topic on all three nodes keeps its ISR at three); the
+   listener brokers replicate over advertises the service name, never a host-published address.
 3. prometheus/prometheus.yml scrapes exactly the brook services' metrics endpoints, and every
    metric the Grafana dashboard queries exists in some node's /metrics.
 
@@ -164,6 +167,16 @@ def client_listener(settings: Dict[str, str], key: str) -> Tuple[str, int]:
     raise AssertionError(f"no client listener in {key}={settings[key]}")
 
 
+def named_listener(settings: Dict[str, str], key: str, listener: str) -> Tuple[str, int]:
+    """The host and port of `listener` in `key` (`listeners` or `advertised.listeners`)."""
+    for item in settings[key].split(","):
+        if item.strip():
+            name, host, port = split_listener(item)
+            if name == listener.upper():
+                return host, port
+    raise AssertionError(f"no {listener} listener in {key}={settings[key]}")
+
+
 def load_prometheus() -> dict:
     return yaml.safe_load(PROMETHEUS_FILE.read_text())
 
@@ -280,6 +293,23 @@ def test_advertised_listeners_reach_the_node_from_the_host():
             assert adv_host in (name, svc.get("hostname")) and adv_port == bind_port, (
                 f"{name} advertises {adv_host}:{adv_port}, which is neither a published port nor its own listener"
             )
+
+
+def test_brokers_reach_each_other_and_other_containers_by_service_name():
+    """In a container `localhost` is the container itself: the listener the brokers replicate
+    over (inter.broker.listener.name) must advertise the service's name on the compose network,
+    at the port its listener binds, never a host-published localhost address."""
+    compose = load_compose()
+    for name in brook_service_names(compose):
+        svc = compose["services"][name]
+        settings = settings_of(service_argv(svc), service_env(svc))
+        inter_broker = settings.get("inter.broker.listener.name")
+        assert inter_broker, f"{name}: inter.broker.listener.name must name the listener brokers reach each other on"
+        host, port = named_listener(settings, "advertised.listeners", inter_broker)
+        _bind_host, bind_port = named_listener(settings, "listeners", inter_broker)
+        assert host in (name, svc.get("hostname")) and port == bind_port, (
+            f"{name} advertises {inter_broker} as {host}:{port}: its peers would not reach it there"
+        )
 
 
 def test_prometheus_scrapes_exactly_the_brook_metrics_endpoints():
@@ -638,3 +668,36 @@ def test_every_metric_the_dashboard_queries_is_served(nodes, traffic):
             break
         time.sleep(0.5)
     assert not missing, f"the dashboard queries metrics no node serves: {missing}"
+
+
+def test_a_client_inside_the_network_is_sent_to_the_service_addresses_and_replicas_follow(nodes):
+    """A client in another container bootstraps from brook-1's INTERNAL listener: Metadata answers
+    with every node's INTERNAL address (brook-N:19092, here 127.0.1.N), and a topic replicated
+    on all three nodes over that listener takes acks=all writes with its three replicas in sync."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import NewTopic
+
+    internal = {n.node_id: "%s:%d" % named_listener(n.settings, "advertised.listeners", "INTERNAL") for n in nodes}
+    assert all(addr.startswith(n.ip + ":") for n, addr in zip(nodes, internal.values())), internal
+    bootstrap = internal[nodes[0].node_id]
+    admin = _admin(bootstrap)
+    md = admin.list_topics(timeout=10)
+    assert {b.id: f"{b.host}:{b.port}" for b in md.brokers.values()} == internal
+    topic = f"t-compose-rf3-{uuid.uuid4().hex[:8]}"
+    for fut in admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=3)], operation_timeout=15).values():
+        fut.result(timeout=20)
+    delivered, errors = [], []
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    for i in range(20):
+        producer.produce(topic, key=f"k{i}", value=f"v{i}",
+                         on_delivery=lambda err, msg: (errors if err else delivered).append(err or msg.offset()))
+    producer.flush(30)
+    assert errors == [] and sorted(delivered) == list(range(20)), (errors, delivered)
+    deadline = time.monotonic() + 20
+    while True:
+        partition = admin.list_topics(topic=topic, timeout=10).topics[topic].partitions[0]
+        if sorted(partition.isrs) == sorted(internal) or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert sorted(partition.replicas) == sorted(internal)
+    assert sorted(partition.isrs) == sorted(internal), f"in sync: {partition.isrs}"

@@ -182,11 +182,9 @@ async fn a_restart_after_a_snapshot_restores_it_and_replays_the_rest() -> anyhow
     restart_keeps(true).await
 }
 
-fn free_port() -> anyhow::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
-}
+#[path = "common/ports.rs"]
+mod ports;
+use ports::free_port;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_voters_over_loopback_elect_a_leader_and_converge() -> anyhow::Result<()> {

@@ -7,8 +7,9 @@ use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::thread::sleep;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
@@ -86,11 +87,28 @@ impl Drop for Node {
     }
 }
 
+/// A port for a node, bound by it a moment later. A port from the kernel's ephemeral range
+/// (32768+) could meanwhile become some client's local port (a loaded machine made two nodes
+/// here miss their listeners), so these come from 10000-10999: below that range, and apart
+/// from the raft crate's tests (11000-11999) and the Python suite (12000-31999). Handed out in
+/// turn from a start that differs per process, skipping any that cannot be bound now.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
+    const FIRST: u32 = 10_000;
+    const COUNT: u32 = 1_000;
+    static NEXT: AtomicU32 = AtomicU32::new(u32::MAX);
+    let seed = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos())
+        ^ std::process::id();
+    let _ = NEXT.compare_exchange(u32::MAX, seed % COUNT, Ordering::SeqCst, Ordering::SeqCst);
+    for _ in 0..COUNT {
+        let port = FIRST + NEXT.fetch_add(1, Ordering::SeqCst) % COUNT;
+        let port = u16::try_from(port).expect("below 65536");
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free port in {FIRST}-{}", FIRST + COUNT - 1)
 }
 
 /// Three combined nodes (ids 1-3) on one quorum, plus `broker_only` nodes (ids 4…) that

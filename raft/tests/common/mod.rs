@@ -19,11 +19,8 @@ use uuid::Uuid;
 /// Every wait in these tests is bounded by this, far above what a healthy run needs.
 pub const PATIENCE: Duration = Duration::from_secs(20);
 
-pub fn free_port() -> anyhow::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
-}
+mod ports;
+pub use ports::free_port;
 
 pub struct Cluster {
     pub voters: BTreeMap<u64, String>,

@@ -137,3 +137,15 @@ class ScaleRun:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
+
+
+def acls(bootstrap: str, *args: str, timeout_s: float = 300) -> Tuple[Optional[Dict], str]:
+    """`BenchDriver acls BOOTSTRAP ARGS...` (bench/tls.py's ACL set-up): creates the ACLs and
+    waits until they are listed; (figures, raw output), figures None on failure."""
+    try:
+        proc = subprocess.run(_argv("acls", bootstrap, *args), capture_output=True, text=True, timeout=timeout_s,
+                              stdin=subprocess.DEVNULL, cwd=ROOT)  # fmt: skip
+    except subprocess.TimeoutExpired:
+        return None, f"BenchDriver acls timed out after {timeout_s} s"
+    figures = _last_json(proc.stdout)
+    return (figures if proc.returncode == 0 else None), proc.stdout + proc.stderr

@@ -10,7 +10,8 @@ Each round, for each server, two fresh single-node servers (one at a time, data 
    same cipher work (unpinned, JSSE and rustls would both pick AES-256-GCM, but nothing would
    guarantee they agree). 1 KB records: produce over SASL_SSL, then fetch that topic over
    PLAINTEXT and over SASL_SSL (same data, already in the page cache, so the ratio is the cost
-   of TLS alone), then produce over PLAINTEXT too; the broker's CPU-seconds per GB over each run.
+   of TLS alone), then produce over PLAINTEXT too; the broker's CPU-seconds per GB over each run;
+   then end-to-end latency over SASL_SSL at one fixed rate (--latency-rate) both should sustain.
 2. ACLs: the same listeners with the StandardAuthorizer on (super user: ANONYMOUS, the PLAINTEXT
    listener's principal, which Kafka's controller and inter-broker traffic also use) and the
    client's user granted only what the perf tools need. Produce + fetch over SASL_SSL; then
@@ -40,6 +41,7 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional
 
 import driver
+import latency_curve
 import report
 from procs import GB, HOST, ROOT, CpuMeter, Server, cpu_figures, free_port
 from workloads import TOPIC_COMMAND, Workload, consume, create_topic, java, produce, reason
@@ -169,6 +171,28 @@ class Run:
         return self.measure(server, name, lambda: produce(bootstrap, w, n, self.timeout_s, topic=topic,
                                                           config=str(config) if config else None), n)  # fmt: skip
 
+    def latency(self, server: Server, tls: str, config: Path, args: argparse.Namespace) -> None:
+        """End-to-end and ack latency over SASL_SSL at one fixed rate (BenchDriver e2e: scheduled
+        send times, no coordinated omission); `sustained` as in make bench's latency curve."""
+        topic = f"{TOPIC_PREFIX}latency"
+        err = create_topic(server.bootstrap, topic, server.partitions)
+        figures, out = (None, err) if err else driver.e2e_point(
+            tls, topic, args.latency_rate, args.latency_warmup, args.latency_duration, args.acks, SIZE, str(config))
+        if figures is None:
+            self.doc["errors"].append(f"latency: {reason(out or '')}")
+        else:
+            figures["target_msg_per_s"] = args.latency_rate
+            received = figures.get("receive_rate_msg_per_s")
+            figures["achieved_msg_per_s"] = None if received is None else min(args.latency_rate, received)
+            why = latency_curve.verdict(figures)
+            figures["sustained"] = why is None
+            if why:
+                figures["not_sustained"] = why
+            log(f"{self.kind} latency at {args.latency_rate:,.0f} msg/s: p50 {fmt(figures['e2e_p50_ms'])} ms, "
+                f"p99 {fmt(figures['e2e_p99_ms'])} ms, ack p99 {fmt(figures['ack_p99_ms'])} ms"
+                + ("" if why is None else f", NOT sustained: {why}"))
+        self.doc["latency"] = figures
+
     def produce_fetch(self, server: Server, label: str, topic: str, bootstrap: str, config: Path, acks: str) -> None:
         if self.produce(server, f"{label} produce", topic, bootstrap, config, acks):
             self.fetch(server, f"{label} fetch", topic, bootstrap, config)
@@ -213,6 +237,8 @@ def run_server(kind: str, mode: str, round_no: int, args: argparse.Namespace, ce
                 run.fetch(server, "plaintext fetch", f"{TOPIC_PREFIX}tls", plain, None)
                 run.fetch(server, "tls fetch", f"{TOPIC_PREFIX}tls", tls, config)
             run.produce(server, "plaintext produce", f"{TOPIC_PREFIX}plain", plain, None, args.acks)
+            if args.latency_rate > 0:
+                run.latency(server, tls, config, args)
         else:
             run.doc["authorizer_enforced"] = authorizer_enforced(server, tls, config)
             if not run.doc["authorizer_enforced"]:
@@ -248,6 +274,18 @@ def median(runs: List[Dict], kind: str, mode: str, name: str, key: str) -> Optio
     values = [r["runs"][name][key] for r in runs
               if r["server"] == kind and r["mode"] == mode and (r["runs"].get(name) or {}).get(key) is not None]
     return statistics.median(values) if values else None
+
+
+def lat_median(runs: List[Dict], kind: str, key: str) -> Optional[float]:
+    values = [r["latency"][key] for r in runs if r["server"] == kind and r["mode"] == "tls"
+              and (r.get("latency") or {}).get(key) is not None]
+    return statistics.median(values) if values else None
+
+
+def lat_sustained(runs: List[Dict], kind: str) -> bool:
+    """The broker sustained the latency rate in every round it ran (so a ratio means something)."""
+    mine = [r.get("latency") for r in runs if r["server"] == kind and r["mode"] == "tls"]
+    return bool(mine) and all(f is not None and f.get("sustained") for f in mine)
 
 
 def baseline(runs: List[Dict], kind: str, what: str, key: str) -> Optional[float]:
@@ -312,6 +350,16 @@ def table(doc: Dict) -> str:
     lines += ["", f"{'ratio (issue 25 target)':<44} {'value':>7} {'target':>8}  result"]
     for label, v, target, ok in ratios:
         lines.append(f"{label:<44} {fmt(v, '.2f'):>7} {target:>8}  {verdict(v, ok) if ok else ''}")
+    lat = [r.get("latency") for r in runs if r["mode"] == "tls"]
+    if any(lat):
+        rate = doc["config"]["latency_rate"]
+        lines += ["", f"latency over SASL_SSL at {rate:,.0f} msg/s (median ms){'':<3} {'Kafka':>9} {'Brook':>9} {'Brook/Kafka':>12}"]
+        both = all(lat_sustained(runs, k) for k in ("kafka", "brook"))
+        for label, key in (("end-to-end p50", "e2e_p50_ms"), ("end-to-end p99", "e2e_p99_ms"), ("ack p99", "ack_p99_ms")):
+            k, b = lat_median(runs, "kafka", key), lat_median(runs, "brook", key)
+            lines.append(f"{label:<40} {fmt(k):>9} {fmt(b):>9} {fmt(ratio(b, k) if both else None, '.2f'):>12}")
+        if not both:
+            lines.append("(no ratio: a broker did not sustain the rate in every round, or has no figures; see the json)")
     lines += ["", f"ACLs (StandardAuthorizer on, SASL_SSL){'':<6} {'needed only':>11} {f'+{acls:,}':>11} "
                   f"{'change':>8}  target > -5 %"]
     for kind in ("kafka", "brook"):
@@ -331,6 +379,9 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--records", type=int, help="1 KB records per measured run (default 1,000,000; 100,000 with --quick)")
     ap.add_argument("--acls", type=int, default=10_000, help="unrelated ACLs loaded for the ACL runs (default 10,000)")
     ap.add_argument("--acks", default="1", help="the producer's acks (default 1)")
+    ap.add_argument("--latency-rate", type=float, default=1000.0,
+                    help="msg/s of the SASL_SSL end-to-end latency run, one both brokers should sustain "
+                         "(default 1,000, i.e. ~1 MB/s; 0 skips it)")
     ap.add_argument("--partitions", type=int, default=3, help="partitions per topic (default 3)")
     ap.add_argument("--servers", default="kafka,brook", help="comma-separated subset of kafka,brook")
     ap.add_argument("--modes", default="tls,acl", help="comma-separated subset of tls,acl")
@@ -342,6 +393,7 @@ def parse_args() -> argparse.Namespace:
     args = ap.parse_args()
     args.rounds = args.rounds or (1 if args.quick else 3)
     args.records = args.records or (100_000 if args.quick else 1_000_000)
+    args.latency_warmup, args.latency_duration = (2.0, 5.0) if args.quick else (5.0, 20.0)
     args.servers = [s for s in args.servers.split(",") if s]
     args.modes = [s for s in args.modes.split(",") if s]
     if set(args.servers) - {"kafka", "brook"} or set(args.modes) - {"tls", "acl"} or args.rounds < 1 or args.records < 1:
@@ -375,7 +427,8 @@ def main() -> int:
         "started_utc": stamp,
         "machine": report.machine(),
         "config": {"rounds": args.rounds, "records": args.records, "record_size": SIZE, "acls": args.acls,
-                   "acks": args.acks, "partitions": args.partitions, "servers": args.servers, "modes": args.modes,
+                   "acks": args.acks, "partitions": args.partitions, "latency_rate": args.latency_rate,
+                   "latency_warmup_s": args.latency_warmup, "latency_duration_s": args.latency_duration, "servers": args.servers, "modes": args.modes,
                    "client_tls": {"protocol": "TLSv1.3", "cipher": CIPHER}, "sasl": "SCRAM-SHA-512",
                    "brook_bin": str(args.brook_bin)},  # fmt: skip
         "load": report.load_note(load_before, os.getloadavg(), runs),

@@ -2,8 +2,11 @@
  * The benchmark's own Java-client driver, for the two figures Kafka's perf tools do not give, and
  * the ACL set-up of bench/tls.py.
  *
- *   java -cp bench/.build:.cache/kafka/libs/* BenchDriver e2e BOOTSTRAP TOPIC RATE WARMUP_S DURATION_S ACKS SIZE
+ *   java -cp bench/.build:.cache/kafka/libs/* BenchDriver e2e BOOTSTRAP TOPIC RATE WARMUP_S DURATION_S ACKS SIZE [CLIENT_CONFIG]
  *   java -cp ... BenchDriver scale BOOTSTRAP PREFIX TOPICS PARTITIONS RATE DURATION_S SIZE
+ *
+ * CLIENT_CONFIG: a properties file of client settings (security: SASL_SSL for bench/tls.py) that
+ * both the producer and the consumer take on top of their own.
  *
  * e2e: one producer sends SIZE-byte values at RATE msg/s (client defaults apart from acks) to
  * every partition of TOPIC; a consumer in the same JVM (System.nanoTime is only comparable within
@@ -78,7 +81,10 @@ public final class BenchDriver {
     static final long CLOSE_S = 5;
 
     public static void main(String[] args) throws Exception {
-        if (args.length == 8 && args[0].equals("e2e")) {
+        if ((args.length == 8 || args.length == 9) && args[0].equals("e2e")) {
+            if (args.length == 9) {
+                loadClientConfig(args[8]);
+            }
             e2e(args[1], args[2], Double.parseDouble(args[3]), Double.parseDouble(args[4]),
                     Double.parseDouble(args[5]), args[6], Integer.parseInt(args[7]));
         } else if (args.length == 8 && args[0].equals("scale")) {
@@ -91,7 +97,7 @@ public final class BenchDriver {
         } else if (args.length == 6 && args[0].equals("acls") && args[2].equals("grant")) {
             createAcls(args[1], grantAcls(args[3], args[4], args[5]));
         } else {
-            System.err.println("usage: BenchDriver e2e BOOTSTRAP TOPIC RATE WARMUP_S DURATION_S ACKS SIZE\n"
+            System.err.println("usage: BenchDriver e2e BOOTSTRAP TOPIC RATE WARMUP_S DURATION_S ACKS SIZE [CLIENT_CONFIG]\n"
                     + "       BenchDriver scale BOOTSTRAP PREFIX TOPICS PARTITIONS RATE DURATION_S SIZE\n"
                     + "       BenchDriver acls BOOTSTRAP unrelated COUNT NAME\n"
                     + "       BenchDriver acls BOOTSTRAP remove NAME\n"
@@ -140,8 +146,18 @@ public final class BenchDriver {
         return nanos / 1e6;
     }
 
+    /** Settings from e2e's CLIENT_CONFIG file, given to its producer and consumer. */
+    static final Properties CLIENT_CONFIG = new Properties();
+
+    static void loadClientConfig(String path) throws java.io.IOException {
+        try (java.io.Reader r = java.nio.file.Files.newBufferedReader(java.nio.file.Path.of(path))) {
+            CLIENT_CONFIG.load(r);
+        }
+    }
+
     static Properties producerProps(String bootstrap, String acks) {
         Properties p = new Properties();
+        p.putAll(CLIENT_CONFIG);
         p.put("bootstrap.servers", bootstrap);
         p.put("acks", acks);
         p.put("key.serializer", ByteArraySerializer.class.getName());
@@ -186,6 +202,7 @@ public final class BenchDriver {
     static void e2e(String bootstrap, String topic, double rate, double warmupS, double durationS, String acks,
                     int size) throws Exception {
         Properties cp = new Properties();
+        cp.putAll(CLIENT_CONFIG);
         cp.put("bootstrap.servers", bootstrap);
         cp.put("key.deserializer", ByteArrayDeserializer.class.getName());
         cp.put("value.deserializer", ByteArrayDeserializer.class.getName());

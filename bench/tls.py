@@ -137,6 +137,19 @@ def authorizer_enforced(server: Server, tls: str, config: Path) -> bool:
     return code == 0 and f"{TOPIC_PREFIX}warm" in names and hidden not in names
 
 
+def pinned_cipher(port: int, certs: Path) -> str:
+    """What `openssl s_client` offering only TLS 1.3 + CIPHER gets from the port: the same
+    offer as the pinned Java clients, shown so the table's figures are known to use it."""
+    try:
+        proc = subprocess.run(["openssl", "s_client", "-connect", f"{HOST}:{port}", "-tls1_3", "-ciphersuites", CIPHER,
+                               "-CAfile", str(certs / "ca.pem")], capture_output=True, text=True, timeout=20,
+                              stdin=subprocess.DEVNULL)  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"probe failed: {e}"
+    line = next((ln.strip() for ln in proc.stdout.splitlines() if ", Cipher is " in ln), None)
+    return line or f"no cipher negotiated: {(proc.stdout + proc.stderr)[-200:]}"
+
+
 class Run:
     """One server's figures: each perf-tool run under a name, plus the errors met."""
 
@@ -228,6 +241,9 @@ def run_server(kind: str, mode: str, round_no: int, args: argparse.Namespace, ce
             if figures is None:
                 raise RuntimeError(f"granting the bench user's ACLs failed: {reason(out)}")
         run.doc["negotiated_unpinned"] = negotiated(sasl_port, certs)
+        run.doc["negotiated_pinned"] = pinned_cipher(sasl_port, certs)
+        log(f"{kind} SASL_SSL: pinned offer -> {run.doc['negotiated_pinned']}; "
+            f"unpinned -> {' '.join(map(str, run.doc['negotiated_unpinned'] or []))}")
         warm = max(1, args.records // 5)
         if run.produce(server, "warm-up produce", f"{TOPIC_PREFIX}warm", tls, config, args.acks, warm) is None:
             raise RuntimeError("the SASL_SSL warm-up failed: " + run.doc["errors"][-1])

@@ -75,12 +75,14 @@ def delivered_all(figures: Dict) -> bool:
 
 
 def e2e_point(bootstrap: str, topic: str, rate: float, warmup_s: float, duration_s: float, acks: str,
-              size: int = 1024) -> Tuple[Optional[Dict], str]:  # fmt: skip
+              size: int = 1024, config: Optional[str] = None) -> Tuple[Optional[Dict], str]:  # fmt: skip
     """One fixed-rate run; its figures even if records were late past the drain or failed
-    (see delivered_all); None only when the driver printed none (crash, timeout)."""
+    (see delivered_all); None only when the driver printed none (crash, timeout). `config`: a
+    client properties file (security settings) for both its producer and consumer."""
     # + client start, metadata, the 15 s drain, up to 15 s more for a backlogged producer, its close
     timeout_s = warmup_s + duration_s + 90
-    argv = _argv("e2e", bootstrap, topic, f"{rate:.1f}", str(warmup_s), str(duration_s), acks, str(size))
+    argv = _argv("e2e", bootstrap, topic, f"{rate:.1f}", str(warmup_s), str(duration_s), acks, str(size),
+                 *([config] if config else []))  # fmt: skip
     try:
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL, cwd=ROOT)
     except subprocess.TimeoutExpired:
@@ -137,3 +139,15 @@ class ScaleRun:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
+
+
+def acls(bootstrap: str, *args: str, timeout_s: float = 300) -> Tuple[Optional[Dict], str]:
+    """`BenchDriver acls BOOTSTRAP ARGS...` (bench/tls.py's ACL set-up): creates the ACLs and
+    waits until they are listed; (figures, raw output), figures None on failure."""
+    try:
+        proc = subprocess.run(_argv("acls", bootstrap, *args), capture_output=True, text=True, timeout=timeout_s,
+                              stdin=subprocess.DEVNULL, cwd=ROOT)  # fmt: skip
+    except subprocess.TimeoutExpired:
+        return None, f"BenchDriver acls timed out after {timeout_s} s"
+    figures = _last_json(proc.stdout)
+    return (figures if proc.returncode == 0 else None), proc.stdout + proc.stderr

@@ -14,6 +14,7 @@ Invariants: every wait has a deadline; `stop()` always ends with the process gro
 """
 
 import os
+import random
 import signal
 import socket
 import statistics
@@ -36,12 +37,19 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 GB = 1e9  # bytes: CPU-s per GB counts decimal gigabytes of record values
 
 
-def free_port(consecutive: int = 1) -> int:
-    """A loopback port such that port .. port+consecutive-1 were all free just now."""
+def free_port(consecutive: int = 1, below: Optional[int] = None) -> int:
+    """A loopback port such that port .. port+consecutive-1 were all free just now. With `below`,
+    one drawn at random from 10000..below (under the kernel's ephemeral range, where a client's
+    own outgoing port cannot take it between this check and the server's bind)."""
     for _ in range(200):
-        with socket.socket() as s:
-            s.bind((HOST, 0))
-            port = s.getsockname()[1]
+        if below is not None:
+            port = random.randrange(10000, below - consecutive)
+            if not _port_free(port):
+                continue
+        else:
+            with socket.socket() as s:
+                s.bind((HOST, 0))
+                port = s.getsockname()[1]
         if port + consecutive <= 65535 and all(_port_free(port + i) for i in range(1, consecutive)):
             return port
     raise RuntimeError("no free loopback port range")
@@ -79,11 +87,17 @@ def api_versions_ok(port: int, timeout_s: float = 1.0) -> bool:
 class Server:
     """One server process: kind is "kafka", "brook" or "sink"."""
 
-    def __init__(self, kind: str, data_dir: Path, brook_bin: Optional[Path] = None, partitions: int = 3):
+    def __init__(self, kind: str, data_dir: Path, brook_bin: Optional[Path] = None, partitions: int = 3,
+                 settings: Optional[Dict[str, str]] = None, port_below: Optional[int] = None):  # fmt: skip
         self.kind, self.data_dir = kind, data_dir
-        self.port = free_port(2)  # kafka-ref.sh puts its controller on PORT+1
-        self.metrics_port = free_port()
+        self.port = free_port(2, below=port_below)  # kafka-ref.sh puts its controller on PORT+1
+        self.metrics_port = free_port(below=port_below)
         self.brook_bin, self.partitions = brook_bin, partitions
+        # Extra broker settings by Kafka's names, the same dict for both brokers (TLS, SASL, an
+        # authorizer): Brook gets them as --overrides on top of its defaults below, Kafka as
+        # server.properties lines that kafka-ref.sh appends (a later line wins in Java's
+        # Properties). The readiness probe keeps using the PLAINTEXT listener on `port`.
+        self.settings: Dict[str, str] = dict(settings or {})
         self.proc: Optional[subprocess.Popen] = None
         self.startup_s: Optional[float] = None
         self.log_path = data_dir.parent / f"{data_dir.name}.log"
@@ -92,22 +106,44 @@ class Server:
     def bootstrap(self) -> str:
         return f"{HOST}:{self.port}"
 
+    def add_listeners(self, extra: Dict[str, Tuple[str, int]]) -> None:
+        """Serve more client listeners beside PLAINTEXT on `port`: `extra` maps a listener name
+        to (security protocol, port), each advertised as 127.0.0.1:port. Sets `listeners`,
+        `advertised.listeners` and `listener.security.protocol.map` in `settings`, with Kafka's
+        CONTROLLER listener (PORT+1, kafka-ref.sh) kept in its lists."""
+        listeners = [f"PLAINTEXT://{self.bootstrap}"]
+        protocols = ["PLAINTEXT:PLAINTEXT"]
+        for name, (protocol, port) in extra.items():
+            listeners.append(f"{name}://{HOST}:{port}")
+            protocols.append(f"{name}:{protocol}")
+        advertised = ",".join(listeners)
+        if self.kind == "kafka":
+            listeners.append(f"CONTROLLER://{HOST}:{self.port + 1}")
+            protocols.append("CONTROLLER:PLAINTEXT")
+        self.settings.update({
+            "listeners": ",".join(listeners),
+            "advertised.listeners": advertised,
+            "listener.security.protocol.map": ",".join(protocols),
+        })  # fmt: skip
+
     def argv(self) -> List[str]:
         if self.kind == "kafka":
-            return ["bash", str(KAFKA_REF), str(self.port), str(self.data_dir)]
+            lines = [f"{k}={v}" for k, v in self.settings.items()]
+            return ["bash", str(KAFKA_REF), str(self.port), str(self.data_dir), *lines]
         if self.kind == "brook":
             listener = f"PLAINTEXT://{self.bootstrap}"
-            return [
-                str(self.brook_bin),
-                "--override", f"listeners={listener}",
-                "--override", f"advertised.listeners={listener}",
-                "--override", f"log.dirs={self.data_dir}",
-                "--override", f"metrics.listener={HOST}:{self.metrics_port}",
+            overrides = {
+                "listeners": listener,
+                "advertised.listeners": listener,
+                "log.dirs": str(self.data_dir),
+                "metrics.listener": f"{HOST}:{self.metrics_port}",
                 # As the Kafka reference's server.properties (kafka-ref.sh, Kafka's shipped
                 # file): a one-member group joins at once instead of after the 3 s default,
                 # so "MB/s incl. group join" compares the same thing.
-                "--override", "group.initial.rebalance.delay.ms=0",
-            ]  # fmt: skip
+                "group.initial.rebalance.delay.ms": "0",
+                **self.settings,
+            }
+            return [str(self.brook_bin), *(a for k, v in overrides.items() for a in ("--override", f"{k}={v}"))]
         return [sys.executable, str(NULL_SINK), "--port", str(self.port), "--partitions", str(self.partitions)]
 
     def start(self) -> None:

@@ -78,11 +78,15 @@ def create_topic(bootstrap: str, topic: str, partitions: int, replication_factor
     return None if code == 0 and f"Created topic {topic}" in out else f"create topic exited {code}: {out[-500:]}"
 
 
-def produce(bootstrap: str, w: Workload, records: int, timeout_s: float) -> Tuple[Optional[Dict], str]:
-    """One kafka-producer-perf-test run at full speed; returns (figures, raw output)."""
+def produce(bootstrap: str, w: Workload, records: int, timeout_s: float, topic: Optional[str] = None,
+            config: Optional[str] = None) -> Tuple[Optional[Dict], str]:  # fmt: skip
+    """One kafka-producer-perf-test run at full speed; returns (figures, raw output). `topic`
+    replaces the workload's own; `config` is a client properties file (security settings),
+    passed as --command-config (4.4's name for --producer.config)."""
+    extra = ["--command-config", config] if config else []
     code, out = java(
-        PRODUCER_PERF, "--bootstrap-server", bootstrap, "--topic", w.topic, "--num-records", str(records),
-        "--record-size", str(w.record_size), "--throughput", "-1",
+        PRODUCER_PERF, "--bootstrap-server", bootstrap, "--topic", topic or w.topic, "--num-records", str(records),
+        "--record-size", str(w.record_size), "--throughput", "-1", *extra,
         "--command-property", f"acks={w.acks}", f"compression.type={w.compression}",
         timeout_s=timeout_s,
     )  # fmt: skip
@@ -96,11 +100,14 @@ def produce(bootstrap: str, w: Workload, records: int, timeout_s: float) -> Tupl
     return figures, out
 
 
-def consume(bootstrap: str, topic: str, records: int, timeout_s: float) -> Tuple[Optional[Dict], str]:
-    """One kafka-consumer-perf-test run (it joins a consumer group) over `records` records."""
+def consume(bootstrap: str, topic: str, records: int, timeout_s: float,
+            config: Optional[str] = None) -> Tuple[Optional[Dict], str]:  # fmt: skip
+    """One kafka-consumer-perf-test run (it joins a consumer group) over `records` records;
+    `config` as for produce() (4.4's --command-config, formerly --consumer.config)."""
+    extra = ["--command-config", config] if config else []
     code, out = java(
         CONSUMER_PERF, "--bootstrap-server", bootstrap, "--topic", topic, "--num-records", str(records),
-        "--timeout", "15000", "--hide-header", timeout_s=timeout_s,
+        "--timeout", "15000", "--hide-header", *extra, timeout_s=timeout_s,
     )  # fmt: skip
     for line in reversed(out.splitlines()):
         cells = [c.strip() for c in line.split(",")]

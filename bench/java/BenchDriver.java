@@ -1,8 +1,12 @@
 /*
- * The benchmark's own Java-client driver, for the two figures Kafka's perf tools do not give.
+ * The benchmark's own Java-client driver, for the two figures Kafka's perf tools do not give, and
+ * the ACL set-up of bench/tls.py.
  *
- *   java -cp bench/.build:.cache/kafka/libs/* BenchDriver e2e BOOTSTRAP TOPIC RATE WARMUP_S DURATION_S ACKS SIZE
+ *   java -cp bench/.build:.cache/kafka/libs/* BenchDriver e2e BOOTSTRAP TOPIC RATE WARMUP_S DURATION_S ACKS SIZE [CLIENT_CONFIG]
  *   java -cp ... BenchDriver scale BOOTSTRAP PREFIX TOPICS PARTITIONS RATE DURATION_S SIZE
+ *
+ * CLIENT_CONFIG: a properties file of client settings (security: SASL_SSL for bench/tls.py) that
+ * both the producer and the consumer take on top of their own.
  *
  * e2e: one producer sends SIZE-byte values at RATE msg/s (client defaults apart from acks) to
  * every partition of TOPIC; a consumer in the same JVM (System.nanoTime is only comparable within
@@ -21,6 +25,21 @@
  * sends one record to every partition and waits for the acks (writable_s, from the same start),
  * prints {"phase":"producing"}, then sends SIZE-byte values round robin over every
  * partition at RATE msg/s for DURATION_S and reports throughput and ack latency.
+ *
+ * acls: ACL set-up for `make bench-tls` (bench/tls.py), through the Admin client of the bootstrap's
+ * PLAINTEXT listener (a super user there), in batches of ACL_BATCH bindings per CreateAcls (one
+ * request per binding, as kafka-acls sends them, costs a controller commit each: minutes for
+ * 10,000 on Kafka). Then it waits until DescribeAcls lists them all: Kafka's authorizer learns
+ * new ACLs from its metadata log a moment after CreateAcls answers, and a measurement must not
+ * start before they are in force.
+ *   acls BOOTSTRAP grant PRINCIPAL TOPIC_PREFIX GROUP_PREFIX   what a producer and a consumer need:
+ *       WRITE, READ, DESCRIBE on topics starting TOPIC_PREFIX, READ on groups starting GROUP_PREFIX,
+ *       IDEMPOTENT_WRITE on the cluster (prefixed patterns, as kafka-acls --producer --consumer)
+ *   acls BOOTSTRAP unrelated COUNT NAME                     COUNT ACLs that match nothing the bench
+ *       uses: half LITERAL, half PREFIXED topic patterns (NAME-lit-00042, NAME-pre-00043-), for
+ *       100 principals (User:NAME-user-NN), ALLOW READ / WRITE / DESCRIBE in turn
+ *   acls BOOTSTRAP remove NAME                              deletes those again (one filter per
+ *       principal, one DeleteAcls) and waits until DescribeAcls lists none of them
  *
  * Output: the last stdout line is one JSON object of figures (milliseconds, messages/s).
  * Invariants: every loop is bounded by a deadline; the JVM exits when done (exit 1 on error).
@@ -45,6 +64,14 @@ import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.PartitionInfo;
 import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.acl.AccessControlEntry;
+import org.apache.kafka.common.acl.AclBinding;
+import org.apache.kafka.common.acl.AclBindingFilter;
+import org.apache.kafka.common.acl.AclOperation;
+import org.apache.kafka.common.acl.AclPermissionType;
+import org.apache.kafka.common.resource.PatternType;
+import org.apache.kafka.common.resource.ResourcePattern;
+import org.apache.kafka.common.resource.ResourceType;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
 
@@ -54,15 +81,27 @@ public final class BenchDriver {
     static final long CLOSE_S = 5;
 
     public static void main(String[] args) throws Exception {
-        if (args.length == 8 && args[0].equals("e2e")) {
+        if ((args.length == 8 || args.length == 9) && args[0].equals("e2e")) {
+            if (args.length == 9) {
+                loadClientConfig(args[8]);
+            }
             e2e(args[1], args[2], Double.parseDouble(args[3]), Double.parseDouble(args[4]),
                     Double.parseDouble(args[5]), args[6], Integer.parseInt(args[7]));
         } else if (args.length == 8 && args[0].equals("scale")) {
             scale(args[1], args[2], Integer.parseInt(args[3]), Integer.parseInt(args[4]),
                     Double.parseDouble(args[5]), Double.parseDouble(args[6]), Integer.parseInt(args[7]));
+        } else if (args.length == 5 && args[0].equals("acls") && args[2].equals("unrelated")) {
+            createAcls(args[1], unrelatedAcls(Integer.parseInt(args[3]), args[4]));
+        } else if (args.length == 4 && args[0].equals("acls") && args[2].equals("remove")) {
+            removeAcls(args[1], args[3]);
+        } else if (args.length == 6 && args[0].equals("acls") && args[2].equals("grant")) {
+            createAcls(args[1], grantAcls(args[3], args[4], args[5]));
         } else {
-            System.err.println("usage: BenchDriver e2e BOOTSTRAP TOPIC RATE WARMUP_S DURATION_S ACKS SIZE\n"
-                    + "       BenchDriver scale BOOTSTRAP PREFIX TOPICS PARTITIONS RATE DURATION_S SIZE");
+            System.err.println("usage: BenchDriver e2e BOOTSTRAP TOPIC RATE WARMUP_S DURATION_S ACKS SIZE [CLIENT_CONFIG]\n"
+                    + "       BenchDriver scale BOOTSTRAP PREFIX TOPICS PARTITIONS RATE DURATION_S SIZE\n"
+                    + "       BenchDriver acls BOOTSTRAP unrelated COUNT NAME\n"
+                    + "       BenchDriver acls BOOTSTRAP remove NAME\n"
+                    + "       BenchDriver acls BOOTSTRAP grant PRINCIPAL TOPIC_PREFIX GROUP_PREFIX");
             System.exit(2);
         }
         System.exit(0);
@@ -107,8 +146,18 @@ public final class BenchDriver {
         return nanos / 1e6;
     }
 
+    /** Settings from e2e's CLIENT_CONFIG file, given to its producer and consumer. */
+    static final Properties CLIENT_CONFIG = new Properties();
+
+    static void loadClientConfig(String path) throws java.io.IOException {
+        try (java.io.Reader r = java.nio.file.Files.newBufferedReader(java.nio.file.Path.of(path))) {
+            CLIENT_CONFIG.load(r);
+        }
+    }
+
     static Properties producerProps(String bootstrap, String acks) {
         Properties p = new Properties();
+        p.putAll(CLIENT_CONFIG);
         p.put("bootstrap.servers", bootstrap);
         p.put("acks", acks);
         p.put("key.serializer", ByteArraySerializer.class.getName());
@@ -153,6 +202,7 @@ public final class BenchDriver {
     static void e2e(String bootstrap, String topic, double rate, double warmupS, double durationS, String acks,
                     int size) throws Exception {
         Properties cp = new Properties();
+        cp.putAll(CLIENT_CONFIG);
         cp.put("bootstrap.servers", bootstrap);
         cp.put("key.deserializer", ByteArrayDeserializer.class.getName());
         cp.put("value.deserializer", ByteArrayDeserializer.class.getName());
@@ -310,6 +360,108 @@ public final class BenchDriver {
                     + "\"achieved_msg_per_s\":%.1f,%s}",
                     topics, partitions, all.size(), createS, writableS, rate, durationS, size, sent, acked.get(), errors.get(),
                     acked.get() / elapsedS, percentiles("ack", ack.sorted())));
+        }
+    }
+
+    static final int ACL_BATCH = 500;
+    static final long ACL_WAIT_S = 120;
+
+    static AclBinding allow(ResourceType type, String name, PatternType pattern, String principal, AclOperation op) {
+        return new AclBinding(new ResourcePattern(type, name, pattern),
+                new AccessControlEntry(principal, "*", op, AclPermissionType.ALLOW));
+    }
+
+    static List<AclBinding> grantAcls(String principal, String topicPrefix, String groupPrefix) {
+        List<AclBinding> acls = new ArrayList<>();
+        for (AclOperation op : new AclOperation[] {AclOperation.WRITE, AclOperation.READ, AclOperation.DESCRIBE}) {
+            acls.add(allow(ResourceType.TOPIC, topicPrefix, PatternType.PREFIXED, principal, op));
+        }
+        acls.add(allow(ResourceType.GROUP, groupPrefix, PatternType.PREFIXED, principal, AclOperation.READ));
+        acls.add(allow(ResourceType.CLUSTER, "kafka-cluster", PatternType.LITERAL, principal, AclOperation.IDEMPOTENT_WRITE));
+        return acls;
+    }
+
+    static String unrelatedPrincipal(String name, int i) {
+        return String.format(Locale.ROOT, "User:%s-user-%02d", name, i % 100);
+    }
+
+    static List<AclBinding> unrelatedAcls(int count, String name) {
+        AclOperation[] ops = {AclOperation.READ, AclOperation.WRITE, AclOperation.DESCRIBE};
+        List<AclBinding> acls = new ArrayList<>();
+        for (int i = 0; i < count; i++) {
+            String principal = unrelatedPrincipal(name, i);
+            boolean literal = i % 2 == 0;
+            String resource = String.format(Locale.ROOT, literal ? "%s-lit-%05d" : "%s-pre-%05d-", name, i);
+            acls.add(allow(ResourceType.TOPIC, resource, literal ? PatternType.LITERAL : PatternType.PREFIXED,
+                    principal, ops[i % ops.length]));
+        }
+        return acls;
+    }
+
+    /** Creates `acls` in batches, then waits until DescribeAcls lists every one of them. */
+    static void createAcls(String bootstrap, List<AclBinding> acls) throws Exception {
+        Properties ap = new Properties();
+        ap.put("bootstrap.servers", bootstrap);
+        long t0 = System.nanoTime();
+        try (Admin admin = Admin.create(ap)) {
+            for (int i = 0; i < acls.size(); i += ACL_BATCH) {
+                admin.createAcls(acls.subList(i, Math.min(acls.size(), i + ACL_BATCH))).all()
+                        .get(METADATA_WAIT_S, TimeUnit.SECONDS);
+            }
+            double createS = (System.nanoTime() - t0) / 1e9;
+            java.util.Set<AclBinding> wanted = new java.util.HashSet<>(acls);
+            long deadline = System.nanoTime() + ACL_WAIT_S * 1_000_000_000L;
+            int listed = 0;
+            while (true) {
+                java.util.Collection<AclBinding> now = admin.describeAcls(AclBindingFilter.ANY).values()
+                        .get(METADATA_WAIT_S, TimeUnit.SECONDS);
+                listed = now.size();
+                java.util.Set<AclBinding> missing = new java.util.HashSet<>(wanted);
+                missing.removeAll(now);
+                if (missing.isEmpty()) {
+                    break;
+                }
+                if (System.nanoTime() > deadline) {
+                    throw new IllegalStateException(missing.size() + " of " + wanted.size()
+                            + " ACLs still not listed after " + ACL_WAIT_S + " s");
+                }
+                Thread.sleep(200);
+            }
+            System.out.println(String.format(Locale.ROOT,
+                    "{\"created\":%d,\"create_s\":%.3f,\"listed_s\":%.3f,\"listed_total\":%d}",
+                    acls.size(), createS, (System.nanoTime() - t0) / 1e9, listed));
+        }
+    }
+
+    /** Deletes every ACL of the `unrelated` principals of NAME, then waits until none is listed. */
+    static void removeAcls(String bootstrap, String name) throws Exception {
+        Properties ap = new Properties();
+        ap.put("bootstrap.servers", bootstrap);
+        java.util.Set<String> principals = new java.util.HashSet<>();
+        List<AclBindingFilter> filters = new ArrayList<>();
+        for (int i = 0; i < 100; i++) {
+            principals.add(unrelatedPrincipal(name, i));
+            filters.add(new AclBindingFilter(org.apache.kafka.common.resource.ResourcePatternFilter.ANY,
+                    new org.apache.kafka.common.acl.AccessControlEntryFilter(unrelatedPrincipal(name, i), null,
+                            AclOperation.ANY, AclPermissionType.ANY)));
+        }
+        long t0 = System.nanoTime();
+        try (Admin admin = Admin.create(ap)) {
+            int deleted = admin.deleteAcls(filters).all().get(METADATA_WAIT_S, TimeUnit.SECONDS).size();
+            long deadline = System.nanoTime() + ACL_WAIT_S * 1_000_000_000L;
+            while (true) {
+                long left = admin.describeAcls(AclBindingFilter.ANY).values().get(METADATA_WAIT_S, TimeUnit.SECONDS)
+                        .stream().filter(b -> principals.contains(b.entry().principal())).count();
+                if (left == 0) {
+                    break;
+                }
+                if (System.nanoTime() > deadline) {
+                    throw new IllegalStateException(left + " ACLs still listed after " + ACL_WAIT_S + " s");
+                }
+                Thread.sleep(200);
+            }
+            System.out.println(String.format(Locale.ROOT, "{\"deleted\":%d,\"removed_s\":%.3f}",
+                    deleted, (System.nanoTime() - t0) / 1e9));
         }
     }
 }

@@ -19,6 +19,7 @@ import time
 import pytest
 
 from harness import kafka_cli, paths
+from harness.wire import recv_exact
 from harness.broker import Broker
 
 LIMITED = "127.0.0.2"  # max 2 connections
@@ -60,16 +61,6 @@ def api_versions(s: socket.socket, correlation_id: int, timeout_s: float = IO_TI
     got_id, error = struct.unpack(">ih", body[:6])
     assert got_id == correlation_id
     return error
-
-
-def recv_exact(s: socket.socket, n: int) -> bytes:
-    out = b""
-    while len(out) < n:
-        chunk = s.recv(n - len(out))
-        if not chunk:
-            raise ConnectionError("closed by the broker")
-        out += chunk
-    return out
 
 
 def closed_by_broker(s: socket.socket, within_s: float) -> bool:

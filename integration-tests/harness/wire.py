@@ -149,8 +149,8 @@ def _exchange(s: socket.socket, api_key: int, version: int, request_schema, requ
         header += _encode("tags", None)
     body = header + _encode(request_schema, request)
     s.sendall(struct.pack(">i", len(body)) + body)
-    (size,) = struct.unpack(">i", _recv_exact(s, 4))
-    reader = _Reader(_recv_exact(s, size))
+    (size,) = struct.unpack(">i", recv_exact(s, 4))
+    reader = _Reader(recv_exact(s, size))
     (correlation_id,) = struct.unpack(">i", reader.take(4))
     if correlation_id != 7:
         raise ValueError(f"correlation id {correlation_id} != 7")
@@ -199,7 +199,8 @@ def sasl_oauthbearer_login(bootstrap: str, token: str, timeout: float = TIMEOUT_
                 "session_lifetime_ms": auth["session_lifetime_ms"]}
 
 
-def _recv_exact(s: socket.socket, n: int) -> bytes:
+def recv_exact(s: socket.socket, n: int) -> bytes:
+    """Exactly `n` bytes from `s`; ConnectionError when the peer closes first."""
     buf = b""
     while len(buf) < n:
         chunk = s.recv(n - len(buf))

@@ -182,17 +182,19 @@ pub fn check_tls_stores(
     after: &BTreeMap<String, String>,
 ) -> Result<(), ResourceError> {
     let image = broker.image();
-    let before = image.broker_configs(Some(broker.node_id));
-    let touched = |k: &String| {
-        listener_store_key(k).is_some() && before.and_then(|b| b.get(k)) != after.get(k)
-    };
-    let deleted = before.is_some_and(|b| b.keys().any(|k| !after.contains_key(k) && touched(k)));
-    if !after.keys().any(touched) && !deleted {
+    let empty = BTreeMap::new();
+    let before = image.broker_configs(Some(broker.node_id)).unwrap_or(&empty);
+    let changed: BTreeSet<&String> = before
+        .keys()
+        .chain(after.keys())
+        .filter(|k| listener_store_key(k).is_some() && before.get(*k) != after.get(*k))
+        .collect();
+    if changed.is_empty() {
         return Ok(());
     }
     // Stores only mean something on a listener that speaks TLS: a key for another one would
     // be stored and never read.
-    for key in after.keys().filter(|k| touched(k)) {
+    for key in changed.into_iter().filter(|k| after.contains_key(*k)) {
         let Some((listener, _)) = listener_store_key(key) else {
             continue;
         };
@@ -207,7 +209,6 @@ pub fn check_tls_stores(
             )));
         }
     }
-    let empty = BTreeMap::new();
     let config = broker
         .config
         .with_dynamic(image.broker_configs(None).unwrap_or(&empty), after);
@@ -236,11 +237,11 @@ pub async fn propose(
     if validate_only || nothing {
         return Ok(());
     }
-    let command_target = match &command {
-        Command::AlterBrokerConfigs { broker_id, .. }
-        | Command::ReplaceBrokerConfigs { broker_id, .. } => Some(*broker_id),
-        _ => None,
-    };
+    let this_broker = matches!(
+        &command,
+        Command::AlterBrokerConfigs { broker_id: Some(id), .. }
+        | Command::ReplaceBrokerConfigs { broker_id: Some(id), .. } if *id == broker.node_id
+    );
     broker
         .quorum
         .propose(command)
@@ -248,12 +249,8 @@ pub async fn propose(
         .map_err(|e| ResourceError::Broker(e.into()))?;
     // A per-broker update re-reads the listeners' store files that changed on disk, as
     // Kafka reloads them whenever this node's configs change.
-    let per_broker = matches!(
-        command_target,
-        Some(Some(id)) if id == broker.node_id
-    );
     broker.reconcile().await;
-    if per_broker {
+    if this_broker {
         broker.update_tls(&broker.effective_config(), true);
     }
     Ok(())

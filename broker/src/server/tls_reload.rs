@@ -50,41 +50,53 @@ struct FileStamp {
 
 impl BuiltFrom {
     fn of(tls: &ListenerTls) -> BuiltFrom {
-        let stores: Vec<Setting> = [
-            Some(&tls.keystore_type),
-            tls.keystore_location.as_ref(),
-            tls.keystore_password.as_ref(),
-            tls.key_password.as_ref(),
-            tls.keystore_certificate_chain.as_ref(),
-            tls.keystore_key.as_ref(),
-            Some(&tls.truststore_type),
-            tls.truststore_location.as_ref(),
-            tls.truststore_password.as_ref(),
-            tls.truststore_certificates.as_ref(),
-        ]
-        .into_iter()
-        .flatten()
-        .cloned()
-        .collect();
-        let files = [&tls.keystore_location, &tls.truststore_location]
-            .into_iter()
-            .flatten()
-            .map(|location| {
-                let meta = std::fs::metadata(&location.value).ok();
-                FileStamp {
-                    path: location.value.clone(),
-                    modified: meta.as_ref().and_then(|m| m.modified().ok()),
-                    len: meta.map(|m| m.len()),
-                }
-            })
-            .collect();
+        BuiltFrom::with_stores(store_settings(tls), tls)
+    }
+
+    fn with_stores(stores: Vec<Setting>, tls: &ListenerTls) -> BuiltFrom {
         BuiltFrom {
             stores,
-            files,
+            files: file_stamps(tls),
             has_truststore: tls.truststore_location.is_some()
                 || tls.truststore_certificates.is_some(),
         }
     }
+}
+
+/// The settings that say which stores a listener serves.
+fn store_settings(tls: &ListenerTls) -> Vec<Setting> {
+    [
+        Some(&tls.keystore_type),
+        tls.keystore_location.as_ref(),
+        tls.keystore_password.as_ref(),
+        tls.key_password.as_ref(),
+        tls.keystore_certificate_chain.as_ref(),
+        tls.keystore_key.as_ref(),
+        Some(&tls.truststore_type),
+        tls.truststore_location.as_ref(),
+        tls.truststore_password.as_ref(),
+        tls.truststore_certificates.as_ref(),
+    ]
+    .into_iter()
+    .flatten()
+    .cloned()
+    .collect()
+}
+
+/// The store files as they are on disk now.
+fn file_stamps(tls: &ListenerTls) -> Vec<FileStamp> {
+    [&tls.keystore_location, &tls.truststore_location]
+        .into_iter()
+        .flatten()
+        .map(|location| {
+            let meta = std::fs::metadata(&location.value).ok();
+            FileStamp {
+                path: location.value.clone(),
+                modified: meta.as_ref().and_then(|m| m.modified().ok()),
+                len: meta.map(|m| m.len()),
+            }
+        })
+        .collect()
 }
 
 impl ServedTls {
@@ -134,10 +146,12 @@ impl ServedTls {
         next: &ListenerTls,
         reread_files: bool,
     ) -> Result<Option<(TlsListener, BuiltFrom)>, String> {
-        let from = BuiltFrom::of(next);
-        if from.stores == built.stores && (!reread_files || from.files == built.files) {
+        // Metadata updates ask on every new image: the files are looked at only when asked to.
+        let stores = store_settings(next);
+        if stores == built.stores && (!reread_files || file_stamps(next) == built.files) {
             return Ok(None);
         }
+        let from = BuiltFrom::with_stores(stores, next);
         let listener = build(next).map_err(|e| format!("{REFUSAL}: {}: {}", e.key, e.reason))?;
         if !built.has_truststore && from.has_truststore {
             return Err(format!("{REFUSAL}: Cannot add SSL truststore to an existing listener for which no truststore was configured."));

@@ -181,7 +181,7 @@ fn pkcs12_key_store(
 ) -> Result<KeyMaterial, KeyError> {
     let file = &location.value;
     let store = KeyStore::from_pkcs12(data, &password.value, Pkcs12ImportPolicy::Relaxed)
-        .map_err(|e| pkcs12_error(location, password, &e))?;
+        .map_err(|e| pkcs12_error(location, &password.key, &e))?;
     let Some((_, chain)) = store.private_key_chain() else {
         return Err((
             location.key.clone(),
@@ -211,13 +211,9 @@ fn pkcs12_trust_store(
     password: Option<&Setting>,
 ) -> Result<Vec<CertificateDer<'static>>, KeyError> {
     let secret = password.map_or("", |p| p.value.as_str());
-    let store = KeyStore::from_pkcs12(data, secret, Pkcs12ImportPolicy::Raw).map_err(|e| {
-        let named = Setting {
-            key: password.map_or_else(|| "ssl.truststore.password".to_owned(), |p| p.key.clone()),
-            value: String::new(),
-        };
-        pkcs12_error(location, &named, &e)
-    })?;
+    let password_key = password.map_or("ssl.truststore.password", |p| p.key.as_str());
+    let store = KeyStore::from_pkcs12(data, secret, Pkcs12ImportPolicy::Raw)
+        .map_err(|e| pkcs12_error(location, password_key, &e))?;
     let certs: Vec<CertificateDer<'static>> = store
         .entries()
         .filter_map(|(_, entry)| match entry {
@@ -241,13 +237,13 @@ fn pkcs12_trust_store(
 /// password was incorrect").
 fn pkcs12_error(
     location: &Setting,
-    password: &Setting,
+    password_key: &str,
     e: &p12_keystore::error::Error,
 ) -> KeyError {
     use p12_keystore::error::Error;
     match e {
         Error::MacError(_) | Error::UnpadError => (
-            password.key.clone(),
+            password_key.to_owned(),
             format!(
                 "cannot open the PKCS12 store {}: the password was incorrect",
                 location.value

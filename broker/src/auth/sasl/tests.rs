@@ -85,6 +85,18 @@ fn reply(admit: Admit) -> Bytes {
     }
 }
 
+/// The refusal's reply and the delay before it goes out.
+fn failure(admit: Admit) -> (Bytes, Duration) {
+    match admit {
+        Admit::Fail {
+            reply: Some(reply),
+            delay,
+            ..
+        } => (reply, delay),
+        other => panic!("expected a failure with a reply, got {other:?}"),
+    }
+}
+
 #[test]
 fn plain_over_handshake_v1_authenticates_and_then_dispatches() {
     let mut s = session(None);
@@ -128,14 +140,7 @@ fn a_wrong_password_fails_with_kafkas_message_after_the_delay() {
     let mut s = session(None);
     let now = Instant::now();
     reply(s.admit(handshake("PLAIN", 1), &NoScram, now));
-    let Admit::Fail {
-        reply: Some(reply),
-        delay,
-        ..
-    } = s.admit(authenticate(b"\0alice\0wrong"), &NoScram, now)
-    else {
-        panic!("a failure");
-    };
+    let (reply, delay) = failure(s.admit(authenticate(b"\0alice\0wrong"), &NoScram, now));
     assert_eq!(delay, Duration::from_millis(100));
     let response = authenticate_response(reply);
     assert_eq!(response.error_code, 58);
@@ -151,12 +156,7 @@ fn an_unknown_user_of_scram_gets_the_generic_message() {
     let mut s = session(None);
     let now = Instant::now();
     reply(s.admit(handshake("SCRAM-SHA-512", 1), &NoScram, now));
-    let Admit::Fail {
-        reply: Some(reply), ..
-    } = s.admit(authenticate(b"n,,n=carol,r=abc"), &NoScram, now)
-    else {
-        panic!("a failure");
-    };
+    let (reply, _) = failure(s.admit(authenticate(b"n,,n=carol,r=abc"), &NoScram, now));
     let response = authenticate_response(reply);
     assert_eq!(response.error_code, 58);
     assert_eq!(
@@ -168,12 +168,7 @@ fn an_unknown_user_of_scram_gets_the_generic_message() {
 #[test]
 fn a_mechanism_not_enabled_is_refused_with_the_enabled_list() {
     let mut s = session(None);
-    let Admit::Fail {
-        reply: Some(reply), ..
-    } = s.admit(handshake("SCRAM-SHA-256", 1), &NoScram, Instant::now())
-    else {
-        panic!("a failure");
-    };
+    let (reply, _) = failure(s.admit(handshake("SCRAM-SHA-256", 1), &NoScram, Instant::now()));
     let response = handshake_response(reply);
     assert_eq!(response.error_code, 33);
     let names: Vec<String> = response.mechanisms.iter().map(|m| m.to_string()).collect();
@@ -319,14 +314,7 @@ fn an_expired_oauthbearer_token_is_challenged_then_failed_after_the_delay() {
     )));
     assert_eq!(challenge.error_code, 0);
     assert_eq!(&challenge.auth_bytes[..], br#"{"status":"invalid_token"}"#);
-    let Admit::Fail {
-        reply: Some(reply),
-        delay,
-        ..
-    } = s.admit(authenticate(b"\x01"), &NoScram, now)
-    else {
-        panic!("a failure");
-    };
+    let (reply, delay) = failure(s.admit(authenticate(b"\x01"), &NoScram, now));
     assert_eq!(delay, Duration::from_millis(100));
     let response = authenticate_response(reply);
     assert_eq!(response.error_code, 58);

@@ -26,7 +26,7 @@ pub use self::denied::Denied;
 pub use self::fetch::FetchSessionError;
 pub use self::group::GroupError;
 pub use self::partition::PartitionError;
-pub use self::request::{CoordinatorLookupError, ElectionError};
+pub use self::request::{CoordinatorLookupError, ElectionError, ReassignmentError};
 pub use self::txn::TxnError;
 use crate::config::ConfigError;
 use crate::replication::acks::NotReplicated;
@@ -380,6 +380,7 @@ fn apply_code(e: &ApplyError) -> ResponseError {
         ApplyError::UnknownBroker { .. } | ApplyError::StaleBrokerEpoch { .. } => {
             ResponseError::StaleBrokerEpoch
         }
+        ApplyError::BrokerNotRegistered { .. } => ResponseError::BrokerIdNotRegistered,
         ApplyError::FencedLeaderEpoch { .. } => ResponseError::FencedLeaderEpoch,
         ApplyError::InvalidUpdateVersion { .. } => ResponseError::InvalidUpdateVersion,
         ApplyError::IneligibleReplica { .. } => ResponseError::IneligibleReplica,
@@ -429,6 +430,35 @@ pub fn election_code(e: &ElectionError) -> ResponseError {
 impl ElectionError {
     pub fn code(&self) -> ResponseError {
         election_code(self)
+    }
+}
+
+/// AlterPartitionReassignments' per-partition codes (Kafka's controller choices).
+pub fn reassignment_code(e: &ReassignmentError) -> ResponseError {
+    use brook_raft::ReassignmentRefusal as R;
+    match e {
+        ReassignmentError::UnknownTopic(_)
+        | ReassignmentError::Refused(R::UnknownPartition { .. }) => {
+            ResponseError::UnknownTopicOrPartition
+        }
+        ReassignmentError::Refused(R::NoReassignmentInProgress) => {
+            ResponseError::NoReassignmentInProgress
+        }
+        ReassignmentError::Refused(
+            R::EmptyReplicas
+            | R::DuplicateBroker(_)
+            | R::UnknownBroker(_)
+            | R::UncleanRevert { .. },
+        ) => ResponseError::InvalidReplicaAssignment,
+        ReassignmentError::ReplicationFactorChange { .. } => {
+            ResponseError::InvalidReplicationFactor
+        }
+    }
+}
+
+impl ReassignmentError {
+    pub fn code(&self) -> ResponseError {
+        reassignment_code(self)
     }
 }
 

@@ -13,6 +13,7 @@ use crate::election;
 use crate::image::{
     BrokerRegistration, MetadataImage, PartitionImage, ProducerIdBlock, TopicImage, NO_LEADER,
 };
+use crate::reassignment;
 
 /// Apply `cmd`, the entry at raft log `index`, to `image`. On `Err`, `image` is unchanged.
 pub fn apply(image: &mut MetadataImage, cmd: &Command, index: u64) -> ApplyResult {
@@ -237,6 +238,25 @@ pub fn apply(image: &mut MetadataImage, cmd: &Command, index: u64) -> ApplyResul
             election::elect_leaders(image, partitions, *election);
             Ok(())
         }
+        Command::UnregisterBroker { broker_id } => {
+            let b = image
+                .brokers
+                .get_mut(broker_id)
+                .ok_or(ApplyError::BrokerNotRegistered {
+                    broker_id: *broker_id,
+                })?;
+            let was_active = b.is_active();
+            b.fenced = true;
+            if was_active {
+                election::remove_broker(image, *broker_id);
+            }
+            image.brokers.remove(broker_id);
+            Ok(())
+        }
+        Command::AlterPartitionReassignments { reassignments } => {
+            reassignment::apply(image, reassignments);
+            Ok(())
+        }
     }
 }
 
@@ -258,6 +278,7 @@ fn alter_partition(
     req: AlterPartitionRequest<'_>,
 ) -> ApplyResult {
     check_alter_partition(image, topic_id, partition, &req)?;
+    let active = reassignment::Active::of(image);
     let topic = topic_mut(image, topic_id)?;
     let Some(p) = topic.partitions.get_mut(&partition) else {
         return Err(ApplyError::UnknownPartition {
@@ -267,6 +288,9 @@ fn alter_partition(
     };
     p.isr = req.isr.to_vec();
     p.partition_epoch = p.partition_epoch.saturating_add(1);
+    // A new replica joining the ISR may complete a reassignment (and move the leader
+    // away from a removed one), in the same change, as KRaft's PartitionChangeBuilder.
+    reassignment::complete_if_ready(&active, p);
     Ok(())
 }
 
@@ -492,6 +516,8 @@ fn check_assignments(
             replicas: a.replicas.clone(),
             isr,
             partition_epoch: 0,
+            adding_replicas: Vec::new(),
+            removing_replicas: Vec::new(),
         };
         if out.insert(a.partition, partition).is_some() {
             return Err(invalid(format!("partition {} given twice", a.partition)));
@@ -938,6 +964,34 @@ mod tests {
             ApplyError::InvalidRequest { reason } => reason,
             other => panic!("expected InvalidRequest, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn the_leaders_isr_expansion_completes_a_reassignment_and_moves_the_leader_off_a_removed_replica(
+    ) {
+        let mut image = cluster(&[1, 2, 3, 4]);
+        apply_at(&mut image, &create_with(&[1, 2, 3])).expect("create");
+        let move_to = Command::AlterPartitionReassignments {
+            reassignments: vec![crate::reassignment::Reassignment {
+                topic_id: Uuid::from_u128(1),
+                partition: 0,
+                target: Some(vec![2, 3, 4]),
+            }],
+        };
+        apply_at(&mut image, &move_to).expect("reassign");
+        let p = image.partition("t", 0).expect("partition").clone();
+        assert_eq!((p.replicas, p.partition_epoch), (vec![2, 3, 4, 1], 1));
+        apply_at(&mut image, &alter_at(&[1, 2, 3, 4], 1)).expect("4 caught up");
+        let p = image.partition("t", 0).expect("partition");
+        assert_eq!(
+            (p.leader, p.leader_epoch, p.replicas.clone(), p.isr.clone()),
+            (2, 1, vec![2, 3, 4], vec![2, 3, 4])
+        );
+        assert!(p.adding_replicas.is_empty() && p.removing_replicas.is_empty());
+        assert_eq!(
+            p.partition_epoch, 3,
+            "the ISR change and the completion each count"
+        );
     }
 
     #[test]

@@ -154,6 +154,21 @@ pub enum Command {
         partitions: Vec<(Uuid, i32)>,
         election: ElectionType,
     },
+    /// Kafka's AlterPartitionReassignments (KIP-455): each partition's reassignment starts
+    /// (or is replaced, or with no target cancelled) as
+    /// [`crate::reassignment`] describes; those refused by
+    /// [`crate::reassignment::check`] at apply time are skipped (the proposer reported
+    /// what it saw).
+    AlterPartitionReassignments {
+        reassignments: Vec<crate::reassignment::Reassignment>,
+    },
+    /// Kafka's UnregisterBroker (KIP-1073's `kafka-cluster unregister`): the broker leads
+    /// nothing and leaves every ISR it is not the last member of (as a fence), then its
+    /// registration goes; the replica lists that name it stay. A broker process still
+    /// running registers again. [`ApplyError::BrokerNotRegistered`] if it is not registered.
+    UnregisterBroker {
+        broker_id: i32,
+    },
     /// Kafka's AlterUserScramCredentials, already checked by the proposer (iterations,
     /// duplicates, what exists): each upsertion sets one user's credential for one
     /// mechanism, each deletion removes one (absent ones are no-ops).
@@ -211,6 +226,8 @@ impl Command {
             Command::AllocateProducerIds { .. } => "allocate_producer_ids",
             Command::AlterPartition { .. } => "alter_partition",
             Command::ElectLeaders { .. } => "elect_leaders",
+            Command::AlterPartitionReassignments { .. } => "alter_partition_reassignments",
+            Command::UnregisterBroker { .. } => "unregister_broker",
             Command::AlterUserScramCredentials { .. } => "alter_user_scram_credentials",
             Command::CreateAcls { .. } => "create_acls",
             Command::DeleteAcls { .. } => "delete_acls",
@@ -243,6 +260,10 @@ pub enum ApplyError {
     InvalidPartitions { topic: String, reason: String },
     #[error("broker {broker_id} is not registered")]
     UnknownBroker { broker_id: i32 },
+    /// UnregisterBroker of a broker id with no registration (Kafka's
+    /// BROKER_ID_NOT_REGISTERED, in its words).
+    #[error("Broker ID {broker_id} is not currently registered")]
+    BrokerNotRegistered { broker_id: i32 },
     /// Also returned by [`Command::AlterPartition`] for a sender that is not registered,
     /// with `current` 0.
     #[error("broker {broker_id} epoch {given} is stale (current {current})")]

@@ -323,6 +323,8 @@ mod tests {
             replicas: replicas.to_vec(),
             isr: isr.to_vec(),
             partition_epoch: 0,
+            adding_replicas: Vec::new(),
+            removing_replicas: Vec::new(),
         }
     }
 

@@ -33,6 +33,14 @@ pub struct PartitionImage {
     /// AlterPartition compare-and-set is checked against.
     #[serde(default)]
     pub partition_epoch: i32,
+    /// While a reassignment (KIP-455) is in progress: the target replicas not yet in the
+    /// replica list when it started, which catch up as followers.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub adding_replicas: Vec<i32>,
+    /// While a reassignment is in progress: the replicas outside the target, dropped when
+    /// it completes (see [`crate::reassignment`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub removing_replicas: Vec<i32>,
 }
 
 impl PartitionImage {
@@ -321,6 +329,8 @@ mod tests {
                         replicas: vec![1, 2],
                         isr: vec![1],
                         partition_epoch: 4,
+                        adding_replicas: Vec::new(),
+                        removing_replicas: Vec::new(),
                     },
                 )]),
                 configs: BTreeMap::from([("cleanup.policy".into(), "compact".into())]),

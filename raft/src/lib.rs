@@ -27,6 +27,7 @@ pub mod log_store;
 mod monitor;
 pub mod network;
 mod quorum;
+pub mod reassignment;
 mod service;
 pub mod state_machine;
 
@@ -53,6 +54,7 @@ pub use liveness::{Heartbeat, HeartbeatReply, Liveness, REGISTRATION_PROBE};
 pub use network::PeerTls;
 pub use openraft::{BasicNode, LogId, RaftMetrics, ServerState};
 pub use quorum::MetadataQuorum;
+pub use reassignment::{Reassignment, ReassignmentRefusal};
 
 openraft::declare_raft_types!(
     /// The openraft type configuration of the metadata quorum.

@@ -39,3 +39,16 @@ pub enum CoordinatorLookupError {
     #[error("{0}")]
     NotAuthorized(super::Denied),
 }
+
+/// Why AlterPartitionReassignments refused one partition, in Kafka's words.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReassignmentError {
+    #[error("Unable to find a topic named {0}.")]
+    UnknownTopic(String),
+    #[error("{0}")]
+    Refused(brook_raft::ReassignmentRefusal),
+    /// KIP-860 (v1 with `allow_replication_factor_change` false): the target has another
+    /// number of replicas than the partition has (before a reassignment in progress).
+    #[error("The replication factor is changed from {from} to {to}")]
+    ReplicationFactorChange { from: usize, to: usize },
+}

@@ -13,6 +13,7 @@ use crate::server::write::FileChunk;
 pub mod add_offsets_to_txn;
 pub mod add_partitions_to_txn;
 pub mod alter_configs;
+pub mod alter_partition_reassignments;
 pub mod alter_user_scram_credentials;
 pub mod api_versions;
 pub mod consumer_group_describe;
@@ -29,6 +30,7 @@ pub mod describe_client_quotas;
 pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_groups;
+pub mod describe_log_dirs;
 pub mod describe_producers;
 pub mod describe_quorum;
 pub mod describe_topic_partitions;
@@ -46,6 +48,7 @@ pub mod leader_hint;
 pub mod leave_group;
 pub mod list_groups;
 pub mod list_offsets;
+pub mod list_partition_reassignments;
 pub mod list_transactions;
 pub mod metadata;
 pub mod offset_commit;
@@ -58,6 +61,7 @@ pub mod sasl_authenticate;
 pub mod sasl_handshake;
 pub mod sync_group;
 pub mod txn_offset_commit;
+pub mod unregister_broker;
 pub mod write_txn_markers;
 
 /// Every API Brook serves; each at every version the codec carries (from the lowest
@@ -81,6 +85,10 @@ pub const HANDLERS: &[ApiKey] = &[
     ApiKey::DescribeQuorum,
     ApiKey::DescribeTopicPartitions,
     ApiKey::ElectLeaders,
+    ApiKey::AlterPartitionReassignments,
+    ApiKey::DescribeLogDirs,
+    ApiKey::UnregisterBroker,
+    ApiKey::ListPartitionReassignments,
     ApiKey::FindCoordinator,
     ApiKey::JoinGroup,
     ApiKey::SyncGroup,
@@ -199,6 +207,18 @@ pub async fn handle(
         RequestKind::ElectLeaders(req) => {
             ResponseKind::ElectLeaders(elect_leaders::handle(broker, session, req, v).await)
         }
+        RequestKind::AlterPartitionReassignments(req) => ResponseKind::AlterPartitionReassignments(
+            alter_partition_reassignments::handle(broker, session, req, v).await,
+        ),
+        RequestKind::UnregisterBroker(req) => {
+            ResponseKind::UnregisterBroker(unregister_broker::handle(broker, session, req).await)
+        }
+        RequestKind::DescribeLogDirs(req) => {
+            ResponseKind::DescribeLogDirs(describe_log_dirs::handle(broker, session, req).await)
+        }
+        RequestKind::ListPartitionReassignments(req) => ResponseKind::ListPartitionReassignments(
+            list_partition_reassignments::handle(broker, session, req),
+        ),
         RequestKind::FindCoordinator(req) => {
             ResponseKind::FindCoordinator(find_coordinator::handle(broker, session, req, v).await)
         }

@@ -123,6 +123,8 @@ mod tests {
                         replicas: replicas.to_vec(),
                         isr: vec![leader],
                         partition_epoch: 0,
+                        adding_replicas: Vec::new(),
+                        removing_replicas: Vec::new(),
                     },
                 )
             })

@@ -86,7 +86,9 @@ async fn check_all(broker: &Broker, lag_max_ms: i64, shutdown: &CancellationToke
             Some(unresolved) => unresolved,
             None => state.wanted_isr(part, node_id, now_ms, lag_max_ms, eligible),
         };
-        if wanted == part.isr {
+        // The same members in another order is no change (`wanted_isr` lists them in
+        // replica order, which a reassignment changes).
+        if wanted.len() == part.isr.len() && wanted.iter().all(|r| part.isr.contains(r)) {
             continue;
         }
         state.begin_isr_change(part.partition_epoch, &wanted);

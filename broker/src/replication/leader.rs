@@ -41,6 +41,20 @@ pub struct FollowerState {
     last_fetch_leader_leo: i64,
 }
 
+impl FollowerState {
+    /// A follower that has not fetched yet, counted as caught up at `now_ms`, so none leaves
+    /// the ISR before it had `replica.lag.time.max.ms` to fetch.
+    fn unknown(now_ms: i64) -> Self {
+        FollowerState {
+            log_end_offset: -1,
+            broker_epoch: -1,
+            last_caught_up_ms: now_ms,
+            last_fetch_ms: now_ms,
+            last_fetch_leader_leo: -1,
+        }
+    }
+}
+
 /// The leader-side replication state of one partition for one leader epoch.
 #[derive(Debug)]
 pub struct LeaderPartition {
@@ -91,18 +105,7 @@ impl LeaderPartition {
             .replicas
             .iter()
             .filter(|&&r| r != node_id)
-            .map(|&r| {
-                (
-                    r,
-                    FollowerState {
-                        log_end_offset: -1,
-                        broker_epoch: -1,
-                        last_caught_up_ms: now_ms,
-                        last_fetch_ms: now_ms,
-                        last_fetch_leader_leo: -1,
-                    },
-                )
-            })
+            .map(|&r| (r, FollowerState::unknown(now_ms)))
             .collect();
         LeaderPartition {
             topic: log.topic().to_string(),
@@ -137,7 +140,20 @@ impl LeaderPartition {
     }
 
     /// The committed replicas and ISR (a new image changed them, or its partition epoch).
+    /// A reassignment changes the replicas under the same leader epoch: a replica added is
+    /// tracked from now on (unknown until it fetches, so it joins the ISR only once caught
+    /// up), a replica removed is forgotten.
     pub fn set_assignment(&self, assignment: Assignment) {
+        {
+            let mut followers = self.followers.lock();
+            followers.retain(|r, _| assignment.replicas.contains(r));
+            let now_ms = brook_storage::log_manager::now_ms();
+            for &r in assignment.replicas.iter().filter(|&&r| r != self.node_id) {
+                followers
+                    .entry(r)
+                    .or_insert_with(|| FollowerState::unknown(now_ms));
+            }
+        }
         self.isr.lock().apply_committed(assignment);
     }
 
@@ -312,6 +328,8 @@ mod tests {
             replicas: replicas.to_vec(),
             isr: isr.to_vec(),
             partition_epoch: 0,
+            adding_replicas: Vec::new(),
+            removing_replicas: Vec::new(),
         }
     }
 
@@ -438,6 +456,32 @@ mod tests {
         leader.record_fetch(2, 7, 5, 5, 1);
         leader.set_assignment(assignment(&[1, 2, 3], &[1, 2]));
         assert_eq!(leader.maybe_advance_high_watermark(), 5);
+    }
+
+    #[test]
+    fn a_replica_a_reassignment_adds_is_tracked_and_joins_once_caught_up_and_a_removed_one_is_forgotten(
+    ) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let log = log_with(10, dir.path());
+        log.set_high_watermark(10);
+        let now = brook_storage::log_manager::now_ms();
+        let leader = LeaderPartition::new(log, 0, assignment(&[1, 2], &[1, 2]), 1, 1, now);
+        assert!(!leader.record_fetch(3, 7, 10, 10, now), "not a replica yet");
+        leader.set_assignment(assignment(&[1, 2, 3], &[1, 2]));
+        let p = part(&[1, 2, 3], &[1, 2]);
+        assert_eq!(
+            leader.wanted_isr(&p, 1, now, 30_000, |_, _| true),
+            vec![1, 2],
+            "unknown until it fetches"
+        );
+        assert!(leader.record_fetch(3, 7, 10, 10, now));
+        assert_eq!(
+            leader.wanted_isr(&p, 1, now, 30_000, |_, _| true),
+            vec![1, 2, 3]
+        );
+        leader.set_assignment(assignment(&[1, 3], &[1, 3]));
+        assert!(leader.follower(2).is_none());
+        assert!(leader.follower(3).is_some());
     }
 
     #[test]

@@ -504,6 +504,8 @@ fn offsets_image() -> std::sync::Arc<brook_raft::MetadataImage> {
         replicas: vec![1],
         isr: vec![1],
         partition_epoch: 0,
+        adding_replicas: Vec::new(),
+        removing_replicas: Vec::new(),
     };
     image.topics.insert(
         OFFSETS_TOPIC.into(),

@@ -28,6 +28,8 @@ fn image(topic_id: u128, parts: &[Part<'_>]) -> Arc<MetadataImage> {
                     replicas: replicas.to_vec(),
                     isr: isr.to_vec(),
                     partition_epoch: 0,
+                    adding_replicas: Vec::new(),
+                    removing_replicas: Vec::new(),
                 },
             )
         })

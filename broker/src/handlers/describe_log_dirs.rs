@@ -1,0 +1,149 @@
+//! DescribeLogDirs (key 35; `kafka-log-dirs --describe`, `kafka-reassign-partitions`'
+//! current assignment, the topic sizes web UIs show): this broker's log directories with
+//! the replicas each holds, their size on disk and offset lag, and (v4+) the directory's
+//! total and usable bytes. Without a topic list every replica; with one, the listed
+//! partitions this broker holds. Every configured directory is listed, empty or not.
+//!
+//! As Kafka's `ReplicaManager.describeLogDirs`: the lag is how far the log end is behind
+//! the high watermark (0 on a leader or a caught-up follower); no future replicas (Brook
+//! does not move replicas between directories).
+//!
+//! Authorization (`KafkaApis.handleDescribeLogDirsRequest`): DESCRIBE on the cluster, else
+//! CLUSTER_AUTHORIZATION_FAILED and no results.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use brook_protocol::kafka_protocol::messages::describe_log_dirs_response::{
+    DescribeLogDirsPartition, DescribeLogDirsResult, DescribeLogDirsTopic,
+};
+use brook_protocol::kafka_protocol::messages::{DescribeLogDirsRequest, DescribeLogDirsResponse};
+use brook_protocol::kafka_protocol::protocol::StrBytes;
+use brook_storage::LogHandle;
+
+use crate::auth::acl::AclOperation;
+use crate::auth::Access;
+use crate::broker::Broker;
+use crate::error::{BrokerError, Denied};
+use crate::server::session::Session;
+
+/// One replica as listed: its directory, topic, partition, size and lag.
+struct ReplicaDir {
+    dir: PathBuf,
+    topic: String,
+    partition: i32,
+    size: i64,
+    lag: i64,
+}
+
+pub async fn handle(
+    broker: &Broker,
+    session: &Session,
+    req: DescribeLogDirsRequest,
+) -> DescribeLogDirsResponse {
+    if !Access::new(broker, session).cluster(AclOperation::Describe) {
+        return DescribeLogDirsResponse::default().with_error_code(Denied::Cluster.code().code());
+    }
+    let wanted: Option<BTreeSet<(String, i32)>> = req.topics.map(|topics| {
+        topics
+            .into_iter()
+            .flat_map(|t| {
+                let name = t.topic.to_string();
+                t.partitions.into_iter().map(move |p| (name.clone(), p))
+            })
+            .collect()
+    });
+    let logs: Vec<LogHandle> = broker
+        .replicas
+        .partitions()
+        .iter()
+        .filter(|p| {
+            wanted
+                .as_ref()
+                .is_none_or(|w| w.contains(&(p.topic().to_string(), p.index())))
+        })
+        .map(|p| p.log().clone())
+        .collect();
+    let dirs = broker.config.log_dirs.clone();
+    // Sizes come from each log's segment list under its lock, and free space from statvfs:
+    // both off the runtime's worker threads.
+    let listed = tokio::task::spawn_blocking(move || describe(&dirs, &logs)).await;
+    match listed {
+        Ok(results) => DescribeLogDirsResponse::default().with_results(results),
+        Err(e) => DescribeLogDirsResponse::default().with_error_code(
+            BrokerError::ServerFault(format!("describing log dirs: {e}"))
+                .code()
+                .code(),
+        ),
+    }
+}
+
+fn describe(dirs: &[PathBuf], logs: &[LogHandle]) -> Vec<DescribeLogDirsResult> {
+    let replicas: Vec<ReplicaDir> = logs
+        .iter()
+        .filter_map(|log| {
+            let size = log.with_log_blocking(|l| Ok(l.size_bytes())).ok()?;
+            Some(ReplicaDir {
+                dir: log
+                    .dir()
+                    .parent()
+                    .map(Path::to_path_buf)
+                    .unwrap_or_default(),
+                topic: log.topic().to_string(),
+                partition: log.partition(),
+                size: i64::try_from(size).unwrap_or(i64::MAX),
+                lag: (log.high_watermark() - log.log_end_offset()).max(0),
+            })
+        })
+        .collect();
+    dirs.iter()
+        .map(|dir| {
+            let mut topics: BTreeMap<&str, Vec<DescribeLogDirsPartition>> = BTreeMap::new();
+            for r in replicas.iter().filter(|r| same_dir(&r.dir, dir)) {
+                topics.entry(&r.topic).or_default().push(
+                    DescribeLogDirsPartition::default()
+                        .with_partition_index(r.partition)
+                        .with_partition_size(r.size)
+                        .with_offset_lag(r.lag),
+                );
+            }
+            let (total, usable) = space(dir);
+            DescribeLogDirsResult::default()
+                .with_log_dir(StrBytes::from_string(absolute(dir).display().to_string()))
+                .with_total_bytes(total)
+                .with_usable_bytes(usable)
+                .with_topics(
+                    topics
+                        .into_iter()
+                        .map(|(name, partitions)| {
+                            DescribeLogDirsTopic::default()
+                                .with_name(StrBytes::from_string(name.to_string()).into())
+                                .with_partitions(partitions)
+                        })
+                        .collect(),
+                )
+        })
+        .collect()
+}
+
+/// Kafka reports a directory by its absolute path.
+fn absolute(dir: &Path) -> PathBuf {
+    std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf())
+}
+
+fn same_dir(a: &Path, b: &Path) -> bool {
+    a == b || absolute(a) == absolute(b)
+}
+
+/// The file system's total and available bytes under `dir` (-1 each when unknown, as
+/// Kafka answers).
+fn space(dir: &Path) -> (i64, i64) {
+    match rustix::fs::statvfs(dir) {
+        Ok(s) => {
+            let bytes =
+                |blocks: u64| i64::try_from(blocks.saturating_mul(s.f_frsize)).unwrap_or(i64::MAX);
+            (bytes(s.f_blocks), bytes(s.f_bavail))
+        }
+        Err(_) => (-1, -1),
+    }
+}

@@ -1,0 +1,198 @@
+"""Partition reassignment with Kafka's own tool (issue #27 item 1, KIP-455):
+`kafka-reassign-partitions --execute / --verify / --list / --cancel` on a 4-node cluster.
+
+- Every replica of a 6-partition RF 3 topic moves from brokers {1,2,3} to {2,3,4} while an
+  idempotent acks=all producer and a group consumer run: every acknowledged record is read back
+  once at its offset, in order, by the producer's partition and by the group; `--verify` reports
+  each partition completed; every node's Metadata shows the new replicas as the whole ISR; the
+  three replicas of each partition hold the same batches on disk and broker 1 holds none.
+- A reassignment onto a paused broker stays in progress (`--list` shows the adding and removing
+  replicas); `--cancel` restores the original replicas, and the data is untouched.
+- Refusals as Kafka's controller words them (AlterPartitionReassignments through the tool):
+  an unknown broker, and a cancel with nothing in progress.
+
+One 4-node cluster for the module (four combined voters). Also passes against Apache Kafka 4.4.
+"""
+
+import json
+import time
+
+import pytest
+
+from chaos import replicas as on_disk
+from harness import kafka_cli, paths
+from harness.cluster import Cluster
+from harness.cluster_scenarios import unique
+from harness.members import GroupMember
+from harness.replication import PacedProducer, assert_acked_read_back_once, create_topic_assigned, \
+    ensure_running, latest_offset, non_quorum_leaders, read_partition, wait_views
+
+REASSIGN_TOOL = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"
+PARTITIONS = 6
+RECORDS = 1200  # 10 ms apart: the producer runs for ~12 s, across the move
+MOVE_S = 120
+
+
+@pytest.fixture(scope="module")
+def cluster4(tmp_path_factory):
+    c = Cluster(paths.target(), tmp_path_factory.mktemp("cluster4"), 4,
+                {"offsets.topic.replication.factor": "3", "min.insync.replicas": "2",
+                 # a paused broker stays registered and live long enough for the tool to target it
+                 "broker.session.timeout.ms": "30000"})
+    c.start()
+    yield c
+    c.stop()
+
+
+@pytest.fixture(autouse=True)
+def _all_running(cluster4):
+    ensure_running(cluster4)
+
+
+# Kafka's brokers name a random live broker as controller in Metadata, and the admin client
+# sends reassignment calls there: a paused broker must time out fast so it retries elsewhere.
+ADMIN_PROPS = "request.timeout.ms=3000\nsocket.connection.setup.timeout.ms=3000\n" \
+              "socket.connection.setup.timeout.max.ms=3000\ndefault.api.timeout.ms=60000\n"
+
+
+def admin_props(tmp_path):
+    path = tmp_path / "admin.properties"
+    path.write_text(ADMIN_PROPS)
+    return path
+
+
+def reassign(cluster, action: str, plan: dict, tmp_path, *extra, check: bool = True):
+    path = tmp_path / f"{action}-{time.monotonic_ns()}.json"
+    path.write_text(json.dumps(plan))
+    return kafka_cli.run(REASSIGN_TOOL, "--bootstrap-server", cluster.bootstrap, f"--{action}",
+                         "--reassignment-json-file", path, "--command-config", admin_props(tmp_path), *extra,
+                         timeout=90, check=check)
+
+
+def list_reassignments(cluster, tmp_path) -> str:
+    return kafka_cli.run(REASSIGN_TOOL, "--bootstrap-server", cluster.bootstrap, "--list",
+                         "--command-config", admin_props(tmp_path), timeout=90).stdout
+
+
+def plan_of(topic: str, replicas: dict) -> dict:
+    return {"version": 1, "partitions": [{"topic": topic, "partition": p, "replicas": r, "log_dirs": ["any"] * len(r)}
+                                         for p, r in sorted(replicas.items())]}
+
+
+def rotations(brokers, count):
+    return {p: [brokers[(p + i) % len(brokers)] for i in range(len(brokers))] for p in range(count)}
+
+
+def test_every_replica_moves_to_new_brokers_while_producing_and_consuming_losing_nothing(cluster4, tmp_path):
+    topic, group = unique("moving"), unique("g-moving")
+    before = rotations([1, 2, 3], PARTITIONS)
+    after = rotations([2, 3, 4], PARTITIONS)
+    create_topic_assigned(cluster4, 1, topic, [before[p] for p in range(PARTITIONS)])
+    sent = [f"v-{i:05d}" for i in range(RECORDS)]
+    records = [{"key": f"k-{i}", "value": v, "partition": i % PARTITIONS} for i, v in enumerate(sent)]
+    consumer = GroupMember("java", cluster4.bootstrap, group, topic, "--from", "earliest", "--timeout-ms", 180_000)
+    producer = PacedProducer("java", cluster4.bootstrap, topic, records, "--acks", "all", "--idempotent",
+                             "--interval-ms", 10, "--delivery-timeout-ms", 120_000, tmp_dir=tmp_path)
+    try:
+        producer.wait_results(200, 60)
+        out = reassign(cluster4, "execute", plan_of(topic, after), tmp_path).stdout
+        assert "Successfully started partition reassignments for " in out, out
+        assert "Current partition replica assignment" in out, out
+
+        def verified():
+            text = reassign(cluster4, "verify", plan_of(topic, after), tmp_path).stdout
+            done = [f"Reassignment of partition {topic}-{p} is completed." in text for p in range(PARTITIONS)]
+            return text if all(done) else None
+
+        verify_out = cluster4.wait_for(verified, MOVE_S, "every partition's reassignment completed", interval=1)
+        results = producer.wait(120)
+    finally:
+        producer.kill()
+    assert not [r for r in results if "error" in r], f"failed sends: {[r for r in results if 'error' in r][:5]}"
+    assert len(results) == RECORDS
+
+    want = {p: sorted(after[p]) for p in range(PARTITIONS)}
+    view = wait_views(cluster4, topic, lambda v: {p: sorted(s["isr"]) for p, s in v.items()} == want
+                      and all(sorted(s["replicas"]) == want[p] for p, s in v.items()), 60,
+                      f"{topic}: replicas and ISR {want} on every node")
+    assert all(s["leader"] in after[p] for p, s in view.items()), view
+    assert "Status of partition reassignment:" in verify_out
+
+    # Every acknowledged record once, at its offset, in send order, per partition.
+    for p in range(PARTITIONS):
+        sent_p = [r["value"] for r in records if r["partition"] == p]
+        index_p = [i for i, r in enumerate(records) if r["partition"] == p]
+        results_p = [{**r, "index": index_p.index(r["index"])} for r in results if r["partition"] == p]
+        read = read_partition("java", cluster4.bootstrap, topic, p, len(sent_p))
+        assert_acked_read_back_once(read, sent_p, results_p, exact=True)
+
+    # The group consumer read each record once, as the producer acknowledged it.
+    acked = {(r["partition"], r["offset"]): sent[r["index"]] for r in results}
+    cluster4.wait_for(lambda: len(consumer.records) >= RECORDS, 60, lambda: f"the group read {len(consumer.records)}")
+    consumed = {(r["partition"], r["offset"]): r["value"] for r in consumer.records}
+    assert len(consumer.records) == len(consumed) == RECORDS, "a record read twice by the group"
+    assert consumed == acked
+    consumer.stop()
+
+    # The new replicas hold the same batches; broker 1 holds none of the topic.
+    hws = {p: latest_offset(cluster4, view[p]["leader"], topic, p) for p in range(PARTITIONS)}
+    dirs = {n: cluster4.node(n).log_dirs for n in cluster4.node_ids}
+    compared = on_disk.compare({n: dirs[n] for n in (2, 3, 4)}, topic, hws)
+    assert compared["mismatches"] == [] and compared["replicas_compared"] == 3 * PARTITIONS, compared
+    cluster4.wait_for(lambda: not any((dirs[1] / f"{topic}-{p}").is_dir() for p in range(PARTITIONS)), 60,
+                      f"broker 1's replicas of {topic} deleted")
+
+
+def test_a_reassignment_onto_a_paused_broker_stays_in_progress_and_cancel_restores_the_replicas(cluster4, tmp_path):
+    # The paused broker is not the quorum leader: admin tools route --list / --cancel to the
+    # controller, which on brook is the quorum leader.
+    paused = non_quorum_leaders(cluster4)[-1]
+    original = [n for n in cluster4.node_ids if n != paused]
+    target = original[1:] + [paused]
+    topic = unique("cancel")
+    create_topic_assigned(cluster4, original[0], topic, [original])
+    producer = PacedProducer("java", cluster4.bootstrap, topic,
+                             [{"key": "k", "value": f"c-{i}", "partition": 0} for i in range(20)],
+                             "--acks", "all", "--idempotent", "--interval-ms", 0, tmp_dir=tmp_path)
+    results = producer.wait(60)
+    assert sorted(r["offset"] for r in results) == list(range(20)), results
+
+    cluster4.node(paused).pause()  # still registered and live to the tool, but it never fetches
+    plan = plan_of(topic, {0: target})
+    out = reassign(cluster4, "execute", plan, tmp_path).stdout
+    assert f"Successfully started partition reassignment for {topic}-0" in out, out
+
+    listed = list_reassignments(cluster4, tmp_path)
+    merged = ",".join(str(b) for b in target + [original[0]])
+    assert f"{topic}-0: replicas: {merged}. adding: {paused}. removing: {original[0]}." in listed, listed
+    verify = reassign(cluster4, "verify", plan, tmp_path).stdout
+    assert f"Reassignment of partition {topic}-0 is still in progress." in verify, verify
+
+    # Clearing throttles writes every broker's configs, the paused one's too: leave them.
+    out = reassign(cluster4, "cancel", plan, tmp_path, "--preserve-throttles").stdout
+    assert f"Successfully cancelled partition reassignment for: {topic}-0" in out, out
+    running = [n for n in cluster4.node_ids if n != paused]
+    view = wait_views(cluster4, topic, lambda v: sorted(v[0]["replicas"]) == original and
+                      sorted(v[0]["isr"]) == original, 30, f"{topic}-0 back on {original}", node_ids=running)
+    listed = list_reassignments(cluster4, tmp_path)
+    assert "No partition reassignments found." in listed, listed
+    cluster4.node(paused).resume()
+    read = read_partition("java", cluster4.bootstrap, topic, 0, 20)
+    assert read == [(i, f"c-{i}") for i in range(20)]
+    assert view[0]["leader"] in original
+
+
+def test_refusals_name_the_broker_and_the_missing_reassignment(cluster4, tmp_path):
+    topic = unique("refused")
+    create_topic_assigned(cluster4, 1, topic, [[1, 2]])
+    proc = reassign(cluster4, "execute", plan_of(topic, {0: [1, 9]}), tmp_path, check=False)
+    text = proc.stdout + proc.stderr
+    assert proc.returncode != 0, text
+    assert "Unknown broker id 9" in text or \
+        "The manual partition assignment includes broker 9, but no such broker is registered." in text, text
+
+    proc = reassign(cluster4, "cancel", plan_of(topic, {0: [1, 2]}), tmp_path, check=False)
+    text = proc.stdout + proc.stderr
+    assert "None of the specified partition reassignments are active." in text, text
+    view = wait_views(cluster4, topic, lambda v: v[0]["replicas"] == [1, 2], 10, f"{topic}-0 unchanged")
+    assert sorted(view[0]["isr"]) == [1, 2]

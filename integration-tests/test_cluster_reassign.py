@@ -6,8 +6,9 @@
   once at its offset, in order, by the producer's partition and by the group; `--verify` reports
   each partition completed; every node's Metadata shows the new replicas as the whole ISR; the
   three replicas of each partition hold the same batches on disk and broker 1 holds none.
-- A reassignment onto a paused broker stays in progress (`--list` shows the adding and removing
-  replicas); `--cancel` restores the original replicas, and the data is untouched.
+- A reassignment throttled to 1 B/s (`--throttle`) stays in progress (`--list` shows the adding
+  and removing replicas); `--cancel` restores the original replicas and clears the throttles,
+  the data is untouched and the new broker's copy is deleted.
 - Refusals as Kafka's controller words them (AlterPartitionReassignments through the tool):
   an unknown broker, and a cancel with nothing in progress.
 
@@ -25,7 +26,7 @@ from harness.cluster import Cluster
 from harness.cluster_scenarios import unique
 from harness.members import GroupMember
 from harness.replication import PacedProducer, assert_acked_read_back_once, create_topic_assigned, \
-    ensure_running, latest_offset, non_quorum_leaders, read_partition, wait_views
+    ensure_running, latest_offset, producer_perf_test, read_partition, wait_views
 
 REASSIGN_TOOL = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"
 PARTITIONS = 6
@@ -36,9 +37,7 @@ MOVE_S = 120
 @pytest.fixture(scope="module")
 def cluster4(tmp_path_factory):
     c = Cluster(paths.target(), tmp_path_factory.mktemp("cluster4"), 4,
-                {"offsets.topic.replication.factor": "3", "min.insync.replicas": "2",
-                 # a paused broker stays registered and live long enough for the tool to target it
-                 "broker.session.timeout.ms": "30000"})
+                {"offsets.topic.replication.factor": "3", "min.insync.replicas": "2"})
     c.start()
     yield c
     c.stop()
@@ -49,29 +48,15 @@ def _all_running(cluster4):
     ensure_running(cluster4)
 
 
-# Kafka's brokers name a random live broker as controller in Metadata, and the admin client
-# sends reassignment calls there: a paused broker must time out fast so it retries elsewhere.
-ADMIN_PROPS = "request.timeout.ms=3000\nsocket.connection.setup.timeout.ms=3000\n" \
-              "socket.connection.setup.timeout.max.ms=3000\ndefault.api.timeout.ms=60000\n"
-
-
-def admin_props(tmp_path):
-    path = tmp_path / "admin.properties"
-    path.write_text(ADMIN_PROPS)
-    return path
-
-
 def reassign(cluster, action: str, plan: dict, tmp_path, *extra, check: bool = True):
     path = tmp_path / f"{action}-{time.monotonic_ns()}.json"
     path.write_text(json.dumps(plan))
     return kafka_cli.run(REASSIGN_TOOL, "--bootstrap-server", cluster.bootstrap, f"--{action}",
-                         "--reassignment-json-file", path, "--command-config", admin_props(tmp_path), *extra,
-                         timeout=90, check=check)
+                         "--reassignment-json-file", path, *extra, timeout=90, check=check)
 
 
 def list_reassignments(cluster, tmp_path) -> str:
-    return kafka_cli.run(REASSIGN_TOOL, "--bootstrap-server", cluster.bootstrap, "--list",
-                         "--command-config", admin_props(tmp_path), timeout=90).stdout
+    return kafka_cli.run(REASSIGN_TOOL, "--bootstrap-server", cluster.bootstrap, "--list", timeout=90).stdout
 
 
 def plan_of(topic: str, replicas: dict) -> dict:
@@ -143,43 +128,41 @@ def test_every_replica_moves_to_new_brokers_while_producing_and_consuming_losing
                       f"broker 1's replicas of {topic} deleted")
 
 
-def test_a_reassignment_onto_a_paused_broker_stays_in_progress_and_cancel_restores_the_replicas(cluster4, tmp_path):
-    # The paused broker is not the quorum leader: admin tools route --list / --cancel to the
-    # controller, which on brook is the quorum leader.
-    paused = non_quorum_leaders(cluster4)[-1]
-    original = [n for n in cluster4.node_ids if n != paused]
-    target = original[1:] + [paused]
+def test_a_throttled_reassignment_stays_in_progress_and_cancel_restores_the_replicas(cluster4, tmp_path):
+    # --throttle 1 (B/s): the new replica gets one fetch of replica.fetch.max.bytes, then
+    # waits out the quota's window, so 5 MB keep the move in progress for ~40 s.
     topic = unique("cancel")
-    create_topic_assigned(cluster4, original[0], topic, [original])
+    create_topic_assigned(cluster4, 1, topic, [[1, 2, 3]])
     producer = PacedProducer("java", cluster4.bootstrap, topic,
                              [{"key": "k", "value": f"c-{i}", "partition": 0} for i in range(20)],
                              "--acks", "all", "--idempotent", "--interval-ms", 0, tmp_dir=tmp_path)
     results = producer.wait(60)
     assert sorted(r["offset"] for r in results) == list(range(20)), results
+    assert producer_perf_test(cluster4.bootstrap, topic, 5000, record_size=1000)["sent"] == 5000
 
-    cluster4.node(paused).pause()  # still registered and live to the tool, but it never fetches
-    plan = plan_of(topic, {0: target})
-    out = reassign(cluster4, "execute", plan, tmp_path).stdout
+    plan = plan_of(topic, {0: [2, 3, 4]})
+    out = reassign(cluster4, "execute", plan, tmp_path, "--throttle", 1).stdout
     assert f"Successfully started partition reassignment for {topic}-0" in out, out
+    assert "The inter-broker throttle limit was set to 1 B/s" in out, out
 
     listed = list_reassignments(cluster4, tmp_path)
-    merged = ",".join(str(b) for b in target + [original[0]])
-    assert f"{topic}-0: replicas: {merged}. adding: {paused}. removing: {original[0]}." in listed, listed
-    verify = reassign(cluster4, "verify", plan, tmp_path).stdout
+    assert f"{topic}-0: replicas: 2,3,4,1. adding: 4. removing: 1." in listed, listed
+    verify = reassign(cluster4, "verify", plan, tmp_path, "--preserve-throttles").stdout
     assert f"Reassignment of partition {topic}-0 is still in progress." in verify, verify
 
-    # Clearing throttles writes every broker's configs, the paused one's too: leave them.
-    out = reassign(cluster4, "cancel", plan, tmp_path, "--preserve-throttles").stdout
+    out = reassign(cluster4, "cancel", plan, tmp_path).stdout
     assert f"Successfully cancelled partition reassignment for: {topic}-0" in out, out
-    running = [n for n in cluster4.node_ids if n != paused]
-    view = wait_views(cluster4, topic, lambda v: sorted(v[0]["replicas"]) == original and
-                      sorted(v[0]["isr"]) == original, 30, f"{topic}-0 back on {original}", node_ids=running)
+    assert "Clearing broker-level throttles on brokers" in out, out
+    view = wait_views(cluster4, topic, lambda v: sorted(v[0]["replicas"]) == [1, 2, 3] and
+                      sorted(v[0]["isr"]) == [1, 2, 3], 30, f"{topic}-0 back on 1,2,3")
+    assert view[0]["leader"] in (1, 2, 3)
     listed = list_reassignments(cluster4, tmp_path)
     assert "No partition reassignments found." in listed, listed
-    cluster4.node(paused).resume()
+    assert latest_offset(cluster4, view[0]["leader"], topic) == 5020
     read = read_partition("java", cluster4.bootstrap, topic, 0, 20)
     assert read == [(i, f"c-{i}") for i in range(20)]
-    assert view[0]["leader"] in original
+    cluster4.wait_for(lambda: not (cluster4.node(4).log_dirs / f"{topic}-0").is_dir(), 60,
+                      f"broker 4's copy of {topic}-0 deleted")
 
 
 def test_refusals_name_the_broker_and_the_missing_reassignment(cluster4, tmp_path):

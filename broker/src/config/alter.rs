@@ -17,7 +17,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::error::ConfigError;
-use super::keys::{broker_key, KeyDef, UpdateMode};
+use super::keys::{broker_key, dynamic_only_broker_key, KeyDef, UpdateMode};
 use super::security::{
     dynamic_refusal, listener_store_key, refused_dynamically, PER_LISTENER_ONLY,
 };
@@ -211,7 +211,9 @@ pub fn normalize_broker_update(
 /// A broker key's definition; a listener's store key (`listener.name.<l>.ssl.keystore.location`)
 /// has the definition of its key.
 fn definition(key: &str) -> Option<&'static KeyDef> {
-    broker_key(key).or_else(|| listener_store_key(key).and_then(|(_, base)| broker_key(base)))
+    broker_key(key)
+        .or_else(|| dynamic_only_broker_key(key))
+        .or_else(|| listener_store_key(key).and_then(|(_, base)| broker_key(base)))
 }
 
 #[cfg(test)]

@@ -15,7 +15,10 @@ use std::collections::BTreeMap;
 
 use super::broker::{BrokerConfig, Layers};
 use super::error::ConfigError;
-use super::keys::{broker_key, broker_keys, broker_synonyms, KeyDef, Synonym};
+use super::keys::{
+    broker_key, broker_keys, broker_synonyms, dynamic_only_broker_key, dynamic_only_broker_keys,
+    KeyDef, Synonym,
+};
 use super::security::listener_store_key;
 use super::topic::topic_keys;
 use super::topic_config::effective_topic_values;
@@ -159,6 +162,13 @@ pub fn describe_broker(broker: &BrokerConfig, options: DescribeOptions) -> Vec<D
             options,
         ));
     }
+    // The dynamic-only keys (replication throttles) exist where set, as in Kafka.
+    for key in dynamic_only_broker_keys() {
+        if layers.per_broker.contains_key(key.name) || layers.cluster_default.contains_key(key.name)
+        {
+            out.push(broker_entry(layers, key, None, options));
+        }
+    }
     out.sort_by(|a, b| a.name.cmp(&b.name));
     out
 }
@@ -174,7 +184,9 @@ pub fn describe_broker_defaults(
         .cluster_default
         .iter()
         .filter_map(|(name, value)| {
-            let key = broker_key(name).filter(|k| k.is_described())?;
+            let key = broker_key(name)
+                .filter(|k| k.is_described())
+                .or_else(|| dynamic_only_broker_key(name))?;
             Some(broker_entry(
                 &broker.layers,
                 key,

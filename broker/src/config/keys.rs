@@ -7,7 +7,7 @@
 
 use std::sync::LazyLock;
 
-use super::keys_table::BROKER_KEYS;
+use super::keys_table::{BROKER_KEYS, DYNAMIC_ONLY_BROKER_KEYS};
 use super::keys_table_kafka::KAFKA_ONLY_BROKER_KEYS;
 use super::support::Gap;
 use super::value::{ConfigType, Validator};
@@ -84,6 +84,17 @@ pub fn broker_key(name: &str) -> Option<&'static KeyDef> {
         })
 }
 
+/// A broker key that exists only as a dynamic config (the replication throttles): accepted
+/// by the config APIs, described where set, not a properties-file key.
+pub fn dynamic_only_broker_key(name: &str) -> Option<&'static KeyDef> {
+    DYNAMIC_ONLY_BROKER_KEYS.iter().find(|k| k.name == name)
+}
+
+/// Every dynamic-only broker key (see [`dynamic_only_broker_key`]).
+pub fn dynamic_only_broker_keys() -> &'static [KeyDef] {
+    DYNAMIC_ONLY_BROKER_KEYS
+}
+
 /// A member of a synonym chain and how many milliseconds one of its units is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Synonym {
@@ -129,6 +140,7 @@ pub fn broker_synonyms(name: &str) -> Vec<Synonym> {
     }
     // A key without synonyms is its own chain; an unknown name has none.
     broker_key(name)
+        .or_else(|| dynamic_only_broker_key(name))
         .map(|k| vec![syn(k.name, 1)])
         .unwrap_or_default()
 }

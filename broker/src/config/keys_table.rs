@@ -297,3 +297,17 @@ pub(super) static BROKER_KEYS: &[KeyDef] = &[
     k("unclean.leader.election.enable", T::Boolean, Some("false"), V::None, H, CW,
       "Indicates whether to enable replicas not in the ISR set to be elected as leader as a last resort, even though doing so may result in data loss."),
 ];
+
+/// Kafka's broker quota keys that exist only as dynamic configs (`QuotaConfig`'s broker
+/// configs, outside `KafkaConfig`): set per broker or as the cluster default with
+/// `kafka-configs` (`kafka-reassign-partitions --throttle` sets the two replication rates),
+/// described only where set, never read from the properties file. Sorted by name.
+#[rustfmt::skip]
+pub(super) static DYNAMIC_ONLY_BROKER_KEYS: &[KeyDef] = &[
+    k("follower.replication.throttled.rate", T::Long, Some("9223372036854775807"), V::AtLeast(0), M, CW,
+      "A follower's bytes per second for the replicas its topics list in follower.replication.throttled.replicas (the moving replicas of a reassignment): once over it, those replicas are left out of its fetches until the rate, measured over 11 one-second samples, falls back under it. Client traffic and other replicas are never slowed."),
+    k("leader.replication.throttled.rate", T::Long, Some("9223372036854775807"), V::AtLeast(0), M, CW,
+      "Accepted and stored for Kafka's tools (kafka-reassign-partitions --throttle sets it); Brook throttles reassignment traffic on the follower side only (follower.replication.throttled.rate)."),
+    k("replica.alter.log.dirs.io.max.bytes.per.second", T::Long, Some("9223372036854775807"), V::AtLeast(0), M, CW,
+      "Accepted and stored for Kafka's tools; Brook does not move replicas between log directories."),
+];

@@ -52,6 +52,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info};
 
 use super::client::{PeerConnection, PeerError};
+use super::throttle::{self, ReplicationQuota};
 use crate::broker::Broker;
 use crate::partition::{Partition, Role};
 
@@ -105,6 +106,8 @@ pub async fn run(broker: Arc<Broker>, shutdown: CancellationToken) {
     let mut images = broker.replicas.subscribe_applied();
     let mut fetchers: HashMap<i32, (watch::Sender<Assignment>, CancellationToken)> = HashMap::new();
     let mut tasks = JoinSet::new();
+    // One follower replication quota for the whole broker, as Kafka's.
+    let quota = Arc::new(ReplicationQuota::default());
     loop {
         let image = images.borrow_and_update().clone();
         let mut wanted = assignments(&image, broker.node_id);
@@ -125,7 +128,13 @@ pub async fn run(broker: Arc<Broker>, shutdown: CancellationToken) {
         for (leader, parts) in wanted {
             let (tx, rx) = watch::channel(parts);
             let stop = shutdown.child_token();
-            tasks.spawn(fetch_from(broker.clone(), leader, rx, stop.clone()));
+            tasks.spawn(fetch_from(
+                broker.clone(),
+                leader,
+                rx,
+                stop.clone(),
+                quota.clone(),
+            ));
             fetchers.insert(leader, (tx, stop));
         }
         tokio::select! {
@@ -147,6 +156,7 @@ async fn fetch_from(
     leader: i32,
     mut assignment: watch::Receiver<Assignment>,
     stop: CancellationToken,
+    quota: Arc<ReplicationQuota>,
 ) {
     let mut connection: Option<PeerConnection> = None;
     debug!(leader, "fetcher started");
@@ -161,7 +171,7 @@ async fn fetch_from(
         }
         let round = tokio::select! {
             _ = stop.cancelled() => break,
-            round = fetch_round(&broker, leader, &parts, &mut connection, &mut assignment) => round,
+            round = fetch_round(&broker, leader, &parts, &mut connection, &mut assignment, &quota) => round,
         };
         if let Err(e) = round {
             if matches!(e, RoundError::Peer(_) | RoundError::Reassigned) {
@@ -201,6 +211,7 @@ async fn fetch_round(
     parts: &Assignment,
     connection: &mut Option<PeerConnection>,
     reassigned: &mut watch::Receiver<Assignment>,
+    quota: &ReplicationQuota,
 ) -> Result<(), RoundError> {
     let image = broker.image();
     if connection.is_none() {
@@ -215,7 +226,10 @@ async fn fetch_round(
     };
     let config = &broker.config;
     let mut topics: BTreeMap<uuid::Uuid, FetchTopic> = BTreeMap::new();
-    let mut by_id: HashMap<(uuid::Uuid, i32), (&Followed, Arc<Partition>)> = HashMap::new();
+    let mut by_id: HashMap<(uuid::Uuid, i32), (&Followed, Arc<Partition>, bool)> = HashMap::new();
+    let rate = throttle::follower_rate(&image, broker.node_id);
+    let now_ms = brook_storage::log_manager::now_ms();
+    let over_quota = rate.is_some_and(|bound| quota.exceeded(bound, now_ms));
     for f in parts.values() {
         // The replica manager opens the replica's log when it applies the image that
         // assigns it; until then (or while its log is offline) it is not fetched.
@@ -234,8 +248,14 @@ async fn fetch_round(
             debug!(topic = %f.topic, partition = f.partition, "role not applied yet");
             continue;
         }
+        let throttled = rate.is_some()
+            && throttle::follower_throttled(&image, &f.topic, f.partition, broker.node_id);
+        if throttled && over_quota {
+            debug!(topic = %f.topic, partition = f.partition, "throttled replica over its quota");
+            continue;
+        }
         let log = partition.log().clone();
-        by_id.insert((f.topic_id, f.partition), (f, partition));
+        by_id.insert((f.topic_id, f.partition), (f, partition, throttled));
         topics
             .entry(f.topic_id)
             .or_insert_with(|| FetchTopic::default().with_topic_id(f.topic_id))
@@ -284,9 +304,15 @@ async fn fetch_round(
     let mut progressed = false;
     for topic in response.responses {
         for data in topic.partitions {
-            let Some((f, partition)) = by_id.get(&(topic.topic_id, data.partition_index)) else {
+            let Some((f, partition, throttled)) =
+                by_id.get(&(topic.topic_id, data.partition_index))
+            else {
                 continue;
             };
+            if *throttled {
+                let bytes = data.records.as_ref().map_or(0, |r| r.len() as u64);
+                quota.record(bytes, brook_storage::log_manager::now_ms());
+            }
             match handle_partition(broker, conn, leader, f, partition, data).await {
                 Ok(()) => progressed = true,
                 Err(e) => {

@@ -20,3 +20,4 @@ pub mod leader;
 pub mod peer_sasl;
 pub mod peer_security;
 pub mod rebalance;
+pub mod throttle;

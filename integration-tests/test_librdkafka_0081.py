@@ -10,10 +10,9 @@ report. The broker runs as librdkafka's own test clusters do (trivup), on both t
 StandardAuthorizer, allow.everyone.if.no.acl.found=true and the PLAINTEXT principal
 (User:ANONYMOUS) a super user.
 
-Cells brook cannot pass yet are strict xfails on brook only, each naming the missing feature
-(they turn into failures the day the feature lands, so the marker goes with it): the GROUP
-config resource (KIP-848 group configs, resource type 32) in DescribeConfigs /
-IncrementalAlterConfigs. Every cell passes against Apache Kafka 4.4 (BROOK_TEST_TARGET=kafka).
+Every cell must pass on both targets, Apache Kafka 4.4 (BROOK_TEST_TARGET=kafka) and brook;
+IncrementalAlterConfigs and DescribeConfigs_groups alter and describe the GROUP config resource
+(KIP-848 group configs, resource type 32).
 """
 
 import pytest
@@ -29,12 +28,6 @@ AUTHORIZER = {
     "super.users": "User:ANONYMOUS",
 }
 
-NO_GROUP_CONFIGS = "brook has no GROUP config resource (type 32, KIP-848 group configs): INVALID_REQUEST"
-BROOK_GAPS = {
-    "IncrementalAlterConfigs": NO_GROUP_CONFIGS,
-    "DescribeConfigs_groups": NO_GROUP_CONFIGS,
-}
-
 # Every sub-test function of 0081 that runs against a broker without SASL (the
 # *_with_authorized_ops ones skip themselves without it), in the test's order.
 SUBTESTS = [
@@ -46,12 +39,6 @@ SUBTESTS = [
 ]
 
 
-def cell(name: str):
-    if paths.target() == "brook" and name in BROOK_GAPS:
-        return pytest.param(name, marks=pytest.mark.xfail(reason=BROOK_GAPS[name], strict=True))
-    return name
-
-
 @pytest.fixture(scope="module")
 def rdk_broker(tmp_path_factory):
     librdkafka_tests.runner()  # fail at once, naming the installer, if the runner is missing
@@ -61,7 +48,7 @@ def rdk_broker(tmp_path_factory):
     b.stop()
 
 
-@pytest.mark.parametrize("subtest", [cell(s) for s in SUBTESTS])
+@pytest.mark.parametrize("subtest", SUBTESTS)
 def test_librdkafka_0081_admin_subtest_passes(rdk_broker, subtest, tmp_path):
     code, output = librdkafka_tests.run_test(rdk_broker.bootstrap, "0081", tmp_path / "test.conf",
                                              subtests=f"do_test_{subtest}:")

@@ -111,6 +111,10 @@ pub enum ResourceError {
     NotThisBroker(String),
     #[error("unsupported resource type {0}")]
     UnsupportedResourceType(i8),
+    /// A resource name Kafka refuses for its type; the text is Kafka's whole message
+    /// ("Group name must not be empty", "Default group resources are not allowed.").
+    #[error("{0}")]
+    InvalidName(&'static str),
     /// Kafka's `ConfigAdminManager` wording.
     #[error("Error due to duplicate config keys")]
     DuplicateConfigKeys,
@@ -189,6 +193,8 @@ pub fn config_code(e: &ConfigError) -> ResponseError {
         | ConfigError::InvalidBrokerValue { .. } => ResponseError::InvalidRequest,
         ConfigError::InvalidValue { .. }
         | ConfigError::UnknownTopicKey { .. }
+        | ConfigError::UnknownGroupKey { .. }
+        | ConfigError::InvalidGroupValue { .. }
         | ConfigError::UnknownBrokerKey { .. }
         | ConfigError::BadListOperation { .. }
         | ConfigError::Unsupported { .. }
@@ -395,6 +401,7 @@ pub fn resource_code(e: &ResourceError) -> ResponseError {
     match e {
         ResourceError::NotThisBroker(_)
         | ResourceError::UnsupportedResourceType(_)
+        | ResourceError::InvalidName(_)
         | ResourceError::DuplicateConfigKeys
         | ResourceError::UnknownOperation(_)
         | ResourceError::InvalidDynamicConfig(_) => ResponseError::InvalidRequest,
@@ -519,6 +526,16 @@ mod tests {
             reason: "no".into(),
         };
         assert_eq!(config_code(&unsupported), ResponseError::InvalidConfig);
+        // Kafka's GroupConfig.validate throws InvalidConfigurationException throughout.
+        let unknown_group = ConfigError::UnknownGroupKey {
+            key: "made.up".into(),
+        };
+        assert_eq!(config_code(&unknown_group), ResponseError::InvalidConfig);
+        let group_range = ConfigError::InvalidGroupValue {
+            key: "consumer.session.timeout.ms".into(),
+            reason: "out of range".into(),
+        };
+        assert_eq!(config_code(&group_range), ResponseError::InvalidConfig);
     }
 
     #[test]

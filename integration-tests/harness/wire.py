@@ -310,15 +310,17 @@ def create_partitions(bootstrap: str, counts: Dict[str, int], timeout_ms: int = 
 
 # -- IncrementalAlterConfigs v0 (api 44) --------------------------------------------------------
 TOPIC_RESOURCE = 2
+GROUP_RESOURCE = 32
 OP_SET, OP_DELETE = 0, 1
 
 
-def incremental_alter_topic_configs(bootstrap: str, topic: str, ops: Dict[str, Optional[str]]) -> int:
-    """`ops`: {name: value (SET) or None (DELETE)} on one topic -> its error code."""
+def incremental_alter_configs(bootstrap: str, resource_type: int, name: str,
+                              ops: Dict[str, Optional[str]]) -> dict:
+    """`ops`: {name: value (SET) or None (DELETE)} on one resource -> {"error": code, "message": ..}."""
     schema = [("resources", A([("resource_type", "int8"), ("resource_name", "string"),
                                ("configs", A([("name", "string"), ("config_operation", "int8"), ("value", "nstring")]))])),
               ("validate_only", "bool")]
-    request = {"resources": [{"resource_type": TOPIC_RESOURCE, "resource_name": topic,
+    request = {"resources": [{"resource_type": resource_type, "resource_name": name,
                               "configs": [{"name": k, "config_operation": OP_SET if v is not None else OP_DELETE,
                                            "value": v} for k, v in ops.items()]}],
                "validate_only": False}
@@ -327,16 +329,21 @@ def incremental_alter_topic_configs(bootstrap: str, topic: str, ops: Dict[str, O
               ("responses", A([("error_code", "int16"), ("error_message", "nstring"), ("resource_type", "int8"),
                                ("resource_name", "string")]))])
     (only,) = r["responses"]
-    return only["error_code"]
+    return {"error": only["error_code"], "message": only["error_message"]}
+
+
+def incremental_alter_topic_configs(bootstrap: str, topic: str, ops: Dict[str, Optional[str]]) -> int:
+    """`ops`: {name: value (SET) or None (DELETE)} on one topic -> its error code."""
+    return incremental_alter_configs(bootstrap, TOPIC_RESOURCE, topic, ops)["error"]
 
 
 # -- DescribeConfigs v1 (api 32) ----------------------------------------------------------------
-def describe_topic_configs(bootstrap: str, topic: str, names: Optional[List[str]] = None) -> dict:
-    """{"error": code, "configs": {name: value}} for one topic, as `bootstrap` answers."""
+def describe_configs(bootstrap: str, resource_type: int, name: str, names: Optional[List[str]] = None) -> dict:
+    """{"error": code, "message": .., "configs": {name: value}} for one resource, as `bootstrap` answers."""
     schema = [("resources", A([("resource_type", "int8"), ("resource_name", "string"), ("configuration_keys", A("string"))])),
               ("include_synonyms", "bool")]
     r = call(bootstrap, 32, 1, schema,
-             {"resources": [{"resource_type": TOPIC_RESOURCE, "resource_name": topic, "configuration_keys": names}],
+             {"resources": [{"resource_type": resource_type, "resource_name": name, "configuration_keys": names}],
               "include_synonyms": False},
              [("throttle_time_ms", "int32"),
               ("results", A([("error_code", "int16"), ("error_message", "nstring"), ("resource_type", "int8"),
@@ -346,7 +353,14 @@ def describe_topic_configs(bootstrap: str, topic: str, names: Optional[List[str]
                                             ("synonyms", A([("name", "string"), ("value", "nstring"),
                                                             ("source", "int8")]))]))]))])
     (only,) = r["results"]
-    return {"error": only["error_code"], "configs": {c["name"]: c["value"] for c in only["configs"] or []}}
+    return {"error": only["error_code"], "message": only["error_message"],
+            "configs": {c["name"]: c["value"] for c in only["configs"] or []}}
+
+
+def describe_topic_configs(bootstrap: str, topic: str, names: Optional[List[str]] = None) -> dict:
+    """{"error": code, "configs": {name: value}} for one topic, as `bootstrap` answers."""
+    described = describe_configs(bootstrap, TOPIC_RESOURCE, topic, names)
+    return {"error": described["error"], "configs": described["configs"]}
 
 
 # -- DeleteRecords v1 (api 21) ------------------------------------------------------------------

@@ -110,6 +110,28 @@ pub fn apply(image: &mut MetadataImage, cmd: &Command, index: u64) -> ApplyResul
             }
             Ok(())
         }
+        Command::AlterGroupConfigs {
+            group_id,
+            set,
+            delete,
+        } => {
+            let entry = image.group_configs.entry(group_id.clone()).or_default();
+            alter(entry, set, delete);
+            if entry.is_empty() {
+                image.group_configs.remove(group_id);
+            }
+            Ok(())
+        }
+        Command::ReplaceGroupConfigs { group_id, configs } => {
+            if configs.is_empty() {
+                image.group_configs.remove(group_id);
+            } else {
+                image
+                    .group_configs
+                    .insert(group_id.clone(), configs.clone());
+            }
+            Ok(())
+        }
         Command::AlterUserScramCredentials {
             upsertions,
             deletions,
@@ -820,6 +842,37 @@ mod tests {
         };
         apply_at(&mut image, &clear).expect("delete default");
         assert!(image.broker_configs.is_empty());
+    }
+
+    #[test]
+    fn group_configs_need_no_group_and_an_emptied_group_entry_vanishes() {
+        let mut image = MetadataImage::default();
+        let set = Command::AlterGroupConfigs {
+            group_id: "g".into(),
+            set: BTreeMap::from([("consumer.session.timeout.ms".into(), "50000".into())]),
+            delete: vec![],
+        };
+        apply_at(&mut image, &set).expect("set");
+        assert_eq!(
+            image.group_configs("g"),
+            Some(&BTreeMap::from([(
+                "consumer.session.timeout.ms".into(),
+                "50000".into()
+            )]))
+        );
+        let replace = Command::ReplaceGroupConfigs {
+            group_id: "g".into(),
+            configs: BTreeMap::from([("consumer.heartbeat.interval.ms".into(), "6000".into())]),
+        };
+        apply_at(&mut image, &replace).expect("replace");
+        assert_eq!(image.group_configs("g").map(|c| c.len()), Some(1));
+        let clear = Command::AlterGroupConfigs {
+            group_id: "g".into(),
+            set: BTreeMap::new(),
+            delete: vec!["consumer.heartbeat.interval.ms".into()],
+        };
+        apply_at(&mut image, &clear).expect("delete");
+        assert!(image.group_configs.is_empty());
     }
 
     #[test]

@@ -71,6 +71,18 @@ pub enum Command {
         broker_id: Option<i32>,
         configs: BTreeMap<String, String>,
     },
+    /// IncrementalAlterConfigs on a group (KIP-848 group configs, Kafka's `ConfigRecord`
+    /// with resource type GROUP): `set` first, then `delete`. The group need not exist.
+    AlterGroupConfigs {
+        group_id: String,
+        set: BTreeMap<String, String>,
+        delete: Vec<String>,
+    },
+    /// The legacy AlterConfigs on a group: the given map replaces every dynamic config.
+    ReplaceGroupConfigs {
+        group_id: String,
+        configs: BTreeMap<String, String>,
+    },
     /// A broker announces itself; re-registration (after a restart, with a new incarnation
     /// id) replaces the old entry. The registration starts fenced and its epoch is the
     /// entry's log index; the partitions it led under an older incarnation lose it as
@@ -218,6 +230,8 @@ impl Command {
             Command::ReplaceTopicConfigs { .. } => "replace_topic_configs",
             Command::AlterBrokerConfigs { .. } => "alter_broker_configs",
             Command::ReplaceBrokerConfigs { .. } => "replace_broker_configs",
+            Command::AlterGroupConfigs { .. } => "alter_group_configs",
+            Command::ReplaceGroupConfigs { .. } => "replace_group_configs",
             Command::RegisterBroker { .. } => "register_broker",
             Command::SetPartitionLeaderIsr { .. } => "set_partition_leader_isr",
             Command::FenceBroker { .. } => "fence_broker",
@@ -309,6 +323,33 @@ mod tests {
         let back: Command = serde_json::from_str(&json).expect("round trip");
         assert_eq!(back, cmd);
         assert_eq!(back.kind(), "alter_broker_configs");
+    }
+
+    #[test]
+    fn group_config_commands_round_trip_through_json() {
+        let alter = Command::AlterGroupConfigs {
+            group_id: "g".into(),
+            set: BTreeMap::from([("consumer.session.timeout.ms".into(), "50000".into())]),
+            delete: vec!["consumer.heartbeat.interval.ms".into()],
+        };
+        let json = serde_json::to_string(&alter).expect("serializable");
+        assert_eq!(
+            json,
+            "{\"AlterGroupConfigs\":{\"group_id\":\"g\",\"set\":{\"consumer.session.timeout.ms\":\"50000\"},\
+             \"delete\":[\"consumer.heartbeat.interval.ms\"]}}"
+        );
+        let back: Command = serde_json::from_str(&json).expect("round trip");
+        assert_eq!(back, alter);
+        assert_eq!(back.kind(), "alter_group_configs");
+        let replace = Command::ReplaceGroupConfigs {
+            group_id: "g".into(),
+            configs: BTreeMap::new(),
+        };
+        let json = serde_json::to_string(&replace).expect("serializable");
+        assert_eq!(
+            serde_json::from_str::<Command>(&json).expect("round trip"),
+            replace
+        );
     }
 
     #[test]

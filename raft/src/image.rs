@@ -144,6 +144,9 @@ pub struct MetadataImage {
     pub brokers: BTreeMap<i32, BrokerRegistration>,
     /// Dynamic broker configs; the `None` key holds the cluster-wide defaults.
     pub broker_configs: BTreeMap<Option<i32>, BTreeMap<String, String>>,
+    /// Dynamic group configs by group id (KIP-848, resource type GROUP); a group with
+    /// none set has no entry. Groups need not exist to have configs.
+    pub group_configs: BTreeMap<String, BTreeMap<String, String>>,
     /// The cluster id, set once by the first node to find it unset.
     pub cluster_id: Option<String>,
     /// The first producer id no broker has been given yet.
@@ -197,6 +200,11 @@ impl MetadataImage {
         self.broker_configs.get(&broker_id)
     }
 
+    /// Dynamic configs of one group, if it has any.
+    pub fn group_configs(&self, group_id: &str) -> Option<&BTreeMap<String, String>> {
+        self.group_configs.get(group_id)
+    }
+
     /// The applied log index, 0 before anything was applied; handy to wait for
     /// "an image at least as new as index N".
     pub fn applied_index(&self) -> u64 {
@@ -209,6 +217,7 @@ impl MetadataImage {
             && self.topic_names_by_id == other.topic_names_by_id
             && self.brokers == other.brokers
             && self.broker_configs == other.broker_configs
+            && self.group_configs == other.group_configs
             && self.cluster_id == other.cluster_id
             && self.next_producer_id == other.next_producer_id
             && self.producer_id_blocks == other.producer_id_blocks
@@ -224,6 +233,8 @@ struct ImageRepr {
     topics: Vec<TopicImage>,
     brokers: Vec<BrokerRegistration>,
     broker_configs: Vec<BrokerConfigsRepr>,
+    #[serde(default)]
+    group_configs: BTreeMap<String, BTreeMap<String, String>>,
     #[serde(default)]
     cluster_id: Option<String>,
     #[serde(default)]
@@ -253,6 +264,7 @@ impl From<MetadataImage> for ImageRepr {
                 .into_iter()
                 .map(|(broker_id, configs)| BrokerConfigsRepr { broker_id, configs })
                 .collect(),
+            group_configs: image.group_configs,
             cluster_id: image.cluster_id,
             next_producer_id: image.next_producer_id,
             producer_id_blocks: image.producer_id_blocks.into_iter().collect(),
@@ -291,6 +303,7 @@ impl From<ImageRepr> for MetadataImage {
                 .into_iter()
                 .map(|b| (b.broker_id, b.configs))
                 .collect(),
+            group_configs: repr.group_configs,
             cluster_id: repr.cluster_id,
             next_producer_id: repr.next_producer_id,
             producer_id_blocks: repr.producer_id_blocks.into_iter().collect(),
@@ -343,6 +356,10 @@ mod tests {
         image
             .broker_configs
             .insert(Some(1), BTreeMap::from([("b".into(), "2".into())]));
+        image.group_configs.insert(
+            "g".into(),
+            BTreeMap::from([("consumer.session.timeout.ms".into(), "50000".into())]),
+        );
         image.scram_credentials.insert(
             "alice".into(),
             BTreeMap::from([(

@@ -17,6 +17,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::error::ConfigError;
+use super::group::{group_key, normalize_group_configs};
 use super::keys::{broker_key, dynamic_only_broker_key, KeyDef, UpdateMode};
 use super::security::{
     dynamic_refusal, listener_store_key, refused_dynamically, PER_LISTENER_ONLY,
@@ -68,6 +69,37 @@ pub fn incremental_topic(
     after.extend(merged.set.clone());
     // The whole resulting set is checked, as Kafka's LogConfig.validate does.
     let canonical = normalize_topic_overrides(&after)?;
+    Ok(ConfigChange {
+        set: merged
+            .set
+            .keys()
+            .filter_map(|k| canonical.get(k).map(|v| (k.clone(), v.clone())))
+            .collect(),
+        delete: merged.delete,
+    })
+}
+
+/// An incremental update of a group's configs (`current`, as stored), checked as a whole
+/// against this broker's bounds (Kafka's `ConfigurationControlManager` with
+/// `GroupConfig.validate`).
+pub fn incremental_group(
+    current: &BTreeMap<String, String>,
+    ops: &[(String, AlterOp)],
+    broker: &super::BrokerConfig,
+) -> Result<ConfigChange, ConfigError> {
+    let merged = merge(current, ops, |key, op| {
+        let list_default = group_key(key)
+            .filter(|k| k.config_type == ConfigType::List)
+            .map(|k| k.default.unwrap_or(""));
+        list_default.ok_or_else(|| ConfigError::BadListOperation {
+            key: key.to_owned(),
+            message: format!("Can't {op} to key {key} because its type is not LIST."),
+        })
+    })?;
+    let mut after = current.clone();
+    after.retain(|k, _| !merged.delete.contains(k));
+    after.extend(merged.set.clone());
+    let canonical = normalize_group_configs(&after, broker)?;
     Ok(ConfigChange {
         set: merged
             .set
@@ -235,6 +267,67 @@ mod tests {
 
     fn set(v: &str) -> AlterOp {
         AlterOp::Set(v.to_owned())
+    }
+
+    fn default_broker() -> crate::config::BrokerConfig {
+        crate::config::BrokerConfig::load(None, Vec::new(), &[])
+            .expect("defaults load")
+            .0
+    }
+
+    #[test]
+    fn a_group_update_is_checked_whole_and_stored_canonical() {
+        let broker = default_broker();
+        let current = map(&[("consumer.heartbeat.interval.ms", "6000")]);
+        let change = incremental_group(
+            &current,
+            &ops(&[
+                ("consumer.session.timeout.ms", set(" 50000")),
+                ("consumer.heartbeat.interval.ms", AlterOp::Delete),
+                ("no.such.config", AlterOp::Delete),
+            ]),
+            &broker,
+        );
+        assert_eq!(
+            change.ok(),
+            Some(ConfigChange {
+                set: map(&[("consumer.session.timeout.ms", "50000")]),
+                delete: vec!["consumer.heartbeat.interval.ms".to_owned()],
+            })
+        );
+        let refused = |op: (&str, AlterOp)| {
+            incremental_group(&current, &ops(&[op]), &broker)
+                .err()
+                .map(|e| e.to_string())
+        };
+        assert_eq!(
+            refused(("no.such.config", set("1"))).as_deref(),
+            Some("Unknown group config name: no.such.config")
+        );
+        assert_eq!(
+            refused(("consumer.session.timeout.ms", set("70000"))).as_deref(),
+            Some("consumer.session.timeout.ms must be in the range 45000 to 60000 inclusive.")
+        );
+        assert_eq!(
+            refused((
+                "consumer.session.timeout.ms",
+                AlterOp::Append("1".to_owned())
+            ))
+            .as_deref(),
+            Some("Can't APPEND to key consumer.session.timeout.ms because its type is not LIST.")
+        );
+        let tags = incremental_group(
+            &BTreeMap::new(),
+            &ops(&[(
+                "streams.rack.aware.assignment.tags",
+                AlterOp::Append("zone".to_owned()),
+            )]),
+            &broker,
+        );
+        assert_eq!(
+            tags.map(|c| c.set).ok(),
+            Some(map(&[("streams.rack.aware.assignment.tags", "zone")]))
+        );
     }
 
     #[test]

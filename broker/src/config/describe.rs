@@ -1,5 +1,5 @@
 //! DescribeConfigs semantics, pure: which value, source, flags and synonyms Kafka
-//! reports for each key of a topic or broker resource. The broker converts the plain
+//! reports for each key of a topic, group or broker resource. The broker converts the plain
 //! structs here into the wire response.
 //!
 //! Rules reproduced from Kafka's `ConfigHelper` (checked against Kafka 4.4 output):
@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 
 use super::broker::{BrokerConfig, Layers};
 use super::error::ConfigError;
+use super::group::{group_default, group_keys};
 use super::keys::{
     broker_key, broker_keys, broker_synonyms, dynamic_only_broker_key, dynamic_only_broker_keys,
     KeyDef, Synonym,
@@ -115,6 +116,58 @@ pub fn describe_topic(
         ));
     }
     Ok(out)
+}
+
+/// Every group key of a group with these configs (as stored; any group name, existing
+/// or not, as in Kafka), sorted by name: Kafka's `ConfigHelper.createGroupConfigEntry`.
+/// A key the group sets comes first as GROUP_CONFIG; then the broker synonym's chain
+/// (`group.consumer.session.timeout.ms`), or for a key without one its Kafka default.
+/// Internal keys are described only when the group sets them.
+pub fn describe_group(
+    broker: &BrokerConfig,
+    configs: &BTreeMap<String, String>,
+    options: DescribeOptions,
+) -> Vec<DescribedConfig> {
+    let mut out: Vec<DescribedConfig> = group_keys()
+        .iter()
+        .filter(|key| !key.internal || configs.contains_key(key.name))
+        .map(|key| {
+            let own = configs.get(key.name);
+            let value = own.cloned().or_else(|| group_default(broker, key));
+            let mut synonyms = Vec::new();
+            if own.is_some() {
+                synonyms.push(DescribedSynonym {
+                    name: key.name.to_owned(),
+                    value: value.clone(),
+                    source: ConfigSource::GroupConfig,
+                });
+            }
+            match key.broker_synonym {
+                Some(primary) => synonyms.extend(layered_synonyms(
+                    &broker.layers,
+                    primary,
+                    &broker_synonyms(primary),
+                    false,
+                )),
+                None => synonyms.extend(key.default.map(|default| DescribedSynonym {
+                    name: key.name.to_owned(),
+                    value: Some(default.to_owned()),
+                    source: ConfigSource::DefaultConfig,
+                })),
+            }
+            entry(
+                key.name,
+                value,
+                false,
+                key.config_type,
+                key.doc,
+                synonyms,
+                options,
+            )
+        })
+        .collect();
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    out
 }
 
 /// Every broker key of this broker (`--entity-name <id>`), sorted by name, and the

@@ -22,6 +22,13 @@ pub enum ConfigError {
     /// A topic config name Kafka does not know (Kafka's `LogConfig.validateNames`).
     #[error("Unknown topic config name: {key}")]
     UnknownTopicKey { key: String },
+    /// A group config name Kafka does not know (Kafka's `GroupConfig.validateNames`).
+    #[error("Unknown group config name: {key}")]
+    UnknownGroupKey { key: String },
+    /// A group config value outside what Kafka's `GroupConfig.validate` admits; the
+    /// reason is Kafka's whole message.
+    #[error("{reason}")]
+    InvalidGroupValue { key: String, reason: String },
     /// A broker config name Brook does not know, in a dynamic update.
     #[error("Unknown broker config name: {key}")]
     UnknownBrokerKey { key: String },
@@ -82,6 +89,8 @@ impl ConfigError {
         match self {
             ConfigError::InvalidValue { key, .. }
             | ConfigError::UnknownTopicKey { key }
+            | ConfigError::UnknownGroupKey { key }
+            | ConfigError::InvalidGroupValue { key, .. }
             | ConfigError::UnknownBrokerKey { key }
             | ConfigError::ReadOnly { key }
             | ConfigError::PerBrokerOnly { key }

@@ -4,7 +4,7 @@
 //! Layout: [`keys_table`] is THE table of the broker keys Brook implements and
 //! [`keys_table_kafka`] that of Kafka 4.4's other broker keys, accepted without effect
 //! ([`support`] says why; [`keys`] holds their types, lookups and synonym chains);
-//! [`topic`] the topic keys; [`value`] types and validators; [`alter`] the
+//! [`topic`] the topic keys; [`group`] the group keys (KIP-848 group configs); [`value`] types and validators; [`alter`] the
 //! (Incremental)AlterConfigs rules; [`security`] the security settings refused until
 //! Brook serves them; [`authorizer`] the ACL authorizer's settings;
 //! [`properties`] + [`load`] read `server.properties`, `BROOK_*` env and
@@ -19,6 +19,7 @@ pub mod broker;
 pub mod connections;
 pub mod describe;
 pub mod error;
+pub mod group;
 pub mod inter_broker;
 pub mod jaas;
 pub mod keys;
@@ -40,12 +41,14 @@ pub mod value;
 #[cfg(test)]
 mod tests;
 
-pub use alter::{incremental_broker, incremental_topic, AlterOp, BrokerScope, ConfigChange};
+pub use alter::{
+    incremental_broker, incremental_group, incremental_topic, AlterOp, BrokerScope, ConfigChange,
+};
 pub use authorizer::AuthorizerSettings;
 pub use broker::{normalize_broker_dynamic, validate_broker_dynamic, BrokerConfig, ProcessRole};
 pub use describe::{
-    describe_broker, describe_broker_defaults, describe_topic, ConfigSource, DescribeOptions,
-    DescribedConfig, DescribedSynonym,
+    describe_broker, describe_broker_defaults, describe_group, describe_topic, ConfigSource,
+    DescribeOptions, DescribedConfig, DescribedSynonym,
 };
 pub use error::ConfigError;
 pub use listener::{Listener, QuorumVoter};

@@ -11,6 +11,7 @@ use brook_raft::Command;
 
 use crate::auth::Access;
 use crate::broker::Broker;
+use crate::config::group::normalize_group_configs;
 use crate::config::{alter::normalize_broker_update, normalize_topic_overrides};
 use crate::error::ResourceError;
 use crate::handlers::incremental_alter_configs::{
@@ -52,6 +53,11 @@ pub async fn handle(
                     }
                     Command::ReplaceBrokerConfigs { broker_id, configs }
                 }
+                Target::Group(group_id) => Command::ReplaceGroupConfigs {
+                    group_id,
+                    configs: normalize_group_configs(&configs, &broker.effective_config())
+                        .map_err(ResourceError::Refused)?,
+                },
             };
             propose(broker, req.validate_only, command).await
         }

@@ -15,6 +15,7 @@ use brook_protocol::kafka_protocol::protocol::StrBytes;
 use crate::auth::acl::AclOperation;
 use crate::auth::Access;
 use crate::broker::Broker;
+use crate::config::group::ConsumerGroupOverrides;
 use crate::coordinator::consumer_group::assignor::TopicMeta;
 use crate::coordinator::consumer_group::member::Assignment;
 use crate::coordinator::consumer_group::HeartbeatRequest;
@@ -112,14 +113,21 @@ pub fn handle(
         client_host: format!("/{}", session.peer.ip()),
     };
     let groups = &broker.groups;
+    // The group's own session timeout and heartbeat interval, when set, over the broker's.
+    let config = groups.consumer_groups().config().with_overrides(
+        image.group_configs(&req.group_id).map_or_else(
+            ConsumerGroupOverrides::default,
+            ConsumerGroupOverrides::from_stored,
+        ),
+    );
     let result = crate::coordinator::consumer_group::heartbeat::validate(&request, version)
-        .and_then(|()| groups.consumer_heartbeat(&req.group_id, &request, &topics));
+        .and_then(|()| groups.consumer_heartbeat(&req.group_id, &request, &topics, &config));
     match result {
         Err(e) => refused(group_code(&e).code(), e.to_string()),
         Ok(reply) => ConsumerGroupHeartbeatResponse::default()
             .with_member_id(Some(StrBytes::from_string(reply.member_id)))
             .with_member_epoch(reply.member_epoch)
-            .with_heartbeat_interval_ms(groups.consumer_groups().config().heartbeat_interval_ms)
+            .with_heartbeat_interval_ms(config.heartbeat_interval_ms)
             .with_assignment(reply.assignment.map(|a| {
                 WireAssignment::default().with_topic_partitions(
                     a.into_iter()

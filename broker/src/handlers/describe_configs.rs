@@ -1,5 +1,8 @@
-//! DescribeConfigs for topics (resource type 2) and brokers (4; an empty name is the
-//! cluster-wide default), with Kafka's names, values, sources and synonyms.
+//! DescribeConfigs for topics (resource type 2), brokers (4; an empty name is the
+//! cluster-wide default) and groups (32, KIP-848 group configs: any group name, existing
+//! or not, as Kafka answers), with Kafka's names, values, sources and synonyms.
+
+use std::collections::BTreeMap;
 
 use brook_protocol::kafka_protocol::messages::describe_configs_response::{
     DescribeConfigsResourceResult, DescribeConfigsResult, DescribeConfigsSynonym,
@@ -11,7 +14,8 @@ use crate::auth::acl::AclOperation;
 use crate::auth::Access;
 use crate::broker::Broker;
 use crate::config::{
-    describe_broker, describe_broker_defaults, describe_topic, DescribeOptions, DescribedConfig,
+    describe_broker, describe_broker_defaults, describe_group, describe_topic, DescribeOptions,
+    DescribedConfig,
 };
 use crate::error::{BrokerError, Denied, ResourceError};
 use crate::server::session::Session;
@@ -19,6 +23,7 @@ use crate::server::session::Session;
 pub const TOPIC: i8 = 2;
 pub const BROKER: i8 = 4;
 pub const BROKER_LOGGER: i8 = 8;
+pub const GROUP: i8 = 32;
 
 pub fn handle(
     broker: &Broker,
@@ -26,7 +31,8 @@ pub fn handle(
     req: DescribeConfigsRequest,
     _version: i16,
 ) -> DescribeConfigsResponse {
-    // Kafka's ConfigHelper: DESCRIBE_CONFIGS on the topic, or on the cluster for brokers.
+    // Kafka's ConfigHelper: DESCRIBE_CONFIGS on the topic or the group, or on the cluster
+    // for brokers.
     let access = Access::new(broker, session);
     let options = DescribeOptions {
         include_synonyms: req.include_synonyms,
@@ -47,6 +53,17 @@ pub fn handle(
                     BROKER | BROKER_LOGGER if !access.cluster(AclOperation::DescribeConfigs) => {
                         Err(BrokerError::NotAuthorized(Denied::Cluster).into())
                     }
+                    GROUP if !access.group(AclOperation::DescribeConfigs, &name) => {
+                        Err(BrokerError::NotAuthorized(Denied::Group).into())
+                    }
+                    GROUP if name.is_empty() => {
+                        Err(ResourceError::InvalidName("Group name must not be empty"))
+                    }
+                    GROUP => Ok(describe_group(
+                        &config,
+                        image.group_configs(&name).unwrap_or(&BTreeMap::new()),
+                        options,
+                    )),
                     TOPIC => match image.topic(&name) {
                         Some(topic) => describe_topic(&config, &topic.configs, options)
                             .map_err(ResourceError::Undescribable),

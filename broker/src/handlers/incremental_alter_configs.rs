@@ -1,9 +1,10 @@
 //! IncrementalAlterConfigs (KIP-339): SET / DELETE per key (APPEND / SUBTRACT for list
-//! keys like `cleanup.policy`) on topics and brokers. The rules (a DELETE of anything
+//! keys like `cleanup.policy`) on topics, brokers and groups (KIP-848 group configs). The rules (a DELETE of anything
 //! not set is a no-op, Kafka's refusals and their codes) live in `config::alter`; here
 //! the request is read, the change proposed to the quorum (unless validate-only), and
 //! a refused resource answered with its code, changing nothing. Logs pick up topic
-//! changes live through the metadata reconciler.
+//! changes live through the metadata reconciler; the consumer-group coordinator reads a
+//! group's configs from the image at each heartbeat.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -20,9 +21,11 @@ use crate::auth::acl::AclOperation;
 use crate::auth::Access;
 use crate::broker::Broker;
 use crate::config::security::listener_store_key;
-use crate::config::{incremental_broker, incremental_topic, AlterOp, BrokerScope};
+use crate::config::{
+    incremental_broker, incremental_group, incremental_topic, AlterOp, BrokerScope,
+};
 use crate::error::{BrokerError, Denied, ResourceError};
-use crate::handlers::describe_configs::{BROKER, TOPIC};
+use crate::handlers::describe_configs::{BROKER, GROUP, TOPIC};
 use crate::server::session::Session;
 
 const SET: i8 = 0;
@@ -34,6 +37,8 @@ pub enum Target {
     Topic(Uuid),
     /// `None`: the cluster default (empty resource name).
     Broker(Option<i32>),
+    /// A group by id; it need not exist.
+    Group(String),
 }
 
 impl Target {
@@ -45,8 +50,8 @@ impl Target {
     }
 }
 
-/// The resource to alter, once the session may: ALTER_CONFIGS on the topic, or on the
-/// cluster for brokers (Kafka's `ConfigAdminManager` / `ControllerApis` checks).
+/// The resource to alter, once the session may: ALTER_CONFIGS on the topic or the group,
+/// or on the cluster for brokers (Kafka's `ConfigAdminManager` / `ControllerApis` checks).
 pub fn broker_target(
     broker: &Broker,
     access: &Access<'_>,
@@ -56,6 +61,7 @@ pub fn broker_target(
     let denied = match resource_type {
         TOPIC => (!access.topic(AclOperation::AlterConfigs, name)).then_some(Denied::Topic),
         BROKER => (!access.cluster(AclOperation::AlterConfigs)).then_some(Denied::Cluster),
+        GROUP => (!access.group(AclOperation::AlterConfigs, name)).then_some(Denied::Group),
         _ => None,
     };
     if let Some(denied) = denied {
@@ -76,6 +82,11 @@ pub fn broker_target(
             Ok(id) if id == broker.node_id => Ok(Target::Broker(Some(id))),
             _ => Err(ResourceError::NotThisBroker(name.to_string())),
         },
+        // Kafka's ControllerConfigurationValidator.validateGroupName.
+        GROUP if name.is_empty() => Err(ResourceError::InvalidName(
+            "Default group resources are not allowed.",
+        )),
+        GROUP => Ok(Target::Group(name.to_string())),
         other => Err(ResourceError::UnsupportedResourceType(other)),
     }
 }
@@ -114,6 +125,14 @@ pub async fn handle(
                     }
                     Command::AlterBrokerConfigs {
                         broker_id,
+                        set: change.set,
+                        delete: change.delete,
+                    }
+                }
+                Target::Group(group_id) => {
+                    let change = incremental_group(&current, &ops, &broker.effective_config())?;
+                    Command::AlterGroupConfigs {
+                        group_id,
                         set: change.set,
                         delete: change.delete,
                     }
@@ -170,6 +189,7 @@ fn current_configs(broker: &Broker, target: &Target) -> BTreeMap<String, String>
             .map(|t| t.configs.clone())
             .unwrap_or_default(),
         Target::Broker(id) => image.broker_configs(*id).cloned().unwrap_or_default(),
+        Target::Group(group_id) => image.group_configs(group_id).cloned().unwrap_or_default(),
     }
 }
 
@@ -231,7 +251,8 @@ pub async fn propose(
 ) -> Result<(), ResourceError> {
     let nothing = match &command {
         Command::AlterTopicConfigs { set, delete, .. }
-        | Command::AlterBrokerConfigs { set, delete, .. } => set.is_empty() && delete.is_empty(),
+        | Command::AlterBrokerConfigs { set, delete, .. }
+        | Command::AlterGroupConfigs { set, delete, .. } => set.is_empty() && delete.is_empty(),
         _ => false,
     };
     if validate_only || nothing {

@@ -46,6 +46,7 @@ pub mod init_producer_id;
 pub mod join_group;
 pub mod leader_hint;
 pub mod leave_group;
+pub mod list_config_resources;
 pub mod list_groups;
 pub mod list_offsets;
 pub mod list_partition_reassignments;
@@ -98,6 +99,7 @@ pub const HANDLERS: &[ApiKey] = &[
     ApiKey::OffsetFetch,
     ApiKey::OffsetDelete,
     ApiKey::ListGroups,
+    ApiKey::ListConfigResources,
     ApiKey::DescribeGroups,
     ApiKey::DeleteGroups,
     ApiKey::ConsumerGroupHeartbeat,
@@ -246,6 +248,9 @@ pub async fn handle(
         RequestKind::ListGroups(req) => {
             ResponseKind::ListGroups(list_groups::handle(broker, session, req, v))
         }
+        RequestKind::ListConfigResources(req) => ResponseKind::ListConfigResources(
+            list_config_resources::handle(broker, session, req, v),
+        ),
         RequestKind::DescribeGroups(req) => {
             ResponseKind::DescribeGroups(describe_groups::handle(broker, session, req, v))
         }

@@ -26,6 +26,7 @@ use tracing::info;
 pub use group::{ConsumerGroup, ConsumerGroupState};
 pub use heartbeat::{HeartbeatReply, HeartbeatRequest};
 
+use crate::config::group::ConsumerGroupOverrides;
 use crate::error::GroupError;
 use assignor::TopicMeta;
 
@@ -51,6 +52,19 @@ impl Default for ConsumerGroupConfig {
 }
 
 impl ConsumerGroupConfig {
+    /// This config with a group's own `consumer.session.timeout.ms` /
+    /// `consumer.heartbeat.interval.ms` where it sets them (KIP-848 group configs), as
+    /// Kafka's `GroupMetadataManager` prefers the group's config over the broker's.
+    pub fn with_overrides(mut self, overrides: ConsumerGroupOverrides) -> Self {
+        if let Some(ms) = overrides.session_timeout_ms {
+            self.session_timeout_ms = ms;
+        }
+        if let Some(ms) = overrides.heartbeat_interval_ms {
+            self.heartbeat_interval_ms = ms;
+        }
+        self
+    }
+
     pub fn default_assignor(&self) -> String {
         self.assignors
             .iter()
@@ -118,15 +132,16 @@ impl ConsumerGroups {
         })
     }
 
-    /// One heartbeat; creates the group for its first member.
+    /// One heartbeat under `config` (the broker's, with the group's own overrides);
+    /// creates the group for its first member.
     pub fn heartbeat(
         &self,
         group_id: &str,
         req: &HeartbeatRequest,
         topics: &BTreeMap<String, TopicMeta>,
+        config: &ConsumerGroupConfig,
         now: Instant,
     ) -> Result<HeartbeatReply, GroupError> {
-        let config = self.config();
         let mut groups = self.groups.lock();
         if !groups.contains_key(group_id) {
             if req.member_epoch != 0 {
@@ -138,7 +153,7 @@ impl ConsumerGroups {
             .get_mut(group_id)
             .ok_or(GroupError::CoordinatorNotAvailable)?;
         let before = group.group_epoch;
-        let reply = group.heartbeat(req, topics, &config, now);
+        let reply = group.heartbeat(req, topics, config, now);
         if group.group_epoch != before {
             info!(group = %group_id, epoch = group.group_epoch, members = group.members.len(),
                 "consumer group epoch bumped");

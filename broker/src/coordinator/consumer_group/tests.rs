@@ -198,6 +198,37 @@ fn a_silent_member_is_fenced_after_the_session_timeout() {
 }
 
 #[test]
+fn a_groups_own_session_timeout_and_heartbeat_interval_replace_the_brokers() {
+    use crate::config::group::ConsumerGroupOverrides;
+    let broker = ConsumerGroupConfig::default();
+    let cfg = broker.clone().with_overrides(ConsumerGroupOverrides {
+        session_timeout_ms: Some(50_000),
+        heartbeat_interval_ms: None,
+    });
+    assert_eq!(
+        (cfg.session_timeout_ms, cfg.heartbeat_interval_ms),
+        (50_000, 5_000)
+    );
+    let now = Instant::now();
+    let mut g = ConsumerGroup::new("g");
+    g.heartbeat(&join("a", None), &topics(), &cfg, now)
+        .expect("join");
+    assert!(
+        g.expire(now + Duration::from_secs(46)).is_empty(),
+        "the group's 50 s, not the broker's 45 s"
+    );
+    assert_eq!(
+        g.expire(now + Duration::from_secs(51)),
+        vec!["a".to_string()]
+    );
+    let unset = broker.with_overrides(ConsumerGroupOverrides::default());
+    assert_eq!(
+        (unset.session_timeout_ms, unset.heartbeat_interval_ms),
+        (45_000, 5_000)
+    );
+}
+
+#[test]
 fn the_first_heartbeat_must_carry_what_kafka_requires() {
     let mut no_topics = join("a", None);
     no_topics.subscribed_topic_names = Some(vec![]);

@@ -48,7 +48,9 @@ use tokio_util::sync::CancellationToken;
 use tracing::{error, warn};
 
 use crate::coordinator::consumer_group::assignor::TopicMeta;
-use crate::coordinator::consumer_group::{ConsumerGroups, HeartbeatReply, HeartbeatRequest};
+use crate::coordinator::consumer_group::{
+    ConsumerGroupConfig, ConsumerGroups, HeartbeatReply, HeartbeatRequest,
+};
 use crate::error::BrokerError;
 use offsets_log::OffsetsLog;
 use txn_offsets::TxnOffsets;
@@ -288,6 +290,7 @@ impl GroupCoordinator {
         group_id: &str,
         req: &HeartbeatRequest,
         topics: &BTreeMap<String, TopicMeta>,
+        config: &ConsumerGroupConfig,
     ) -> Result<HeartbeatReply, GroupError> {
         self.coordinates(group_id)?;
         let mut groups = self.shared.groups.lock();
@@ -306,7 +309,7 @@ impl GroupCoordinator {
         }
         self.shared
             .consumer
-            .heartbeat(group_id, req, topics, Instant::now())
+            .heartbeat(group_id, req, topics, config, Instant::now())
     }
 
     /// (group id, protocol type, state) of every group this broker coordinates.

@@ -9,6 +9,9 @@
 - A reassignment throttled to 1 B/s (`--throttle`) stays in progress (`--list` shows the adding
   and removing replicas); `--cancel` restores the original replicas and clears the throttles,
   the data is untouched and the new broker's copy is deleted.
+- A broker retired as an operator retires one: every replica it holds moved away, SIGTERM,
+  `kafka-cluster unregister` ("Broker 4 is no longer registered."; again: "Broker ID 4 is not
+  currently registered"); it leaves every node's Metadata.
 - Refusals as Kafka's controller words them (AlterPartitionReassignments through the tool):
   an unknown broker, and a cancel with nothing in progress.
 
@@ -179,3 +182,40 @@ def test_refusals_name_the_broker_and_the_missing_reassignment(cluster4, tmp_pat
     assert "None of the specified partition reassignments are active." in text, text
     view = wait_views(cluster4, topic, lambda v: v[0]["replicas"] == [1, 2], 10, f"{topic}-0 unchanged")
     assert sorted(view[0]["isr"]) == [1, 2]
+
+
+def test_a_broker_is_retired_by_moving_its_replicas_away_stopping_it_and_unregistering_it(cluster4, tmp_path):
+    """Last in the module: broker 4 leaves for good (`kafka-cluster unregister`, KIP-1073)."""
+    topic = unique("retire")
+    create_topic_assigned(cluster4, 1, topic, [[4, 1, 2], [2, 4, 3]])
+    everything = cluster4.metadata(1)["topics"]
+    moves = {}
+    for name, t in everything.items():
+        for p, s in t["partitions"].items():
+            if 4 in s["replicas"]:
+                spare = next(b for b in (1, 2, 3) if b not in s["replicas"])
+                moves[(name, p)] = [spare if b == 4 else b for b in s["replicas"]]
+    assert (topic, 0) in moves and (topic, 1) in moves
+    plan = {"version": 1, "partitions": [{"topic": n, "partition": p, "replicas": r} for (n, p), r in moves.items()]}
+    reassign(cluster4, "execute", plan, tmp_path)
+
+    def moved():
+        views = cluster4.metadata(1)["topics"]
+        left = [(n, p) for n, t in views.items() for p, s in t["partitions"].items()
+                if 4 in s["replicas"] or 4 in s["isr"]]
+        return not left or None
+    cluster4.wait_for(moved, MOVE_S, "no partition lists broker 4", interval=0.5)
+
+    cluster4.node(4).stop()
+    tool = "org.apache.kafka.tools.ClusterTool"
+    out = kafka_cli.run(tool, "unregister", "--bootstrap-server", cluster4.bootstrap_of(1), "--id", 4, timeout=60).stdout
+    assert "Broker 4 is no longer registered." in out, out
+    cluster4.wait_for(lambda: all(4 not in cluster4.metadata(n)["brokers"] for n in (1, 2, 3)), 30,
+                      "broker 4 gone from every node's Metadata")
+    again = kafka_cli.run(tool, "unregister", "--bootstrap-server", cluster4.bootstrap_of(1), "--id", 4,
+                          timeout=60, check=False)
+    assert again.returncode != 0
+    assert "Broker ID 4 is not currently registered" in again.stdout + again.stderr, again.stdout + again.stderr
+    view = wait_views(cluster4, topic, lambda v: all(4 not in s["replicas"] for s in v.values()), 10,
+                      f"{topic} off broker 4", node_ids=[1, 2, 3])
+    assert {p: sorted(s["isr"]) for p, s in view.items()} == {0: [1, 2, 3], 1: [1, 2, 3]}

@@ -9,6 +9,10 @@
   every kind at least once (network isolation included), then every acknowledged record must be
   in the final log at its offset and every rule hold (0 lost, 0 violations), the replicas
   identical below the high watermark.
+* The secured run (issue #25): the same on a cluster secured on every listener but the harness's
+  own PLAINTEXT door (harness.security.secure_cluster: the workload's producers and consumers log
+  in with SCRAM-SHA-512 over SASL_SSL, brokers replicate over SASL_SSL, the quorum talks mutual
+  TLS), shorter (15 faults: one round of every kind), with the same checks.
 """
 
 import struct
@@ -22,6 +26,8 @@ from chaos.run import Options, run_chaos, summary
 from harness import paths
 
 SHORT_FAULTS = 30
+# The nemesis draws kinds from a bag of every kind by weight (12 faults): 15 runs each at least once.
+SECURED_FAULTS = 15
 
 
 def _send(producer, seq, p, o, ok=True, t_send=None, t_ack=None):
@@ -144,14 +150,10 @@ def test_replica_comparison_flags_a_differing_batch_and_a_short_replica(tmp_path
     assert problems == ["does not reach the high watermark", "fewer batches below the high watermark"], result
 
 
-@pytest.mark.timeout(1800 if paths.target() == "kafka" else 600)  # JVM restarts take 10-30 s
-def test_short_chaos_run_loses_no_acknowledged_record(tmp_path):
-    opts = Options(target=paths.target(), faults=SHORT_FAULTS, seed=11, out=tmp_path / "chaos", warmup_s=3,
-                   recovery_timeout_s=30)
-    report = run_chaos(opts)
+def assert_short_run_passed(report: dict, faults: int) -> str:
     text = summary(report)
     print(text)
-    assert report["faults_total"] >= SHORT_FAULTS, text
+    assert report["faults_total"] >= faults, text
     # Every kind of fault ran, network isolation included (nftables is installed by install.sh):
     # a run that silently skipped one would pass without testing it.
     assert report["network_partitions"].startswith("on"), text
@@ -160,3 +162,20 @@ def test_short_chaos_run_loses_no_acknowledged_record(tmp_path):
     assert report["violations"] == {k: 0 for k in report["violations"]}, text
     assert report["isr_full_at_end"], text
     assert report["ok"], text
+    return text
+
+
+@pytest.mark.timeout(1800 if paths.target() == "kafka" else 600)  # JVM restarts take 10-30 s
+def test_short_chaos_run_loses_no_acknowledged_record(tmp_path):
+    opts = Options(target=paths.target(), faults=SHORT_FAULTS, seed=11, out=tmp_path / "chaos", warmup_s=3,
+                   recovery_timeout_s=30)
+    assert_short_run_passed(run_chaos(opts), SHORT_FAULTS)
+
+
+@pytest.mark.timeout(1200 if paths.target() == "kafka" else 480)
+def test_short_chaos_run_on_a_secured_cluster_loses_no_acknowledged_record(tmp_path):
+    opts = Options(target=paths.target(), faults=SECURED_FAULTS, seed=25, out=tmp_path / "chaos", warmup_s=3,
+                   recovery_timeout_s=30, secured=True)
+    report = run_chaos(opts)
+    assert report["secured"], summary(report)
+    assert_short_run_passed(report, SECURED_FAULTS)

@@ -2,9 +2,11 @@
 a secured inter-broker listener and whose controllers talk over mutual TLS, the same on Brook and
 Apache Kafka 4.4.
 
-Each node serves (Kafka's keys, harness/cluster.py's combined broker+controller nodes):
+Each node serves (Kafka's keys, harness/cluster.py's combined broker+controller nodes, secured by
+harness.security.secure_cluster, which the secured chaos run shares):
 - PLAINTEXT, the harness's own door (readiness, metadata polls, SCRAM administration);
-- CLIENT, SASL_SSL with SCRAM-SHA-512, for the applications;
+- CLIENT, SASL_SSL with SCRAM-SHA-512 (and PLAIN for kcat, whose librdkafka 2.0.2 fails SCRAM),
+  for the applications;
 - INTERNAL, SASL_SSL with SCRAM-SHA-512, the inter-broker listener (`inter.broker.listener.name`,
   `sasl.mechanism.inter.broker.protocol=SCRAM-SHA-512`): each broker logs in to its peers with the
   `username`/`password` of `listener.name.internal.scram-sha-512.sasl.jaas.config` (the broker
@@ -23,6 +25,9 @@ controller and broker-to-controller requests: CLUSTER_ACTION) and the applicatio
   with acks=all over SASL_SSL, all three replicas are in the ISR (DescribeTopics over SASL_SSL),
   and the records come back with their keys, values and offsets; after the leader stops, a new
   leader serves the same records.
+- The replication client matrix over SASL_SSL: every client (Java, confluent-kafka, kcat,
+  franz-go, kafka-python, kafkajs) produces to an RF=3 topic with acks=all and reads its records
+  back (keys, values, offsets).
 - The controller listener answers neither plaintext nor a TLS client without a certificate.
 - A broker restarted with a wrong inter-broker password never rejoins the ISR: its peers refuse
   its login. Brook counts the refusal (`brook_inter_broker_connections_total{result=
@@ -37,27 +42,19 @@ import uuid
 from pathlib import Path
 
 import pytest
-from confluent_kafka.admin import AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
 
 from harness import client_config, drivers, paths, security
-from harness.cluster import Cluster, distinct_free_ports
-from harness.security import SCRAM_LOGIN
+from harness.cluster import Cluster
+from harness.security import INTERNAL_JAAS, client_bootstrap, internal_jaas
 
-PASSWORD = "brook-secret"
+PASSWORD = security.CLUSTER_PASSWORD
 APP = ("app", "app-secret")
-BROKER_LOGIN = ("broker", "broker-secret")
-# The RFC 2253 subject of scripts/certs.sh's broker certificate (/CN=localhost/O=Brook).
-NODE_PRINCIPAL = "User:O=Brook,CN=localhost"
+# kcat's librdkafka 2.0.2 fails every SCRAM login (against Kafka too, test_security_sasl.py): its
+# cell logs in with PLAIN.
+PLAIN_APP = ("plain-app", "plain-app-secret")
 DEADLINE_S = 60
 RECORDS = 20
-
-
-INTERNAL_JAAS = "listener.name.internal.scram-sha-512.sasl.jaas.config"
-
-
-def internal_jaas(password: str) -> str:
-    """The INTERNAL listener's SCRAM entry, with the broker's own login."""
-    return f'{SCRAM_LOGIN} required username="{BROKER_LOGIN[0]}" password="{password}";'
+MATRIX_RECORDS = 10
 
 
 @pytest.fixture(scope="module")
@@ -68,76 +65,27 @@ def certs(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory, certs):
     c = Cluster(paths.target(), tmp_path_factory.mktemp("secure-cluster"), 3)
-    taken = set()
-    for n in c.nodes:
-        taken |= {n.port, n.controller_port, n.metrics_port or 0}
-    ports = [p for p in distinct_free_ports(12) if p not in taken][:6]
-    for node, client_port, internal_port in zip(c.nodes, ports[:3], ports[3:]):
-        node.client_bootstrap = f"{node.host}:{client_port}"
-        plain = f"PLAINTEXT://{node.host}:{node.port}"
-        client = f"CLIENT://{node.host}:{client_port}"
-        internal = f"INTERNAL://{node.host}:{internal_port}"
-        node.overrides.update({
-            "listeners": f"{plain},{client},{internal},CONTROLLER://{node.host}:{node.controller_port}",
-            "advertised.listeners": f"{plain},{client},{internal}",
-            "listener.security.protocol.map":
-                "CONTROLLER:SSL,PLAINTEXT:PLAINTEXT,CLIENT:SASL_SSL,INTERNAL:SASL_SSL",
-            "listener.name.controller.ssl.client.auth": "required",
-            "inter.broker.listener.name": "INTERNAL",
-            "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
-            "listener.name.client.sasl.enabled.mechanisms": "SCRAM-SHA-512",
-            "listener.name.client.scram-sha-512.sasl.jaas.config": f"{SCRAM_LOGIN} required;",
-            "listener.name.internal.sasl.enabled.mechanisms": "SCRAM-SHA-512",
-            INTERNAL_JAAS: internal_jaas(BROKER_LOGIN[1]),
-            "ssl.keystore.type": "PEM",
-            "ssl.keystore.location": str(certs / "broker-keystore.pem"),
-            "ssl.truststore.type": "PEM",
-            "ssl.truststore.location": str(certs / "ca.pem"),
-            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-            "super.users": f"User:{BROKER_LOGIN[0]};User:ANONYMOUS;{NODE_PRINCIPAL};User:{APP[0]}",
-            "min.insync.replicas": "2",
-            "offsets.topic.replication.factor": "3",
-        })
+    security.secure_cluster(c, certs, APP[0], plain_users={PLAIN_APP[0]: PLAIN_APP[1]})
+    for node in c.nodes:
+        node.overrides.update({"min.insync.replicas": "2", "offsets.topic.replication.factor": "3"})
     c.start()
     try:
-        admin = AdminClient({"bootstrap.servers": c.bootstrap})
-        upserts = [UserScramCredentialUpsertion(user, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192),
-                                                password.encode()) for user, password in (APP, BROKER_LOGIN)]
-        for future in admin.alter_user_scram_credentials(upserts).values():
-            future.result(timeout=30)
-        for n in c.nodes:
-            for user in (APP[0], BROKER_LOGIN[0]):
-                c.wait_for(lambda: scram_user_known(n.bootstrap, user), DEADLINE_S, f"node {n.node_id} knows {user}")
+        security.create_scram_users(c, [APP], DEADLINE_S)
         yield c
     finally:
         c.stop()
 
 
-def scram_user_known(bootstrap: str, user: str) -> bool:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    try:
-        found = admin.describe_user_scram_credentials([user])[user].result(timeout=10)
-    except Exception:  # noqa: BLE001 - RESOURCE_NOT_FOUND until the credential is applied
-        return False
-    return bool(found.scram_credential_infos)
-
-
 @pytest.fixture(scope="module")
 def app_config(tmp_path_factory, certs) -> str:
-    settings = {
-        "security.protocol": "SASL_SSL",
-        "sasl.mechanism": "SCRAM-SHA-512",
-        "sasl.jaas.config": f'{SCRAM_LOGIN} required username="{APP[0]}" password="{APP[1]}";',
-        "ssl.truststore.type": "PEM",
-        "ssl.truststore.location": str(certs / "ca.pem"),
-        "ssl.endpoint.identification.algorithm": "https",
-    }
+    settings = security.sasl_ssl_client_settings(certs, "SCRAM-SHA-512", *APP)
     return str(client_config.write(tmp_path_factory.mktemp("app") / "app.properties", settings))
 
 
-def client_bootstrap(cluster, node_ids=None) -> str:
-    ids = node_ids if node_ids is not None else cluster.running_ids()
-    return ",".join(cluster.node(i).client_bootstrap for i in ids)
+@pytest.fixture(scope="module")
+def plain_app_config(tmp_path_factory, certs) -> str:
+    settings = security.sasl_ssl_client_settings(certs, "PLAIN", *PLAIN_APP)
+    return str(client_config.write(tmp_path_factory.mktemp("plain-app") / "plain-app.properties", settings))
 
 
 def partition_view(cluster, topic: str, node_id: int):
@@ -209,6 +157,24 @@ def test_the_records_survive_the_leader_stopping_and_a_new_leader_serves_them(cl
     finally:
         cluster.node(leader).start()
     cluster.wait_for(lambda: full_isr(cluster, topic), DEADLINE_S, f"{leader} back in sync")
+
+
+@pytest.mark.parametrize("client", drivers.CLIENTS)
+def test_every_client_produces_with_acks_all_and_consumes_over_sasl_ssl_on_the_cluster(
+        cluster, app_config, plain_app_config, client):
+    config = plain_app_config if client == "kcat" else app_config
+    topic = f"secure-{client}-{uuid.uuid4().hex[:8]}"
+    drivers.run("confluent", "create-topic", client_bootstrap(cluster), "--topic", topic, "--partitions", 1,
+                "--replication-factor", 3, "--config", "min.insync.replicas=2", "--client-config", app_config)
+    cluster.wait_for(lambda: full_isr(cluster, topic), DEADLINE_S, f"{topic} has 3 in-sync replicas")
+    sent = [{"key": f"{client}-k{i}", "value": f"{client} record {i}", "partition": 0} for i in range(MATRIX_RECORDS)]
+    acks = drivers.run(client, "produce", client_bootstrap(cluster), "--topic", topic, "--acks", "all",
+                       "--client-config", config, records=sent, timeout=90)
+    assert [a["offset"] for a in acks] == list(range(MATRIX_RECORDS)), acks
+    got = drivers.run(client, "consume", client_bootstrap(cluster), "--topic", topic, "--partitions", "0",
+                      "--from", "earliest", "--count", MATRIX_RECORDS, "--client-config", config, timeout=90)
+    assert [(r["offset"], r["key"], r["value"]) for r in got] == [
+        (i, s["key"], s["value"]) for i, s in enumerate(sent)]
 
 
 def answer_to(stream, frame: bytes) -> bytes:

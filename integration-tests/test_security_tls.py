@@ -8,7 +8,10 @@ localhost and 127.0.0.1), four client listeners:
   (`listener.name.mtls.ssl.*`): a PEM key store and a PEM trust store;
 - SASL_SSL: SCRAM-SHA-512 and PLAIN inside TLS (the broker-wide PEM key store);
 - P12 (mapped to SSL): `ssl.client.auth=required` with PKCS12 stores, the key store written by
-  `openssl pkcs12 -export` (OpenSSL 3: PBES2/AES-256), the trust store by keytool.
+  `openssl pkcs12 -export` (OpenSSL 3: PBES2/AES-256), the trust store by keytool;
+- ENC (mapped to SSL): a PEM key store file whose private key is encrypted PKCS#8, decrypted with
+  `listener.name.enc.ssl.key.password` (`openssl pkcs8 -topk8 -v1 PBE-SHA1-3DES`: Kafka on Java 17
+  cannot decrypt OpenSSL 3's default PBES2 keys, Brook reads both).
 Clients get their settings through `--client-config` files of Kafka's client names
 (harness/client_config.py): PEM trust and key stores, host names verified.
 
@@ -23,6 +26,10 @@ Clients get their settings through `--client-config` files of Kafka's client nam
 - Metadata answers each listener with its own advertised address.
 - The PKCS12 listener serves Java and confluent-kafka with client certificates and refuses one
   from another CA (its trust store is read, not bypassed).
+- Encrypted PEM keys: the ENC listener, and a node of its own whose key is inline
+  (`ssl.keystore.key`), serve Java and confluent-kafka; a wrong `ssl.key.password`, none for an
+  encrypted key, or one for an unencrypted key stops the node (as Kafka refuses each) without
+  the password in its log; Brook's error names the listener's `ssl.key.password` key.
 - Brook only: a JKS key store stops the node (exit 2) naming the key and the keytool command
   that converts it to PKCS12, a PKCS12 one with a wrong password naming ssl.keystore.password;
   Kafka's inline PEM example configuration with line continuations is served. (Other start-up
@@ -88,7 +95,7 @@ def node(tmp_path_factory, certs):
     b = Broker(paths.target(), tmp_path_factory.mktemp("tls"))
     taken = {b.port, b.port + 1, b.metrics_port or 0}
     ports = {}
-    for name in ("SSL", "MTLS", "SASL_SSL", "P12"):
+    for name in ("SSL", "MTLS", "SASL_SSL", "P12", "ENC"):
         ports[name] = free_port(avoid=frozenset(taken))
         taken.add(ports[name])
     b.add_listeners({
@@ -96,6 +103,7 @@ def node(tmp_path_factory, certs):
         "MTLS": ("SSL", ports["MTLS"], None),
         "SASL_SSL": ("SASL_SSL", ports["SASL_SSL"], None),
         "P12": ("SSL", ports["P12"], None),
+        "ENC": ("SSL", ports["ENC"], None),
     }, plaintext_advertised=f"localhost:{b.port}")
     b.overrides.update({
         "ssl.keystore.type": "PEM",
@@ -112,6 +120,9 @@ def node(tmp_path_factory, certs):
         "listener.name.p12.ssl.truststore.location": str(security.java_truststore(certs, PASSWORD)),
         "listener.name.p12.ssl.truststore.password": PASSWORD,
         "listener.name.p12.ssl.client.auth": "required",
+        "listener.name.enc.ssl.keystore.type": "PEM",
+        "listener.name.enc.ssl.keystore.location": str(certs / "broker-encrypted-keystore.pem"),
+        "listener.name.enc.ssl.key.password": PASSWORD,
         "sasl.enabled.mechanisms": "SCRAM-SHA-512,PLAIN",
         "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": f"{SCRAM_LOGIN} required;",
         "listener.name.sasl_ssl.plain.sasl.jaas.config":
@@ -206,6 +217,77 @@ def test_a_listener_with_pkcs12_stores_serves_client_certificates(tls, files, cl
 def test_a_listener_with_a_pkcs12_trust_store_refuses_another_cas_client(tls, files):
     stderr = java_refusal(tls.bootstrap("P12"), files["mtls-other-ca"])
     assert '{"error":"SslAuthenticationException"' in stderr, stderr[-2000:]
+
+
+@pytest.mark.parametrize("client", ["java", "confluent"])
+def test_a_listener_whose_pem_key_is_encrypted_serves_clients(tls, files, client):
+    round_trip(client, tls, "ENC", files["ssl"])
+
+
+def one_line(pem_file: Path) -> str:
+    """A PEM file on one line, as a properties value (Kafka's reader and Brook's take blanks
+    in the base64)."""
+    return " ".join(pem_file.read_text().split())
+
+
+def encrypted_key_node(tmp_path, key_settings: dict) -> tuple:
+    """A node of the target's kind, not started, with one SSL listener (ENC) configured by
+    `key_settings` (keys without the `listener.name.enc.` prefix), and its port."""
+    b = Broker(paths.target(), tmp_path / "enc")
+    port = free_port(avoid=frozenset({b.port, b.port + 1, b.metrics_port or 0}))
+    b.add_listeners({"ENC": ("SSL", port, None)})
+    b.overrides.update({f"listener.name.enc.{key}": value for key, value in
+                        {"ssl.keystore.type": "PEM", **key_settings}.items()})
+    return b, port
+
+
+def test_an_inline_encrypted_key_is_decrypted_with_the_listeners_key_password(tmp_path, certs, files):
+    b, port = encrypted_key_node(tmp_path, {
+        "ssl.keystore.certificate.chain": one_line(certs / "broker.pem"),
+        "ssl.keystore.key": one_line(certs / "broker-encrypted.key"),
+        "ssl.key.password": PASSWORD,
+    })
+    b.start()
+    try:
+        node = TlsBroker(b, {"ENC": port})
+        for client in ("java", "confluent"):
+            round_trip(client, node, "ENC", files["ssl"])
+    finally:
+        b.stop()
+
+
+REFUSED_KEYS = {
+    "wrong-password": ("broker-encrypted-keystore.pem", "not-" + PASSWORD,
+                       "cannot decrypt the private key in listener.name.enc.ssl.keystore.location: the password was incorrect"),
+    "no-password": ("broker-encrypted-keystore.pem", None,
+                    "the private key in listener.name.enc.ssl.keystore.location is encrypted"),
+    "unencrypted-key": ("broker-keystore.pem", PASSWORD,
+                        "the private key in listener.name.enc.ssl.keystore.location is not encrypted"),
+}
+
+
+@pytest.mark.parametrize("case", list(REFUSED_KEYS))
+def test_a_key_password_that_does_not_fit_the_key_stops_the_node(tmp_path, certs, case):
+    store, password, brook_reason = REFUSED_KEYS[case]
+    settings = {"ssl.keystore.location": str(certs / store)}
+    if password is not None:
+        settings["ssl.key.password"] = password
+    b, _ = encrypted_key_node(tmp_path, settings)
+    b.launch()
+    code = b.wait_exit(120)
+    if code is None:
+        b.kill()
+        pytest.fail(f"the node kept running\n{b.log_tail()}")
+    # The harness writes the command line (with the settings) first; the node's own lines follow.
+    log = "\n".join(line for line in b.log_text().splitlines() if not line.startswith("==== start"))
+    assert code != 0, log[-3000:]
+    if password is not None:
+        assert password not in log
+    if b.kind == "brook":
+        assert code == 2, log[-3000:]
+        assert f"invalid TLS configuration for listener ENC: listener.name.enc.ssl.key.password: {brook_reason}" in log, log
+    else:
+        assert "Failed to load PEM SSL keystore" in log, log[-3000:]
 
 
 @brook_only

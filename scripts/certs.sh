@@ -8,6 +8,10 @@
 #                              client certificate, for mutual TLS between brokers and controllers)
 #                              and unencrypted PKCS#8 key; broker-keystore.pem holds both
 #   broker.p12                 the broker's key and chain as a PKCS12 key store
+#   broker-encrypted.key       the broker's key as encrypted PKCS#8 under PASSWORD, for
+#                              ssl.key.password: `-v1 PBE-SHA1-3DES` (PKCS#12 PBE), the scheme Kafka
+#                              on Java 17 decrypts too (not OpenSSL 3's default PBES2);
+#                              broker-encrypted-keystore.pem holds it and broker.pem
 #   broker-renewed.*           the broker's certificate renewed (same subject and SANs, new key),
 #                              to swap in with a dynamic update
 #   broker-renamed.*           a broker certificate with another subject (CN=renamed), which a
@@ -56,6 +60,8 @@ client_ext="basicConstraints=CA:FALSE
 keyUsage=critical,digitalSignature,keyEncipherment
 extendedKeyUsage=clientAuth"
 leaf broker ca "/CN=localhost/O=Brook" "$server_ext" -days $days
+openssl pkcs8 -topk8 -v1 PBE-SHA1-3DES -in broker.key -out broker-encrypted.key -passout "pass:$pass"
+cat broker-encrypted.key broker.pem > broker-encrypted-keystore.pem
 leaf client ca "/O=Brook/OU=clients/CN=brook-client" "$client_ext" -days $days
 leaf broker-renewed ca "/CN=localhost/O=Brook" "$server_ext" -days $days
 leaf broker-renamed ca "/CN=renamed/O=Brook" "$server_ext" -days $days

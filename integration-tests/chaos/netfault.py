@@ -8,7 +8,8 @@ is prefixed with a shell that writes its pid to the cgroup and then execs the br
 socket it opens, listening and accepted ones included, belongs to that cgroup). nftables'
 `socket cgroupv2` match on the output hook then tells the brokers' packets apart from the
 clients' on loopback. Isolating node N drops, in both directions, every packet a broker sends to
-another broker's ports (client and controller listeners): N's packets to the others' ports and
+another broker's ports (client and controller listeners, and a secured cluster's CLIENT and
+INTERNAL ones): N's packets to the others' ports and
 the others' packets to N's ports. Connections stay open (a blackhole, not a reset); clients in
 the root cgroup still reach every node, as in Jepsen's "isolated leader still talks to clients".
 
@@ -74,7 +75,10 @@ class NetFaults:
             cg = self.mount / f"{self.tag}-n{node.node_id}"
             cg.mkdir(exist_ok=True)
             self.cgroups[node.node_id] = cg
-            self.ports[node.node_id] = [node.port, node.controller_port]
+            # A secured cluster's nodes also talk on their extra listeners (harness.security's
+            # INTERNAL inter-broker listener): isolation cuts those too.
+            extra = getattr(node, "listener_ports", {})
+            self.ports[node.node_id] = [node.port, node.controller_port, *extra.values()]
             original = node._argv
 
             def wrapped(original=original, cg=cg):

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, List, Optional
 
-from harness import paths
+from harness import client_config, paths, security
 from harness.cluster import Cluster
 from harness.drivers import DriverError, run as driver_run
 
@@ -25,6 +25,7 @@ from .nemesis import KINDS, Nemesis
 from .netfault import NetFaults
 from .workload import Burst, GroupConsumer, History, Producer, SharedReads, TailConsumer, now_ms
 
+CHAOS_USER = ("chaos", "chaos-secret")  # the secured run's application login
 SESSION_TIMEOUT_MS = 6000  # harness/cluster.py's broker.session.timeout.ms (heartbeat 1000)
 CLUSTER_OVERRIDES = {
     "replica.lag.time.max.ms": "10000",
@@ -55,6 +56,10 @@ class Options:
     recovery_timeout_s: float = 60.0
     final_timeout_s: float = 120.0
     keep: bool = False
+    # Every listener but the harness's PLAINTEXT door secured (harness.security.secure_cluster):
+    # the workload's clients log in with SCRAM-SHA-512 over SASL_SSL, brokers replicate over
+    # SASL_SSL, the quorum talks mutual TLS.
+    secured: bool = False
 
 
 
@@ -94,6 +99,12 @@ def run_chaos(opts: Options, log: Callable[[str], None] = print) -> dict:
     base = Path(tempfile.mkdtemp(prefix="brook-chaos-"))
     history = History(out)
     cluster = Cluster(opts.target, base, 3, CLUSTER_OVERRIDES)
+    config = None  # the workload's --client-config (secured: its SASL_SSL login)
+    if opts.secured:
+        certs = security.make_certificates(base / "certs", security.CLUSTER_PASSWORD)
+        security.secure_cluster(cluster, certs, CHAOS_USER[0])
+        config = str(client_config.write(base / "chaos-client.properties",
+                                         security.sasl_ssl_client_settings(certs, "SCRAM-SHA-512", *CHAOS_USER)))
 
     net = None
     net_note = "off (--network off)"
@@ -113,7 +124,7 @@ def run_chaos(opts: Options, log: Callable[[str], None] = print) -> dict:
             if opts.network == "on":
                 raise RuntimeError(f"network partitions requested but unavailable: {reason}")
     log(f"chaos: target={opts.target} seed={opts.seed} faults={opts.faults} duration={opts.duration_s} "
-        f"out={out} data={base}; network partitions {net_note}")
+        f"out={out} data={base}; network partitions {net_note}; secured {opts.secured}")
 
     topic = f"chaos-{uuid.uuid4().hex[:8]}"
     producers: List[Producer] = []
@@ -128,12 +139,17 @@ def run_chaos(opts: Options, log: Callable[[str], None] = print) -> dict:
         log(f"starting a 3-node {opts.target} cluster")
         cluster.start()
         log(f"cluster up after {time.monotonic() - t_begin:.1f} s: {cluster.bootstrap}")
-        driver_run("java", "create-topic", cluster.bootstrap, "--topic", topic, "--partitions", opts.partitions,
-                   "--replication-factor", 3, "--config", "min.insync.replicas=2", timeout=120)
+        bootstrap = cluster.bootstrap  # the workload's way in
+        if opts.secured:
+            security.create_scram_users(cluster, [CHAOS_USER])
+            bootstrap = security.client_bootstrap(cluster, cluster.node_ids)
+            log(f"SCRAM logins made; the workload connects over SASL_SSL to {bootstrap}")
+        driver_run("java", "create-topic", bootstrap, "--topic", topic, "--partitions", opts.partitions,
+                   "--replication-factor", 3, "--config", "min.insync.replicas=2", *config_flag(config), timeout=120)
 
         def burst():
-            b = Burst(cluster.bootstrap, topic, f"burst{len(bursts) + 1}", opts.burst_records, opts.burst_size,
-                      history, base)
+            b = Burst(bootstrap, topic, f"burst{len(bursts) + 1}", opts.burst_records, opts.burst_size,
+                      history, base, config)
             bursts.append(b)
             return b.name
 
@@ -150,13 +166,13 @@ def run_chaos(opts: Options, log: Callable[[str], None] = print) -> dict:
         def new_producer(client):
             prefix = f"{client}{generation[client]}"
             generation[client] += 1
-            return Producer(client, cluster.bootstrap, topic, opts.partitions, prefix, opts.rate, history)
+            return Producer(client, bootstrap, topic, opts.partitions, prefix, opts.rate, history, config)
 
         producers.extend(new_producer(c) for c in ("java", "franz"))
         sessions = {"tail": 1, "group": 1}
         group = f"chaos-group-{uuid.uuid4().hex[:6]}"
-        consumers.append(TailConsumer(cluster.bootstrap, topic, "tail-franz", 1, history, shared_reads))
-        consumers.append(GroupConsumer(cluster.bootstrap, topic, group, "group-java", 1, history, shared_reads))
+        consumers.append(TailConsumer(bootstrap, topic, "tail-franz", 1, history, shared_reads, config))
+        consumers.append(GroupConsumer(bootstrap, topic, group, "group-java", 1, history, shared_reads, config))
 
         def supervise():
             for i, p in enumerate(producers):
@@ -172,10 +188,11 @@ def run_chaos(opts: Options, log: Callable[[str], None] = print) -> dict:
                     log(f"  consumer {c.name} exited ({c.proc.returncode}): {c.stderr_tail(5)!r}; restarting")
                     sessions[c.kind] += 1
                     if c.kind == "tail":
-                        consumers.append(TailConsumer(cluster.bootstrap, topic, c.name, sessions["tail"], history, shared_reads))
+                        consumers.append(TailConsumer(bootstrap, topic, c.name, sessions["tail"], history, shared_reads,
+                                                      config))
                     else:
-                        consumers.append(GroupConsumer(cluster.bootstrap, topic, group, c.name, sessions["group"], history,
-                                                       shared_reads))
+                        consumers.append(GroupConsumer(bootstrap, topic, group, c.name, sessions["group"], history,
+                                                       shared_reads, config))
 
         # The first fault waits for every producer to be acknowledged on every partition: a JVM
         # still starting would otherwise count its own start-up as the fault's unavailability.
@@ -228,7 +245,7 @@ def run_chaos(opts: Options, log: Callable[[str], None] = print) -> dict:
         log(f"ISRs {'full' if isr_full else 'NOT full'} {heal_to_isr_s:.1f} s after the last fault")
 
         # -- high watermarks, consumers caught up, final read ---------------------------------------------
-        hws = _high_watermarks(cluster.bootstrap, topic, opts.partitions)
+        hws = _high_watermarks(bootstrap, topic, opts.partitions, config)
         log(f"high watermarks: {hws}")
 
         def tail_caught_up():
@@ -243,7 +260,7 @@ def run_chaos(opts: Options, log: Callable[[str], None] = print) -> dict:
         for c in consumers:
             if c.alive:
                 c.stop(60)
-        final = _final_read(cluster.bootstrap, topic, opts.partitions, hws)
+        final = _final_read(bootstrap, topic, opts.partitions, hws, config)
         with open(out / "final.jsonl", "w") as f:
             for p, recs in sorted(final.items()):
                 for o, v in recs:
@@ -294,6 +311,7 @@ def run_chaos(opts: Options, log: Callable[[str], None] = print) -> dict:
     violations["replica_mismatches"] = len(replica_check["mismatches"])
     report = {
         "target": opts.target, "seed": opts.seed, "topic": topic, "partitions": opts.partitions,
+        "secured": opts.secured,
         "duration_s": round(time.monotonic() - t_begin, 1), "network_partitions": net_note,
         "faults_total": len(faults), "faults": kinds_count,
         "slow_recoveries": sum(1 for f in faults if f["slow_recovery"]),
@@ -322,24 +340,30 @@ def run_chaos(opts: Options, log: Callable[[str], None] = print) -> dict:
     return report
 
 
-def _high_watermarks(bootstrap: str, topic: str, partitions: int) -> Dict[int, int]:
+def config_flag(config: Optional[str]) -> List[str]:
+    return ["--client-config", config] if config else []
+
+
+def _high_watermarks(bootstrap: str, topic: str, partitions: int, config: Optional[str] = None) -> Dict[int, int]:
     for _ in range(10):
         try:
-            got = driver_run("franz", "offsets", bootstrap, "--topic", topic, "--spec", "latest", timeout=60)
+            got = driver_run("franz", "offsets", bootstrap, "--topic", topic, "--spec", "latest", *config_flag(config),
+                             timeout=60)
             return {int(p): int(v["offset"]) for p, v in got.items()}
         except DriverError:
             time.sleep(2)
     raise RuntimeError("ListOffsets latest failed 10 times")
 
 
-def _final_read(bootstrap: str, topic: str, partitions: int, hws: Dict[int, int]) -> Dict[int, list]:
+def _final_read(bootstrap: str, topic: str, partitions: int, hws: Dict[int, int],
+                config: Optional[str] = None) -> Dict[int, list]:
     """Every partition from its first offset up to the high watermark, assign mode (franz-go)."""
     total = sum(hws.values())
     final: Dict[int, list] = {p: [] for p in range(partitions)}
     if total == 0:
         return final
     got = driver_run("franz", "consume", bootstrap, "--topic", topic, "--count", total, "--from", "earliest",
-                     "--timeout-ms", 120000, timeout=200)
+                     "--timeout-ms", 120000, *config_flag(config), timeout=200)
     for r in got:
         final[r["partition"]].append((r["offset"], r["value"]))
     for p in final:
@@ -350,8 +374,8 @@ def _final_read(bootstrap: str, topic: str, partitions: int, hws: Dict[int, int]
 def summary(report: dict) -> str:
     v = report["violations"]
     lines = [
-        f"target {report['target']}, seed {report['seed']}, {report['duration_s']} s, "
-        f"network partitions {report['network_partitions']}",
+        f"target {report['target']}{' secured' if report['secured'] else ''}, seed {report['seed']}, "
+        f"{report['duration_s']} s, network partitions {report['network_partitions']}",
         f"faults: {report['faults_total']} " + ", ".join(f"{k} {n}" for k, n in sorted(report["faults"].items()))
         + f"; slow recoveries {report['slow_recoveries']}, restart failures {report['restart_failures']}",
         f"records: sent {report['sent']}, acknowledged {report['acked']}, failed {report['failed']} "

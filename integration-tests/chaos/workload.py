@@ -10,7 +10,8 @@ lines are recorded as they arrive (in memory and in the run's history files).
   reading until stopped; each line stamped with the time it arrived.
 * `GroupConsumer`: the Java driver's `group-consume --events` (subscribe, commit after each poll).
 A process that exits by itself is restarted by `supervise()` (a producer under a new prefix, a
-consumer as a new session), and counted.
+consumer as a new session), and counted. `config`: a `--client-config` file (the secured run's
+SASL_SSL login), or None.
 """
 
 import json
@@ -25,6 +26,10 @@ from harness.drivers import DRIVER_ARGV
 from .checker import ReadIndex, Send
 from harness.members import MemberProcess
 from harness.paths import TESTS_DIR
+
+
+def config_args(config: Optional[str]) -> List[str]:
+    return ["--client-config", str(config)] if config else []
 
 FOREVER = 2_000_000_000
 
@@ -69,11 +74,11 @@ class _Proc(MemberProcess):
 
 class Producer(_Proc):
     def __init__(self, client: str, bootstrap: str, topic: str, partitions: int, prefix: str, rate: float,
-                 history: History):
+                 history: History, config: Optional[str] = None):
         self.client, self.prefix = client, prefix
         argv = [*DRIVER_ARGV[client], "produce-stream", "--bootstrap", bootstrap, "--topic", topic,
                 "--partitions", str(partitions), "--prefix", prefix, "--rate", str(rate), "--acks", "all",
-                "--idempotent"]
+                "--idempotent", *config_args(config)]
         super().__init__(prefix, argv, history)
 
     def acked_partitions(self) -> int:
@@ -93,7 +98,8 @@ class Producer(_Proc):
 class Burst(_Proc):
     """`count` records of `size` bytes from franz-go's `produce` (acks=all, idempotent) at once."""
 
-    def __init__(self, bootstrap: str, topic: str, name: str, count: int, size: int, history: History, tmp: Path):
+    def __init__(self, bootstrap: str, topic: str, name: str, count: int, size: int, history: History, tmp: Path,
+                 config: Optional[str] = None):
         self.values = [f"{name}-{i:09d}" for i in range(count)]
         pad = "x" * max(0, size - len(self.values[0]))  # carried in a header: values stay short in the history
         self.input = Path(tmp) / f"{name}.jsonl"
@@ -103,7 +109,7 @@ class Burst(_Proc):
         self._index = 0
         self.t_start = now_ms()
         argv = [*DRIVER_ARGV["franz"], "produce", "--bootstrap", bootstrap, "--topic", topic, "--acks", "all",
-                "--input", str(self.input)]
+                "--input", str(self.input), *config_args(config)]
         super().__init__(name, argv, history)
 
     def _on_stdout(self, doc: dict, line: str) -> None:
@@ -154,10 +160,11 @@ class SharedReads:
 class TailConsumer(_Proc):
     kind = "tail"
 
-    def __init__(self, bootstrap: str, topic: str, name: str, session: int, history: History, reads: SharedReads):
+    def __init__(self, bootstrap: str, topic: str, name: str, session: int, history: History, reads: SharedReads,
+                 config: Optional[str] = None):
         self.session, self.reads = session, reads
         argv = [*DRIVER_ARGV["franz"], "consume", "--bootstrap", bootstrap, "--topic", topic, "--count", str(FOREVER),
-                "--from", "earliest", "--timeout-ms", str(FOREVER)]
+                "--from", "earliest", "--timeout-ms", str(FOREVER), *config_args(config)]
         super().__init__(name, argv, history)
 
     def _on_stdout(self, doc: dict, line: str) -> None:
@@ -173,12 +180,12 @@ class GroupConsumer(_Proc):
     kind = "group"
 
     def __init__(self, bootstrap: str, topic: str, group: str, name: str, session: int, history: History,
-                 reads: SharedReads):
+                 reads: SharedReads, config: Optional[str] = None):
         self.session, self.reads = session, reads
         self.events: List[dict] = []
         argv = [*DRIVER_ARGV["java"], "group-consume", "--bootstrap", bootstrap, "--group", group, "--topic", topic,
                 "--count", str(FOREVER), "--timeout-ms", str(FOREVER), "--from", "earliest", "--events",
-                "--session-timeout-ms", "10000"]
+                "--session-timeout-ms", "10000", *config_args(config)]
         super().__init__(name, argv, history)
 
     def _on_stdout(self, doc: dict, line: str) -> None:

@@ -1,6 +1,7 @@
 """Security settings a test gives both targets alike: a broker whose one client listener is
-SASL_PLAINTEXT (Kafka's names and JAAS lines, as Kafka's own examples write them), and the
-client settings files each driver reads (`--client-config`, harness/client_config.py).
+SASL_PLAINTEXT (Kafka's names and JAAS lines, as Kafka's own examples write them), the client
+settings files each driver reads (`--client-config`, harness/client_config.py), certificates, and
+a 3-node cluster secured on every listener but the harness's own (`secure_cluster`).
 
 Apache Kafka (scripts/kafka-ref.sh) also keeps its CONTROLLER listener on PORT+1 and talks to
 itself over the inter-broker listener, here the SASL one with PLAIN and the broker's own
@@ -9,10 +10,13 @@ itself over the inter-broker listener, here the SASL one with PLAIN and the brok
 
 import subprocess
 from pathlib import Path
-from typing import Dict, Iterable
+from typing import Dict, Iterable, List, Optional, Tuple
+
+from confluent_kafka.admin import AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
 
 from . import client_config, paths
 from .broker import Broker
+from .cluster import distinct_free_ports
 
 PLAIN_LOGIN = "org.apache.kafka.common.security.plain.PlainLoginModule"
 SCRAM_LOGIN = "org.apache.kafka.common.security.scram.ScramLoginModule"
@@ -105,3 +109,109 @@ def java_truststore(certs: Path, password: str) -> Path:
                         "-keystore", str(out), "-storetype", "PKCS12", "-storepass", password],
                        check=True, capture_output=True, timeout=60)
     return out
+
+
+# -- A secured 3-node cluster (issue 25 item 6): test_security_cluster.py, the secured chaos run --
+
+CLUSTER_PASSWORD = "brook-secret"  # scripts/certs.sh's key store password
+BROKER_LOGIN = ("broker", "broker-secret")
+# The RFC 2253 subject of scripts/certs.sh's broker certificate (/CN=localhost/O=Brook).
+NODE_PRINCIPAL = "User:O=Brook,CN=localhost"
+INTERNAL_JAAS = "listener.name.internal.scram-sha-512.sasl.jaas.config"
+
+
+def internal_jaas(password: str) -> str:
+    """The INTERNAL listener's SCRAM entry, with the broker's own login."""
+    return f'{SCRAM_LOGIN} required username="{BROKER_LOGIN[0]}" password="{password}";'
+
+
+def secure_cluster(cluster, certs: Path, app_user: str, plain_users: Optional[Dict[str, str]] = None) -> None:
+    """Secures every node of `cluster` (harness/cluster.py, not started), Kafka's keys on both targets:
+    - PLAINTEXT stays, the harness's own door (readiness, metadata polls, SCRAM administration);
+    - CLIENT, SASL_SSL with SCRAM-SHA-512 (and PLAIN for `plain_users`, whose logins the JAAS
+      entry lists), for the applications: `node.client_bootstrap`, `client_bootstrap(cluster)`;
+    - INTERNAL, SASL_SSL with SCRAM-SHA-512, the inter-broker listener: each broker logs in to its
+      peers as BROKER_LOGIN (its credential is made by `create_scram_users`; replication starts
+      once it exists) and verifies their certificates with the CA;
+    - CONTROLLER, SSL with `ssl.client.auth=required`: the metadata quorum between mutually
+      authenticated nodes, each presenting the broker certificate of `certs` (scripts/certs.sh).
+    The StandardAuthorizer is on; `super.users` holds the brokers' login (follower fetches need
+    CLUSTER_ACTION), User:ANONYMOUS (the PLAINTEXT door), the nodes' certificate subject
+    (controller and broker-to-controller requests) and `app_user`. `node.listener_ports` holds
+    the CLIENT and INTERNAL ports (chaos/netfault.py isolates a node on them too)."""
+    taken = set()
+    for n in cluster.nodes:
+        taken |= {n.port, n.controller_port, n.metrics_port or 0}
+    ports = [p for p in distinct_free_ports(4 * len(cluster.nodes)) if p not in taken][:2 * len(cluster.nodes)]
+    mechanisms = "SCRAM-SHA-512,PLAIN" if plain_users else "SCRAM-SHA-512"
+    for node, client_port, internal_port in zip(cluster.nodes, ports[:len(cluster.nodes)], ports[len(cluster.nodes):]):
+        node.client_bootstrap = f"{node.host}:{client_port}"
+        node.listener_ports = {"CLIENT": client_port, "INTERNAL": internal_port}
+        plain = f"PLAINTEXT://{node.host}:{node.port}"
+        client = f"CLIENT://{node.host}:{client_port}"
+        internal = f"INTERNAL://{node.host}:{internal_port}"
+        node.overrides.update({
+            "listeners": f"{plain},{client},{internal},CONTROLLER://{node.host}:{node.controller_port}",
+            "advertised.listeners": f"{plain},{client},{internal}",
+            "listener.security.protocol.map":
+                "CONTROLLER:SSL,PLAINTEXT:PLAINTEXT,CLIENT:SASL_SSL,INTERNAL:SASL_SSL",
+            "listener.name.controller.ssl.client.auth": "required",
+            "inter.broker.listener.name": "INTERNAL",
+            "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
+            "listener.name.client.sasl.enabled.mechanisms": mechanisms,
+            "listener.name.client.scram-sha-512.sasl.jaas.config": f"{SCRAM_LOGIN} required;",
+            "listener.name.internal.sasl.enabled.mechanisms": "SCRAM-SHA-512",
+            INTERNAL_JAAS: internal_jaas(BROKER_LOGIN[1]),
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.location": str(Path(certs) / "broker-keystore.pem"),
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.location": str(Path(certs) / "ca.pem"),
+            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "super.users": ";".join([f"User:{BROKER_LOGIN[0]}", "User:ANONYMOUS", NODE_PRINCIPAL, f"User:{app_user}",
+                                     *(f"User:{u}" for u in (plain_users or {}))]),
+        })
+        if plain_users:
+            node.overrides["listener.name.client.plain.sasl.jaas.config"] = (
+                f"{PLAIN_LOGIN} required " + " ".join(f'user_{u}="{p}"' for u, p in plain_users.items()) + ";")
+
+
+def scram_user_known(bootstrap: str, user: str) -> bool:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    try:
+        found = admin.describe_user_scram_credentials([user])[user].result(timeout=10)
+    except Exception:  # noqa: BLE001 - RESOURCE_NOT_FOUND until the credential is applied
+        return False
+    return bool(found.scram_credential_infos)
+
+
+def create_scram_users(cluster, users: List[Tuple[str, str]], timeout_s: float = 60) -> None:
+    """SCRAM-SHA-512 credentials for `users` (BROKER_LOGIN is added), made through the PLAINTEXT
+    door as `kafka-configs --alter --entity-type users` would; returns once every node knows them."""
+    users = [*users, BROKER_LOGIN]
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    upserts = [UserScramCredentialUpsertion(user, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192),
+                                            password.encode()) for user, password in users]
+    for future in admin.alter_user_scram_credentials(upserts).values():
+        future.result(timeout=30)
+    for n in cluster.nodes:
+        for user, _ in users:
+            cluster.wait_for(lambda: scram_user_known(n.bootstrap, user), timeout_s, f"node {n.node_id} knows {user}")
+
+
+def client_bootstrap(cluster, node_ids=None) -> str:
+    """The CLIENT (SASL_SSL) addresses of `node_ids` (default: the running nodes)."""
+    ids = node_ids if node_ids is not None else cluster.running_ids()
+    return ",".join(cluster.node(i).client_bootstrap for i in ids)
+
+
+def sasl_ssl_client_settings(certs: Path, mechanism: str, user: str, password: str) -> Dict[str, str]:
+    """A SASL_SSL client's settings (Kafka's names): the login, the CA, host names verified."""
+    login = PLAIN_LOGIN if mechanism == "PLAIN" else SCRAM_LOGIN
+    return {
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": mechanism,
+        "sasl.jaas.config": f'{login} required username="{user}" password="{password}";',
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": str(Path(certs) / "ca.pem"),
+        "ssl.endpoint.identification.algorithm": "https",
+    }

@@ -87,11 +87,14 @@ def main() -> int:
                              "cluster; without it faults follow each other's recovery at once)")
     parser.add_argument("--recovery-timeout", type=float, default=60.0)
     parser.add_argument("--keep", action="store_true", help="keep the cluster's data directory even when OK")
+    parser.add_argument("--secured", action="store_true",
+                        help="SASL_SSL (SCRAM-SHA-512) clients, SASL_SSL inter-broker, mutual TLS quorum "
+                             "(harness.security.secure_cluster; the harness keeps a PLAINTEXT door)")
     args = parser.parse_args()
     opts = Options(target=args.target, faults=args.faults, duration_s=args.duration, seed=args.seed, out=args.out,
                    partitions=args.partitions, rate=args.rate, interval_s=args.interval, kinds=args.kinds,
                    network=args.network, recovery_timeout_s=args.recovery_timeout, keep=args.keep,
-                   settled=args.settled)
+                   settled=args.settled, secured=args.secured)
     try:
         report = run_chaos(opts, log=lambda line: print(line, flush=True))
     except Exception:

@@ -800,3 +800,21 @@ fn an_ssl_listener_gets_its_per_listener_keys_and_they_load_without_warnings() {
     ]);
     assert_eq!(key.as_deref(), Some("listener.name.ssl.ssl.client.auth"));
 }
+
+#[test]
+fn key_passwords_broker_wide_and_per_listener_are_described_without_their_values() {
+    let broker = with(&[
+        "listeners=PLAINTEXT://:9092,SSL://:9093",
+        "ssl.key.password=broker-wide-secret",
+        "listener.name.ssl.ssl.key.password=listener-secret",
+    ]);
+    let entries = describe_broker(&broker, options());
+    for name in ["ssl.key.password", "listener.name.ssl.ssl.key.password"] {
+        let entry = find(&entries, name);
+        assert_eq!(entry.value, None, "{name}");
+        assert!(entry.is_sensitive, "{name}");
+        assert_eq!(entry.config_type, ConfigType::Password, "{name}");
+        assert!(!entry.synonyms.is_empty(), "{name}");
+        assert!(entry.synonyms.iter().all(|s| s.value.is_none()), "{name}");
+    }
+}

@@ -9,6 +9,7 @@ pub mod dispatch;
 pub mod listener;
 pub mod session;
 pub mod tls;
+mod tls_pem_key;
 pub mod tls_reload;
 pub mod tls_stores;
 #[cfg(test)]

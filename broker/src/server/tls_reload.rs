@@ -178,7 +178,7 @@ impl ServedTls {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::server::tls_testdata::{pem_listener, setting, text};
+    use crate::server::tls_testdata::{pem_listener, setting, text, KEY_PASSWORD};
 
     #[test]
     fn the_same_stores_change_nothing() {
@@ -262,5 +262,41 @@ mod tests {
             refusal.starts_with("Validation of dynamic config update of SSLFactory failed: ssl.keystore.certificate.chain: "),
             "{refusal}"
         );
+    }
+
+    /// `served`'s certificate with its key encrypted, under `password`.
+    fn encrypted(password: &str) -> ListenerTls {
+        ListenerTls {
+            keystore_key: Some(setting(
+                "listener.name.ssl.ssl.keystore.key",
+                &text("served-encrypted.key"),
+            )),
+            key_password: Some(setting("listener.name.ssl.ssl.key.password", password)),
+            ..pem_listener("served")
+        }
+    }
+
+    #[test]
+    fn an_encrypted_key_with_its_password_is_swapped_in() {
+        let served = ServedTls::new(&pem_listener("served")).expect("served");
+        let before = served.current();
+        assert_eq!(served.validate(&encrypted(KEY_PASSWORD)), Ok(()));
+        served.update(&encrypted(KEY_PASSWORD), false);
+        assert!(!Arc::ptr_eq(&before, &served.current()));
+    }
+
+    #[test]
+    fn an_encrypted_key_with_a_wrong_password_is_refused_naming_the_password_key() {
+        let served = ServedTls::new(&pem_listener("served")).expect("served");
+        let before = served.current();
+        let refusal = served
+            .validate(&encrypted("not-the-secret"))
+            .expect_err("wrong password");
+        assert_eq!(
+            refusal,
+            "Validation of dynamic config update of SSLFactory failed: listener.name.ssl.ssl.key.password: cannot decrypt the private key in listener.name.ssl.ssl.keystore.key: the password was incorrect"
+        );
+        served.update(&encrypted("not-the-secret"), false);
+        assert!(Arc::ptr_eq(&before, &served.current()));
     }
 }

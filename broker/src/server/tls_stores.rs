@@ -4,7 +4,9 @@
 //! and keytool's PBES2/AES stores and the legacy 3DES/RC2 ones), read whether the type says
 //! PKCS12 or JKS, as Java reads a PKCS12 file under either name since Java 9. A real JKS
 //! file is refused with the `keytool -importkeystore` command that converts it: JKS has no
-//! maintained Rust reader. Every error names the key whose material is missing or bad.
+//! maintained Rust reader. A PEM private key may be encrypted, decrypted with
+//! `ssl.key.password` (`tls_pem_key`). Every error names the key whose material is missing
+//! or bad, and none shows a secret.
 
 use std::path::Path;
 
@@ -12,6 +14,8 @@ use p12_keystore::{KeyStore, KeyStoreEntry, Pkcs12ImportPolicy};
 use rustls::RootCertStore;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+
+use crate::server::tls_pem_key::pem_key;
 
 use crate::config::tls::{listener_key, ListenerTls, Setting};
 
@@ -39,7 +43,7 @@ pub(crate) fn key_store(tls: &ListenerTls) -> Result<KeyMaterial, KeyError> {
     match (kind.as_str(), inline) {
         ("PEM", (Some(chain), Some(key))) => {
             let certs = pem_certs(chain)?;
-            let key = pem_key(key, tls.key_password.as_ref())?;
+            let key = pem_key(key, tls.key_password.as_ref(), &tls.listener)?;
             Ok((certs, key))
         }
         ("PEM", (Some(one), None)) | ("PEM", (None, Some(one))) => Err((
@@ -53,7 +57,8 @@ pub(crate) fn key_store(tls: &ListenerTls) -> Result<KeyMaterial, KeyError> {
                 key: location.key.clone(),
                 value: text,
             };
-            Ok((pem_certs(&in_file)?, pem_key(&in_file, tls.key_password.as_ref())?))
+            let key = pem_key(&in_file, tls.key_password.as_ref(), &tls.listener)?;
+            Ok((pem_certs(&in_file)?, key))
         }
         ("PKCS12" | "JKS", _) => {
             let location = keystore_location(tls)?;
@@ -265,24 +270,6 @@ fn pem_certs(setting: &Setting) -> Result<Vec<CertificateDer<'static>>, KeyError
         return Err((setting.key.clone(), "holds no PEM certificate".to_owned()));
     }
     Ok(certs)
-}
-
-fn pem_key(
-    setting: &Setting,
-    password: Option<&Setting>,
-) -> Result<PrivateKeyDer<'static>, KeyError> {
-    let text = normalize_pem(&setting.value);
-    if text.contains("-----BEGIN ENCRYPTED PRIVATE KEY-----") {
-        let key = password
-            .map(|p| p.key.clone())
-            .unwrap_or_else(|| setting.key.clone());
-        return Err((
-            key,
-            "encrypted PEM private keys are not supported yet: give the key unencrypted (`openssl pkcs8 -topk8 -nocrypt`) or use a PKCS12 key store (ssl.keystore.type=PKCS12)".to_owned(),
-        ));
-    }
-    PrivateKeyDer::from_pem_slice(text.as_bytes())
-        .map_err(|e| (setting.key.clone(), format!("no PEM private key: {e}")))
 }
 
 /// Re-wraps PEM sections. Kafka's example configurations give PEM values on one logical

@@ -9,6 +9,9 @@ use crate::config::tls::{ClientAuth, ListenerTls, Setting, TlsVersion};
 /// The password of `served.p12`.
 pub const P12_PASSWORD: &str = "unit-secret";
 
+/// The password of the encrypted copies of `served.key` (`served-encrypted*.key`).
+pub const KEY_PASSWORD: &str = "unit-secret";
+
 pub fn path(file: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("src/server/testdata")

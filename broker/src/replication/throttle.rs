@@ -3,8 +3,10 @@
 //! fetches while its byte rate for throttled replicas is above
 //! `follower.replication.throttled.rate` (a dynamic per-broker config, bytes/s); a replica
 //! is throttled when the topic's `follower.replication.throttled.replicas` is `*` or lists
-//! `<partition>:<this broker>`. Only the moving replicas are listed by the tool, so client
-//! traffic and the replicas already in sync are never slowed.
+//! `<partition>:<this broker>`, and it is not in the ISR. Only the moving replicas are
+//! listed by the tool, so client traffic and the replicas already in sync are never slowed.
+//! The leader side (`leader.replication.throttled.rate`) is accepted but not enforced: the
+//! follower's quota alone bounds a move's traffic.
 //!
 //! The rate is measured as Kafka's quotas measure it: bytes over a window of
 //! `WINDOW_SAMPLES` one-second samples, divided by the window's length (at least
@@ -53,17 +55,26 @@ pub fn follower_rate(image: &MetadataImage, node_id: i32) -> Option<u64> {
     })
 }
 
-/// Whether this broker's replica of `topic`-`partition` is a throttled follower.
+/// Whether this broker's replica of `topic`-`partition` is a throttled follower: listed in
+/// the topic's `follower.replication.throttled.replicas` and not in the ISR (Kafka's
+/// `shouldFollowerThrottle`: an in-sync replica is never held back).
 pub fn follower_throttled(
     image: &MetadataImage,
     topic: &str,
     partition: i32,
     node_id: i32,
 ) -> bool {
-    image
-        .topic(topic)
-        .and_then(|t| t.configs.get(FOLLOWER_REPLICAS))
-        .is_some_and(|v| lists_replica(v, partition, node_id))
+    let Some(t) = image.topic(topic) else {
+        return false;
+    };
+    let in_sync = t
+        .partitions
+        .get(&partition)
+        .is_some_and(|p| p.isr.contains(&node_id));
+    !in_sync
+        && t.configs
+            .get(FOLLOWER_REPLICAS)
+            .is_some_and(|v| lists_replica(v, partition, node_id))
 }
 
 /// A byte rate over a sliding window of one-second samples.

@@ -13,7 +13,8 @@
   `kafka-cluster unregister` ("Broker 4 is no longer registered."; again: "Broker ID 4 is not
   currently registered"); it leaves every node's Metadata.
 - Refusals as Kafka's controller words them (AlterPartitionReassignments through the tool):
-  an unknown broker, and a cancel with nothing in progress.
+  an unknown broker, a replication factor change with `--disallow-replication-factor-change`
+  (KIP-860), and a cancel with nothing in progress.
 
 One 4-node cluster for the module (four combined voters). Also passes against Apache Kafka 4.4.
 """
@@ -176,6 +177,12 @@ def test_refusals_name_the_broker_and_the_missing_reassignment(cluster4, tmp_pat
     assert proc.returncode != 0, text
     assert "Unknown broker id 9" in text or \
         "The manual partition assignment includes broker 9, but no such broker is registered." in text, text
+
+    proc = reassign(cluster4, "execute", plan_of(topic, {0: [1, 2, 3]}), tmp_path,
+                    "--disallow-replication-factor-change", check=False)
+    text = proc.stdout + proc.stderr
+    assert proc.returncode != 0, text
+    assert "The replication factor is changed from 2 to 3" in text, text
 
     proc = reassign(cluster4, "cancel", plan_of(topic, {0: [1, 2]}), tmp_path, check=False)
     text = proc.stdout + proc.stderr

@@ -12,6 +12,8 @@
 - A broker retired as an operator retires one: every replica it holds moved away, SIGTERM,
   `kafka-cluster unregister` ("Broker 4 is no longer registered."; again: "Broker ID 4 is not
   currently registered"); it leaves every node's Metadata.
+- A reassignment in progress (throttled) survives kill -9 of the quorum leader: the new
+  controller lists it, and resubmitted with a high throttle (`--additional`) it completes.
 - Refusals as Kafka's controller words them (AlterPartitionReassignments through the tool):
   an unknown broker, a replication factor change with `--disallow-replication-factor-change`
   (KIP-860), and a cancel with nothing in progress.
@@ -167,6 +169,42 @@ def test_a_throttled_reassignment_stays_in_progress_and_cancel_restores_the_repl
     assert read == [(i, f"c-{i}") for i in range(20)]
     cluster4.wait_for(lambda: not (cluster4.node(4).log_dirs / f"{topic}-0").is_dir(), 60,
                       f"broker 4's copy of {topic}-0 deleted")
+
+
+def test_a_reassignment_in_progress_survives_a_controller_failover_and_completes_once_unthrottled(cluster4,
+                                                                                                 tmp_path):
+    topic = unique("failover")
+    leader = cluster4.wait_quorum_leader(60)
+    # The moving replica goes to a broker other than the quorum leader, which is killed.
+    original = [n for n in cluster4.node_ids if n != leader][:2] + [leader]
+    spare = next(n for n in cluster4.node_ids if n not in original)
+    target = [original[0], original[1], spare]
+    create_topic_assigned(cluster4, original[0], topic, [original])
+    assert producer_perf_test(cluster4.bootstrap, topic, 5000, record_size=1000)["sent"] == 5000
+    plan = plan_of(topic, {0: target})
+    reassign(cluster4, "execute", plan, tmp_path, "--throttle", 1)
+    expected = (f"{topic}-0: replicas: {','.join(map(str, target))},{leader}. "
+                f"adding: {spare}. removing: {leader}.")
+    assert expected in list_reassignments(cluster4, tmp_path)
+
+    cluster4.node(leader).kill()
+    new_leader = cluster4.wait_quorum_leader(60, not_in=(leader,))
+    assert new_leader != leader
+    listed = list_reassignments(cluster4, tmp_path)
+    assert expected in listed, f"after the quorum leader {leader} died (new leader {new_leader}): {listed}"
+    cluster4.node(leader).start()
+    cluster4.wait_registered(60, cluster4.node_ids)
+
+    # Resubmitted with a high throttle (--additional), the move completes; --verify clears it.
+    reassign(cluster4, "execute", plan, tmp_path, "--additional", "--throttle", 1_000_000_000)
+
+    def completed():
+        text = reassign(cluster4, "verify", plan, tmp_path).stdout
+        return f"Reassignment of partition {topic}-0 is completed." in text or None
+    cluster4.wait_for(completed, MOVE_S, f"{topic}-0 moved to {target}", interval=1)
+    view = wait_views(cluster4, topic, lambda v: sorted(v[0]["isr"]) == sorted(target), 30, f"{topic}-0 ISR {target}")
+    assert sorted(view[0]["replicas"]) == sorted(target)
+    assert latest_offset(cluster4, view[0]["leader"], topic) == 5000
 
 
 def test_refusals_name_the_broker_and_the_missing_reassignment(cluster4, tmp_path):

@@ -55,28 +55,13 @@ pub fn incremental_topic(
     current: &BTreeMap<String, String>,
     ops: &[(String, AlterOp)],
 ) -> Result<ConfigChange, ConfigError> {
-    let merged = merge(current, ops, |key, op| {
-        let list_default = topic_key(key)
+    let list_default = |key: &str| {
+        topic_key(key)
             .filter(|k| k.config_type == ConfigType::List)
-            .map(|k| k.default.unwrap_or(""));
-        list_default.ok_or_else(|| ConfigError::BadListOperation {
-            key: key.to_owned(),
-            message: format!("Can't {op} to key {key} because its type is not LIST."),
-        })
-    })?;
-    let mut after = current.clone();
-    after.retain(|k, _| !merged.delete.contains(k));
-    after.extend(merged.set.clone());
+            .map(|k| k.default.unwrap_or(""))
+    };
     // The whole resulting set is checked, as Kafka's LogConfig.validate does.
-    let canonical = normalize_topic_overrides(&after)?;
-    Ok(ConfigChange {
-        set: merged
-            .set
-            .keys()
-            .filter_map(|k| canonical.get(k).map(|v| (k.clone(), v.clone())))
-            .collect(),
-        delete: merged.delete,
-    })
+    incremental_checked_whole(current, ops, list_default, normalize_topic_overrides)
 }
 
 /// An incremental update of a group's configs (`current`, as stored), checked as a whole
@@ -87,11 +72,27 @@ pub fn incremental_group(
     ops: &[(String, AlterOp)],
     broker: &super::BrokerConfig,
 ) -> Result<ConfigChange, ConfigError> {
-    let merged = merge(current, ops, |key, op| {
-        let list_default = group_key(key)
+    let list_default = |key: &str| {
+        group_key(key)
             .filter(|k| k.config_type == ConfigType::List)
-            .map(|k| k.default.unwrap_or(""));
-        list_default.ok_or_else(|| ConfigError::BadListOperation {
+            .map(|k| k.default.unwrap_or(""))
+    };
+    incremental_checked_whole(current, ops, list_default, |after| {
+        normalize_group_configs(after, broker)
+    })
+}
+
+/// The operations merged into `current`, the resulting whole set checked by `normalize`,
+/// and the canonical values of what is set. `list_default`: a LIST key's default (APPEND /
+/// SUBTRACT start from it), `None` for a key that is not a LIST.
+fn incremental_checked_whole(
+    current: &BTreeMap<String, String>,
+    ops: &[(String, AlterOp)],
+    list_default: impl Fn(&str) -> Option<&'static str>,
+    normalize: impl FnOnce(&BTreeMap<String, String>) -> Result<BTreeMap<String, String>, ConfigError>,
+) -> Result<ConfigChange, ConfigError> {
+    let merged = merge(current, ops, |key, op| {
+        list_default(key).ok_or_else(|| ConfigError::BadListOperation {
             key: key.to_owned(),
             message: format!("Can't {op} to key {key} because its type is not LIST."),
         })
@@ -99,7 +100,7 @@ pub fn incremental_group(
     let mut after = current.clone();
     after.retain(|k, _| !merged.delete.contains(k));
     after.extend(merged.set.clone());
-    let canonical = normalize_group_configs(&after, broker)?;
+    let canonical = normalize(&after)?;
     Ok(ConfigChange {
         set: merged
             .set

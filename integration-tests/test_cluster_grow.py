@@ -13,6 +13,9 @@
 - A topic's replication factor is raised from 2 to 3 and another's lowered from 3 to 2 by
   reassignment: Metadata replicas and ISR, `kafka-topics --describe`'s ReplicationFactor, the
   batches on each replica's disk and the records read back.
+- The broker-only node killed (SIGKILL) leaves the ISRs; records and a new topic made while it
+  is down reach it when it restarts: it rejoins the ISR with the leader's batches and its
+  Metadata lists the new topic.
 
 One 3-node cluster for the module (conftest's `cluster`), grown to 4 by the first test that needs
 broker 4. Also passes against Apache Kafka 4.4.
@@ -273,3 +276,30 @@ def test_replication_factors_are_raised_and_lowered_by_reassignment(grown, tmp_p
         wait_replica_dirs(grown, topic, want)
         compared = on_disk.compare({n: grown.node(n).log_dirs for n in (1, 2, 3, 4)}, topic, hws)
         assert compared["mismatches"] == [] and compared["replicas_compared"] == 2 * rf, compared
+
+
+def test_the_broker_only_node_killed_and_restarted_catches_up_on_records_and_metadata(grown, tmp_path):
+    topic, created_while_down = unique("rejoin"), unique("while-down")
+    create_topic_assigned(grown, 1, topic, [[1, 4, 2]])
+    first = produce_and_read_back(grown, topic, 1, 100, tmp_path, "before")[0]
+    node4 = grown.node(4)
+    node4.kill()
+    wait_views(grown, topic, lambda v: sorted(v[0]["isr"]) == [1, 2] and v[0]["leader"] == 1, 60,
+               f"{topic}-0: broker 4 out of the ISR", node_ids=[1, 2, 3])
+    records = [{"key": f"k-{i}", "value": f"during-{i:04d}", "partition": 0} for i in range(100)]
+    producer = PacedProducer("java", grown.bootstrap_of(1), topic, records, "--acks", "all", "--idempotent",
+                             "--interval-ms", 0, tmp_dir=tmp_path)
+    results = producer.wait(90)
+    assert sorted(r.get("offset", -1) for r in results) == list(range(100, 200)), results[:5]
+    create_topic_assigned(grown, 1, created_while_down, [[2, 3]])
+
+    node4.start()
+    view = wait_views(grown, topic, lambda v: v[0]["replicas"] == [1, 4, 2] and sorted(v[0]["isr"]) == [1, 2, 4], 60,
+                      f"{topic}-0: broker 4 back in the ISR")
+    assert view[0]["leader"] == 1
+    assert grown.metadata(4, [created_while_down])["topics"][created_while_down]["partitions"][0]["replicas"] == [2, 3]
+    assert latest_offset(grown, 1, topic) == 200
+    compared = on_disk.compare({n: grown.node(n).log_dirs for n in (1, 2, 4)}, topic, {0: 200})
+    assert compared["mismatches"] == [] and compared["replicas_compared"] == 3, compared
+    assert read_partition("java", grown.bootstrap, topic, 0, 200) == \
+        list(enumerate(first + [r["value"] for r in records]))

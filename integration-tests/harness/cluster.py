@@ -144,7 +144,12 @@ class Cluster:
         running cluster: it follows the metadata quorum (brook: a raft learner; Kafka: an
         observer, its storage formatted with the cluster's id and the static voters) without
         voting. Returns it once it serves and every running node's Metadata lists it; on
-        failure it is stopped and BrokerStartError carries its log tail."""
+        failure it is stopped and BrokerStartError carries its log tail.
+
+        It is given `controller.quorum.voters`, not `controller.quorum.bootstrap.servers`: a
+        static-voter cluster (kraft.version 0) keeps no voter set in its log, so a Kafka broker
+        that knows only bootstrap servers never learns where to register and exits ("unable to
+        register with the controller quorum"). Brook's learner accepts either."""
         n = self.size + 1
         used = {b.port for b in self.nodes} | {b.metrics_port for b in self.nodes} | \
             {b.controller_port for b in self.nodes}

@@ -2,10 +2,12 @@
 
 Every node is a combined broker+controller (`process.roles=broker,controller`) with its own
 client port, controller port and data directory; the controllers form one static quorum
-(`controller.quorum.voters`). Both kinds get the same Kafka-named settings (issue #10's
-contract, `node_settings` below); brook takes them as `--override`s, Kafka as a
-server.properties written by scripts/kafka-cluster-ref.sh, which also formats each node's
-storage once with the cluster's shared id.
+(`controller.quorum.voters`). `add_broker()` grows a running cluster by a broker-only node
+(`process.roles=broker`, no controller port) that follows that quorum without voting. Both
+kinds get the same Kafka-named settings (issue #10's contract, `node_settings` below); brook
+takes them as `--override`s, Kafka as a server.properties written by
+scripts/kafka-cluster-ref.sh, which also formats each node's storage once with the cluster's
+shared id (a broker-only node of a static-voter cluster formats with no controller flags).
 
 Invariants: node ids are 1..size and `nodes[i]` is node i+1; a node's ports and data never
 change, so `node.start()` after `kill()`/`stop()` brings the same node back with its data.
@@ -56,14 +58,19 @@ def wait_for(predicate: Callable[[], object], timeout: float, what="condition", 
         time.sleep(interval)
 
 
-def node_settings(node_id: int, client_port: int, controller_port: int, voters: str) -> dict:
-    """Issue #10's settings of one combined broker+controller node (Kafka keys); `log.dirs` is
-    added by its Broker."""
+def node_settings(node_id: int, client_port: int, controller_port: Optional[int], voters: str) -> dict:
+    """Issue #10's settings of one combined broker+controller node (Kafka keys), or of a
+    broker-only node when `controller_port` is None: it binds no controller listener and finds the
+    controllers through `controller.quorum.voters` like the voters do (Kafka still needs the
+    CONTROLLER name and its protocol to reach them). `log.dirs` is added by its Broker."""
+    listeners = f"PLAINTEXT://{HOST}:{client_port}"
+    if controller_port is not None:
+        listeners += f",CONTROLLER://{HOST}:{controller_port}"
     return {
-        "process.roles": "broker,controller",
+        "process.roles": "broker,controller" if controller_port is not None else "broker",
         "node.id": str(node_id),
         "controller.quorum.voters": voters,
-        "listeners": f"PLAINTEXT://{HOST}:{client_port},CONTROLLER://{HOST}:{controller_port}",
+        "listeners": listeners,
         "advertised.listeners": f"PLAINTEXT://{HOST}:{client_port}",
         "controller.listener.names": "CONTROLLER",
         "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
@@ -95,6 +102,7 @@ class Cluster:
             node.node_id = n
             node.controller_port = c
             self.nodes.append(node)
+        self.overrides = overrides
 
     # -- addressing ------------------------------------------------------------------------------
     def node(self, node_id: int) -> Broker:
@@ -130,6 +138,36 @@ class Cluster:
             tails = self.log_tails()
             self.stop()
             raise BrokerStartError(f"{self.kind} cluster did not start: {str(e)[:2000]}\n{tails}") from None
+
+    def add_broker(self) -> Broker:
+        """Start node `size + 1` as a broker-only node (`process.roles=broker`) joining the
+        running cluster: it follows the metadata quorum (brook: a raft learner; Kafka: an
+        observer, its storage formatted with the cluster's id and the static voters) without
+        voting. Returns it once it serves and every running node's Metadata lists it; on
+        failure it is stopped and BrokerStartError carries its log tail.
+
+        It is given `controller.quorum.voters`, not `controller.quorum.bootstrap.servers`: a
+        static-voter cluster (kraft.version 0) keeps no voter set in its log, so a Kafka broker
+        that knows only bootstrap servers never learns where to register and exits ("unable to
+        register with the controller quorum"). Brook's learner accepts either."""
+        n = self.size + 1
+        used = {b.port for b in self.nodes} | {b.metrics_port for b in self.nodes} | \
+            {b.controller_port for b in self.nodes}
+        port = free_port(avoid=frozenset(used))
+        metrics_port = free_port(avoid=frozenset(used | {port})) if self.kind == "brook" else None
+        node = Broker(self.kind, self.base_dir / f"node-{n}", self.overrides, port=port, metrics_port=metrics_port,
+                      node_settings=node_settings(n, port, None, self.voters), cluster_id=self.cluster_id,
+                      start_timeout_s=START_TIMEOUT_S[self.kind])
+        node.node_id, node.controller_port = n, None
+        self.nodes.append(node)
+        self.size = n
+        try:
+            node.start()
+            self.wait_registered(START_TIMEOUT_S[self.kind])
+        except (BrokerStartError, AssertionError) as e:
+            node.stop()
+            raise BrokerStartError(f"broker-only node {n} did not join: {str(e)[:2000]}\n{node.log_tail()}") from None
+        return node
 
     def stop(self) -> None:
         """SIGTERM every node at once (a lone survivor cannot shut down in a quorum-less

@@ -4,7 +4,8 @@
 # The key=value lines are the node's whole server.properties (process.roles, node.id,
 # controller.quorum.voters, listeners, log.dirs, ...; harness/cluster.py writes them). Before
 # the node's first start its storage is formatted with the cluster's shared id (`kafka-storage
-# format -t CLUSTER_ID -c server.properties`: static voters, so no --standalone). Every node of
+# format -t CLUSTER_ID -c server.properties`: static voters, so no --standalone, and a
+# broker-only node, process.roles=broker, needs no --no-initial-controllers either). Every node of
 # one cluster must get the same CLUSTER_ID (`java -cp 'libs/*' kafka.tools.StorageTool random-uuid`).
 # Example, node 1 of 3:
 #   kafka-cluster-ref.sh "$id" /tmp/k1 process.roles=broker,controller node.id=1 \

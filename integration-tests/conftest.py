@@ -143,7 +143,8 @@ SERIAL_MODULES = {
 LONG_MODULES_FIRST = [
     "test_compat.py", "test_security_acl_apis.py", "test_group_failover.py", "test_security_sasl.py",
     "test_librdkafka_0081.py", "test_group_consumer_protocol.py", "test_group_clients.py",
-    "test_group_zombie.py", "test_security_acl.py", "test_security_tls.py",
+    "test_group_zombie.py", "test_security_acl.py", "test_security_tls.py", "test_cluster_grow.py",
+    "test_cluster_reassign.py",
 ]
 
 

@@ -28,6 +28,7 @@ import pytest
 
 from chaos import replicas as on_disk
 from harness import kafka_cli
+from harness.cluster import QUORUM_TOOL
 from harness.cluster_scenarios import unique
 from harness.replication import PacedProducer, TOPICS_TOOL, assert_acked_read_back_once, create_topic_assigned, \
     ensure_running, latest_offset, read_partition, wait_views
@@ -155,6 +156,19 @@ def test_a_broker_only_node_joins_and_every_node_lists_it(grown):
                             "the quorum lists node 4 as its one observer")
     assert status["CurrentVoters"] == [1, 2, 3], status
     assert grown.quorum_leader() in (1, 2, 3)
+
+    # Asked of the broker-only node, --replication shows the leader's view of every member
+    # (Kafka's brokers forward DescribeQuorum to the controller).
+    def replication():
+        out = kafka_cli.run(QUORUM_TOOL, "--bootstrap-server", grown.bootstrap_of(4), "describe", "--replication",
+                            timeout=60).stdout
+        rows = [line.split() for line in out.splitlines()[1:] if line.strip()]
+        by_node = {int(r[0]): {"end": int(r[2]), "lag": int(r[3]), "status": r[-1]} for r in rows}
+        ok = sorted(by_node) == [1, 2, 3, 4] and by_node[4]["status"] == "Observer" and \
+            all(v["end"] >= 0 and v["lag"] >= 0 for v in by_node.values())
+        return by_node if ok else None
+    rows = grown.wait_for(replication, 30, "every member with its log end offset, asked of node 4", interval=1)
+    assert sorted(v["status"] for v in rows.values()) == ["Follower", "Follower", "Leader", "Observer"], rows
 
 
 def test_generate_proposes_a_plan_over_four_brokers_and_execute_moves_replicas_onto_the_new_one(grown, tmp_path):

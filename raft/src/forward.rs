@@ -217,6 +217,45 @@ impl Forwarder {
         }
     }
 
+    /// The leader's raft metrics, asked of it (or read here when this node leads); one try.
+    pub(crate) async fn leader_metrics(
+        &self,
+    ) -> Result<openraft::RaftMetrics<u64, openraft::BasicNode>, ProposeError> {
+        let reply = match self.target(None) {
+            Target::Local => self.service.leader_metrics(),
+            Target::Remote { node_id, addr } => {
+                match self
+                    .pool
+                    .call(&addr, &RpcRequest::LeaderMetrics, HEARTBEAT_TIMEOUT)
+                    .await
+                {
+                    Ok(RpcResponse::LeaderMetrics(reply)) => reply,
+                    Ok(_) => LeaderReply::Unavailable {
+                        reason: format!("leader at {addr} answered the wrong response type"),
+                    },
+                    Err(e) => LeaderReply::Unavailable {
+                        reason: format!("node {node_id:?} at {addr}: {e}"),
+                    },
+                }
+            }
+            Target::Unknown => LeaderReply::NotLeader {
+                leader_id: None,
+                leader_addr: None,
+            },
+        };
+        match reply {
+            LeaderReply::Ok(metrics) => Ok(*metrics),
+            LeaderReply::NotLeader {
+                leader_id,
+                leader_addr,
+            } => Err(ProposeError::NotLeader {
+                leader_id,
+                leader_addr,
+            }),
+            LeaderReply::Unavailable { reason } => Err(ProposeError::Unavailable { reason }),
+        }
+    }
+
     /// Sends `hb` to the leader (or answers it here when this node leads); one try.
     pub(crate) async fn heartbeat(&self, hb: Heartbeat) -> Result<HeartbeatReply, ProposeError> {
         let reply = match self.target(None) {

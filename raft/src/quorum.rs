@@ -264,6 +264,12 @@ impl MetadataQuorum {
         self.forwarder.heartbeat(hb).await
     }
 
+    /// The metadata leader's raft metrics (its view of every voter's and observer's log
+    /// position), asked of the leader once; `NotLeader` / `Unavailable` when none answers.
+    pub async fn leader_metrics(&self) -> Result<RaftMetrics<u64, BasicNode>, ProposeError> {
+        self.forwarder.leader_metrics().await
+    }
+
     /// The heartbeat state used while this node leads.
     pub fn liveness(&self) -> Arc<Liveness> {
         self.liveness.clone()

@@ -185,6 +185,14 @@ impl PeerService {
         }
     }
 
+    /// The leader's raft metrics (its replication view of every member).
+    pub(crate) fn leader_metrics(&self) -> LeaderReply<Box<RaftMetrics<u64, BasicNode>>> {
+        if !self.is_leader() {
+            return self.not_leader();
+        }
+        LeaderReply::Ok(Box::new(self.raft.metrics().borrow().clone()))
+    }
+
     /// Answers a broker heartbeat from the leader's liveness state.
     pub(crate) fn heartbeat(&self, hb: &Heartbeat) -> LeaderReply<HeartbeatReply> {
         if !self.is_leader() {

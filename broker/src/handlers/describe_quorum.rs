@@ -1,9 +1,10 @@
 //! DescribeQuorum (KIP-595/KIP-853): the metadata quorum as `kafka-metadata-quorum
 //! describe --status / --replication` shows it — leader, leader epoch (the raft term),
 //! high watermark (the last applied metadata entry), each voter's and observer's log end
-//! offset. Kafka's brokers forward this request to the controller; every Brook node is a
-//! member of the quorum, so it answers from its own view: the leader knows every
-//! follower's replicated position, a follower reports only its own and `-1` for the others.
+//! offset. Kafka's brokers forward this request to the controller; a Brook node asks the
+//! metadata leader for its raft view (every voter's and observer's replicated position),
+//! and answers from its own view (its position, `-1` for the others) only when no leader
+//! answers.
 //!
 //! Authorization (Kafka's controller, `ControllerApis.handleDescribeQuorum`): DESCRIBE on
 //! the cluster, else the top-level `CLUSTER_AUTHORIZATION_FAILED` and nothing else.
@@ -27,7 +28,7 @@ use crate::server::session::Session;
 /// The metadata log's name in KRaft.
 const METADATA_TOPIC: &str = "__cluster_metadata";
 
-pub fn handle(
+pub async fn handle(
     broker: &Broker,
     session: &Session,
     req: DescribeQuorumRequest,
@@ -51,7 +52,10 @@ pub fn handle(
         return DescribeQuorumResponse::default()
             .with_error_code(PartitionError::UnknownTopicOrPartition.code().code());
     }
-    let m = broker.quorum.raft_metrics();
+    let m = match broker.quorum.leader_metrics().await {
+        Ok(leader_view) => leader_view,
+        Err(_) => broker.quorum.raft_metrics(),
+    };
     let now_ms = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64);

@@ -201,7 +201,7 @@ pub async fn handle(
             ResponseKind::DescribeCluster(describe_cluster::handle(broker, session, req, v))
         }
         RequestKind::DescribeQuorum(req) => {
-            ResponseKind::DescribeQuorum(describe_quorum::handle(broker, session, req, v))
+            ResponseKind::DescribeQuorum(describe_quorum::handle(broker, session, req, v).await)
         }
         RequestKind::DescribeTopicPartitions(req) => ResponseKind::DescribeTopicPartitions(
             describe_topic_partitions::handle(broker, session, req, v).await,

@@ -24,6 +24,7 @@ use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
     VoteRequest, VoteResponse,
 };
+use openraft::{BasicNode, RaftMetrics};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -57,6 +58,9 @@ pub enum RpcRequest {
     },
     /// A broker's liveness heartbeat, forwarded to the leader (the controller).
     Heartbeat(Heartbeat),
+    /// The leader's raft metrics (its view of every voter's and observer's log): what
+    /// DescribeQuorum answers on any node, as Kafka's brokers forward it to the controller.
+    LeaderMetrics,
     /// A broker process holds this connection open for as long as it lives (`attach.rs`):
     /// every voter sees the moment it closes, so a killed broker is fenced at once.
     Attach {
@@ -75,6 +79,7 @@ pub enum RpcResponse {
     /// `Ok(index)`: the learner is a member; it is caught up once it has applied `index`.
     AddLearner(LeaderReply<u64>),
     Heartbeat(LeaderReply<HeartbeatReply>),
+    LeaderMetrics(LeaderReply<Box<RaftMetrics<u64, BasicNode>>>),
     Attach,
 }
 

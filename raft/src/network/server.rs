@@ -213,6 +213,7 @@ async fn answer(service: &PeerService, request: RpcRequest) -> RpcResponse {
             RpcResponse::AddLearner(service.add_learner(node_id, addr).await)
         }
         RpcRequest::Heartbeat(hb) => RpcResponse::Heartbeat(service.heartbeat(&hb)),
+        RpcRequest::LeaderMetrics => RpcResponse::LeaderMetrics(service.leader_metrics()),
         // Handled by the connection loop, which owns the attachment.
         RpcRequest::Attach { .. } => RpcResponse::Attach,
     }

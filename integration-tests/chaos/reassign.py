@@ -22,6 +22,11 @@ then either of the two.
 The tool is a JVM (2-4 s per call on a shared machine): one `--execute`, completion polled
 through Metadata (the replica list equals the target: the controller drops the removed replicas
 only when every target replica is in the ISR), at most one `--cancel` and one election per fault.
+A fault's move_ms runs from --execute's exit to the Metadata showing the target; with a
+companion kill the polling starts only after the restart, so it is an upper bound there. The
+tool's own run (execute_ms, a JVM) often covers a small partition's whole copy: a companion may
+then strike just after the move rather than during it.
+
 The tool is pointed only at nodes that run and are reachable (a paused node would hang Kafka's
 admin client, which routes controller calls to any broker).
 """

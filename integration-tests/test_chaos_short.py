@@ -3,10 +3,11 @@
 * The checker itself, on fabricated histories: a clean history passes; a lost acknowledged
   record, a duplicate, a reordered pair, a stale offset, a read that vanished, an offset holding
   two values, an unknown value, a tailing session skipping are each detected; the replica
-  comparison flags a batch whose CRC differs and a replica short of the high watermark.
+  comparison flags a batch whose CRC differs and a replica short of the high watermark, and
+  given the partitions' current replica sets it skips a moved-away copy and flags a missing one.
 * The run: a 3-node cluster of the target (BROOK_TEST_TARGET), idempotent acks=all producers
   (Java and franz-go) and consumers, at least 30 faults one after another for about two minutes,
-  every kind at least once (network isolation included), then every acknowledged record must be
+  every kind at least once (network isolation and partition reassignment included), then every acknowledged record must be
   in the final log at its offset and every rule hold (0 lost, 0 violations), the replicas
   identical below the high watermark.
 * The secured run (issue #25): the same on a cluster secured on every listener but the harness's
@@ -26,7 +27,7 @@ from chaos.run import Options, run_chaos, summary
 from harness import paths
 
 SHORT_FAULTS = 30
-# The nemesis draws kinds from a bag of every kind by weight (12 faults): 15 runs each at least once.
+# The nemesis draws kinds from a bag of every kind by weight (14 faults): 15 runs each at least once.
 SECURED_FAULTS = 15
 
 
@@ -150,17 +151,40 @@ def test_replica_comparison_flags_a_differing_batch_and_a_short_replica(tmp_path
     assert problems == ["does not reach the high watermark", "fewer batches below the high watermark"], result
 
 
+def test_replica_comparison_follows_the_current_replica_sets(tmp_path):
+    topic = "t"
+    good = _batch(0, 3, 1) + _batch(3, 2, 1)
+    stale = _batch(0, 3, 1)  # moved away after offset 2, deletion pending
+    for node, data in ((1, stale), (2, good), (3, good), (4, good)):
+        d = tmp_path / f"n{node}" / f"{topic}-0"
+        d.mkdir(parents=True)
+        (d / "00000000000000000000.log").write_bytes(data)
+    dirs = {n: tmp_path / f"n{n}" for n in (1, 2, 3, 4)}
+    result = replicas.compare(dirs, topic, {0: 5}, {0: [2, 3, 4]})
+    assert result["mismatches"] == [] and result["replicas_compared"] == 3, result
+    assert result["stale_copies"] == [{"partition": 0, "node": 1}]
+    # without the replica sets the stale copy is a replica short of the high watermark
+    assert {m["node"] for m in replicas.compare(dirs, topic, {0: 5})["mismatches"]} == {1}
+    # a current replica without the partition's directory
+    dirs[5] = tmp_path / "n5"
+    result = replicas.compare(dirs, topic, {0: 5}, {0: [2, 3, 5]})
+    assert [(m["node"], m["problem"]) for m in result["mismatches"]] == [(5, "replica directory missing")], result
+
+
 def assert_short_run_passed(report: dict, faults: int) -> str:
     text = summary(report)
     print(text)
     assert report["faults_total"] >= faults, text
-    # Every kind of fault ran, network isolation included (nftables is installed by install.sh):
+    # Every kind of fault ran, network isolation and reassignment included (nftables is installed
+    # by install.sh):
     # a run that silently skipped one would pass without testing it.
     assert report["network_partitions"].startswith("on"), text
     assert sorted(k for k in KINDS if not report["faults"].get(k)) == [], text
     assert report["acked"] > 1000, text
     assert report["violations"] == {k: 0 for k in report["violations"]}, text
     assert report["isr_full_at_end"], text
+    # the reassign faults moved something (not all refused or cancelled)
+    assert report["reassignments"]["partitions_moved"] > 0, text
     assert report["ok"], text
     return text
 

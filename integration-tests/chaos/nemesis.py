@@ -12,6 +12,11 @@ Kinds (weights in KINDS):
                       writes them, restart after 0.5-2.5 s (an unflushed tail must be recovered)
   isolate             cut a random partition's leader off from the other brokers (netfault.py;
                       clients still reach it) for session timeout + 1-2.5 s, then heal
+  reassign            move the replicas of 1-2 random partitions with kafka-reassign-partitions
+                      (reassign.py: one replica swapped for a broker outside the set, or the list
+                      rotated when every broker holds it), maybe kill -9 a broker of the move
+                      while it runs; wait for the move (cancel it at the deadline), then a
+                      PREFERRED election for the new first replica
 """
 
 import random
@@ -21,10 +26,14 @@ from typing import Callable, Dict, List, Optional
 from harness import wire
 from harness.broker import BrokerStartError
 
+from . import reassign
+from .reassign import Reassigner
 from .workload import now_ms
 
 KINDS = {"kill-leader": 3, "kill-follower": 2, "kill-quorum-leader": 2, "pause": 1, "terminate": 2,
-         "heavy-restart": 1, "isolate": 1}
+         "heavy-restart": 1, "isolate": 1, "reassign": 2}
+# A reassign fault's companion, drawn uniformly: none half the time.
+COMPANIONS = ("none", "none", "kill-target", "kill-leader")
 RESTART_ATTEMPTS = 3
 
 
@@ -46,6 +55,11 @@ class Nemesis:
         self.paused: set = set()
         self.restart_failures = 0
         self._bag: List[str] = []
+        self.reassigner = Reassigner(topic, self._tool_bootstrap, self.log)
+        # Per moved partition, the replica sets (sorted) it may end with: the last move's target
+        # once it completed, its original set once a cancel was confirmed, either while unsettled.
+        self.expected_replicas: Dict[int, List[List[int]]] = {}
+        self.unsettled: Dict[int, tuple] = {}  # partition -> (before, target) of a move not known to be over
 
     # -- views -------------------------------------------------------------------------------------
     def _reachable(self) -> List[int]:
@@ -53,6 +67,10 @@ class Nemesis:
                and (self.net is None or self.net.isolated != i)]
         self.rng.shuffle(ids)
         return ids
+
+    def _tool_bootstrap(self) -> str:
+        ids = sorted(self._reachable()) or self.cluster.node_ids
+        return ",".join(self.cluster.bootstrap_of(i) for i in ids)
 
     def partition_view(self) -> Optional[Dict[int, dict]]:
         """{partition: {"leader", "replicas", "isr", ...}} from the first running node that answers."""
@@ -145,6 +163,8 @@ class Nemesis:
             p, node_id = self._follower(view)
         elif kind == "kill-quorum-leader":
             p, node_id = None, self._quorum_leader()
+        elif kind == "reassign":
+            p, node_id = None, None  # the companion kill's node, if any, is set by _reassign
         else:
             p, node_id = self._random_partition_leader(view)
         if kind == "kill-leader":
@@ -152,7 +172,7 @@ class Nemesis:
             # comes first): the report tells the two cases apart.
             fault["quorum_leader"] = self._quorum_leader()
         fault.update(partition=p, node=node_id)
-        node = self.cluster.node(node_id)
+        node = self.cluster.node(node_id) if node_id is not None else None
         if kind == "heavy-restart":
             fault["burst"] = self.burst()
             time.sleep(self.rng.uniform(0.3, 1.0))
@@ -178,6 +198,9 @@ class Nemesis:
             self.net.isolate(node_id)
             time.sleep(self._long_time())
             self.net.heal()
+        elif kind == "reassign":
+            self._reassign(fault, view)
+            node_id = fault["node"]
         else:
             raise ValueError(f"unknown fault kind {kind!r}")
         fault["heal_ms"] = now_ms()
@@ -189,10 +212,122 @@ class Nemesis:
         self.faults.append(fault)
         where = f" (partition {p})" if p is not None else ""
         detail = "".join(f", {k.replace('_ms', '')} {fault[k]} ms" for k in ("stop_ms", "start_node_ms") if k in fault)
+        if kind == "reassign":
+            where = f" (partitions {fault.get('partitions')} {fault.get('replicas_before')} -> {fault.get('replicas_target')}" \
+                    f", companion {fault.get('companion')})"
+            detail += "".join(f", {k.replace('_ms', '')} {fault[k]} ms" for k in ("execute_ms", "move_ms", "cancel_ms")
+                              if k in fault) + f", {fault.get('outcome')}"
+            if "election" in fault:
+                detail += f", election {fault['election']}"
         self.log(f"fault {fault['n']}: {kind} node {node_id}{where}: healed after "
                  f"{fault['heal_ms'] - fault['start_ms']} ms{detail}, all partitions led "
                  f"{fault['end_ms'] - fault['heal_ms']} ms later{' (SLOW: deadline passed)' if fault['slow_recovery'] else ''}")
         return fault
+
+    # -- reassignment --------------------------------------------------------------------------------
+    def _wait_view(self, done, timeout_s: float) -> bool:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if done(self.partition_view()):
+                return True
+            time.sleep(0.2)
+        return bool(done(self.partition_view()))
+
+    def _reassign(self, fault: dict, view) -> None:
+        """One reassign fault (reassign.py): --execute, maybe a companion kill during the move,
+        completion through Metadata or --cancel at the deadline, then a PREFERRED election."""
+        if view is None:
+            fault["outcome"] = "skipped (no node answered Metadata)"
+            return
+        parts = sorted(self.rng.sample(range(self.partitions), min(self.partitions, self.rng.choice((1, 1, 2)))))
+        before = {p: list(view[p]["replicas"]) for p in parts}
+        target = {p: reassign.target_of(before[p], self.cluster.node_ids, self.rng) for p in parts}
+        companion = self.rng.choice(COMPANIONS)
+        fault.update(partition=parts[0], partitions=parts, replicas_before=before, replicas_target=target,
+                     companion=companion, data_move=any(sorted(before[p]) != sorted(target[p]) for p in parts))
+        for p in parts:  # until the outcome is known (a tool that timed out may have started it)
+            self.unsettled[p] = (before[p], target[p])
+            self.expected_replicas[p] = [sorted(before[p]), sorted(target[p])]
+        ok, text, fault["execute_ms"] = self.reassigner.execute(target)
+        if not ok:
+            # The controller refused or the tool failed: settle_reassignments() sees which it was.
+            fault.update(outcome="not started", error=reassign._first_line(text))
+            return
+        t_move = time.monotonic()
+        if companion != "none":
+            p = parts[0]
+            added = [b for b in target[p] if b not in before[p]]
+            if companion == "kill-target":
+                victim = added[0] if added else target[p][0]
+            else:
+                victim = view[p]["leader"] if view[p]["leader"] in self.cluster.node_ids else before[p][0]
+            fault["node"] = victim
+            self.cluster.node(victim).kill()
+            time.sleep(self._down_time())
+            self._start(victim, fault)
+        done = self._wait_view(lambda v: reassign.moved(v, target), self.recovery_timeout_s)
+        fault["move_ms"] = round((time.monotonic() - t_move) * 1000)
+        if done:
+            fault["outcome"] = "completed"
+        else:
+            ok, text, fault["cancel_ms"] = self.reassigner.cancel(target)
+            if not ok:
+                fault["cancel_error"] = reassign._first_line(text)
+            ended = self._wait_view(lambda v: reassign.reverted(v, before) or reassign.moved(v, target), 30)
+            view_now = self.partition_view()
+            if ended and reassign.moved(view_now, target):
+                fault["outcome"] = "completed after the cancel was sent"
+                done = True
+            elif ended:
+                fault["outcome"] = "cancelled"
+                for p in parts:
+                    self.unsettled.pop(p, None)
+                    self.expected_replicas[p] = [sorted(before[p])]
+            else:
+                fault["outcome"] = "unsettled (neither moved nor reverted)"
+        if done:
+            for p in parts:
+                self.unsettled.pop(p, None)
+                self.expected_replicas[p] = [sorted(target[p])]
+            self._elect_preferred(fault, target)
+        fault["replicas_after"] = {p: (self.partition_view() or {}).get(p, {}).get("replicas") for p in parts}
+
+    def _elect_preferred(self, fault: dict, target: Dict[int, List[int]]) -> None:
+        """A PREFERRED election where the new first replica does not lead, once it is in the ISR
+        (a companion kill may have just restarted it; 15 s at most)."""
+        def ready(v):
+            return v is not None and all(target[p][0] in v[p]["isr"] for p in target)
+        self._wait_view(ready, 15)
+        view = self.partition_view() or {}
+        wanted = [p for p in target if p in view and view[p]["leader"] != target[p][0]
+                  and target[p][0] in view[p]["isr"]]
+        if not wanted:
+            fault["election"] = "not needed" if view else "skipped (no Metadata)"
+            return
+        ok, text, fault["election_ms"] = self.reassigner.elect_preferred(wanted)
+        fault["election"] = f"{'ok' if ok else 'failed'}: {reassign._first_line(text)}"
+
+    def settle_reassignments(self, timeout_s: float) -> None:
+        """The final heal's part for moves not known to be over: wait for each to complete or
+        revert; cancel again any still in between (every node runs by now)."""
+        for p, (before, target) in list(self.unsettled.items()):
+            def ended(v):
+                return reassign.reverted(v, {p: before}) or reassign.moved(v, {p: target})
+            if not self._wait_view(ended, timeout_s):
+                self.log(f"  partition {p}: move {before} -> {target} still in progress; cancelling again")
+                self.reassigner.cancel({p: target})
+                self._wait_view(ended, 30)
+            self.unsettled.pop(p, None)
+
+    def unexpected_replica_sets(self) -> List[dict]:
+        """Moved partitions whose replica set now is none of those their moves' outcomes allow."""
+        view = self.partition_view() or {}
+        out = []
+        for p, allowed in sorted(self.expected_replicas.items()):
+            now = sorted(view[p]["replicas"]) if p in view else None
+            if now not in allowed:
+                out.append({"partition": p, "replicas": now, "expected_one_of": allowed})
+        return out
 
     def heal_all(self) -> None:
         """Undo everything: reconnect, resume, start every stopped node."""
@@ -204,3 +339,5 @@ class Nemesis:
         for node in self.cluster.nodes:
             if not node.running:
                 self._start(node.node_id)
+        if self.unsettled:
+            self.settle_reassignments(self.recovery_timeout_s)

@@ -11,7 +11,7 @@ A torn tail (a batch running past the end of the file) ends a file's listing.
 
 import struct
 from pathlib import Path
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 HEADER = struct.Struct(">qiibIhi")  # baseOffset, batchLength, partitionLeaderEpoch, magic, crc, attributes, lastOffsetDelta
 Batch = Tuple[int, int, int, int]  # (base offset, last offset, leader epoch, crc)
@@ -41,17 +41,32 @@ def partition_batches(log_dir: Path, topic: str, partition: int) -> List[Batch]:
     return batches
 
 
-def compare(log_dirs: Dict[int, Path], topic: str, high_watermarks: Dict[int, int]) -> dict:
-    """For each partition, each node's batches ending below the partition's high watermark must be
-    the same list, and cover every offset below it. Returns {"partitions": n, "replicas_compared": n,
-    "batches_compared": n, "mismatches": [..]} (a node without the partition's directory is not a
-    replica and is skipped)."""
-    mismatches = []
+def compare(log_dirs: Dict[int, Path], topic: str, high_watermarks: Dict[int, int],
+            replica_sets: Optional[Dict[int, List[int]]] = None) -> dict:
+    """For each partition, each replica's batches ending below the partition's high watermark must
+    be the same list, and cover every offset below it. Returns {"partitions": n,
+    "replicas_compared": n, "batches_compared": n, "stale_copies": [..], "mismatches": [..]}.
+
+    `replica_sets` ({partition: replica ids}, the partitions' *current* assignment, e.g. after
+    reassignments): only those nodes are compared, a listed node without the partition's
+    directory is a mismatch, and a directory on a node outside the set (a moved-away copy that
+    is pending deletion, or one its broker has not yet found stray) is only listed in
+    "stale_copies". Without it, a node without the partition's directory is not a replica and is
+    skipped."""
+    mismatches, stale = [], []
     replicas = batches_compared = 0
     for p, hw in sorted(high_watermarks.items()):
         lists = {}
+        members = None if replica_sets is None or p not in replica_sets else set(replica_sets[p])
         for node_id, log_dir in sorted(log_dirs.items()):
-            if not (Path(log_dir) / f"{topic}-{p}").is_dir():
+            present = (Path(log_dir) / f"{topic}-{p}").is_dir()
+            if members is not None and node_id not in members:
+                if present:
+                    stale.append({"partition": p, "node": node_id})
+                continue
+            if not present:
+                if members is not None:
+                    mismatches.append({"partition": p, "node": node_id, "problem": "replica directory missing"})
                 continue
             lists[node_id] = [b for b in partition_batches(log_dir, topic, p) if b[1] < hw]
         replicas += len(lists)
@@ -77,4 +92,4 @@ def compare(log_dirs: Dict[int, Path], topic: str, high_watermarks: Dict[int, in
                                    "batches": len(batches), "reference_batches": len(reference),
                                    "reference_node": reference_node})
     return {"partitions": len(high_watermarks), "replicas_compared": replicas, "batches_compared": batches_compared,
-            "mismatches": mismatches}
+            "stale_copies": stale, "mismatches": mismatches}

@@ -45,6 +45,9 @@ class Options:
     seed: int = 0
     out: Optional[Path] = None
     partitions: int = 6
+    # Cluster size. 3: the topic's RF, so a reassign fault rotates a partition's replicas (a new
+    # preferred leader); more: it swaps a replica for a broker outside the set (a data move).
+    nodes: int = 3
     rate: float = 200.0  # records/s per producer
     interval_s: float = 0.0  # quiet time between one fault's recovery and the next fault
     settled: bool = False  # before each fault, wait (up to recovery_timeout_s) for full ISRs
@@ -98,7 +101,7 @@ def run_chaos(opts: Options, log: Callable[[str], None] = print) -> dict:
         (out / stale).unlink(missing_ok=True)
     base = Path(tempfile.mkdtemp(prefix="brook-chaos-"))
     history = History(out)
-    cluster = Cluster(opts.target, base, 3, CLUSTER_OVERRIDES)
+    cluster = Cluster(opts.target, base, opts.nodes, CLUSTER_OVERRIDES)
     config = None  # the workload's --client-config (secured: its SASL_SSL login)
     if opts.secured:
         certs = security.make_certificates(base / "certs", security.CLUSTER_PASSWORD)
@@ -136,7 +139,7 @@ def run_chaos(opts: Options, log: Callable[[str], None] = print) -> dict:
     t_begin = time.monotonic()
     started_ms = now_ms()
     try:
-        log(f"starting a 3-node {opts.target} cluster")
+        log(f"starting a {opts.nodes}-node {opts.target} cluster")
         cluster.start()
         log(f"cluster up after {time.monotonic() - t_begin:.1f} s: {cluster.bootstrap}")
         bootstrap = cluster.bootstrap  # the workload's way in
@@ -265,7 +268,18 @@ def run_chaos(opts: Options, log: Callable[[str], None] = print) -> dict:
             for p, recs in sorted(final.items()):
                 for o, v in recs:
                     f.write(json.dumps({"partition": p, "offset": o, "value": v}) + "\n")
-        replica_check = replicas.compare({n.node_id: n.log_dirs for n in cluster.nodes}, topic, hws)
+        # After reassignments the partitions' replica sets are not the ones they were created
+        # with: compare the current ones, and check each moved partition ended on a set its
+        # moves' outcomes allow (the target once completed, the original once cancelled).
+        final_view = nemesis.partition_view() or {}
+        replica_sets = {p: list(v["replicas"]) for p, v in final_view.items()}
+        unexpected_sets = nemesis.unexpected_replica_sets() if final_view else \
+            [{"problem": "no node answered Metadata at the end"}]
+        in_progress_at_end = nemesis.reassigner.in_progress() if nemesis.expected_replicas else ""
+        if in_progress_at_end:
+            log(f"reassignments still listed at the end:\n{in_progress_at_end}")
+        replica_check = replicas.compare({n.node_id: n.log_dirs for n in cluster.nodes}, topic, hws,
+                                         replica_sets or None)
     finally:
         for proc in [*producers, *consumers, *bursts]:
             if proc.alive:
@@ -279,6 +293,8 @@ def run_chaos(opts: Options, log: Callable[[str], None] = print) -> dict:
         if net is not None:
             net.cleanup()
         history.close()
+        if nemesis is not None:
+            shutil.rmtree(nemesis.reassigner.dir, ignore_errors=True)
 
     sends = [r for p in producers for r in p.records] + [r for b in bursts for r in b.records]
     result = checker.check(sends, shared_reads.index, final, check_unseen=True)
@@ -309,6 +325,8 @@ def run_chaos(opts: Options, log: Callable[[str], None] = print) -> dict:
         kinds_count[f["kind"]] = kinds_count.get(f["kind"], 0) + 1
     violations = dict(result["counts"])
     violations["replica_mismatches"] = len(replica_check["mismatches"])
+    violations["replica_sets_unexpected"] = len(unexpected_sets)
+    violations["reassignments_in_progress_at_end"] = len((in_progress_at_end or "").splitlines())
     report = {
         "target": opts.target, "seed": opts.seed, "topic": topic, "partitions": opts.partitions,
         "secured": opts.secured,
@@ -326,7 +344,12 @@ def run_chaos(opts: Options, log: Callable[[str], None] = print) -> dict:
         "unavailability_all_ms": _median_max([u for u in unavail if u is not None]),
         "unavailability_by_client_ms": by_client,
         "isr_full_at_end": isr_full, "heal_to_full_isr_s": round(heal_to_isr_s, 1),
-        "high_watermarks": hws, "replicas": {k: v for k, v in replica_check.items() if k != "mismatches"},
+        "high_watermarks": hws,
+        "replicas": {**{k: v for k, v in replica_check.items() if k not in ("mismatches", "stale_copies")},
+                     "stale_copies": len(replica_check["stale_copies"])},
+        "replica_sets_at_end": replica_sets, "replica_sets_unexpected": unexpected_sets,
+        "reassignments": reassignment_summary(faults),
+        "reassignments_in_progress_at_end": in_progress_at_end,
         "replica_mismatch_examples": replica_check["mismatches"][:10],
         "process_restarts": restarts,
         "examples": result["examples"],
@@ -338,6 +361,24 @@ def run_chaos(opts: Options, log: Callable[[str], None] = print) -> dict:
     if not opts.keep and report["ok"]:
         shutil.rmtree(base, ignore_errors=True)
     return report
+
+
+def reassignment_summary(faults: List[dict]) -> dict:
+    """The reassign faults in figures: outcomes, companions, partitions moved (data moves:
+    a replica changed broker; the rest changed order only), --execute to moved (median/max)."""
+    moves = [f for f in faults if f["kind"] == "reassign"]
+    outcomes: Dict[str, int] = {}
+    companions: Dict[str, int] = {}
+    for f in moves:
+        outcomes[f.get("outcome", "?")] = outcomes.get(f.get("outcome", "?"), 0) + 1
+        companions[f.get("companion", "?")] = companions.get(f.get("companion", "?"), 0) + 1
+    done = [f for f in moves if str(f.get("outcome", "")).startswith("completed")]
+    return {"n": len(moves), "outcomes": outcomes, "companions": companions,
+            "partitions_moved": sum(len(f.get("partitions", [])) for f in done),
+            "data_moves": sum(1 for f in done if f.get("data_move")),
+            "elections": sum(1 for f in moves if str(f.get("election", "")).startswith("ok")),
+            "move": _median_max([f["move_ms"] for f in done if "move_ms" in f]),
+            "execute": _median_max([f["execute_ms"] for f in moves if "execute_ms" in f])}
 
 
 def config_flag(config: Optional[str]) -> List[str]:
@@ -384,8 +425,16 @@ def summary(report: dict) -> str:
         "checks: " + ", ".join(f"{k} {n}" for k, n in v.items()),
         f"ISRs full at the end: {report['isr_full_at_end']} ({report['heal_to_full_isr_s']} s after the last fault); "
         f"replicas compared: {report['replicas']}",
-        "time without acknowledgements (fault start -> every partition acked a record sent after it):",
     ]
+    r = report["reassignments"]
+    if r["n"]:
+        m, e = r["move"], r["execute"]
+        lines.append(f"reassignments: {r['n']}, outcomes {r['outcomes']}, companions {r['companions']}, "
+                     f"partitions moved {r['partitions_moved']} ({r['data_moves']} faults moving data), "
+                     f"preferred elections {r['elections']}; --execute median {e.get('median_ms')} ms, "
+                     f"execute->moved median {m.get('median_ms')} ms, max {m.get('max_ms')} ms; "
+                     f"replica sets at the end {report['replica_sets_at_end']}")
+    lines.append("time without acknowledgements (fault start -> every partition acked a record sent after it):")
     for kind, s in report["unavailability_ms"].items():
         if s.get("n"):
             lines.append(f"  {kind:19s} n={s['n']:4d} median {s['median_ms']} ms, max {s['max_ms']} ms"
@@ -400,6 +449,8 @@ def summary(report: dict) -> str:
         lines.append(f"  e.g. {rule}: {json.dumps(ex[:3])}")
     for m in report["replica_mismatch_examples"][:5]:
         lines.append(f"  replica mismatch: {json.dumps(m)}")
+    for u in report["replica_sets_unexpected"][:5]:
+        lines.append(f"  unexpected replica set: {json.dumps(u)}")
     lines.append(f"history and report.json in {report['out']}")
     lines.append("OK" if report["ok"] else "FAILED")
     return "\n".join(lines)

@@ -3,10 +3,10 @@
 seeded nemesis injects faults, then a checker of the whole history.
 
     python3 integration-tests/scripts/chaos.py --target brook|kafka (--faults N | --duration S)
-                                              [--seed K] [--out DIR] [--interval S] [--rate R]
+                                              [--seed K] [--out DIR] [--interval S] [--rate R] [--nodes N]
 
 Cluster (harness/cluster.py: brook from $BROOK_BIN, or Apache Kafka 4.x from .cache/kafka/libs):
-3 combined broker+controller nodes on 127.0.0.1, broker.session.timeout.ms 6000 (heartbeat
+3 (--nodes) combined broker+controller nodes on 127.0.0.1, broker.session.timeout.ms 6000 (heartbeat
 1000), replica.lag.time.max.ms 10000, default.replication.factor 3, min.insync.replicas 2,
 unclean.leader.election.enable false, offsets.topic.replication.factor 3. Topic: 6 partitions
 (--partitions), RF 3, min.insync.replicas 2.
@@ -23,7 +23,11 @@ after 0.5-2.5 s); SIGSTOP of a leader for session timeout + 1-2.5 s; SIGTERM (co
 shutdown) and restart; kill -9 during a burst of heavy writes; isolation of a leader from the
 other brokers (clients still reach it) for session timeout + 1-2.5 s, with cgroup-tagged
 nftables rules on loopback (chaos/netfault.py; needs root, nft, a cgroup2 mount; --network off
-or unavailable: no isolate faults). After each fault: every node running and every partition
+or unavailable: no isolate faults); a reassignment of 1-2 partitions with kafka-reassign-partitions
+(chaos/reassign.py: with 3 nodes the replica list rotates and a PREFERRED election moves the
+leader; with --nodes 4+ one replica moves to a broker outside the set, copying the data), maybe
+with a kill -9 of a broker of the move while it runs, cancelled if not complete by
+--recovery-timeout. After each fault: every node running and every partition
 led (deadline --recovery-timeout, a slow recovery is counted and the run goes on), then
 --interval seconds of quiet; with --settled, also full ISRs before the next fault.
 
@@ -33,7 +37,8 @@ replicas' batch headers on disk below the high watermark. Checks (chaos/checker.
 (acked record not at its offset), duplicated, inconsistent offsets, reordered (per producer and
 partition), stale offsets (a send begun after an ack got a lower offset), read-then-vanished,
 tailing session going backwards / skipping, unknown values, acked but never read by the tailing
-consumer, replica mismatches. Unavailability per fault: fault start -> every partition has
+consumer, replica mismatches (the partitions' current replicas only), moved partitions not on
+a replica set their moves' outcomes allow, reassignments still listed at the end. Unavailability per fault: fault start -> every partition has
 acknowledged a record sent after it (median/max per kind).
 
 Prints a summary, writes OUT/report.json with the histories (sends.jsonl, reads.jsonl,
@@ -75,6 +80,8 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--out", type=Path, help="history and report.json (default: a new temp dir)")
     parser.add_argument("--partitions", type=int, default=6)
+    parser.add_argument("--nodes", type=int, default=3,
+                        help="cluster size (4+: reassign faults move data to a broker outside the replica set)")
     parser.add_argument("--rate", type=float, default=200.0, help="records/s per producer (2 producers)")
     parser.add_argument("--interval", type=float, default=0.0, help="quiet seconds after each fault's recovery")
     parser.add_argument("--kinds", type=parse_kinds, default=dict(KINDS),
@@ -92,7 +99,7 @@ def main() -> int:
                              "(harness.security.secure_cluster; the harness keeps a PLAINTEXT door)")
     args = parser.parse_args()
     opts = Options(target=args.target, faults=args.faults, duration_s=args.duration, seed=args.seed, out=args.out,
-                   partitions=args.partitions, rate=args.rate, interval_s=args.interval, kinds=args.kinds,
+                   partitions=args.partitions, nodes=args.nodes, rate=args.rate, interval_s=args.interval, kinds=args.kinds,
                    network=args.network, recovery_timeout_s=args.recovery_timeout, keep=args.keep,
                    settled=args.settled, secured=args.secured)
     try:

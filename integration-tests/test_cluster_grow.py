@@ -22,7 +22,6 @@ broker 4. Also passes against Apache Kafka 4.4.
 """
 
 import json
-import time
 
 import pytest
 
@@ -30,16 +29,15 @@ from chaos import replicas as on_disk
 from harness import kafka_cli
 from harness.cluster import QUORUM_TOOL
 from harness.cluster_scenarios import unique
+from harness.reassign import REASSIGN_TOOL, plan_of, reassign, wait_verified
 from harness.replication import PacedProducer, TOPICS_TOOL, assert_acked_read_back_once, create_topic_assigned, \
     ensure_running, latest_offset, read_partition, wait_views
 
 CLUSTER_OVERRIDES = {"min.insync.replicas": "2"}
-REASSIGN_TOOL = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"
 ELECTION_TOOL = "org.apache.kafka.tools.LeaderElectionCommand"
 LOG_DIRS_TOOL = "org.apache.kafka.tools.LogDirsCommand"
 PARTITIONS = 8
 RECORDS = 1200  # 10 ms apart: the producer runs for ~12 s, across the move
-MOVE_S = 120
 
 
 @pytest.fixture(scope="module")
@@ -53,29 +51,6 @@ def grown(cluster):
 @pytest.fixture(autouse=True)
 def _all_running(cluster):
     ensure_running(cluster)
-
-
-def reassign(cluster, action: str, plan: dict, tmp_path, *extra, check: bool = True):
-    path = tmp_path / f"{action}-{time.monotonic_ns()}.json"
-    path.write_text(json.dumps(plan))
-    return kafka_cli.run(REASSIGN_TOOL, "--bootstrap-server", cluster.bootstrap, f"--{action}",
-                         "--reassignment-json-file", path, *extra, timeout=90, check=check)
-
-
-def wait_verified(cluster, plan: dict, tmp_path) -> str:
-    """`--verify` until it reports every partition of `plan` completed; its last output."""
-    names = [f"{p['topic']}-{p['partition']}" for p in plan["partitions"]]
-
-    def verified():
-        text = reassign(cluster, "verify", plan, tmp_path).stdout
-        return text if all(f"Reassignment of partition {n} is completed." in text for n in names) else None
-
-    return cluster.wait_for(verified, MOVE_S, f"reassignment of {names} completed", interval=1)
-
-
-def plan_of(topic: str, replicas: dict) -> dict:
-    return {"version": 1,
-            "partitions": [{"topic": topic, "partition": p, "replicas": r} for p, r in sorted(replicas.items())]}
 
 
 def assignment(plan: dict, topic: str, log_dir=lambda broker: "any") -> dict:

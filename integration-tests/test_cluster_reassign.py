@@ -21,9 +21,6 @@
 One 4-node cluster for the module (four combined voters). Also passes against Apache Kafka 4.4.
 """
 
-import json
-import time
-
 import pytest
 
 from chaos import replicas as on_disk
@@ -31,13 +28,12 @@ from harness import kafka_cli, paths
 from harness.cluster import Cluster
 from harness.cluster_scenarios import unique
 from harness.members import GroupMember
+from harness.reassign import MOVE_S, list_reassignments, plan_of, reassign, wait_verified
 from harness.replication import PacedProducer, assert_acked_read_back_once, create_topic_assigned, \
     ensure_running, latest_offset, producer_perf_test, read_partition, wait_views
 
-REASSIGN_TOOL = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"
 PARTITIONS = 6
 RECORDS = 1200  # 10 ms apart: the producer runs for ~12 s, across the move
-MOVE_S = 120
 
 
 @pytest.fixture(scope="module")
@@ -52,22 +48,6 @@ def cluster4(tmp_path_factory):
 @pytest.fixture(autouse=True)
 def _all_running(cluster4):
     ensure_running(cluster4)
-
-
-def reassign(cluster, action: str, plan: dict, tmp_path, *extra, check: bool = True):
-    path = tmp_path / f"{action}-{time.monotonic_ns()}.json"
-    path.write_text(json.dumps(plan))
-    return kafka_cli.run(REASSIGN_TOOL, "--bootstrap-server", cluster.bootstrap, f"--{action}",
-                         "--reassignment-json-file", path, *extra, timeout=90, check=check)
-
-
-def list_reassignments(cluster, tmp_path) -> str:
-    return kafka_cli.run(REASSIGN_TOOL, "--bootstrap-server", cluster.bootstrap, "--list", timeout=90).stdout
-
-
-def plan_of(topic: str, replicas: dict) -> dict:
-    return {"version": 1, "partitions": [{"topic": topic, "partition": p, "replicas": r, "log_dirs": ["any"] * len(r)}
-                                         for p, r in sorted(replicas.items())]}
 
 
 def rotations(brokers, count):
@@ -90,12 +70,7 @@ def test_every_replica_moves_to_new_brokers_while_producing_and_consuming_losing
         assert "Successfully started partition reassignments for " in out, out
         assert "Current partition replica assignment" in out, out
 
-        def verified():
-            text = reassign(cluster4, "verify", plan_of(topic, after), tmp_path).stdout
-            done = [f"Reassignment of partition {topic}-{p} is completed." in text for p in range(PARTITIONS)]
-            return text if all(done) else None
-
-        verify_out = cluster4.wait_for(verified, MOVE_S, "every partition's reassignment completed", interval=1)
+        verify_out = wait_verified(cluster4, plan_of(topic, after), tmp_path)
         results = producer.wait(120)
     finally:
         producer.kill()
@@ -151,7 +126,7 @@ def test_a_throttled_reassignment_stays_in_progress_and_cancel_restores_the_repl
     assert f"Successfully started partition reassignment for {topic}-0" in out, out
     assert "The inter-broker throttle limit was set to 1 B/s" in out, out
 
-    listed = list_reassignments(cluster4, tmp_path)
+    listed = list_reassignments(cluster4)
     assert f"{topic}-0: replicas: 2,3,4,1. adding: 4. removing: 1." in listed, listed
     verify = reassign(cluster4, "verify", plan, tmp_path, "--preserve-throttles").stdout
     assert f"Reassignment of partition {topic}-0 is still in progress." in verify, verify
@@ -162,7 +137,7 @@ def test_a_throttled_reassignment_stays_in_progress_and_cancel_restores_the_repl
     view = wait_views(cluster4, topic, lambda v: sorted(v[0]["replicas"]) == [1, 2, 3] and
                       sorted(v[0]["isr"]) == [1, 2, 3], 30, f"{topic}-0 back on 1,2,3")
     assert view[0]["leader"] in (1, 2, 3)
-    listed = list_reassignments(cluster4, tmp_path)
+    listed = list_reassignments(cluster4)
     assert "No partition reassignments found." in listed, listed
     assert latest_offset(cluster4, view[0]["leader"], topic) == 5020
     read = read_partition("java", cluster4.bootstrap, topic, 0, 20)
@@ -185,12 +160,12 @@ def test_a_reassignment_in_progress_survives_a_controller_failover_and_completes
     reassign(cluster4, "execute", plan, tmp_path, "--throttle", 1)
     expected = (f"{topic}-0: replicas: {','.join(map(str, target))},{leader}. "
                 f"adding: {spare}. removing: {leader}.")
-    assert expected in list_reassignments(cluster4, tmp_path)
+    assert expected in list_reassignments(cluster4)
 
     cluster4.node(leader).kill()
     new_leader = cluster4.wait_quorum_leader(60, not_in=(leader,))
     assert new_leader != leader
-    listed = list_reassignments(cluster4, tmp_path)
+    listed = list_reassignments(cluster4)
     assert expected in listed, f"after the quorum leader {leader} died (new leader {new_leader}): {listed}"
     cluster4.node(leader).start()
     cluster4.wait_registered(60, cluster4.node_ids)

@@ -221,55 +221,49 @@ impl Forwarder {
     pub(crate) async fn leader_metrics(
         &self,
     ) -> Result<openraft::RaftMetrics<u64, openraft::BasicNode>, ProposeError> {
-        let reply = match self.target(None) {
-            Target::Local => self.service.leader_metrics(),
-            Target::Remote { node_id, addr } => {
-                match self
-                    .pool
-                    .call(&addr, &RpcRequest::LeaderMetrics, HEARTBEAT_TIMEOUT)
-                    .await
-                {
-                    Ok(RpcResponse::LeaderMetrics(reply)) => reply,
-                    Ok(_) => LeaderReply::Unavailable {
-                        reason: format!("leader at {addr} answered the wrong response type"),
-                    },
-                    Err(e) => LeaderReply::Unavailable {
-                        reason: format!("node {node_id:?} at {addr}: {e}"),
-                    },
-                }
-            }
-            Target::Unknown => LeaderReply::NotLeader {
-                leader_id: None,
-                leader_addr: None,
-            },
-        };
-        match reply {
-            LeaderReply::Ok(metrics) => Ok(*metrics),
-            LeaderReply::NotLeader {
-                leader_id,
-                leader_addr,
-            } => Err(ProposeError::NotLeader {
-                leader_id,
-                leader_addr,
-            }),
-            LeaderReply::Unavailable { reason } => Err(ProposeError::Unavailable { reason }),
-        }
+        let reply = self
+            .ask_leader(
+                RpcRequest::LeaderMetrics,
+                || self.service.leader_metrics(),
+                |response| match response {
+                    RpcResponse::LeaderMetrics(reply) => Some(reply),
+                    _ => None,
+                },
+            )
+            .await;
+        leader_result(reply).map(|metrics| *metrics)
     }
 
     /// Sends `hb` to the leader (or answers it here when this node leads); one try.
     pub(crate) async fn heartbeat(&self, hb: Heartbeat) -> Result<HeartbeatReply, ProposeError> {
-        let reply = match self.target(None) {
-            Target::Local => self.service.heartbeat(&hb),
+        let reply = self
+            .ask_leader(
+                RpcRequest::Heartbeat(hb.clone()),
+                || self.service.heartbeat(&hb),
+                |response| match response {
+                    RpcResponse::Heartbeat(reply) => Some(reply),
+                    _ => None,
+                },
+            )
+            .await;
+        leader_result(reply)
+    }
+
+    /// One leader-only request: answered by `local` when this node leads, else sent once to
+    /// the leader, whose response `unwrap` takes apart (`None`: the wrong response type).
+    async fn ask_leader<T>(
+        &self,
+        request: RpcRequest,
+        local: impl FnOnce() -> LeaderReply<T>,
+        unwrap: impl FnOnce(RpcResponse) -> Option<LeaderReply<T>>,
+    ) -> LeaderReply<T> {
+        match self.target(None) {
+            Target::Local => local(),
             Target::Remote { node_id, addr } => {
-                match self
-                    .pool
-                    .call(&addr, &RpcRequest::Heartbeat(hb), HEARTBEAT_TIMEOUT)
-                    .await
-                {
-                    Ok(RpcResponse::Heartbeat(reply)) => reply,
-                    Ok(_) => LeaderReply::Unavailable {
+                match self.pool.call(&addr, &request, HEARTBEAT_TIMEOUT).await {
+                    Ok(response) => unwrap(response).unwrap_or_else(|| LeaderReply::Unavailable {
                         reason: format!("leader at {addr} answered the wrong response type"),
-                    },
+                    }),
                     Err(e) => LeaderReply::Unavailable {
                         reason: format!("node {node_id:?} at {addr}: {e}"),
                     },
@@ -279,17 +273,21 @@ impl Forwarder {
                 leader_id: None,
                 leader_addr: None,
             },
-        };
-        match reply {
-            LeaderReply::Ok(reply) => Ok(reply),
-            LeaderReply::NotLeader {
-                leader_id,
-                leader_addr,
-            } => Err(ProposeError::NotLeader {
-                leader_id,
-                leader_addr,
-            }),
-            LeaderReply::Unavailable { reason } => Err(ProposeError::Unavailable { reason }),
         }
+    }
+}
+
+/// A leader's reply as the caller's result.
+fn leader_result<T>(reply: LeaderReply<T>) -> Result<T, ProposeError> {
+    match reply {
+        LeaderReply::Ok(value) => Ok(value),
+        LeaderReply::NotLeader {
+            leader_id,
+            leader_addr,
+        } => Err(ProposeError::NotLeader {
+            leader_id,
+            leader_addr,
+        }),
+        LeaderReply::Unavailable { reason } => Err(ProposeError::Unavailable { reason }),
     }
 }

@@ -30,7 +30,7 @@ from harness import kafka_cli
 from harness.cluster import QUORUM_TOOL
 from harness.cluster_scenarios import unique
 from harness.reassign import REASSIGN_TOOL, plan_of, reassign, wait_verified
-from harness.replication import PacedProducer, TOPICS_TOOL, assert_acked_read_back_once, create_topic_assigned, \
+from harness.replication import PacedProducer, TOPICS_TOOL, assert_partitions_read_back, create_topic_assigned, \
     ensure_running, latest_offset, read_partition, wait_views
 
 CLUSTER_OVERRIDES = {"min.insync.replicas": "2"}
@@ -192,12 +192,7 @@ def test_generate_proposes_a_plan_over_four_brokers_and_execute_moves_replicas_o
                       f"{topic}: replicas {proposed} and full ISRs on every node")
 
     # Every acknowledged record once, at its offset, in send order, per partition.
-    for p in range(PARTITIONS):
-        sent_p = [r["value"] for r in records if r["partition"] == p]
-        index_p = [i for i, r in enumerate(records) if r["partition"] == p]
-        results_p = [{**r, "index": index_p.index(r["index"])} for r in results if r["partition"] == p]
-        read = read_partition("java", grown.bootstrap, topic, p, len(sent_p))
-        assert_acked_read_back_once(read, sent_p, results_p, exact=True)
+    assert_partitions_read_back("java", grown.bootstrap, topic, records, results)
 
     # The preferred leaders take over: broker 4 leads the two partitions the plan put it first on.
     election_json = tmp_path / "election.json"

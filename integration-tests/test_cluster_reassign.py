@@ -29,7 +29,7 @@ from harness.cluster import Cluster
 from harness.cluster_scenarios import unique
 from harness.members import GroupMember
 from harness.reassign import MOVE_S, list_reassignments, plan_of, reassign, wait_verified
-from harness.replication import PacedProducer, assert_acked_read_back_once, create_topic_assigned, \
+from harness.replication import PacedProducer, assert_partitions_read_back, create_topic_assigned, \
     ensure_running, latest_offset, producer_perf_test, read_partition, wait_views
 
 PARTITIONS = 6
@@ -85,12 +85,7 @@ def test_every_replica_moves_to_new_brokers_while_producing_and_consuming_losing
     assert "Status of partition reassignment:" in verify_out
 
     # Every acknowledged record once, at its offset, in send order, per partition.
-    for p in range(PARTITIONS):
-        sent_p = [r["value"] for r in records if r["partition"] == p]
-        index_p = [i for i, r in enumerate(records) if r["partition"] == p]
-        results_p = [{**r, "index": index_p.index(r["index"])} for r in results if r["partition"] == p]
-        read = read_partition("java", cluster4.bootstrap, topic, p, len(sent_p))
-        assert_acked_read_back_once(read, sent_p, results_p, exact=True)
+    assert_partitions_read_back("java", cluster4.bootstrap, topic, records, results)
 
     # The group consumer read each record once, as the producer acknowledged it.
     acked = {(r["partition"], r["offset"]): sent[r["index"]] for r in results}

@@ -208,6 +208,20 @@ def assert_acked_read_back_once(read: List[tuple], sent: List[str], results: Lis
     assert acked_seq == sorted(acked_seq), f"acknowledged records out of send order: {acked_seq[:40]}"
 
 
+def assert_partitions_read_back(client: str, bootstrap: str, topic: str, records: List[dict],
+                                results: List[dict], exact: bool = True) -> None:
+    """`records` (each with its "partition") sent by one paced producer across partitions,
+    `results` its lines: each partition read back from offset 0 by `client` and checked with
+    `assert_acked_read_back_once` against that partition's share of the sends."""
+    for p in sorted({r["partition"] for r in records}):
+        indexes = [i for i, r in enumerate(records) if r["partition"] == p]
+        position = {i: n for n, i in enumerate(indexes)}
+        sent_p = [records[i]["value"] for i in indexes]
+        results_p = [{**r, "index": position[r["index"]]} for r in results if r.get("partition") == p]
+        read = read_partition(client, bootstrap, topic, p, len(sent_p))
+        assert_acked_read_back_once(read, sent_p, results_p, exact)
+
+
 # -- Kafka's tools -------------------------------------------------------------------------------
 
 def under_replicated(cluster: Cluster, node_id: int, topic: str, option: str = "--under-replicated-partitions") -> List[int]:

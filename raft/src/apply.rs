@@ -300,7 +300,12 @@ fn alter_partition(
     req: AlterPartitionRequest<'_>,
 ) -> ApplyResult {
     check_alter_partition(image, topic_id, partition, &req)?;
-    let active = reassignment::Active::of(image);
+    // Only a partition being reassigned can complete here; others skip the broker scan.
+    let reassigning = image
+        .topic_by_id(topic_id)
+        .and_then(|t| t.partitions.get(&partition))
+        .is_some_and(reassignment::in_progress);
+    let active = reassigning.then(|| reassignment::Active::of(image));
     let topic = topic_mut(image, topic_id)?;
     let Some(p) = topic.partitions.get_mut(&partition) else {
         return Err(ApplyError::UnknownPartition {
@@ -312,7 +317,9 @@ fn alter_partition(
     p.partition_epoch = p.partition_epoch.saturating_add(1);
     // A new replica joining the ISR may complete a reassignment (and move the leader
     // away from a removed one), in the same change, as KRaft's PartitionChangeBuilder.
-    reassignment::complete_if_ready(&active, p);
+    if let Some(active) = &active {
+        reassignment::complete_if_ready(active, p);
+    }
     Ok(())
 }
 

@@ -98,12 +98,7 @@ pub fn describe_topic(
             });
         }
         if let Some(primary) = key.broker_synonym {
-            synonyms.extend(layered_synonyms(
-                &broker.layers,
-                primary,
-                &broker_synonyms(primary),
-                false,
-            ));
+            synonyms.extend(broker_chain(broker, primary));
         }
         out.push(entry(
             key.name,
@@ -143,12 +138,7 @@ pub fn describe_group(
                 });
             }
             match key.broker_synonym {
-                Some(primary) => synonyms.extend(layered_synonyms(
-                    &broker.layers,
-                    primary,
-                    &broker_synonyms(primary),
-                    false,
-                )),
+                Some(primary) => synonyms.extend(broker_chain(broker, primary)),
                 None => synonyms.extend(key.default.map(|default| DescribedSynonym {
                     name: key.name.to_owned(),
                     value: Some(default.to_owned()),
@@ -304,6 +294,12 @@ fn entry(
             Vec::new()
         },
     }
+}
+
+/// The synonyms a topic or group key inherits from its broker key `primary` (e.g.
+/// `group.consumer.session.timeout.ms`): that key's whole chain, as layered on this broker.
+fn broker_chain(broker: &BrokerConfig, primary: &str) -> Vec<DescribedSynonym> {
+    layered_synonyms(&broker.layers, primary, &broker_synonyms(primary), false)
 }
 
 /// Kafka's `configSynonyms(name, chain)`: source-major, chain-minor, then drop what

@@ -27,9 +27,8 @@ use crate::broker::Broker;
 use crate::error::{BrokerError, Denied};
 use crate::server::session::Session;
 
-/// One replica as listed: its directory, topic, partition, size and lag.
+/// One replica as listed: its topic, partition, size and lag.
 struct ReplicaDir {
-    dir: PathBuf,
     topic: String,
     partition: i32,
     size: i64,
@@ -79,28 +78,36 @@ pub async fn handle(
 }
 
 fn describe(dirs: &[PathBuf], logs: &[LogHandle]) -> Vec<DescribeLogDirsResult> {
-    let replicas: Vec<ReplicaDir> = logs
+    // Each configured directory resolved once; a replica's directory is one of them
+    // (`<log dir>/<topic>-<partition>`), matched as written or resolved.
+    let resolved: Vec<PathBuf> = dirs.iter().map(|d| absolute(d)).collect();
+    let mut by_dir: Vec<Vec<ReplicaDir>> = dirs.iter().map(|_| Vec::new()).collect();
+    for log in logs {
+        let Ok(size) = log.with_log_blocking(|l| Ok(l.size_bytes())) else {
+            continue;
+        };
+        let parent = log.dir().parent().unwrap_or(log.dir());
+        let index = dirs.iter().position(|d| d == parent).or_else(|| {
+            let parent = absolute(parent);
+            resolved.iter().position(|d| *d == parent)
+        });
+        let Some(slot) = index.and_then(|i| by_dir.get_mut(i)) else {
+            continue;
+        };
+        slot.push(ReplicaDir {
+            topic: log.topic().to_string(),
+            partition: log.partition(),
+            size: i64::try_from(size).unwrap_or(i64::MAX),
+            lag: (log.high_watermark() - log.log_end_offset()).max(0),
+        });
+    }
+    resolved
         .iter()
-        .filter_map(|log| {
-            let size = log.with_log_blocking(|l| Ok(l.size_bytes())).ok()?;
-            Some(ReplicaDir {
-                dir: log
-                    .dir()
-                    .parent()
-                    .map(Path::to_path_buf)
-                    .unwrap_or_default(),
-                topic: log.topic().to_string(),
-                partition: log.partition(),
-                size: i64::try_from(size).unwrap_or(i64::MAX),
-                lag: (log.high_watermark() - log.log_end_offset()).max(0),
-            })
-        })
-        .collect();
-    dirs.iter()
-        .map(|dir| {
-            let mut topics: BTreeMap<&str, Vec<DescribeLogDirsPartition>> = BTreeMap::new();
-            for r in replicas.iter().filter(|r| same_dir(&r.dir, dir)) {
-                topics.entry(&r.topic).or_default().push(
+        .zip(by_dir)
+        .map(|(dir, replicas)| {
+            let mut topics: BTreeMap<String, Vec<DescribeLogDirsPartition>> = BTreeMap::new();
+            for r in replicas {
+                topics.entry(r.topic).or_default().push(
                     DescribeLogDirsPartition::default()
                         .with_partition_index(r.partition)
                         .with_partition_size(r.size)
@@ -109,7 +116,7 @@ fn describe(dirs: &[PathBuf], logs: &[LogHandle]) -> Vec<DescribeLogDirsResult> 
             }
             let (total, usable) = space(dir);
             DescribeLogDirsResult::default()
-                .with_log_dir(StrBytes::from_string(absolute(dir).display().to_string()))
+                .with_log_dir(StrBytes::from_string(dir.display().to_string()))
                 .with_total_bytes(total)
                 .with_usable_bytes(usable)
                 .with_topics(
@@ -117,7 +124,7 @@ fn describe(dirs: &[PathBuf], logs: &[LogHandle]) -> Vec<DescribeLogDirsResult> 
                         .into_iter()
                         .map(|(name, partitions)| {
                             DescribeLogDirsTopic::default()
-                                .with_name(StrBytes::from_string(name.to_string()).into())
+                                .with_name(StrBytes::from_string(name).into())
                                 .with_partitions(partitions)
                         })
                         .collect(),
@@ -129,10 +136,6 @@ fn describe(dirs: &[PathBuf], logs: &[LogHandle]) -> Vec<DescribeLogDirsResult> 
 /// Kafka reports a directory by its absolute path.
 fn absolute(dir: &Path) -> PathBuf {
     std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf())
-}
-
-fn same_dir(a: &Path, b: &Path) -> bool {
-    a == b || absolute(a) == absolute(b)
 }
 
 /// The file system's total and available bytes under `dir` (-1 each when unknown, as

@@ -15,13 +15,16 @@ never the whole assignment), so "each partition owned by exactly one member" is 
 the members' own view, not only from the broker's.
 """
 
+import json
 import re
 import time
 import uuid
 from collections import Counter
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka import TopicCollection
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from harness import kafka_cli, paths
@@ -41,6 +44,9 @@ OVERRIDES = {
 DEADLINE_S = 90
 PARTITIONS = 6
 GROUPS_TOOL = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"
+DUMP_TOOL = "org.apache.kafka.tools.DumpLogSegments"
+# "| offset: 3 ... key: {json} payload: {json}" (or "payload: <DELETE>" for a tombstone)
+OFFSETS_RECORD = re.compile(r" key: (\{.*\}) payload: (\{.*\}|<DELETE>)$")
 
 
 @pytest.fixture(scope="module")
@@ -115,6 +121,22 @@ def wait_consumed(members, sent: set) -> None:
     want = {(p, k, v) for p, k, v in sent}
     poll_until(lambda: want <= {(p, k, v) for p, k, v, _ in consumed(members)}, DEADLINE_S,
                lambda: f"{len(want - {(p, k, v) for p, k, v, _ in consumed(members)})} of {len(want)} records missing")
+
+
+def describe_members(bootstrap: str, group: str) -> dict:
+    """{member id: (current epoch, current assignment)} from `kafka-consumer-groups --describe
+    --members --verbose` (the ConsumerGroupDescribe answer)."""
+    out = kafka_cli.run(GROUPS_TOOL, "--bootstrap-server", bootstrap, "--describe", "--group", group,
+                        "--members", "--verbose").stdout
+    lines = out.splitlines()
+    header = next(line.split() for line in lines if line.startswith("GROUP "))
+    epoch_at, assignment_at = header.index("CURRENT-EPOCH"), header.index("CURRENT-ASSIGNMENT")
+    members = {}
+    for line in lines:
+        if line.startswith(group + " "):
+            row = line.split()
+            members[row[1]] = (int(row[epoch_at]), row[assignment_at])
+    return members
 
 
 def stop_all(members) -> None:
@@ -306,3 +328,64 @@ def test_the_new_apis_and_group_version_are_advertised_as_kafka_4_4_does(cg_brok
     fields = dict(re.findall(r"(\w+): (\S+)", line))
     assert (fields["SupportedMinVersion"], fields["SupportedMaxVersion"], fields["FinalizedVersionLevel"]) == (
         "0", "1", "1"), line
+
+
+def decoded_offsets_records(b, group: str) -> list:
+    """Every `__consumer_offsets` record of `group` as `kafka-dump-log --offsets-decoder` decodes
+    it, in log order: [(key, payload)] (JSON objects; payload None for a tombstone)."""
+    found = []
+    for d in sorted(Path(b.log_dirs).glob("__consumer_offsets-*")):
+        files = sorted(str(f) for f in d.glob("*.log") if f.stat().st_size > 0)
+        if not files:
+            continue
+        out = kafka_cli.run(DUMP_TOOL, "--offsets-decoder", "--files", ",".join(files)).stdout
+        assert "isvalid: false" not in out, out[-2000:]
+        for line in out.splitlines():
+            m = OFFSETS_RECORD.search(line)
+            if m and f'"groupId":"{group}"' in m.group(1):
+                found.append((json.loads(m.group(1)), json.loads(m.group(2)) if m.group(2) != "<DELETE>" else None))
+    return found
+
+
+def test_kafka_dump_log_decodes_the_groups_records_as_kafkas(cg_broker, topic):
+    """The group's state is written as Kafka's records (types 3, 5, 6, 7, 8): Kafka's own
+    `kafka-dump-log --offsets-decoder` reads them, and their latest values are what
+    ConsumerGroupDescribe shows."""
+    create_topic(cg_broker.bootstrap, topic, PARTITIONS)
+    group = new_group()
+    members = [member(cg_broker.bootstrap, group, topic, n) for n in "ab"]
+    try:
+        wait_split(members, per_member=3)
+        view = poll_until(lambda: (lambda v: v if len(v) == 2 and len({e for e, _ in v.values()}) == 1 else None)(
+            describe_members(cg_broker.bootstrap, group)), DEADLINE_S, lambda: "2 members at one epoch")
+        admin = AdminClient({"bootstrap.servers": cg_broker.bootstrap})
+        topic_id = admin.describe_topics(TopicCollection([topic]))[topic].result(30).topic_id
+        latest = {}
+        def written():
+            latest.clear()
+            for key, payload in decoded_offsets_records(cg_broker, group):
+                latest[json.dumps(key, sort_keys=True)] = (key, payload)
+            by_type = {}
+            for key, payload in latest.values():
+                by_type.setdefault(int(key["type"]), []).append((key["data"], payload and payload["data"]))
+            epochs = [p["memberEpoch"] for _, p in by_type.get(8, []) if p]
+            return by_type if len(epochs) == 2 and set(epochs) == {next(iter(view.values()))[0]} else None
+        by_type = poll_until(written, DEADLINE_S, lambda: f"records of {group}: {list(latest)}")
+    finally:
+        stop_all(members)
+    epoch = next(iter(view.values()))[0]
+    assert [p["epoch"] for _, p in by_type[3]] == [epoch]
+    assert [p["assignmentEpoch"] for _, p in by_type[6]] == [epoch]
+    assert {k["memberId"] for k, _ in by_type[5]} == set(view)
+    assert all(p["subscribedTopicNames"] == [topic] for _, p in by_type[5])
+    assigned = {}
+    for k, p in by_type[8]:
+        parts = [(tp["topicId"], q) for tp in p["assignedPartitions"] for q in tp["partitions"]]
+        assert len(parts) == 3 and p["partitionsPendingRevocation"] == [], p
+        assigned[k["memberId"]] = parts
+    # Kafka prints a topic id in URL-safe base64 (Uuid.toString); confluent-kafka in the standard one.
+    kafka_topic_id = str(topic_id).replace("+", "-").replace("/", "_")
+    assert sorted(q for parts in assigned.values() for q in parts) == [(kafka_topic_id, q) for q in range(PARTITIONS)]
+    targets = {k["memberId"]: sorted((tp["topicId"], q) for tp in p["topicPartitions"] for q in tp["partitions"])
+               for k, p in by_type[7]}
+    assert targets == {m: sorted(parts) for m, parts in assigned.items()}

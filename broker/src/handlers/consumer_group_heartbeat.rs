@@ -26,7 +26,7 @@ use crate::server::session::Session;
 pub const CONSUMER_PROTOCOL_DISABLED: &str =
     "The consumer group protocol is not enabled (group.coordinator.rebalance.protocols).";
 
-pub fn handle(
+pub async fn handle(
     broker: &Broker,
     session: &Session,
     client_id: &str,
@@ -120,8 +120,14 @@ pub fn handle(
             ConsumerGroupOverrides::from_stored,
         ),
     );
-    let result = crate::coordinator::consumer_group::heartbeat::validate(&request, version)
-        .and_then(|()| groups.consumer_heartbeat(&req.group_id, &request, &topics, &config));
+    let result = match crate::coordinator::consumer_group::heartbeat::validate(&request, version) {
+        Ok(()) => {
+            groups
+                .consumer_heartbeat(&req.group_id, &request, &topics, &config)
+                .await
+        }
+        Err(e) => Err(e),
+    };
     match result {
         Err(e) => refused(group_code(&e).code(), e.to_string()),
         Ok(reply) => ConsumerGroupHeartbeatResponse::default()

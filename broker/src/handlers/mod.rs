@@ -259,9 +259,9 @@ pub async fn handle(
         }
         RequestKind::ConsumerGroupHeartbeat(req) => {
             let client_id = header.client_id.as_deref().unwrap_or_default();
-            ResponseKind::ConsumerGroupHeartbeat(consumer_group_heartbeat::handle(
-                broker, session, client_id, req, v,
-            ))
+            ResponseKind::ConsumerGroupHeartbeat(
+                consumer_group_heartbeat::handle(broker, session, client_id, req, v).await,
+            )
         }
         RequestKind::ConsumerGroupDescribe(req) => ResponseKind::ConsumerGroupDescribe(
             consumer_group_describe::handle(broker, session, req, v),

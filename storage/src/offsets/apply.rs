@@ -13,7 +13,7 @@
 
 use rocksdb::{WriteBatch, WriteOptions};
 
-use super::store::{CF_GROUPS, CF_META, CF_OFFSETS};
+use super::store::{CF_GROUPS, CF_GROUP_RECORDS, CF_META, CF_OFFSETS};
 use super::{codec, CommittedOffset, OffsetStore};
 use crate::error::Result;
 
@@ -41,6 +41,17 @@ pub enum OffsetRecord {
     /// A GroupMetadata tombstone: the group's metadata goes (its offsets have their own
     /// tombstones, as Kafka writes them).
     DeleteGroup { group: String },
+    /// One record of a KIP-848 consumer group (Kafka's record types 3–8 and 16: group
+    /// epoch, member, target assignment, current assignment, regex), kept by its whole
+    /// `__consumer_offsets` key, value opaque: the store holds the latest value of each key,
+    /// as compaction leaves the log, and the coordinator rebuilds the group from them.
+    PutGroupRecord {
+        group: String,
+        key: Vec<u8>,
+        value: Vec<u8>,
+    },
+    /// A tombstone of [`OffsetRecord::PutGroupRecord`]'s key.
+    DeleteGroupRecord { group: String, key: Vec<u8> },
 }
 
 fn applied_key(partition: i32) -> Vec<u8> {
@@ -53,8 +64,32 @@ impl OffsetStore {
     /// Applies `records` of `__consumer_offsets` partition `partition` and records
     /// `position` (the offset of the last of them) as applied, in one unsynced batch.
     pub fn apply(&self, partition: i32, records: &[OffsetRecord], position: i64) -> Result<()> {
+        let mut batch = self.batch_of(records)?;
+        batch.put_cf(
+            self.cf(CF_META)?,
+            applied_key(partition),
+            position.to_be_bytes(),
+        );
+        let _shared = self.inner.rmw_lock.read();
+        // No sync: the fsynced log is the source of truth and start-up replays its tail.
+        self.inner
+            .db
+            .write_opt(batch, &WriteOptions::default())
+            .map_err(|source| self.db_err("apply offsets records", source))
+    }
+
+    /// Applies `records` in one synced batch, with no log position: the path used before
+    /// `__consumer_offsets` exists.
+    pub fn apply_synced(&self, records: &[OffsetRecord]) -> Result<()> {
+        let batch = self.batch_of(records)?;
+        let _shared = self.inner.rmw_lock.read();
+        self.write_synced(batch, "apply offsets records")
+    }
+
+    fn batch_of(&self, records: &[OffsetRecord]) -> Result<WriteBatch> {
         let offsets = self.cf(CF_OFFSETS)?;
         let groups = self.cf(CF_GROUPS)?;
+        let group_records = self.cf(CF_GROUP_RECORDS)?;
         let mut batch = WriteBatch::default();
         for record in records {
             match record {
@@ -81,19 +116,19 @@ impl OffsetStore {
                     batch.put_cf(groups, group.as_bytes(), metadata);
                 }
                 OffsetRecord::DeleteGroup { group } => batch.delete_cf(groups, group.as_bytes()),
+                OffsetRecord::PutGroupRecord { group, key, value } => {
+                    batch.put_cf(
+                        group_records,
+                        self.encoded(codec::record_key(group, key))?,
+                        value,
+                    );
+                }
+                OffsetRecord::DeleteGroupRecord { group, key } => {
+                    batch.delete_cf(group_records, self.encoded(codec::record_key(group, key))?);
+                }
             }
         }
-        batch.put_cf(
-            self.cf(CF_META)?,
-            applied_key(partition),
-            position.to_be_bytes(),
-        );
-        let _shared = self.inner.rmw_lock.read();
-        // No sync: the fsynced log is the source of truth and start-up replays its tail.
-        self.inner
-            .db
-            .write_opt(batch, &WriteOptions::default())
-            .map_err(|source| self.db_err("apply offsets records", source))
+        Ok(batch)
     }
 
     /// The offset of the last record of `__consumer_offsets` partition `partition`
@@ -186,6 +221,53 @@ mod tests {
         assert!(store.fetch("g").expect("fetch").is_empty());
         assert_eq!(store.get_group("h").expect("get"), None);
         store.reset_applied_position(3).expect("reset");
+        assert_eq!(store.applied_position_of(3).expect("read"), None);
+    }
+
+    #[test]
+    fn group_records_are_kept_per_key_and_listed_per_group() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = OffsetStore::open(dir.path()).expect("open");
+        let put = |group: &str, key: &[u8], value: &[u8]| OffsetRecord::PutGroupRecord {
+            group: group.into(),
+            key: key.to_vec(),
+            value: value.to_vec(),
+        };
+        store
+            .apply(
+                0,
+                &[
+                    put("g", b"k1", b"v1"),
+                    put("g", b"k2", b"v2"),
+                    put("gh", b"k1", b"x"),
+                ],
+                1,
+            )
+            .expect("apply");
+        store.apply(0, &[put("g", b"k1", b"v3")], 2).expect("apply");
+        assert_eq!(
+            store.group_records("g").expect("read"),
+            vec![
+                (b"k1".to_vec(), b"v3".to_vec()),
+                (b"k2".to_vec(), b"v2".to_vec())
+            ]
+        );
+        assert_eq!(store.list_record_groups().expect("list"), vec!["g", "gh"]);
+        assert_eq!(store.list_groups().expect("list"), vec!["g", "gh"]);
+        store
+            .apply(
+                0,
+                &[OffsetRecord::DeleteGroupRecord {
+                    group: "gh".into(),
+                    key: b"k1".to_vec(),
+                }],
+                3,
+            )
+            .expect("apply");
+        assert!(store.group_records("gh").expect("read").is_empty());
+        assert_eq!(store.list_record_groups().expect("list"), vec!["g"]);
+        store.delete_group("g").expect("delete");
+        assert!(store.group_records("g").expect("read").is_empty());
         assert_eq!(store.applied_position_of(3).expect("read"), None);
     }
 }

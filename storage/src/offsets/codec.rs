@@ -65,6 +65,14 @@ pub(crate) fn group_prefix(group: &str) -> Result<Vec<u8>, String> {
     Ok(key)
 }
 
+/// The key of one consumer-group record: the group's prefix, then the record's own
+/// `__consumer_offsets` key (which names the group again: it is kept whole, as written).
+pub(crate) fn record_key(group: &str, record_key: &[u8]) -> Result<Vec<u8>, String> {
+    let mut key = group_prefix(group)?;
+    key.extend_from_slice(record_key);
+    Ok(key)
+}
+
 /// The key of one committed offset.
 pub(crate) fn offset_key(group: &str, topic: &str, partition: i32) -> Result<Vec<u8>, String> {
     let mut key = Vec::with_capacity(12 + group.len() + topic.len());

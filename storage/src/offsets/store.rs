@@ -27,6 +27,8 @@ use crate::error::{Result, StorageError};
 pub(super) const CF_OFFSETS: &str = "offsets";
 pub(super) const CF_GROUPS: &str = "groups";
 pub(super) const CF_META: &str = "meta";
+/// KIP-848 consumer groups' records, by group (see `OffsetRecord::PutGroupRecord`).
+pub(super) const CF_GROUP_RECORDS: &str = "group_records";
 const KEY_FORMAT_VERSION: &[u8] = b"format_version";
 
 /// Bumped on any incompatible change of the layout in `storage/FORMAT.md`.
@@ -59,7 +61,7 @@ impl OffsetStore {
         let mut opts = Options::default();
         opts.create_if_missing(true);
         opts.create_missing_column_families(true);
-        let cfs = [CF_OFFSETS, CF_GROUPS, CF_META]
+        let cfs = [CF_OFFSETS, CF_GROUPS, CF_META, CF_GROUP_RECORDS]
             .map(|name| ColumnFamilyDescriptor::new(name, Options::default()));
         let db = DB::open_cf_descriptors(&opts, dir, cfs).map_err(|source| {
             StorageError::OffsetStoreDb {
@@ -169,7 +171,58 @@ impl OffsetStore {
             .map_err(|source| self.db_err("get group", source))
     }
 
-    /// Every group with metadata or at least one committed offset, sorted, without repeats.
+    /// The records of consumer group `group` as `(record key, value)`, in key order.
+    pub fn group_records(&self, group: &str) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let prefix = self.encoded(codec::group_prefix(group))?;
+        let skip = prefix.len();
+        let mut read_opts = ReadOptions::default();
+        read_opts.set_iterate_range(PrefixRange(prefix));
+        let mut iter = self
+            .inner
+            .db
+            .raw_iterator_cf_opt(self.cf(CF_GROUP_RECORDS)?, read_opts);
+        iter.seek_to_first();
+        let mut out = Vec::new();
+        while let (Some(key), Some(value)) = (iter.key(), iter.value()) {
+            out.push((key.get(skip..).unwrap_or_default().to_vec(), value.to_vec()));
+            iter.next();
+        }
+        iter.status()
+            .map_err(|source| self.db_err("read group records", source))?;
+        Ok(out)
+    }
+
+    /// Every group with at least one consumer-group record, sorted.
+    pub fn list_record_groups(&self) -> Result<Vec<String>> {
+        let mut groups = BTreeSet::new();
+        self.collect_prefixed_groups(CF_GROUP_RECORDS, &mut groups)?;
+        Ok(groups.into_iter().collect())
+    }
+
+    /// Adds the group of every key of `cf` (keys starting with a group prefix) to
+    /// `groups`: one seek per group instead of reading each of its keys.
+    fn collect_prefixed_groups(
+        &self,
+        cf: &'static str,
+        groups: &mut BTreeSet<String>,
+    ) -> Result<()> {
+        let mut iter = self.inner.db.raw_iterator_cf(self.cf(cf)?);
+        iter.seek_to_first();
+        while let Some(key) = iter.key() {
+            let (group, prefix_len) = codec::decode_key_group(key)
+                .map_err(|reason| self.codec_err(format!("{cf} key: {reason}")))?;
+            groups.insert(group.to_string());
+            match codec::prefix_successor(key.get(..prefix_len).unwrap_or(key)) {
+                Some(next) => iter.seek(next),
+                None => break,
+            }
+        }
+        iter.status()
+            .map_err(|source| self.db_err("list groups", source))
+    }
+
+    /// Every group with metadata, records or at least one committed offset, sorted,
+    /// without repeats.
     pub fn list_groups(&self) -> Result<Vec<String>> {
         let mut groups = BTreeSet::new();
         let mut iter = self.inner.db.raw_iterator_cf(self.cf(CF_GROUPS)?);
@@ -183,30 +236,24 @@ impl OffsetStore {
         iter.status()
             .map_err(|source| self.db_err("list groups", source))?;
 
-        // One seek per group instead of reading every offset: after a group's first key,
-        // jump to the first key past its prefix.
-        let mut iter = self.inner.db.raw_iterator_cf(self.cf(CF_OFFSETS)?);
-        iter.seek_to_first();
-        while let Some(key) = iter.key() {
-            let (group, prefix_len) = codec::decode_key_group(key)
-                .map_err(|reason| self.codec_err(format!("offset key: {reason}")))?;
-            groups.insert(group.to_string());
-            match codec::prefix_successor(key.get(..prefix_len).unwrap_or(key)) {
-                Some(next) => iter.seek(next),
-                None => break,
-            }
-        }
-        iter.status()
-            .map_err(|source| self.db_err("list groups", source))?;
+        self.collect_prefixed_groups(CF_OFFSETS, &mut groups)?;
+        self.collect_prefixed_groups(CF_GROUP_RECORDS, &mut groups)?;
         Ok(groups.into_iter().collect())
     }
 
-    /// Removes `group`'s metadata and all its offsets in one synced batch (DeleteGroups).
+    /// Removes `group`'s metadata, records and all its offsets in one synced batch
+    /// (DeleteGroups).
     pub fn delete_group(&self, group: &str) -> Result<()> {
         let _exclusive = self.inner.rmw_lock.write();
         let cf = self.cf(CF_OFFSETS)?;
         let mut batch = WriteBatch::default();
         batch.delete_cf(self.cf(CF_GROUPS)?, group.as_bytes());
+        for (key, _) in self.group_records(group)? {
+            batch.delete_cf(
+                self.cf(CF_GROUP_RECORDS)?,
+                self.encoded(codec::record_key(group, &key))?,
+            );
+        }
         let mut keys = Vec::new();
         self.scan_group_keys(group, |key| keys.push(key.to_vec()))?;
         for key in keys {
@@ -343,7 +390,7 @@ impl OffsetStore {
             .ok_or_else(|| self.codec_err(format!("missing column family {name}")))
     }
 
-    fn write_synced(&self, batch: WriteBatch, context: &'static str) -> Result<()> {
+    pub(super) fn write_synced(&self, batch: WriteBatch, context: &'static str) -> Result<()> {
         let mut opts = WriteOptions::default();
         opts.set_sync(true);
         self.inner

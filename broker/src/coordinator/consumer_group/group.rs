@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use uuid::Uuid;
 
 use super::assignor::{self, MemberSpec, TopicMeta};
+use super::image::{self, RecordChange, RecordImage};
 use super::member::{Assignment, ConsumerMember, MemberState};
 
 /// Kafka's `ConsumerGroup.ConsumerGroupState`, spelled as Kafka shows it.
@@ -41,6 +42,11 @@ pub struct ConsumerGroup {
     pub subscribed_metadata: BTreeMap<String, TopicMeta>,
     /// The assignor that computed the current target.
     pub assignor_name: String,
+    /// The group's records as last written to `__consumer_offsets` (see `image`).
+    pub written: RecordImage,
+    /// The metadata hash of the group record it was loaded from, until the subscribed
+    /// metadata is first computed again: equal metadata then is no change.
+    pub loaded_metadata_hash: Option<i64>,
 }
 
 impl ConsumerGroup {
@@ -53,6 +59,25 @@ impl ConsumerGroup {
             target: BTreeMap::new(),
             subscribed_metadata: BTreeMap::new(),
             assignor_name: assignor::UNIFORM.to_owned(),
+            written: RecordImage::new(),
+            loaded_metadata_hash: None,
+        }
+    }
+
+    /// The records to write since the last call: what differs from `written`, which then
+    /// holds the group as it stands. Called under the partition's write order.
+    pub fn take_changes(&mut self) -> Vec<RecordChange> {
+        let now = image::image(self);
+        let changes = image::changes(&self.written, &now);
+        self.written = now;
+        changes
+    }
+
+    /// `changes` may or may not have reached the log: their keys are marked unknown, so
+    /// the next `take_changes` writes each again (or its tombstone).
+    pub fn write_failed(&mut self, changes: &[RecordChange]) {
+        for (key, _) in changes {
+            self.written.insert(key.clone(), Vec::new());
         }
     }
 
@@ -101,9 +126,13 @@ impl ConsumerGroup {
             .filter(|(name, _)| subscribed.contains(name))
             .map(|(n, m)| (n.clone(), m.clone()))
             .collect();
+        let loaded_hash = self.loaded_metadata_hash.take();
         if now != self.subscribed_metadata {
+            let unchanged_since_load = loaded_hash == Some(image::metadata_hash(&now));
             self.subscribed_metadata = now;
-            self.group_epoch += 1;
+            if !unchanged_since_load {
+                self.group_epoch += 1;
+            }
         }
     }
 

@@ -2,9 +2,11 @@
 //! member's assignment and hands partitions over through member epochs
 //! (ConsumerGroupHeartbeat), instead of a leader assigning in JoinGroup/SyncGroup.
 //!
-//! This slice keeps the groups in memory on the coordinator (their committed offsets
-//! are persisted like a classic group's); after a restart the members rejoin at epoch 0
-//! and get a fresh assignment. The groups sit behind one `parking_lot::Mutex`, never held
+//! Every change of a group is written to `__consumer_offsets` as Kafka's records (see
+//! `records` and `image`) before the heartbeat that made it is answered, and a broker
+//! that becomes the group's coordinator rebuilds it from them: members keep their epochs
+//! and assignments across a coordinator failover or restart. The groups sit behind one
+//! `parking_lot::Mutex`, never held
 //! across `.await`, taken after the classic groups' lock when both are needed (the
 //! classic coordinator in `super::group` owns this value and checks both kinds).
 
@@ -12,8 +14,10 @@ pub mod assignor;
 pub mod describe;
 pub mod group;
 pub mod heartbeat;
+pub mod image;
 pub mod member;
 pub mod reconcile;
+pub mod records;
 #[cfg(test)]
 mod tests;
 
@@ -25,6 +29,7 @@ use tracing::info;
 
 pub use group::{ConsumerGroup, ConsumerGroupState};
 pub use heartbeat::{HeartbeatReply, HeartbeatRequest};
+pub use image::RecordChange;
 
 use crate::config::group::ConsumerGroupOverrides;
 use crate::error::GroupError;
@@ -101,24 +106,74 @@ impl ConsumerGroups {
             .is_some_and(|g| !g.members.is_empty())
     }
 
-    /// Drops an empty group (a classic JoinGroup takes the id over, as Kafka does).
-    pub fn remove_if_empty(&self, group_id: &str) {
+    /// Drops an empty group (a classic JoinGroup takes the id over, as Kafka does);
+    /// returns the tombstones of its records.
+    pub fn remove_if_empty(&self, group_id: &str) -> Vec<RecordChange> {
         let mut groups = self.groups.lock();
         if groups.get(group_id).is_some_and(|g| g.members.is_empty()) {
-            groups.remove(group_id);
+            if let Some(group) = groups.remove(group_id) {
+                return image::tombstones(&group.written);
+            }
         }
+        Vec::new()
     }
 
     /// DeleteGroups of a consumer group: `None` if there is none of that id; only an
-    /// empty one goes (NON_EMPTY_GROUP otherwise, as for classic groups).
-    pub fn delete_if_empty(&self, group_id: &str) -> Option<Result<(), GroupError>> {
+    /// empty one goes (NON_EMPTY_GROUP otherwise, as for classic groups), and the
+    /// tombstones of its records are returned.
+    pub fn delete_if_empty(&self, group_id: &str) -> Option<Result<Vec<RecordChange>, GroupError>> {
         let mut groups = self.groups.lock();
         let empty = groups.get(group_id)?.members.is_empty();
         if !empty {
             return Some(Err(GroupError::NonEmptyGroup));
         }
-        groups.remove(group_id);
-        Some(Ok(()))
+        let group = groups.remove(group_id)?;
+        Some(Ok(image::tombstones(&group.written)))
+    }
+
+    /// The records `group_id` needs written since its last write (see
+    /// `ConsumerGroup::take_changes`); empty for an unknown group.
+    pub fn take_changes(&self, group_id: &str) -> Vec<RecordChange> {
+        self.groups
+            .lock()
+            .get_mut(group_id)
+            .map(ConsumerGroup::take_changes)
+            .unwrap_or_default()
+    }
+
+    /// See `ConsumerGroup::write_failed`.
+    pub fn write_failed(&self, group_id: &str, changes: &[RecordChange]) {
+        if let Some(group) = self.groups.lock().get_mut(group_id) {
+            group.write_failed(changes);
+        }
+    }
+
+    /// A group rebuilt from its records (this broker became its coordinator); a group
+    /// already in memory is kept. Unreadable records leave the group out, logged.
+    pub fn load(&self, group_id: &str, stored: image::StoredRecords, now: Instant) {
+        let timeout = std::time::Duration::from_millis(
+            u64::try_from(self.config.lock().session_timeout_ms).unwrap_or(0),
+        );
+        let mut groups = self.groups.lock();
+        if groups.contains_key(group_id) {
+            return;
+        }
+        match image::rebuild(group_id, stored, timeout, now) {
+            Ok(group) => {
+                groups.insert(group_id.to_owned(), group);
+            }
+            Err(e) => {
+                tracing::error!(group = %group_id, error = %e, "stored consumer group records unreadable; the group is not loaded");
+            }
+        }
+    }
+
+    /// Forgets the groups `owned` accepts (their partitions are led elsewhere now).
+    pub fn unload(&self, owned: impl Fn(&str) -> bool) -> usize {
+        let mut groups = self.groups.lock();
+        let before = groups.len();
+        groups.retain(|id, _| !owned(id));
+        before - groups.len()
     }
 
     /// The topics the group's members subscribe to (`None`: no such consumer group);
@@ -161,14 +216,21 @@ impl ConsumerGroups {
         reply
     }
 
-    /// Fences members whose session or rebalance timeout passed.
-    pub fn tick(&self, now: Instant) {
+    /// Fences members whose session or rebalance timeout passed; returns the groups
+    /// that changed (their records are to be written).
+    pub fn tick(&self, now: Instant) -> Vec<String> {
         let mut groups = self.groups.lock();
+        let mut changed = Vec::new();
         for group in groups.values_mut() {
-            for member in group.expire(now) {
+            let fenced = group.expire(now);
+            for member in &fenced {
                 info!(group = %group.group_id, member = %member, "consumer group member fenced: its session or rebalance timeout expired");
             }
+            if !fenced.is_empty() {
+                changed.push(group.group_id.clone());
+            }
         }
+        changed
     }
 
     /// (group id, state) of every consumer group.

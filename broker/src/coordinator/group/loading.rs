@@ -16,13 +16,24 @@ use tracing::{error, info};
 use super::records::{partition_for, OFFSETS_TOPIC};
 use super::txn_offsets::TxnOffsets;
 use super::{replay, snapshot, Group, GroupCoordinator, OffsetMap};
+use crate::coordinator::consumer_group::image::StoredRecords;
 use crate::error::BrokerError;
 
-/// Groups and their commits read from `store`, for the group ids `wanted` accepts.
+/// What `read_groups` found.
+pub(super) struct StoredGroups {
+    /// Classic groups (and groups with only committed offsets).
+    pub classic: HashMap<String, Group>,
+    pub offsets: HashMap<String, OffsetMap>,
+    /// KIP-848 consumer groups: their records (key, value).
+    pub consumer: Vec<(String, StoredRecords)>,
+}
+
+/// Groups and their commits read from `store`, for the group ids `wanted` accepts. A
+/// group with consumer-group records is a consumer group, not also a classic one.
 pub(super) async fn read_groups(
     store: &OffsetStore,
     wanted: impl Fn(&str) -> bool + Send + 'static,
-) -> Result<(HashMap<String, Group>, HashMap<String, OffsetMap>), BrokerError> {
+) -> Result<StoredGroups, BrokerError> {
     let loaded = store
         .run_blocking(move |s| {
             let mut out = Vec::new();
@@ -31,16 +42,29 @@ pub(super) async fn read_groups(
                     continue;
                 }
                 let metadata = s.get_group(&group)?;
+                let records = s.group_records(&group)?;
                 let offsets = s.fetch(&group)?;
-                out.push((group, metadata, offsets));
+                out.push((group, metadata, records, offsets));
             }
             Ok(out)
         })
         .await?;
     let now = Instant::now();
-    let mut groups = HashMap::new();
-    let mut offsets = HashMap::new();
-    for (group_id, metadata, committed) in loaded {
+    let mut stored = StoredGroups {
+        classic: HashMap::new(),
+        offsets: HashMap::new(),
+        consumer: Vec::new(),
+    };
+    for (group_id, metadata, records, committed) in loaded {
+        let map: OffsetMap = committed.into_iter().map(|(t, p, c)| ((t, p), c)).collect();
+        stored.offsets.insert(group_id.clone(), map);
+        if !records.is_empty() {
+            if metadata.is_some() {
+                error!(group = %group_id, "stored as both a classic and a consumer group; loaded as the consumer group");
+            }
+            stored.consumer.push((group_id, records));
+            continue;
+        }
         let group = match metadata.map(|m| snapshot::decode(&group_id, &m, now)) {
             Some(Ok(g)) => g,
             Some(Err(e)) => {
@@ -49,11 +73,9 @@ pub(super) async fn read_groups(
             }
             None => Group::new(&group_id),
         };
-        groups.insert(group_id.clone(), group);
-        let map: OffsetMap = committed.into_iter().map(|(t, p, c)| ((t, p), c)).collect();
-        offsets.insert(group_id, map);
+        stored.classic.insert(group_id, group);
     }
-    Ok((groups, offsets))
+    Ok(stored)
 }
 
 /// A group that only has pending transactional offsets (a TxnOffsetCommit from outside
@@ -95,20 +117,29 @@ impl GroupCoordinator {
             }
         }
         let wanted = partitions.clone();
-        let (groups, offsets) = read_groups(&self.shared.store, move |g| {
+        let stored = read_groups(&self.shared.store, move |g| {
             wanted.contains(&partition_for(g, count))
         })
         .await?;
-        let loaded = groups.len();
+        let loaded = stored.classic.len() + stored.consumer.len();
         {
             let mut in_memory = self.shared.groups.lock();
             let mut committed = self.shared.offsets.lock();
-            for (id, group) in groups {
+            for (id, group) in stored.classic {
                 if let std::collections::hash_map::Entry::Vacant(slot) = in_memory.entry(id) {
-                    if let Some(map) = offsets.get(slot.key()) {
+                    if let Some(map) = stored.offsets.get(slot.key()) {
                         committed.insert(slot.key().clone(), map.clone());
                     }
                     slot.insert(group);
+                }
+            }
+            let now = Instant::now();
+            for (id, records) in stored.consumer {
+                if !in_memory.contains_key(&id) && !self.shared.consumer.exists(&id) {
+                    if let Some(map) = stored.offsets.get(&id) {
+                        committed.insert(id.clone(), map.clone());
+                    }
+                    self.shared.consumer.load(&id, records, now);
                 }
             }
             drop(committed);
@@ -127,7 +158,7 @@ impl GroupCoordinator {
             let before = groups.len();
             groups.retain(|id, _| !owned(id));
             before - groups.len()
-        };
+        } + self.shared.consumer.unload(owned);
         self.shared.offsets.lock().retain(|id, _| !owned(id));
         {
             let mut txns = self.shared.txns.lock();

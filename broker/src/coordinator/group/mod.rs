@@ -17,6 +17,7 @@
 //! transactional batches and stay pending until their transaction's marker (`txn_hook`,
 //! `txn_offsets`).
 
+mod consumer_persist;
 mod lifecycle;
 mod loading;
 mod offsets;
@@ -128,8 +129,14 @@ impl GroupCoordinator {
                 txns.load_partition(partition_log.partition(), replayed.open, replayed.processed);
             }
         }
-        let (mut groups, offsets) = loading::read_groups(&store, |_| true).await?;
+        let stored = loading::read_groups(&store, |_| true).await?;
+        let (mut groups, offsets) = (stored.classic, stored.offsets);
         loading::add_groups_with_pending_offsets(&mut groups, &txns);
+        let consumer = ConsumerGroups::default();
+        let now = Instant::now();
+        for (group_id, records) in stored.consumer {
+            consumer.load(&group_id, records, now);
+        }
         let shared = Arc::new(Shared {
             config,
             store,
@@ -139,7 +146,7 @@ impl GroupCoordinator {
             txns: Mutex::new(txns),
             pending_writes: Mutex::new(HashMap::new()),
             write_wanted: Notify::new(),
-            consumer: ConsumerGroups::default(),
+            consumer,
         });
         let shutdown = CancellationToken::new();
         tokio::spawn(tick_loop(Arc::clone(&shared), shutdown.clone()));
@@ -188,15 +195,22 @@ impl GroupCoordinator {
         let wait = Duration::from_millis(state::millis(req.rebalance_timeout_ms))
             .max(cfg.initial_rebalance_delay)
             + PARK_SLACK;
+        // A consumer group with members refuses classic members, as Kafka 4.4 does
+        // under `group.consumer.migration.policy=disabled` (Brook has no online
+        // migration; Kafka's default lets them in). An empty one gives way, its records
+        // deleted first.
+        if self.shared.consumer.has_members(group_id) {
+            return Err(GroupError::InconsistentGroupProtocol);
+        }
+        let replaced = self.shared.consumer.remove_if_empty(group_id);
+        self.shared
+            .write_removed_consumer_group(group_id, replaced)
+            .await?;
         let reply = {
             let mut groups = self.shared.groups.lock();
-            // A consumer group with members refuses classic members, as Kafka 4.4 does
-            // under `group.consumer.migration.policy=disabled` (Brook has no online
-            // migration; Kafka's default lets them in). An empty one gives way.
             if self.shared.consumer.has_members(group_id) {
                 return Err(GroupError::InconsistentGroupProtocol);
             }
-            self.shared.consumer.remove_if_empty(group_id);
             if !groups.contains_key(group_id) {
                 if !req.member_id.is_empty() {
                     return Err(GroupError::UnknownMemberId);
@@ -285,7 +299,8 @@ impl GroupCoordinator {
     /// ConsumerGroupHeartbeat: an empty classic group of that id is replaced (as Kafka
     /// does); a classic group with members is refused as Kafka 4.4 refuses it under
     /// `group.consumer.migration.policy=disabled` (Brook has no online migration yet).
-    pub fn consumer_heartbeat(
+    /// The group's changes are written before the answer (see `consumer_persist`).
+    pub async fn consumer_heartbeat(
         &self,
         group_id: &str,
         req: &HeartbeatRequest,
@@ -293,6 +308,19 @@ impl GroupCoordinator {
         config: &ConsumerGroupConfig,
     ) -> Result<HeartbeatReply, GroupError> {
         self.coordinates(group_id)?;
+        let reply = self.consumer_heartbeat_in_memory(group_id, req, topics, config);
+        // Written even when the heartbeat failed: a fenced member's removal is a change.
+        self.shared.flush_consumer_group(group_id).await?;
+        reply
+    }
+
+    fn consumer_heartbeat_in_memory(
+        &self,
+        group_id: &str,
+        req: &HeartbeatRequest,
+        topics: &BTreeMap<String, TopicMeta>,
+        config: &ConsumerGroupConfig,
+    ) -> Result<HeartbeatReply, GroupError> {
         let mut groups = self.shared.groups.lock();
         if let Some(classic) = groups.get(group_id) {
             if classic.state != GroupState::Empty && classic.state != GroupState::Dead {
@@ -331,14 +359,19 @@ impl GroupCoordinator {
     /// DeleteGroups for one group: only an Empty group goes, with its offsets.
     pub async fn delete_group(&self, group_id: &str) -> Result<(), GroupError> {
         self.coordinates(group_id)?;
+        // Held from the consumer group's removal to its tombstones' write, so no write of
+        // a group of the same id created meanwhile can land before them.
+        let partition = self.shared.offsets_partition(group_id);
+        let _ordered = self.shared.write_order(partition).await;
         let mut tombstones;
+        let mut consumer_tombstones = Vec::new();
         {
             let mut groups = self.shared.groups.lock();
             match groups.get(group_id).map(|g| g.state) {
                 // A consumer group (KIP-848) goes the same way: its offsets with it.
                 None => match self.shared.consumer.delete_if_empty(group_id) {
                     None => return Err(GroupError::GroupIdNotFound),
-                    Some(result) => result?,
+                    Some(result) => consumer_tombstones = result?,
                 },
                 Some(GroupState::Dead) => return Err(GroupError::GroupIdNotFound),
                 Some(GroupState::Empty) => {}
@@ -368,6 +401,10 @@ impl GroupCoordinator {
             tombstones.push(OffsetRecord::DeleteGroup {
                 group: group_id.to_owned(),
             });
+            tombstones.extend(consumer_persist::offset_records(
+                group_id,
+                &consumer_tombstones,
+            ));
             // Overrides metadata still queued, so the writer cannot bring the group back.
             self.shared
                 .pending_writes
@@ -375,7 +412,7 @@ impl GroupCoordinator {
                 .insert(group_id.to_owned(), None);
         }
         self.shared.write_wanted.notify_one();
-        if let Err(e) = self.shared.persist(tombstones).await {
+        if let Err(e) = self.shared.persist_in_order(partition, tombstones).await {
             error!(group = %group_id, error = %e, "deleting group from the offset store failed");
             return Err(GroupError::CoordinatorNotAvailable);
         }
@@ -452,7 +489,13 @@ async fn tick_loop(shared: Arc<Shared>, shutdown: CancellationToken) {
             shared.queue_if_dirty(group);
         }
         drop(groups);
-        shared.consumer.tick(now);
+        for group_id in shared.consumer.tick(now) {
+            let shared = Arc::clone(&shared);
+            tokio::spawn(async move {
+                // A failure is logged and the records are written with the next change.
+                let _ = shared.flush_consumer_group(&group_id).await;
+            });
+        }
     }
 }
 

@@ -145,6 +145,23 @@ impl OffsetsLog {
             return Ok(());
         }
         let _ordered = self.lock_partition(partition).await;
+        self.write_in_order(store, txns, partition, records, producer)
+            .await
+    }
+
+    /// [`OffsetsLog::write`] for a caller already holding `partition`'s write order
+    /// ([`OffsetsLog::lock_partition`]).
+    pub async fn write_in_order(
+        &self,
+        store: &OffsetStore,
+        txns: &parking_lot::Mutex<TxnOffsets>,
+        partition: i32,
+        records: Vec<OffsetRecord>,
+        producer: Option<TxnProducer>,
+    ) -> Result<(), BrokerError> {
+        if records.is_empty() {
+            return Ok(());
+        }
         let image = self.images.borrow().clone();
         let leader_epoch = image
             .partition(OFFSETS_TOPIC, partition)
@@ -217,18 +234,7 @@ impl Shared {
             .as_ref()
             .and_then(|log| log.partitions().map(|n| (log, n)))
         else {
-            {
-                let mut txns = self.txns.lock();
-                let base = txns.local_offsets(records.len());
-                for (i, record) in records.iter().enumerate() {
-                    let partition = self.offsets_partition(records::group_of(record));
-                    txns.observe_plain(partition, slice::from_ref(record), base + i as i64);
-                }
-            }
-            self.store
-                .run_blocking(move |s| apply_synced(s, &records))
-                .await?;
-            return Ok(());
+            return self.persist_to_store(records).await;
         };
         let mut by_partition: BTreeMap<i32, Vec<OffsetRecord>> = BTreeMap::new();
         for record in records {
@@ -239,6 +245,50 @@ impl Shared {
             log.write(&self.store, &self.txns, partition, records, None)
                 .await?;
         }
+        Ok(())
+    }
+
+    /// [`Shared::persist`] of records of one `partition`, by a caller holding its write
+    /// order (see [`Shared::write_order`]).
+    pub(super) async fn persist_in_order(
+        &self,
+        partition: i32,
+        records: Vec<OffsetRecord>,
+    ) -> Result<(), BrokerError> {
+        match &self.log {
+            Some(log) if log.partitions().is_some() => {
+                log.write_in_order(&self.store, &self.txns, partition, records, None)
+                    .await
+            }
+            _ => self.persist_to_store(records).await,
+        }
+    }
+
+    /// `partition`'s write order, held while a write's content is taken and written
+    /// (none without a log: unit tests write straight to the store).
+    pub(super) async fn write_order(
+        &self,
+        partition: i32,
+    ) -> Option<tokio::sync::OwnedMutexGuard<()>> {
+        match &self.log {
+            Some(log) => Some(log.lock_partition(partition).await),
+            None => None,
+        }
+    }
+
+    /// Before `__consumer_offsets` exists (and in unit tests): straight to the store.
+    async fn persist_to_store(&self, records: Vec<OffsetRecord>) -> Result<(), BrokerError> {
+        {
+            let mut txns = self.txns.lock();
+            let base = txns.local_offsets(records.len());
+            for (i, record) in records.iter().enumerate() {
+                let partition = self.offsets_partition(records::group_of(record));
+                txns.observe_plain(partition, slice::from_ref(record), base + i as i64);
+            }
+        }
+        self.store
+            .run_blocking(move |s| apply_synced(s, &records))
+            .await?;
         Ok(())
     }
 
@@ -302,6 +352,9 @@ fn apply_synced(store: &OffsetStore, records: &[OffsetRecord]) -> brook_storage:
             } => store.delete_offsets(group, &[(topic.clone(), *partition)])?,
             OffsetRecord::PutGroup { group, metadata } => store.put_group(group, metadata)?,
             OffsetRecord::DeleteGroup { group } => store.delete_group(group)?,
+            OffsetRecord::PutGroupRecord { .. } | OffsetRecord::DeleteGroupRecord { .. } => {
+                store.apply_synced(slice::from_ref(record))?
+            }
         }
     }
     Ok(())

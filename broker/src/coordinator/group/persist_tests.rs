@@ -226,3 +226,169 @@ fn an_empty_groups_state_timestamp_survives_the_kafka_metadata_layout() {
         assert!(snapshot::decode("g", &bytes[..cut], Instant::now()).is_err());
     }
 }
+
+mod consumer_groups {
+    //! KIP-848 groups written as Kafka's records and rebuilt by a restarted coordinator.
+
+    use std::collections::{BTreeMap, BTreeSet};
+    use std::time::Duration;
+
+    use uuid::Uuid;
+
+    use super::super::GroupCoordinator;
+    use super::config;
+    use crate::coordinator::consumer_group::assignor::TopicMeta;
+    use crate::coordinator::consumer_group::member::Assignment;
+    use crate::coordinator::consumer_group::{ConsumerGroupConfig, HeartbeatRequest};
+
+    const TOPIC: Uuid = Uuid::from_u128(7);
+
+    fn topics() -> BTreeMap<String, TopicMeta> {
+        BTreeMap::from([(
+            "t".to_string(),
+            TopicMeta {
+                topic_id: TOPIC,
+                partitions: 4,
+            },
+        )])
+    }
+
+    fn request(member: &str, epoch: i32, owned: Option<Assignment>) -> HeartbeatRequest {
+        HeartbeatRequest {
+            member_id: member.into(),
+            member_epoch: epoch,
+            instance_id: None,
+            rack_id: None,
+            rebalance_timeout_ms: if epoch == 0 { 30_000 } else { -1 },
+            subscribed_topic_names: (epoch == 0).then(|| vec!["t".into()]),
+            subscribed_topic_regex: None,
+            server_assignor: None,
+            owned,
+            client_id: "c".into(),
+            client_host: "/127.0.0.1".into(),
+        }
+    }
+
+    async fn start(dir: &std::path::Path) -> GroupCoordinator {
+        GroupCoordinator::start(dir.join("store"), config(), None)
+            .await
+            .expect("start")
+    }
+
+    async fn beat(
+        c: &GroupCoordinator,
+        member: &str,
+        epoch: i32,
+        owned: Option<Assignment>,
+    ) -> crate::coordinator::consumer_group::HeartbeatReply {
+        c.consumer_heartbeat(
+            "g",
+            &request(member, epoch, owned),
+            &topics(),
+            &ConsumerGroupConfig::default(),
+        )
+        .await
+        .expect("heartbeat")
+    }
+
+    async fn restart(c: GroupCoordinator, dir: &std::path::Path) -> GroupCoordinator {
+        drop(c);
+        // Let the coordinator's tasks see the cancellation and release the database.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        start(dir).await
+    }
+
+    #[tokio::test]
+    async fn members_keep_their_epochs_and_partitions_across_a_coordinator_restart() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let c = start(dir.path()).await;
+        // Both join, then heartbeat as the Java client does (owning what it was last
+        // given) until each has settled at the group's epoch.
+        let mut state: BTreeMap<&str, (i32, Assignment)> = BTreeMap::new();
+        for id in ["a", "b"] {
+            let r = beat(&c, id, 0, Some(Assignment::new())).await;
+            state.insert(id, (r.member_epoch, r.assignment.unwrap_or_default()));
+        }
+        for _ in 0..4 {
+            for id in ["a", "b"] {
+                let (epoch, owned) = state[id].clone();
+                let r = beat(&c, id, epoch, Some(owned.clone())).await;
+                state.insert(id, (r.member_epoch, r.assignment.unwrap_or(owned)));
+            }
+        }
+        let before = c
+            .consumer_groups()
+            .with_group("g", |g| {
+                (
+                    g.group_epoch,
+                    g.assignment_epoch,
+                    g.members.clone(),
+                    g.target.clone(),
+                )
+            })
+            .expect("group");
+        assert_eq!(before.2.len(), 2);
+
+        let c = restart(c, dir.path()).await;
+        let after = c
+            .consumer_groups()
+            .with_group("g", |g| {
+                (
+                    g.group_epoch,
+                    g.assignment_epoch,
+                    g.members.clone(),
+                    g.target.clone(),
+                )
+            })
+            .expect("the group is back");
+        assert_eq!((after.0, after.1), (before.0, before.1));
+        assert_eq!(after.3, before.3);
+        for (id, m) in &before.2 {
+            let back = &after.2[id];
+            assert_eq!(
+                (back.member_epoch, back.previous_member_epoch, back.state),
+                (m.member_epoch, m.previous_member_epoch, m.state),
+                "member {id}"
+            );
+            assert_eq!(
+                (&back.assigned, &back.pending_revocation),
+                (&m.assigned, &m.pending_revocation)
+            );
+            assert_eq!(back.subscribed_topic_names, m.subscribed_topic_names);
+        }
+        // Not fenced: the members carry on with their epochs, and nothing moves.
+        for id in ["a", "b"] {
+            let (epoch, owned) = state[id].clone();
+            let r = beat(&c, id, epoch, Some(owned)).await;
+            assert_eq!(r.member_epoch, epoch, "member {id} keeps its epoch");
+        }
+        let epoch = c.consumer_groups().with_group("g", |g| g.group_epoch);
+        assert_eq!(epoch, Some(before.0), "the group epoch did not move");
+        let all: BTreeSet<i32> = after
+            .2
+            .values()
+            .flat_map(|m| m.assigned.get(&TOPIC).cloned().unwrap_or_default())
+            .collect();
+        assert_eq!(all, BTreeSet::from([0, 1, 2, 3]));
+    }
+
+    #[tokio::test]
+    async fn a_member_that_left_and_a_deleted_group_stay_gone_after_a_restart() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let c = start(dir.path()).await;
+        beat(&c, "a", 0, Some(Assignment::new())).await;
+        beat(&c, "b", 0, Some(Assignment::new())).await;
+        beat(&c, "b", -1, None).await;
+        let c = restart(c, dir.path()).await;
+        let members = c
+            .consumer_groups()
+            .with_group("g", |g| g.members.keys().cloned().collect::<Vec<_>>());
+        assert_eq!(members, Some(vec!["a".to_string()]));
+
+        beat(&c, "a", -1, None).await;
+        c.delete_group("g").await.expect("delete");
+        let c = restart(c, dir.path()).await;
+        assert!(!c.consumer_groups().exists("g"));
+        assert!(c.list().iter().all(|(id, _, _)| id != "g"));
+    }
+}

@@ -7,8 +7,8 @@
 //! `int32`-length bytes, `int32` array counts). We write `OffsetCommitKey` v1 (group, topic,
 //! partition) with `OffsetCommitValue` v3 (offset, leader epoch, metadata, commit
 //! timestamp), and `GroupMetadataKey` v2 (group) with `GroupMetadataValue` v3 (see
-//! `snapshot`). A null value is a tombstone. Keys of other versions (the new consumer
-//! protocol's records, version 3+) are skipped on read, as the classic coordinator does.
+//! `snapshot`). A null value is a tombstone. The KIP-848 consumer groups' records (types
+//! 3–8 and 16, see `consumer_group::records`) are carried whole; other types are skipped.
 //!
 //! Pure: no I/O; decoding never trusts its input.
 
@@ -226,6 +226,20 @@ pub fn decode(key: &[u8], value: Option<&[u8]>) -> Result<Option<OffsetRecord>, 
                 None => OffsetRecord::DeleteGroup { group },
             }))
         }
+        _ if crate::coordinator::consumer_group::records::is_consumer_group_key(key) => {
+            let (group, _) = crate::coordinator::consumer_group::records::decode_key(key)?;
+            Ok(Some(match value {
+                Some(v) => OffsetRecord::PutGroupRecord {
+                    group,
+                    key: key.to_vec(),
+                    value: v.to_vec(),
+                },
+                None => OffsetRecord::DeleteGroupRecord {
+                    group,
+                    key: key.to_vec(),
+                },
+            }))
+        }
         _ => Ok(None),
     }
 }
@@ -251,6 +265,8 @@ pub fn encode(record: &OffsetRecord) -> (Vec<u8>, Option<Vec<u8>>) {
             (group_metadata_key(group), Some(metadata.clone()))
         }
         OffsetRecord::DeleteGroup { group } => (group_metadata_key(group), None),
+        OffsetRecord::PutGroupRecord { key, value, .. } => (key.clone(), Some(value.clone())),
+        OffsetRecord::DeleteGroupRecord { key, .. } => (key.clone(), None),
     }
 }
 
@@ -260,7 +276,9 @@ pub fn group_of(record: &OffsetRecord) -> &str {
         OffsetRecord::Commit { group, .. }
         | OffsetRecord::DeleteOffset { group, .. }
         | OffsetRecord::PutGroup { group, .. }
-        | OffsetRecord::DeleteGroup { group } => group,
+        | OffsetRecord::DeleteGroup { group }
+        | OffsetRecord::PutGroupRecord { group, .. }
+        | OffsetRecord::DeleteGroupRecord { group, .. } => group,
     }
 }
 
@@ -349,6 +367,17 @@ mod tests {
                 "value cut at {cut}"
             );
         }
-        assert_eq!(decode(&[0, 5, 0, 0], Some(&[1u8][..])), Ok(None));
+        // Type 4 (ConsumerGroupPartitionMetadata, superseded by the metadata hash): skipped.
+        assert_eq!(decode(&[0, 4, 0, 0], Some(&[1u8][..])), Ok(None));
+        // A consumer group's record is carried whole; one with a cut key is an error.
+        let member = [0, 5, 0, 1, b'g', 0, 1, b'm'];
+        assert_eq!(
+            decode(&member, None),
+            Ok(Some(OffsetRecord::DeleteGroupRecord {
+                group: "g".into(),
+                key: member.to_vec()
+            }))
+        );
+        assert!(decode(&member[..5], None).is_err());
     }
 }

@@ -147,7 +147,10 @@ impl TxnOffsets {
                         txn.offsets.remove(&key);
                     }
                 }
-                OffsetRecord::PutGroup { .. } | OffsetRecord::DeleteGroup { .. } => {}
+                OffsetRecord::PutGroup { .. }
+                | OffsetRecord::DeleteGroup { .. }
+                | OffsetRecord::PutGroupRecord { .. }
+                | OffsetRecord::DeleteGroupRecord { .. } => {}
             }
         }
     }

@@ -282,7 +282,9 @@ pub fn group_code(e: &GroupError) -> ResponseError {
         GroupError::MemberIdRequired => ResponseError::MemberIdRequired,
         GroupError::UnstableOffsetCommit => ResponseError::UnstableOffsetCommit,
         GroupError::FencedMemberEpoch { .. } => ResponseError::FencedMemberEpoch,
-        GroupError::StaleMemberEpoch { .. } => ResponseError::StaleMemberEpoch,
+        GroupError::StaleMemberEpoch { .. } | GroupError::StaleCommit(_) => {
+            ResponseError::StaleMemberEpoch
+        }
         GroupError::UnreleasedInstanceId { .. } => ResponseError::UnreleasedInstanceId,
         GroupError::UnsupportedAssignor(_) => ResponseError::UnsupportedAssignor,
         GroupError::InvalidRequest(_) => ResponseError::InvalidRequest,

@@ -48,6 +48,10 @@ pub enum GroupError {
     /// OffsetCommit/OffsetFetch v9+ with an epoch older than the member's.
     #[error("The received member epoch {given} is older than the current member epoch {current}.")]
     StaleMemberEpoch { given: i32, current: i32 },
+    /// An offset commit refused by Kafka 4.4's per-partition assignment epochs, with its
+    /// message (`ConsumerGroup.validateOffsetCommit`).
+    #[error("{0}")]
+    StaleCommit(String),
     #[error("Static member {member_id} with instance id {instance_id} cannot join the group because the instance id is owned by {owner} member.")]
     UnreleasedInstanceId {
         member_id: String,

@@ -163,6 +163,7 @@ impl ConsumerGroup {
             (_, MemberState::UnrevokedPartitions) => Some(now + millis(next.rebalance_timeout_ms)),
             _ => None,
         };
+        next.carry_assignment_epochs(&member.assignment_epochs);
         let full = req.rebalance_timeout_ms != -1
             && req.subscribed_topic_names.is_some()
             && req.owned.is_some();

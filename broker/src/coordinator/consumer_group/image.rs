@@ -103,6 +103,7 @@ pub fn image(group: &ConsumerGroup) -> RecordImage {
                 state: state_value(member.state),
                 assigned: member.assigned.clone(),
                 pending_revocation: member.pending_revocation.clone(),
+                assignment_epochs: member.assignment_epochs.clone(),
             }),
         );
     }
@@ -222,6 +223,10 @@ pub fn rebuild(
             member.state = state_of(c.state);
             member.assigned = c.assigned;
             member.pending_revocation = c.pending_revocation;
+            // Without the tag (an older writer), a partition counts as held since the
+            // member's epoch.
+            let stored_epochs = c.assignment_epochs;
+            member.carry_assignment_epochs(&stored_epochs);
             if member.state == MemberState::UnrevokedPartitions {
                 let ms = u64::try_from(member.rebalance_timeout_ms).unwrap_or(0);
                 member.revocation_deadline = Some(now + Duration::from_millis(ms));

@@ -42,6 +42,10 @@ pub struct ConsumerMember {
     pub state: MemberState,
     pub assigned: Assignment,
     pub pending_revocation: Assignment,
+    /// The member epoch at which each partition it holds (assigned or pending
+    /// revocation) was given to it: a commit with an older member epoch is still valid
+    /// for a partition held since then (Kafka 4.4's assignment epochs).
+    pub assignment_epochs: BTreeMap<(Uuid, i32), i32>,
     /// When the session ends without another heartbeat.
     pub session_deadline: Instant,
     /// When a member still holding partitions to revoke is fenced (its rebalance timeout).
@@ -64,9 +68,26 @@ impl ConsumerMember {
             state: MemberState::Stable,
             assigned: Assignment::new(),
             pending_revocation: Assignment::new(),
+            assignment_epochs: BTreeMap::new(),
             session_deadline: now,
             revocation_deadline: None,
         }
+    }
+
+    /// Keeps the assignment epoch of every partition still held from `previous`, and
+    /// gives those newly held the member's current epoch.
+    pub fn carry_assignment_epochs(&mut self, previous: &BTreeMap<(Uuid, i32), i32>) {
+        let epoch = self.member_epoch;
+        let mut epochs = BTreeMap::new();
+        for a in [&self.assigned, &self.pending_revocation] {
+            for (topic, partitions) in a {
+                for p in partitions {
+                    let at = previous.get(&(*topic, *p)).copied().unwrap_or(epoch);
+                    epochs.insert((*topic, *p), at);
+                }
+            }
+        }
+        self.assignment_epochs = epochs;
     }
 
     /// Every partition this member still holds: assigned or not yet revoked.

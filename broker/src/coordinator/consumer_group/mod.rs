@@ -11,6 +11,7 @@
 //! classic coordinator in `super::group` owns this value and checks both kinds).
 
 pub mod assignor;
+pub mod commit_check;
 pub mod describe;
 pub mod group;
 pub mod heartbeat;
@@ -242,21 +243,25 @@ impl ConsumerGroups {
             .collect()
     }
 
-    /// Kafka's `ConsumerGroup.validateOffsetCommit` (non-transactional); `None` when the
-    /// group is not a consumer group. A commit from outside the group (epoch < 0) is
-    /// only allowed while the group has no members.
+    /// Kafka's `ConsumerGroup.validateOffsetCommit` (see `commit_check`) for a commit of
+    /// `partitions` (topic name, partition); `None` when the group is not a consumer group.
     pub fn validate_commit(
         &self,
         group_id: &str,
         member_id: &str,
         member_epoch: i32,
+        transactional: bool,
+        partitions: &[(&str, i32)],
     ) -> Option<Result<(), GroupError>> {
         let groups = self.groups.lock();
         let group = groups.get(group_id)?;
-        if member_epoch < 0 && group.members.is_empty() {
-            return Some(Ok(()));
-        }
-        Some(check_member_epoch(group, member_id, member_epoch))
+        Some(commit_check::validate_offset_commit(
+            group,
+            member_id,
+            member_epoch,
+            transactional,
+            partitions,
+        ))
     }
 
     /// Kafka's `ConsumerGroup.validateOffsetFetch`: an admin fetch (no member id, epoch

@@ -124,7 +124,8 @@ pub struct MemberMetadataValue {
 }
 
 /// `ConsumerGroupCurrentMemberAssignmentValue`; `state` is Kafka's `MemberState` value
-/// (0 STABLE, 1 UNREVOKED_PARTITIONS, 2 UNRELEASED_PARTITIONS).
+/// (0 STABLE, 1 UNREVOKED_PARTITIONS, 2 UNRELEASED_PARTITIONS). `assignment_epochs` is
+/// the tag (0) of each topic's entry: the epoch at which each partition was assigned.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct CurrentAssignmentValue {
     pub member_epoch: i32,
@@ -132,7 +133,11 @@ pub struct CurrentAssignmentValue {
     pub state: i8,
     pub assigned: Assignment,
     pub pending_revocation: Assignment,
+    pub assignment_epochs: AssignmentEpochs,
 }
+
+/// The assignment epoch of each (topic id, partition).
+pub type AssignmentEpochs = std::collections::BTreeMap<(Uuid, i32), i32>;
 
 /// `ConsumerGroupRegularExpressionValue`: the topics a regex resolved to, the metadata
 /// version they were resolved at, and when.
@@ -241,20 +246,23 @@ pub fn current_assignment_value(v: &CurrentAssignmentValue) -> Vec<u8> {
     let mut w = FlexWriter::new();
     w.i32(v.member_epoch).i32(v.previous_member_epoch);
     w.0.push(v.state as u8);
-    w.assignment(&v.assigned);
-    w.assignment(&v.pending_revocation);
+    w.assignment_with_epochs(&v.assigned, Some(&v.assignment_epochs));
+    w.assignment_with_epochs(&v.pending_revocation, Some(&v.assignment_epochs));
     w.uvarint(0);
     w.0
 }
 
 pub fn decode_current_assignment_value(value: &[u8]) -> Result<CurrentAssignmentValue, String> {
     let mut r = Reader::value(value)?;
+    let mut assignment_epochs = AssignmentEpochs::new();
     let v = CurrentAssignmentValue {
         member_epoch: r.i32("member epoch")?,
         previous_member_epoch: r.i32("previous member epoch")?,
         state: r.take(1, "state")?[0] as i8,
-        assigned: r.assignment("assigned partitions")?,
-        pending_revocation: r.assignment("partitions pending revocation")?,
+        assigned: r.assignment_with_epochs("assigned partitions", &mut assignment_epochs)?,
+        pending_revocation: r
+            .assignment_with_epochs("partitions pending revocation", &mut assignment_epochs)?,
+        assignment_epochs,
     };
     r.tagged_fields(|_, _| Ok(()))?;
     r.end("current member assignment value")?;
@@ -331,6 +339,16 @@ impl FlexWriter {
     }
     /// `[]TopicPartitions`: topic id, compact `[]int32`, no tagged fields.
     fn assignment(&mut self, a: &Assignment) -> &mut Self {
+        self.assignment_with_epochs(a, None)
+    }
+
+    /// `[]TopicPartitions` with, given `epochs`, each topic's `AssignmentEpochs` tag (0):
+    /// a compact `[]int32` parallel to its partitions.
+    fn assignment_with_epochs(
+        &mut self,
+        a: &Assignment,
+        epochs: Option<&AssignmentEpochs>,
+    ) -> &mut Self {
         let topics: Vec<_> = a.iter().filter(|(_, ps)| !ps.is_empty()).collect();
         self.uvarint(topics.len() as u64 + 1);
         for (topic, partitions) in topics {
@@ -339,7 +357,20 @@ impl FlexWriter {
             for p in partitions {
                 self.i32(*p);
             }
-            self.uvarint(0);
+            match epochs {
+                None => {
+                    self.uvarint(0);
+                }
+                Some(epochs) => {
+                    let mut tag = FlexWriter(Vec::new());
+                    tag.uvarint(partitions.len() as u64 + 1);
+                    for p in partitions {
+                        tag.i32(epochs.get(&(*topic, *p)).copied().unwrap_or(-1));
+                    }
+                    self.uvarint(1).uvarint(0).uvarint(tag.0.len() as u64);
+                    self.0.extend_from_slice(&tag.0);
+                }
+            }
         }
         self
     }
@@ -437,19 +468,37 @@ impl<'a> Reader<'a> {
     fn compact_array<T>(
         &mut self,
         what: &str,
-        mut item: impl FnMut(&mut Self) -> Result<T, String>,
+        item: impl FnMut(&mut Self) -> Result<T, String>,
     ) -> Result<Vec<T>, String> {
+        self.compact_nullable_array(what, item)?
+            .ok_or_else(|| format!("{what}: null array"))
+    }
+    fn compact_nullable_array<T>(
+        &mut self,
+        what: &str,
+        mut item: impl FnMut(&mut Self) -> Result<T, String>,
+    ) -> Result<Option<Vec<T>>, String> {
         // Every item takes at least one byte, so the length bounds the allocation.
-        let len = self
-            .compact_len(what)?
-            .ok_or_else(|| format!("{what}: null array"))?;
+        let Some(len) = self.compact_len(what)? else {
+            return Ok(None);
+        };
         let mut out = Vec::with_capacity(len);
         for _ in 0..len {
             out.push(item(self)?);
         }
-        Ok(out)
+        Ok(Some(out))
     }
     fn assignment(&mut self, what: &str) -> Result<Assignment, String> {
+        self.assignment_with_epochs(what, &mut AssignmentEpochs::new())
+    }
+
+    /// `[]TopicPartitions`, adding each partition's assignment epoch (tag 0) to `epochs`
+    /// where the tag is present and as long as its partitions.
+    fn assignment_with_epochs(
+        &mut self,
+        what: &str,
+        epochs: &mut AssignmentEpochs,
+    ) -> Result<Assignment, String> {
         let topics = self.compact_array(what, |r| {
             let id = Uuid::from_bytes(
                 r.take(16, "topic id")?
@@ -457,11 +506,23 @@ impl<'a> Reader<'a> {
                     .map_err(|_| "topic id".to_owned())?,
             );
             let partitions = r.compact_array("partitions", |r| r.i32("partition"))?;
-            r.tagged_fields(|_, _| Ok(()))?;
-            Ok((id, partitions))
+            let mut tagged_epochs = None;
+            r.tagged_fields(|tag, data| {
+                if tag == 0 {
+                    tagged_epochs = Reader(data)
+                        .compact_nullable_array("assignment epochs", |r| r.i32("epoch"))?;
+                }
+                Ok(())
+            })?;
+            Ok((id, partitions, tagged_epochs))
         })?;
         let mut out = Assignment::new();
-        for (id, partitions) in topics {
+        for (id, partitions, tagged_epochs) in topics {
+            if let Some(list) = tagged_epochs.filter(|l| l.len() == partitions.len()) {
+                for (p, e) in partitions.iter().zip(list) {
+                    epochs.insert((id, *p), e);
+                }
+            }
             out.entry(id).or_default().extend(partitions);
         }
         Ok(out)
@@ -556,6 +617,13 @@ mod tests {
             state: 1,
             assigned: a,
             pending_revocation: assignment(10, &[1]),
+            assignment_epochs: [
+                ((Uuid::from_u128(9), 0), 3),
+                ((Uuid::from_u128(9), 2), 5),
+                ((Uuid::from_u128(10), 1), 2),
+            ]
+            .into_iter()
+            .collect(),
         };
         assert_eq!(
             decode_current_assignment_value(&current_assignment_value(&c)),

@@ -44,10 +44,14 @@ impl GroupCoordinator {
                     committer.generation_id,
                 )?,
                 None => {
+                    let partitions: Vec<(&str, i32)> =
+                        entries.iter().map(|(t, p, _)| (t.as_str(), *p)).collect();
                     if let Some(checked) = self.shared.consumer.validate_commit(
                         group_id,
                         &committer.member_id,
                         committer.generation_id,
+                        false,
+                        &partitions,
                     ) {
                         checked?;
                     } else if committer.generation_id < 0 {

@@ -54,6 +54,20 @@ impl GroupCoordinator {
                     committer.group_instance_id.as_deref(),
                     committer.generation_id,
                 )?,
+                // A consumer group (KIP-848): its members commit in transactions too.
+                None if self.shared.consumer.exists(group_id) => {
+                    let partitions: Vec<(&str, i32)> =
+                        entries.iter().map(|(t, p, _)| (t.as_str(), *p)).collect();
+                    if let Some(checked) = self.shared.consumer.validate_commit(
+                        group_id,
+                        &committer.member_id,
+                        committer.generation_id,
+                        true,
+                        &partitions,
+                    ) {
+                        checked?;
+                    }
+                }
                 None if committer.generation_id < 0 => {
                     // A producer outside any group creates the (Empty) group, as Kafka does.
                     groups.insert(group_id.to_owned(), Group::new(group_id));

@@ -8,6 +8,7 @@ use uuid::Uuid;
 
 use super::assignor::{self, MemberSpec, TopicMeta};
 use super::member::{Assignment, ConsumerMember, MemberState};
+use super::regex::ResolvedRegex;
 
 /// Kafka's `ConsumerGroup.ConsumerGroupState`, spelled as Kafka shows it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,6 +42,8 @@ pub struct ConsumerGroup {
     pub subscribed_metadata: BTreeMap<String, TopicMeta>,
     /// The assignor that computed the current target.
     pub assignor_name: String,
+    /// What each pattern the members subscribe to resolved to (see `super::regex`).
+    pub resolved_regexes: BTreeMap<String, ResolvedRegex>,
 }
 
 impl ConsumerGroup {
@@ -53,6 +56,7 @@ impl ConsumerGroup {
             target: BTreeMap::new(),
             subscribed_metadata: BTreeMap::new(),
             assignor_name: assignor::UNIFORM.to_owned(),
+            resolved_regexes: BTreeMap::new(),
         }
     }
 
@@ -84,6 +88,7 @@ impl ConsumerGroup {
     pub fn remove_member(&mut self, member_id: &str) {
         if self.members.remove(member_id).is_some() {
             self.target.remove(member_id);
+            self.forget_unused_regexes(None);
             self.group_epoch += 1;
         }
     }
@@ -91,14 +96,14 @@ impl ConsumerGroup {
     /// Bumps the group epoch when the subscribed topics' metadata changed (a topic
     /// created, deleted or grown).
     pub fn refresh_metadata(&mut self, topics: &BTreeMap<String, TopicMeta>) {
-        let subscribed: BTreeSet<&String> = self
+        let subscribed: BTreeSet<String> = self
             .members
             .values()
-            .flat_map(|m| m.subscribed_topic_names.iter())
+            .flat_map(|m| self.subscription(m))
             .collect();
         let now: BTreeMap<String, TopicMeta> = topics
             .iter()
-            .filter(|(name, _)| subscribed.contains(name))
+            .filter(|(name, _)| subscribed.contains(*name))
             .map(|(n, m)| (n.clone(), m.clone()))
             .collect();
         if now != self.subscribed_metadata {
@@ -131,7 +136,7 @@ impl ConsumerGroup {
                 (
                     id.clone(),
                     MemberSpec {
-                        subscribed: m.subscribed_topic_names.iter().cloned().collect(),
+                        subscribed: self.subscription(m),
                         previous: self.target.get(id).cloned().unwrap_or_default(),
                         instance_id: m.instance_id.clone(),
                     },

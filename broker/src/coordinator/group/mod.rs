@@ -290,6 +290,7 @@ impl GroupCoordinator {
         group_id: &str,
         req: &HeartbeatRequest,
         topics: &BTreeMap<String, TopicMeta>,
+        metadata_version: i64,
         config: &ConsumerGroupConfig,
     ) -> Result<HeartbeatReply, GroupError> {
         self.coordinates(group_id)?;
@@ -307,9 +308,14 @@ impl GroupCoordinator {
                 .insert(group_id.to_owned(), None);
             self.shared.write_wanted.notify_one();
         }
-        self.shared
-            .consumer
-            .heartbeat(group_id, req, topics, config, Instant::now())
+        self.shared.consumer.heartbeat(
+            group_id,
+            req,
+            topics,
+            metadata_version,
+            config,
+            Instant::now(),
+        )
     }
 
     /// (group id, protocol type, state) of every group this broker coordinates.

@@ -222,3 +222,19 @@ def test_a_bad_pattern_is_refused_with_kafkas_error(rx_broker):
             + '` is not a valid regular expression: missing closing )."}') in err, err
     assert ("ConsumerGroupHeartbeatRequest failed due to INVALID_REGULAR_EXPRESSION: SubscribedTopicRegex `("
             + prefix + "` is not a valid regular expression: missing closing ).") in err, err
+
+
+def test_an_internal_topic_is_matched_like_any_other_as_kafka_4_4_does(rx_broker):
+    # Kafka 4.4's TopicRegexResolver matches every topic of the metadata image (only DESCRIBE
+    # ACLs filter), __consumer_offsets included; it exists once a group has used it.
+    group = new_name("g")
+    m = java_member(rx_broker.bootstrap, group, "subscription-pattern", "__consumer_offs.*")
+    try:
+        def target():
+            d = wire.consumer_group_describe(rx_broker.bootstrap, group)
+            return d["error"] == 0 and d["members"] and next(iter(d["members"].values()))["target"]
+
+        target = poll_until(target, DEADLINE_S, lambda: f"{owned(m)}\n{m.stderr_tail(10)}")
+    finally:
+        stop(m)
+    assert list(target) == ["__consumer_offsets"] and target["__consumer_offsets"], target

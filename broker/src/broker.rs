@@ -212,7 +212,9 @@ impl Broker {
                 self.apply_role_changes(&last, &image).await;
                 // A topic created or deleted: the consumer groups' topic patterns follow.
                 if last.topic_names_by_id != image.topic_names_by_id {
-                    self.groups.consumer_groups().topics_changed(&image);
+                    use crate::coordinator::consumer_group::{metadata_version, topic_metas};
+                    let groups = self.groups.consumer_groups();
+                    groups.topics_changed(&topic_metas(&image), metadata_version(&image));
                 }
                 self.replicas.reconcile(&config, &image, self.node_id).await;
                 last = image;

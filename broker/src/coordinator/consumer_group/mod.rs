@@ -176,22 +176,21 @@ impl ConsumerGroups {
         reply
     }
 
-    /// The metadata image's topics changed (created, deleted): each group subscribed by
-    /// pattern re-resolves its patterns now, and one whose members' topics moved gets a new
-    /// group epoch and target assignment, without waiting for a heartbeat.
-    pub fn topics_changed(&self, image: &MetadataImage) {
+    /// The metadata image's topics changed (created, deleted; `topics` as of the image at
+    /// `version`): each group subscribed by pattern re-resolves its patterns now, and one
+    /// whose members' topics moved gets a new group epoch and target assignment, without
+    /// waiting for a heartbeat.
+    pub fn topics_changed(&self, topics: &BTreeMap<String, TopicMeta>, version: i64) {
         let default_assignor = self.config().default_assignor();
-        let topics = topic_metas(image);
-        let version = metadata_version(image);
         let now_ms = unix_time_ms();
         let mut groups = self.groups.lock();
         for group in groups.values_mut() {
             if group.resolved_regexes.is_empty() {
                 continue;
             }
-            if let Ok(true) = group.refresh_regexes(None, &topics, version, now_ms) {
+            if let Ok(true) = group.refresh_regexes(None, topics, version, now_ms) {
                 group.group_epoch += 1;
-                group.refresh_metadata(&topics);
+                group.refresh_metadata(topics);
                 group.maybe_assign(&default_assignor);
                 info!(group = %group.group_id, epoch = group.group_epoch,
                     "consumer group epoch bumped: the topics its patterns match changed");

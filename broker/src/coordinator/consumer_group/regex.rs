@@ -444,36 +444,26 @@ mod tests {
                 partitions: 2,
             },
         );
-        let epoch = groups.with_group("g", |g| g.group_epoch).expect("group");
-        let mut g = groups.groups.lock();
-        let group = g.get_mut("g").expect("group");
-        assert_eq!(group.refresh_regexes(None, &after, 2, 0), Ok(true));
-        group.group_epoch += 1;
-        group.refresh_metadata(&after);
-        group.maybe_assign("uniform");
-        assert!(group.group_epoch > epoch);
-        let targeted: BTreeSet<Uuid> = group
-            .target
-            .values()
-            .flat_map(|a| a.keys().copied())
-            .collect();
-        assert!(targeted.contains(&ORDERS_EU), "{targeted:?}");
-        assert_eq!(
-            group.refresh_regexes(None, &after, 2, 0),
-            Ok(false),
-            "evaluated once per metadata version"
-        );
+        let epoch = |g: &ConsumerGroup| g.group_epoch;
+        let targeted = |g: &ConsumerGroup| -> BTreeSet<Uuid> {
+            g.target.values().flat_map(|a| a.keys().copied()).collect()
+        };
+        let before_epoch = groups.with_group("g", epoch).expect("group");
+        groups.topics_changed(&after, 2);
+        let created_epoch = groups.with_group("g", epoch).expect("group");
+        assert!(created_epoch > before_epoch);
+        let with_new = groups.with_group("g", targeted).expect("group");
+        assert!(with_new.contains(&ORDERS_EU), "{with_new:?}");
+        // Evaluated once per metadata version: another call at version 2 changes nothing.
+        groups.topics_changed(&before, 2);
+        assert_eq!(groups.with_group("g", epoch), Some(created_epoch));
 
         // Deleted: out of the resolution, the subscription and the target.
-        assert_eq!(group.refresh_regexes(None, &before, 3, 0), Ok(true));
-        group.refresh_metadata(&before);
-        group.maybe_assign("uniform");
-        let targeted: BTreeSet<Uuid> = group
-            .target
-            .values()
-            .flat_map(|a| a.keys().copied())
-            .collect();
-        assert!(!targeted.contains(&ORDERS_EU), "{targeted:?}");
+        groups.topics_changed(&before, 3);
+        let without = groups.with_group("g", targeted).expect("group");
+        assert!(!without.contains(&ORDERS_EU), "{without:?}");
+        let resolved = groups.with_group("g", |g| g.resolved_regexes["orders.*"].clone());
+        assert_eq!(resolved.map(|r| (r.topics.len(), r.version)), Some((2, 3)));
     }
 
     #[test]

@@ -210,6 +210,12 @@ impl Broker {
             self.replicas.apply(image.clone(), &config).await;
             if !Arc::ptr_eq(&image, &last) {
                 self.apply_role_changes(&last, &image).await;
+                // A topic created or deleted: the consumer groups' topic patterns follow.
+                if last.topic_names_by_id != image.topic_names_by_id {
+                    use crate::coordinator::consumer_group::{metadata_version, topic_metas};
+                    self.groups
+                        .consumer_topics_changed(&topic_metas(&image), metadata_version(&image));
+                }
                 self.replicas.reconcile(&config, &image, self.node_id).await;
                 last = image;
             }

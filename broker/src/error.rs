@@ -287,6 +287,7 @@ pub fn group_code(e: &GroupError) -> ResponseError {
         }
         GroupError::UnreleasedInstanceId { .. } => ResponseError::UnreleasedInstanceId,
         GroupError::UnsupportedAssignor(_) => ResponseError::UnsupportedAssignor,
+        GroupError::InvalidRegularExpression { .. } => ResponseError::InvalidRegularExpression,
         GroupError::InvalidRequest(_) => ResponseError::InvalidRequest,
         GroupError::WrongGroupType(_) => ResponseError::GroupIdNotFound,
         GroupError::UnsupportedVersion(_) => ResponseError::UnsupportedVersion,

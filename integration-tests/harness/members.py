@@ -147,13 +147,16 @@ class MemberProcess:
 class GroupMember(MemberProcess):
     """One group member in its own process (a driver's `group-consume`)."""
 
-    def __init__(self, client: str, bootstrap: str, group: str, topic: str, *extra, name: str = "",
+    def __init__(self, client: str, bootstrap: str, group: str, topic: Optional[str], *extra, name: str = "",
                  env: Optional[dict] = None):
-        """`env`: extra environment variables for the driver process (e.g. JAVA_TOOL_OPTIONS)."""
+        """`env`: extra environment variables for the driver process (e.g. JAVA_TOOL_OPTIONS).
+        `topic` None: the subscription is in `extra` (the Java driver's --pattern or
+        --subscription-pattern)."""
         client = ALIASES.get(client, client)
         self.client, self.name = client, name or client
+        subscription = ["--topic", topic] if topic is not None else []
         self.argv = [*DRIVER_ARGV[client], "group-consume", "--bootstrap", bootstrap, "--group", group,
-                     "--topic", topic, *(str(a) for a in extra)]
+                     *subscription, *(str(a) for a in extra)]
         self.records: List[dict] = []
         self.events: List[dict] = []
         self.final: Optional[dict] = None

@@ -31,7 +31,8 @@ ERRORS = {
 #    ("array", schema-or-primitive). Strings are "string" (non-null) or "nstring" (nullable);
 #    "nbytes" is nullable bytes (int32 length). Flexible versions: "cstring" / "cnstring"
 #    (compact), ("carray", element), and "tags" (a tagged-field section: sent empty, read
-#    and skipped; its value in a request dict may be left out).
+#    and skipped; its value in a request dict may be left out). "uuid" (responses only) reads
+#    as 32 hex digits.
 _FIXED = {"int8": ">b", "int16": ">h", "int32": ">i", "int64": ">q", "bool": ">?"}
 
 
@@ -114,6 +115,8 @@ class _Reader:
         if schema == "nbytes":
             (n,) = struct.unpack(">i", self.take(4))
             return None if n < 0 else self.take(n)
+        if schema == "uuid":
+            return self.take(16).hex()
         if schema in ("cstring", "cnstring"):
             n = self.uvarint() - 1
             return None if n < 0 else self.take(n).decode()
@@ -533,6 +536,44 @@ def delete_acls(bootstrap: str, filters: int = 1) -> List[dict]:
               ("_tags", "tags")], flexible=True)
     return [{"error": x["error_code"], "message": x["error_message"], "matching": x["matching_acls"]}
             for x in r["filter_results"]]
+
+
+# -- ConsumerGroupDescribe v0 (api 69, KIP-848; flexible) --------------------------------------
+_CG_ASSIGNMENT = [("topic_partitions", ("carray", [("topic_id", "uuid"), ("topic_name", "cstring"),
+                                                   ("partitions", ("carray", "int32")), ("_tags", "tags")])),
+                  ("_tags", "tags")]
+
+
+def consumer_group_describe(bootstrap: str, group: str) -> dict:
+    """The KIP-848 group as `bootstrap` (its coordinator) describes it: {"error", "message",
+    "state", "group_epoch", "assignor", "members": {member id: {"subscribed_topic_names",
+    "subscribed_topic_regex", "assignment": {topic: [partitions]}, "target": {topic: [..]}}}}."""
+    member = [("member_id", "cstring"), ("instance_id", "cnstring"), ("rack_id", "cnstring"),
+              ("member_epoch", "int32"), ("client_id", "cstring"), ("client_host", "cstring"),
+              ("subscribed_topic_names", ("carray", "cstring")), ("subscribed_topic_regex", "cnstring"),
+              ("assignment", _CG_ASSIGNMENT), ("target_assignment", _CG_ASSIGNMENT), ("_tags", "tags")]
+    described = [("error_code", "int16"), ("error_message", "cnstring"), ("group_id", "cstring"),
+                 ("group_state", "cstring"), ("group_epoch", "int32"), ("assignment_epoch", "int32"),
+                 ("assignor_name", "cstring"), ("members", ("carray", member)),
+                 ("authorized_operations", "int32"), ("_tags", "tags")]
+    r = call(bootstrap, 69, 0, [("group_ids", ("carray", "cstring")), ("include_authorized_operations", "bool"),
+                                ("_tags", "tags")],
+             {"group_ids": [group], "include_authorized_operations": False},
+             [("throttle_time_ms", "int32"), ("groups", ("carray", described)), ("_tags", "tags")], flexible=True)
+    (g,) = r["groups"]
+
+    def by_topic(a: dict) -> dict:
+        return {tp["topic_name"]: sorted(tp["partitions"]) for tp in a["topic_partitions"]}
+
+    return {
+        "error": g["error_code"], "message": g["error_message"], "state": g["group_state"],
+        "group_epoch": g["group_epoch"], "assignor": g["assignor_name"],
+        "members": {m["member_id"]: {"subscribed_topic_names": m["subscribed_topic_names"],
+                                     "subscribed_topic_regex": m["subscribed_topic_regex"],
+                                     "assignment": by_topic(m["assignment"]),
+                                     "target": by_topic(m["target_assignment"])}
+                    for m in g["members"]},
+    }
 
 
 def error_name(code: int) -> str:

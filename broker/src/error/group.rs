@@ -60,6 +60,13 @@ pub enum GroupError {
     },
     #[error("ServerAssignor {0} is not supported. Supported assignors: uniform, range.")]
     UnsupportedAssignor(String),
+    /// A `SubscribedTopicRegex` that does not compile; `description` is RE2/J's where
+    /// Brook knows it (see `coordinator::consumer_group::regex`).
+    #[error("SubscribedTopicRegex `{pattern}` is not a valid regular expression: {description}.")]
+    InvalidRegularExpression {
+        pattern: String,
+        description: String,
+    },
     /// A ConsumerGroupHeartbeat that breaks the protocol's rules (Kafka's wording).
     #[error("{0}")]
     InvalidRequest(String),

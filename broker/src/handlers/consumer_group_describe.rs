@@ -96,6 +96,10 @@ pub fn handle(
                                 .map(|n| TopicName(StrBytes::from_string(n)))
                                 .collect(),
                         )
+                        // Kafka's member holds "" for no pattern, and shows it so.
+                        .with_subscribed_topic_regex(Some(StrBytes::from_string(
+                            m.subscribed_topic_regex.unwrap_or_default(),
+                        )))
                         .with_assignment(wire(m.assignment))
                         .with_target_assignment(wire(m.target_assignment))
                         // 1: a member of the consumer protocol (0 would be classic).

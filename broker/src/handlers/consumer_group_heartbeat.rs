@@ -2,8 +2,6 @@
 //! reconciles and leaves through this one API. The handler resolves topic names and ids
 //! against the metadata and leaves the protocol to `coordinator::consumer_group`.
 
-use std::collections::BTreeMap;
-
 use brook_protocol::kafka_protocol::messages::consumer_group_heartbeat_response::{
     Assignment as WireAssignment, TopicPartitions,
 };
@@ -16,9 +14,8 @@ use crate::auth::acl::AclOperation;
 use crate::auth::Access;
 use crate::broker::Broker;
 use crate::config::group::ConsumerGroupOverrides;
-use crate::coordinator::consumer_group::assignor::TopicMeta;
 use crate::coordinator::consumer_group::member::Assignment;
-use crate::coordinator::consumer_group::HeartbeatRequest;
+use crate::coordinator::consumer_group::{self, HeartbeatRequest};
 use crate::error::{group_code, BrokerError, Denied};
 use crate::server::session::Session;
 
@@ -73,20 +70,7 @@ pub async fn handle(
         );
     }
     let image = broker.image();
-    let topics: BTreeMap<String, TopicMeta> = image
-        .topics
-        .iter()
-        .map(|(name, t)| {
-            let partitions = i32::try_from(t.partitions.len()).unwrap_or(i32::MAX);
-            (
-                name.clone(),
-                TopicMeta {
-                    topic_id: t.topic_id,
-                    partitions,
-                },
-            )
-        })
-        .collect();
+    let topics = consumer_group::topic_metas(&image);
     let owned = req.topic_partitions.as_ref().map(|tps| {
         let mut a = Assignment::new();
         for tp in tps {
@@ -120,10 +104,11 @@ pub async fn handle(
             ConsumerGroupOverrides::from_stored,
         ),
     );
-    let result = match crate::coordinator::consumer_group::heartbeat::validate(&request, version) {
+    let metadata_version = consumer_group::metadata_version(&image);
+    let result = match consumer_group::heartbeat::validate(&request, version) {
         Ok(()) => {
             groups
-                .consumer_heartbeat(&req.group_id, &request, &topics, &config)
+                .consumer_heartbeat(&req.group_id, &request, &topics, metadata_version, &config)
                 .await
         }
         Err(e) => Err(e),

@@ -52,9 +52,12 @@ pub async fn handle(
         Some(requested) => {
             let mut entries = Vec::with_capacity(requested.len());
             for t in requested {
+                // A topic id, when given, wins over the name, as in Kafka's KafkaApis: the Java
+                // consumer asks for topics it was assigned by id (KIP-848 regex subscriptions)
+                // with the name "".
                 let name = match (&t.name, t.topic_id.is_nil()) {
-                    (Some(name), _) => name.to_string(),
-                    (None, false) => match image.topic_name(&t.topic_id) {
+                    (Some(name), true) => name.to_string(),
+                    (_, false) => match image.topic_name(&t.topic_id) {
                         Some(name) => name.to_string(),
                         None => {
                             entries.push(

@@ -22,6 +22,7 @@ pub struct ConsumerMemberDescription {
     pub client_id: String,
     pub client_host: String,
     pub subscribed_topic_names: Vec<String>,
+    pub subscribed_topic_regex: Option<String>,
     pub assignment: Assignment,
     pub target_assignment: Assignment,
 }
@@ -44,6 +45,7 @@ impl ConsumerGroup {
                     client_id: m.client_id.clone(),
                     client_host: m.client_host.clone(),
                     subscribed_topic_names: m.subscribed_topic_names.clone(),
+                    subscribed_topic_regex: m.subscribed_topic_regex.clone(),
                     assignment: m.assigned.clone(),
                     target_assignment: self.target.get(&m.member_id).cloned().unwrap_or_default(),
                 })

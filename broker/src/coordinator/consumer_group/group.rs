@@ -9,6 +9,7 @@ use uuid::Uuid;
 use super::assignor::{self, MemberSpec, TopicMeta};
 use super::image::{self, RecordChange, RecordImage};
 use super::member::{Assignment, ConsumerMember, MemberState};
+use super::regex::ResolvedRegex;
 
 /// Kafka's `ConsumerGroup.ConsumerGroupState`, spelled as Kafka shows it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,6 +48,8 @@ pub struct ConsumerGroup {
     /// The metadata hash of the group record it was loaded from, until the subscribed
     /// metadata is first computed again: equal metadata then is no change.
     pub loaded_metadata_hash: Option<i64>,
+    /// What each pattern the members subscribe to resolved to (see `super::regex`).
+    pub resolved_regexes: BTreeMap<String, ResolvedRegex>,
 }
 
 impl ConsumerGroup {
@@ -61,6 +64,7 @@ impl ConsumerGroup {
             assignor_name: assignor::UNIFORM.to_owned(),
             written: RecordImage::new(),
             loaded_metadata_hash: None,
+            resolved_regexes: BTreeMap::new(),
         }
     }
 
@@ -109,6 +113,7 @@ impl ConsumerGroup {
     pub fn remove_member(&mut self, member_id: &str) {
         if self.members.remove(member_id).is_some() {
             self.target.remove(member_id);
+            self.forget_unused_regexes(None);
             self.group_epoch += 1;
         }
     }
@@ -116,14 +121,14 @@ impl ConsumerGroup {
     /// Bumps the group epoch when the subscribed topics' metadata changed (a topic
     /// created, deleted or grown).
     pub fn refresh_metadata(&mut self, topics: &BTreeMap<String, TopicMeta>) {
-        let subscribed: BTreeSet<&String> = self
+        let subscribed: BTreeSet<String> = self
             .members
             .values()
-            .flat_map(|m| m.subscribed_topic_names.iter())
+            .flat_map(|m| self.subscription(m))
             .collect();
         let now: BTreeMap<String, TopicMeta> = topics
             .iter()
-            .filter(|(name, _)| subscribed.contains(name))
+            .filter(|(name, _)| subscribed.contains(*name))
             .map(|(n, m)| (n.clone(), m.clone()))
             .collect();
         let loaded_hash = self.loaded_metadata_hash.take();
@@ -160,7 +165,7 @@ impl ConsumerGroup {
                 (
                     id.clone(),
                     MemberSpec {
-                        subscribed: m.subscribed_topic_names.iter().cloned().collect(),
+                        subscribed: self.subscription(m),
                         previous: self.target.get(id).cloned().unwrap_or_default(),
                         instance_id: m.instance_id.clone(),
                     },

@@ -51,15 +51,6 @@ pub fn validate(req: &HeartbeatRequest, version: i16) -> Result<(), GroupError> 
     if req.rack_id.as_deref() == Some("") {
         return invalid("RackId can't be empty.");
     }
-    // librdkafka sends an empty regex with a subscription by names: no regex.
-    if req
-        .subscribed_topic_regex
-        .as_deref()
-        .is_some_and(|r| !r.is_empty())
-    {
-        // Regex subscriptions (KIP-848's broker-side RE2/J) are not in Brook yet.
-        return invalid("SubscribedTopicRegex is not supported yet.");
-    }
     // From v1 the client generates its member id (KIP-1082), so it is never empty.
     if req.member_id.is_empty() && (version >= 1 || req.member_epoch != 0) {
         return invalid("MemberId can't be empty.");
@@ -72,12 +63,11 @@ pub fn validate(req: &HeartbeatRequest, version: i16) -> Result<(), GroupError> 
             if req.owned.as_ref().is_none_or(|o| !o.is_empty()) {
                 return invalid("TopicPartitions must be empty when (re-)joining.");
             }
-            if req
-                .subscribed_topic_names
-                .as_ref()
-                .is_none_or(|t| t.is_empty())
-            {
-                return invalid("SubscribedTopicNames must be set in first request.");
+            // Kafka 4.4 accepts an empty list: a member may subscribe by a pattern alone.
+            if req.subscribed_topic_names.is_none() && req.subscribed_topic_regex.is_none() {
+                return invalid(
+                    "Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when (re-)joining.",
+                );
             }
         }
         LEAVE_GROUP_STATIC_MEMBER_EPOCH if req.instance_id.is_none() => {
@@ -124,6 +114,12 @@ impl ConsumerGroup {
             changed |= names != member.subscribed_topic_names;
             member.subscribed_topic_names = names;
         }
+        // `null`: unchanged; "" (what librdkafka sends with a subscription by names): none.
+        if let Some(regex) = &req.subscribed_topic_regex {
+            let regex = (!regex.is_empty()).then(|| regex.clone());
+            changed |= regex != member.subscribed_topic_regex;
+            member.subscribed_topic_regex = regex;
+        }
         if req.server_assignor.is_some() && req.server_assignor != member.server_assignor {
             member.server_assignor = req.server_assignor.clone();
             changed = true;
@@ -141,6 +137,7 @@ impl ConsumerGroup {
         self.members.insert(member_id.clone(), member);
         if changed {
             self.group_epoch += 1;
+            self.forget_unused_regexes(None);
         }
         self.refresh_metadata(topics);
         self.maybe_assign(&cfg.default_assignor());
@@ -165,7 +162,7 @@ impl ConsumerGroup {
         };
         next.carry_assignment_epochs(&member.assignment_epochs);
         let full = req.rebalance_timeout_ms != -1
-            && req.subscribed_topic_names.is_some()
+            && (req.subscribed_topic_names.is_some() || req.subscribed_topic_regex.is_some())
             && req.owned.is_some();
         let send = joining || full || next.assigned != member.assigned;
         let reply = HeartbeatReply {

@@ -16,6 +16,7 @@ use super::assignor::TopicMeta;
 use super::group::ConsumerGroup;
 use super::member::{ConsumerMember, MemberState};
 use super::records::{self, RecordKey};
+use super::regex::ResolvedRegex;
 
 /// A group's records: key bytes → value bytes.
 pub type RecordImage = BTreeMap<Vec<u8>, Vec<u8>>;
@@ -90,7 +91,7 @@ pub fn image(group: &ConsumerGroup) -> RecordImage {
                 client_id: member.client_id.clone(),
                 client_host: member.client_host.clone(),
                 subscribed_topic_names: member.subscribed_topic_names.clone(),
-                subscribed_topic_regex: None,
+                subscribed_topic_regex: member.subscribed_topic_regex.clone(),
                 rebalance_timeout_ms: member.rebalance_timeout_ms,
                 server_assignor: member.server_assignor.clone(),
             }),
@@ -104,6 +105,16 @@ pub fn image(group: &ConsumerGroup) -> RecordImage {
                 assigned: member.assigned.clone(),
                 pending_revocation: member.pending_revocation.clone(),
                 assignment_epochs: member.assignment_epochs.clone(),
+            }),
+        );
+    }
+    for (pattern, resolved) in &group.resolved_regexes {
+        out.insert(
+            RecordKey::RegularExpression(pattern.clone()).encode(id),
+            records::regex_value(&records::RegexValue {
+                topics: resolved.topics.iter().cloned().collect(),
+                version: resolved.version,
+                timestamp_ms: resolved.timestamp_ms,
             }),
         );
     }
@@ -203,8 +214,19 @@ pub fn rebuild(
                 let target = records::decode_target_assignment_member_value(value)?;
                 group.target.insert(member, target);
             }
-            // Regexes are resolved again from the current metadata.
-            RecordKey::RegularExpression(_) => {}
+            // What a pattern resolved to; the next heartbeat or topic change brings it up
+            // to the current metadata.
+            RecordKey::RegularExpression(pattern) => {
+                let v = records::decode_regex_value(value)?;
+                group.resolved_regexes.insert(
+                    pattern,
+                    ResolvedRegex {
+                        topics: v.topics.into_iter().collect(),
+                        version: v.version,
+                        timestamp_ms: v.timestamp_ms,
+                    },
+                );
+            }
         }
     }
     for (member_id, m) in metadata {
@@ -214,6 +236,7 @@ pub fn rebuild(
         member.client_id = m.client_id;
         member.client_host = m.client_host;
         member.subscribed_topic_names = m.subscribed_topic_names;
+        member.subscribed_topic_regex = m.subscribed_topic_regex;
         member.server_assignor = m.server_assignor;
         member.rebalance_timeout_ms = m.rebalance_timeout_ms;
         member.session_deadline = now + session_timeout;
@@ -270,6 +293,7 @@ mod tests {
             let mut m = ConsumerMember::new(id.into(), now);
             m.client_id = "c".into();
             m.subscribed_topic_names = vec!["t".into()];
+            m.subscribed_topic_regex = Some("t.*".into());
             m.member_epoch = 3;
             m.previous_member_epoch = 2;
             m.rebalance_timeout_ms = 1000;
@@ -277,6 +301,14 @@ mod tests {
             g.target.insert(id.into(), m.assigned.clone());
             g.members.insert(id.into(), m);
         }
+        g.resolved_regexes.insert(
+            "t.*".into(),
+            ResolvedRegex {
+                topics: BTreeSet::from(["t".to_string()]),
+                version: 9,
+                timestamp_ms: 1,
+            },
+        );
         g
     }
 
@@ -289,6 +321,11 @@ mod tests {
         assert_eq!(back.group_epoch, 3);
         assert_eq!(back.members["a"].member_epoch, 3);
         assert_eq!(back.members["b"].assigned, g.members["b"].assigned);
+        assert_eq!(
+            back.members["b"].subscribed_topic_regex.as_deref(),
+            Some("t.*")
+        );
+        assert_eq!(back.resolved_regexes["t.*"].version, 9);
         assert_eq!(
             back.loaded_metadata_hash,
             Some(metadata_hash(&g.subscribed_metadata))

@@ -35,6 +35,8 @@ pub struct ConsumerMember {
     pub client_id: String,
     pub client_host: String,
     pub subscribed_topic_names: Vec<String>,
+    /// A pattern over topic names the coordinator resolves (KIP-848; `None`: none).
+    pub subscribed_topic_regex: Option<String>,
     pub server_assignor: Option<String>,
     pub rebalance_timeout_ms: i32,
     pub member_epoch: i32,
@@ -61,6 +63,7 @@ impl ConsumerMember {
             client_id: String::new(),
             client_host: String::new(),
             subscribed_topic_names: Vec::new(),
+            subscribed_topic_regex: None,
             server_assignor: None,
             rebalance_timeout_ms: 0,
             member_epoch: 0,

@@ -19,12 +19,14 @@ pub mod image;
 pub mod member;
 pub mod reconcile;
 pub mod records;
+pub mod regex;
 #[cfg(test)]
 mod tests;
 
 use std::collections::{BTreeMap, HashMap};
-use std::time::Instant;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
+use brook_raft::MetadataImage;
 use parking_lot::Mutex;
 use tracing::info;
 
@@ -180,26 +182,28 @@ impl ConsumerGroups {
     /// The topics the group's members subscribe to (`None`: no such consumer group);
     /// OffsetDelete refuses them (GROUP_SUBSCRIBED_TO_TOPIC, KIP-496).
     pub fn subscribed_topics(&self, group_id: &str) -> Option<std::collections::BTreeSet<String>> {
-        self.groups.lock().get(group_id).map(|g| {
-            g.members
-                .values()
-                .flat_map(|m| m.subscribed_topic_names.iter().cloned())
-                .collect()
-        })
+        self.groups
+            .lock()
+            .get(group_id)
+            .map(|g| g.members.values().flat_map(|m| g.subscription(m)).collect())
     }
 
-    /// One heartbeat under `config` (the broker's, with the group's own overrides);
-    /// creates the group for its first member.
+    /// One heartbeat under `config` (the broker's, with the group's own overrides), with
+    /// `topics` as of the metadata image at `metadata_version`; creates the group for its
+    /// first member. The group's topic patterns are brought up to that image first (a new
+    /// one refused with INVALID_REGULAR_EXPRESSION before the group changes).
     pub fn heartbeat(
         &self,
         group_id: &str,
         req: &HeartbeatRequest,
         topics: &BTreeMap<String, TopicMeta>,
+        metadata_version: i64,
         config: &ConsumerGroupConfig,
         now: Instant,
     ) -> Result<HeartbeatReply, GroupError> {
         let mut groups = self.groups.lock();
-        if !groups.contains_key(group_id) {
+        let created = !groups.contains_key(group_id);
+        if created {
             if req.member_epoch != 0 {
                 return Err(GroupError::UnknownMemberId);
             }
@@ -209,12 +213,52 @@ impl ConsumerGroups {
             .get_mut(group_id)
             .ok_or(GroupError::CoordinatorNotAvailable)?;
         let before = group.group_epoch;
-        let reply = group.heartbeat(req, topics, config, now);
+        let pattern = req.subscribed_topic_regex.as_deref();
+        let reply = group
+            .refresh_regexes(pattern, topics, metadata_version, unix_time_ms())
+            .and_then(|moved| {
+                if moved {
+                    group.group_epoch += 1;
+                }
+                group.heartbeat(req, topics, config, now)
+            });
         if group.group_epoch != before {
             info!(group = %group_id, epoch = group.group_epoch, members = group.members.len(),
                 "consumer group epoch bumped");
         }
+        if reply.is_err() && created && group.members.is_empty() {
+            groups.remove(group_id);
+        }
         reply
+    }
+
+    /// The metadata image's topics changed (created, deleted; `topics` as of the image at
+    /// `version`): each group subscribed by pattern re-resolves its patterns now, and one
+    /// whose members' topics moved gets a new group epoch and target assignment, without
+    /// waiting for a heartbeat. Returns those groups (their records are to be written).
+    pub fn topics_changed(
+        &self,
+        topics: &BTreeMap<String, TopicMeta>,
+        version: i64,
+    ) -> Vec<String> {
+        let default_assignor = self.config().default_assignor();
+        let now_ms = unix_time_ms();
+        let mut groups = self.groups.lock();
+        let mut changed = Vec::new();
+        for group in groups.values_mut() {
+            if group.resolved_regexes.is_empty() {
+                continue;
+            }
+            if let Ok(true) = group.refresh_regexes(None, topics, version, now_ms) {
+                group.group_epoch += 1;
+                group.refresh_metadata(topics);
+                group.maybe_assign(&default_assignor);
+                info!(group = %group.group_id, epoch = group.group_epoch,
+                    "consumer group epoch bumped: the topics its patterns match changed");
+                changed.push(group.group_id.clone());
+            }
+        }
+        changed
     }
 
     /// Fences members whose session or rebalance timeout passed; returns the groups
@@ -297,6 +341,33 @@ impl ConsumerGroups {
     ) -> Option<T> {
         self.groups.lock().get(group_id).map(f)
     }
+}
+
+/// The topics of `image` as the assignors see them.
+pub fn topic_metas(image: &MetadataImage) -> BTreeMap<String, TopicMeta> {
+    image
+        .topics
+        .iter()
+        .map(|(name, t)| {
+            let meta = TopicMeta {
+                topic_id: t.topic_id,
+                partitions: i32::try_from(t.partitions.len()).unwrap_or(i32::MAX),
+            };
+            (name.clone(), meta)
+        })
+        .collect()
+}
+
+/// The version a pattern is resolved at: the image's applied raft index (Kafka: the
+/// metadata image's offset).
+pub fn metadata_version(image: &MetadataImage) -> i64 {
+    i64::try_from(image.applied_index()).unwrap_or(i64::MAX)
+}
+
+fn unix_time_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
 fn check_member_epoch(

@@ -296,6 +296,18 @@ impl GroupCoordinator {
         &self.shared.consumer
     }
 
+    /// Topics were created or deleted: consumer groups subscribed by pattern follow (see
+    /// `ConsumerGroups::topics_changed`), and the groups that changed are written.
+    pub fn consumer_topics_changed(&self, topics: &BTreeMap<String, TopicMeta>, version: i64) {
+        for group_id in self.shared.consumer.topics_changed(topics, version) {
+            let shared = Arc::clone(&self.shared);
+            tokio::spawn(async move {
+                // A failure is logged and the records are written with the next change.
+                let _ = shared.flush_consumer_group(&group_id).await;
+            });
+        }
+    }
+
     /// ConsumerGroupHeartbeat: an empty classic group of that id is replaced (as Kafka
     /// does); a classic group with members is refused as Kafka 4.4 refuses it under
     /// `group.consumer.migration.policy=disabled` (Brook has no online migration yet).
@@ -305,10 +317,12 @@ impl GroupCoordinator {
         group_id: &str,
         req: &HeartbeatRequest,
         topics: &BTreeMap<String, TopicMeta>,
+        metadata_version: i64,
         config: &ConsumerGroupConfig,
     ) -> Result<HeartbeatReply, GroupError> {
         self.coordinates(group_id)?;
-        let reply = self.consumer_heartbeat_in_memory(group_id, req, topics, config);
+        let reply =
+            self.consumer_heartbeat_in_memory(group_id, req, topics, metadata_version, config);
         // Written even when the heartbeat failed: a fenced member's removal is a change.
         self.shared.flush_consumer_group(group_id).await?;
         reply
@@ -319,6 +333,7 @@ impl GroupCoordinator {
         group_id: &str,
         req: &HeartbeatRequest,
         topics: &BTreeMap<String, TopicMeta>,
+        metadata_version: i64,
         config: &ConsumerGroupConfig,
     ) -> Result<HeartbeatReply, GroupError> {
         let mut groups = self.shared.groups.lock();
@@ -335,9 +350,14 @@ impl GroupCoordinator {
                 .insert(group_id.to_owned(), None);
             self.shared.write_wanted.notify_one();
         }
-        self.shared
-            .consumer
-            .heartbeat(group_id, req, topics, config, Instant::now())
+        self.shared.consumer.heartbeat(
+            group_id,
+            req,
+            topics,
+            metadata_version,
+            config,
+            Instant::now(),
+        )
     }
 
     /// (group id, protocol type, state) of every group this broker coordinates.

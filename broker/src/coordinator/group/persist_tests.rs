@@ -285,6 +285,7 @@ mod consumer_groups {
             "g",
             &request(member, epoch, owned),
             &topics(),
+            1,
             &ConsumerGroupConfig::default(),
         )
         .await

@@ -20,6 +20,11 @@
  * --events also prints {"event":"assigned"|"revoked"|"lost","partitions":[..],"generation":G}
  * from the rebalance listener, and turns a failed commit into
  * {"event":"commit-failed","error":".."} (the run goes on; without --events it is an error).
+ * Instead of --topic, --pattern REGEX subscribes with a java.util.regex.Pattern (the client
+ * matches it against the topics it knows) and --subscription-pattern REGEX with a
+ * SubscriptionPattern (KIP-848, --group-protocol consumer only: the broker resolves the RE2/J
+ * pattern, so a bad one fails in poll with InvalidRegularExpression). A pattern member's record
+ * lines also carry "topic", and every event lists "topic_partitions" as "topic:partition".
  */
 package dev.brook.driver;
 
@@ -34,6 +39,7 @@ import java.util.TreeSet;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.regex.Pattern;
 import org.apache.kafka.clients.consumer.ConsumerGroupMetadata;
 import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
@@ -41,6 +47,7 @@ import org.apache.kafka.clients.consumer.CooperativeStickyAssignor;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.consumer.RangeAssignor;
+import org.apache.kafka.clients.consumer.SubscriptionPattern;
 import org.apache.kafka.common.KafkaException;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
@@ -49,7 +56,10 @@ final class GroupConsumeCommand {
     private GroupConsumeCommand() {}
 
     static int run(Properties base, Args args) throws Exception {
-        String topic = args.required("topic");
+        var pattern = args.get("pattern");
+        var subscriptionPattern = args.get("subscription-pattern");
+        boolean byPattern = pattern.isPresent() || subscriptionPattern.isPresent();
+        String topic = byPattern ? null : args.required("topic");
         String group = args.required("group");
         int count = args.intValue("count", Integer.MAX_VALUE);
         long idleMs = args.intValue("idle-ms", 0);
@@ -75,6 +85,12 @@ final class GroupConsumeCommand {
             props.put("partition.assignment.strategy", assignor(args.get("assignor").orElse("range")));
         }
         args.get("instance-id").ifPresent(id -> props.put("group.instance.id", id));
+        if (pattern.isPresent()) {
+            // The client matches a java.util.regex.Pattern against the topics of its metadata,
+            // which it refreshes every metadata.max.age.ms (5 minutes by default): a topic
+            // created later is seen within a second.
+            props.put("metadata.max.age.ms", "1000");
+        }
         // SIGTERM runs shutdown hooks, then halts: the hook asks the loop to stop and waits
         // until the consumer is closed (LeaveGroup sent), bounded so a stuck close cannot hang.
         AtomicBoolean stopping = new AtomicBoolean(false);
@@ -88,7 +104,14 @@ final class GroupConsumeCommand {
             }
         }));
         try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(props)) {
-            consumer.subscribe(List.of(topic), new EventListener(consumer, events));
+            EventListener listener = new EventListener(consumer, events);
+            if (pattern.isPresent()) {
+                consumer.subscribe(Pattern.compile(pattern.get()), listener);
+            } else if (subscriptionPattern.isPresent()) {
+                consumer.subscribe(new SubscriptionPattern(subscriptionPattern.get()), listener);
+            } else {
+                consumer.subscribe(List.of(topic), listener);
+            }
             int printed = 0;
             long lastRecordAt = 0;
             while (printed < count && !stopping.get()) {
@@ -106,11 +129,15 @@ final class GroupConsumeCommand {
                         // Not printed, so not committed: the next member of the group gets it.
                         continue;
                     }
-                    Json.println(Json.object()
+                    var line = Json.object()
                             .put("partition", record.partition())
                             .put("offset", record.offset())
                             .put("key", text(record.key()))
-                            .put("value", text(record.value())));
+                            .put("value", text(record.value()));
+                    if (byPattern) {
+                        line.put("topic", record.topic());
+                    }
+                    Json.println(line);
                     commit.put(new TopicPartition(record.topic(), record.partition()),
                             new OffsetAndMetadata(record.offset() + 1));
                     printed++;
@@ -169,6 +196,9 @@ final class GroupConsumeCommand {
             partitions.stream().map(TopicPartition::partition).sorted().forEach(list::add);
             var doc = Json.object().put("event", kind);
             doc.set("partitions", list);
+            var named = Json.array();
+            partitions.stream().map(tp -> tp.topic() + ":" + tp.partition()).sorted().forEach(named::add);
+            doc.set("topic_partitions", named);
             doc.put("generation", consumer.groupMetadata().generationId());
             try {
                 Json.println(doc);

@@ -12,8 +12,9 @@
   identical below the high watermark.
 * The secured run (issue #25): the same on a cluster secured on every listener but the harness's
   own PLAINTEXT door (harness.security.secure_cluster: the workload's producers and consumers log
-  in with SCRAM-SHA-512 over SASL_SSL, brokers replicate over SASL_SSL, the quorum talks mutual
-  TLS), shorter (15 faults: one round of every kind), with the same checks.
+  in with SCRAM-SHA-512 over SASL_SSL, brokers replicate over SASL_SSL with the credential every
+  node was formatted with, the quorum talks mutual TLS), shorter (15 faults: one round of every
+  kind), with the same checks.
 """
 
 import struct

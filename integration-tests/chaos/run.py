@@ -105,7 +105,7 @@ def run_chaos(opts: Options, log: Callable[[str], None] = print) -> dict:
     config = None  # the workload's --client-config (secured: its SASL_SSL login)
     if opts.secured:
         certs = security.make_certificates(base / "certs", security.CLUSTER_PASSWORD)
-        security.secure_cluster(cluster, certs, CHAOS_USER[0])
+        security.secure_cluster(cluster, certs, CHAOS_USER)
         config = str(client_config.write(base / "chaos-client.properties",
                                          security.sasl_ssl_client_settings(certs, "SCRAM-SHA-512", *CHAOS_USER)))
 
@@ -144,9 +144,9 @@ def run_chaos(opts: Options, log: Callable[[str], None] = print) -> dict:
         log(f"cluster up after {time.monotonic() - t_begin:.1f} s: {cluster.bootstrap}")
         bootstrap = cluster.bootstrap  # the workload's way in
         if opts.secured:
-            security.create_scram_users(cluster, [CHAOS_USER])
+            security.wait_scram_users(cluster, [CHAOS_USER])
             bootstrap = security.client_bootstrap(cluster, cluster.node_ids)
-            log(f"SCRAM logins made; the workload connects over SASL_SSL to {bootstrap}")
+            log(f"SCRAM logins (formatted) served; the workload connects over SASL_SSL to {bootstrap}")
         driver_run("java", "create-topic", bootstrap, "--topic", topic, "--partitions", opts.partitions,
                    "--replication-factor", 3, "--config", "min.insync.replicas=2", *config_flag(config), timeout=120)
 

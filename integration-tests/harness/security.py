@@ -1,7 +1,8 @@
 """Security settings a test gives both targets alike: a broker whose one client listener is
 SASL_PLAINTEXT (Kafka's names and JAAS lines, as Kafka's own examples write them), the client
 settings files each driver reads (`--client-config`, harness/client_config.py), certificates, and
-a 3-node cluster secured on every listener but the harness's own (`secure_cluster`).
+a 3-node cluster secured on every listener but the harness's own (`secure_cluster`), its SCRAM
+credentials formatted into every node before the first start.
 
 Apache Kafka (scripts/kafka-ref.sh) also keeps its CONTROLLER listener on PORT+1 and talks to
 itself over the inter-broker listener, here the SASL one with PLAIN and the broker's own
@@ -12,7 +13,7 @@ import subprocess
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Tuple
 
-from confluent_kafka.admin import AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
+from confluent_kafka.admin import AdminClient
 
 from . import client_config, paths
 from .broker import Broker
@@ -125,20 +126,29 @@ def internal_jaas(password: str) -> str:
     return f'{SCRAM_LOGIN} required username="{BROKER_LOGIN[0]}" password="{password}";'
 
 
-def secure_cluster(cluster, certs: Path, app_user: str, plain_users: Optional[Dict[str, str]] = None) -> None:
+def scram_credential(user: str, password: str) -> str:
+    """Kafka's `--add-scram` value for a SCRAM-SHA-512 login (8192 iterations)."""
+    return f"SCRAM-SHA-512=[name={user},password={password},iterations=8192]"
+
+
+def secure_cluster(cluster, certs: Path, app: Tuple[str, str], plain_users: Optional[Dict[str, str]] = None) -> None:
     """Secures every node of `cluster` (harness/cluster.py, not started), Kafka's keys on both targets:
-    - PLAINTEXT stays, the harness's own door (readiness, metadata polls, SCRAM administration);
+    - PLAINTEXT stays, the harness's own door (readiness, metadata polls, the Kafka tools);
     - CLIENT, SASL_SSL with SCRAM-SHA-512 (and PLAIN for `plain_users`, whose logins the JAAS
       entry lists), for the applications: `node.client_bootstrap`, `client_bootstrap(cluster)`;
     - INTERNAL, SASL_SSL with SCRAM-SHA-512, the inter-broker listener: each broker logs in to its
-      peers as BROKER_LOGIN (its credential is made by `create_scram_users`; replication starts
-      once it exists) and verifies their certificates with the CA;
+      peers as BROKER_LOGIN and verifies their certificates with the CA;
     - CONTROLLER, SSL with `ssl.client.auth=required`: the metadata quorum between mutually
       authenticated nodes, each presenting the broker certificate of `certs` (scripts/certs.sh).
+    The SCRAM-SHA-512 credentials of BROKER_LOGIN and `app` (user, password) are in the metadata
+    from the first start: every node's storage is formatted with them (`Broker.add_scram`:
+    `brook format --add-scram`, Kafka's `kafka-storage format --add-scram`), so the brokers
+    replicate from the start; `wait_scram_users` waits until every node serves them.
     The StandardAuthorizer is on; `super.users` holds the brokers' login (follower fetches need
     CLUSTER_ACTION), User:ANONYMOUS (the PLAINTEXT door), the nodes' certificate subject
-    (controller and broker-to-controller requests) and `app_user`. `node.listener_ports` holds
+    (controller and broker-to-controller requests) and the app's user. `node.listener_ports` holds
     the CLIENT and INTERNAL ports (chaos/netfault.py isolates a node on them too)."""
+    app_user = app[0]
     taken = set()
     for n in cluster.nodes:
         taken |= {n.port, n.controller_port, n.metrics_port or 0}
@@ -170,6 +180,7 @@ def secure_cluster(cluster, certs: Path, app_user: str, plain_users: Optional[Di
             "super.users": ";".join([f"User:{BROKER_LOGIN[0]}", "User:ANONYMOUS", NODE_PRINCIPAL, f"User:{app_user}",
                                      *(f"User:{u}" for u in (plain_users or {}))]),
         })
+        node.add_scram = [scram_credential(*BROKER_LOGIN), scram_credential(*app)]
         if plain_users:
             node.overrides["listener.name.client.plain.sasl.jaas.config"] = (
                 f"{PLAIN_LOGIN} required " + " ".join(f'user_{u}="{p}"' for u, p in plain_users.items()) + ";")
@@ -184,17 +195,11 @@ def scram_user_known(bootstrap: str, user: str) -> bool:
     return bool(found.scram_credential_infos)
 
 
-def create_scram_users(cluster, users: List[Tuple[str, str]], timeout_s: float = 60) -> None:
-    """SCRAM-SHA-512 credentials for `users` (BROKER_LOGIN is added), made through the PLAINTEXT
-    door as `kafka-configs --alter --entity-type users` would; returns once every node knows them."""
-    users = [*users, BROKER_LOGIN]
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
-    upserts = [UserScramCredentialUpsertion(user, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192),
-                                            password.encode()) for user, password in users]
-    for future in admin.alter_user_scram_credentials(upserts).values():
-        future.result(timeout=30)
+def wait_scram_users(cluster, users: List[Tuple[str, str]], timeout_s: float = 60) -> None:
+    """Returns once every node serves the SCRAM credentials of `users` (BROKER_LOGIN is added),
+    which `secure_cluster` formatted the nodes with: the first metadata leader applies them."""
     for n in cluster.nodes:
-        for user, _ in users:
+        for user, _ in [*users, BROKER_LOGIN]:
             cluster.wait_for(lambda: scram_user_known(n.bootstrap, user), timeout_s, f"node {n.node_id} knows {user}")
 
 

@@ -59,9 +59,9 @@ class Options:
     recovery_timeout_s: float = 60.0
     final_timeout_s: float = 120.0
     keep: bool = False
-    # Every listener but the harness's PLAINTEXT door secured (harness.security.secure_cluster):
-    # the workload's clients log in with SCRAM-SHA-512 over SASL_SSL, brokers replicate over
-    # SASL_SSL, the quorum talks mutual TLS.
+    # Every listener secured (harness.security.secure_cluster): the workload's clients log in
+    # with SCRAM-SHA-512 over SASL_SSL, brokers replicate over SASL_SSL, the quorum talks mutual
+    # TLS; the harness goes in through harness/door.py.
     secured: bool = False
 
 

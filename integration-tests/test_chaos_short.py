@@ -10,10 +10,11 @@
   every kind at least once (network isolation and partition reassignment included), then every acknowledged record must be
   in the final log at its offset and every rule hold (0 lost, 0 violations), the replicas
   identical below the high watermark.
-* The secured run (issue #25): the same on a cluster secured on every listener but the harness's
-  own PLAINTEXT door (harness.security.secure_cluster: the workload's producers and consumers log
-  in with SCRAM-SHA-512 over SASL_SSL, brokers replicate over SASL_SSL, the quorum talks mutual
-  TLS), shorter (15 faults: one round of every kind), with the same checks.
+* The secured run (issue #25): the same on a cluster secured on every listener, no PLAINTEXT one
+  (harness.security.secure_cluster: the workload's producers and consumers log in with
+  SCRAM-SHA-512 over SASL_SSL, brokers replicate over SASL_SSL with the credential every node was
+  formatted with, the quorum talks mutual TLS, the harness's polls and tools log in through
+  harness/door.py), shorter (15 faults: one round of every kind), with the same checks.
 """
 
 import struct

@@ -5,7 +5,7 @@ so the file is checked in three ways:
 1. Debian's `docker-compose config` (1.29, installed by install.sh) accepts it.
 2. Each brook service (the ones built from the Dockerfile) runs as a local process with its own
    argv (the Dockerfile's ENTRYPOINT, or the service's `entrypoint`, then its `command`) and its
-   own `environment`, translated to where Docker would have put it:
+   own `environment`, translated to where Docker would have put it (harness/compose.py):
      - a service's name (and `hostname`) brook-N -> 127.0.1.N; all of 127/8 is loopback on
        Linux, so every node serves the same container ports on its own address;
      - a wildcard bind (`0.0.0.0`, `::`, an empty host) -> that address: in a container it
@@ -27,35 +27,28 @@ process checks only on brook (Kafka has no Prometheus endpoint and reads no BROO
 """
 
 import json
-import os
 import re
-import shlex
 import shutil
-import signal
-import socket
 import subprocess
 import time
-import urllib.request
 import uuid
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Dict, List, Optional, Set, Tuple
+from typing import Dict, List, Set, Tuple
 
 import pytest
 import yaml
 
-from harness import paths
+from harness import compose, paths
+from harness.compose import (
+    Node, brook_service_names, client_listener, named_listener, service_argv, service_env, service_ports,
+    settings_of,
+)
 
 REPO = paths.REPO_DIR
 COMPOSE_FILE = REPO / "docker-compose.yml"
-DOCKERFILE = REPO / "Dockerfile"
 PROMETHEUS_FILE = REPO / "prometheus" / "prometheus.yml"
 GRAFANA_DIR = REPO / "grafana"
 DASHBOARD_FILE = GRAFANA_DIR / "dashboards" / "brook.json"
 
-ENV_PREFIX = "BROOK_"
-START_TIMEOUT_S = 30.0
-STOP_TIMEOUT_S = 20.0
 RECORDS = 300
 
 
@@ -64,117 +57,7 @@ RECORDS = 300
 
 
 def load_compose() -> dict:
-    return yaml.safe_load(COMPOSE_FILE.read_text())
-
-
-def brook_service_names(compose: dict) -> List[str]:
-    """The services that run Brook: built from this repository's Dockerfile, or its image."""
-    names = []
-    for name, svc in (compose.get("services") or {}).items():
-        build = svc.get("build")
-        context = build.get("context") if isinstance(build, dict) else build
-        if (context is not None and Path(REPO, context).resolve() == REPO) or str(svc.get("image", "")).startswith("brook:"):
-            names.append(name)
-    return sorted(names)
-
-
-def dockerfile_entrypoint() -> List[str]:
-    """The last ENTRYPOINT of the Dockerfile (the runtime stage's), which must be exec (JSON) form."""
-    text = DOCKERFILE.read_text().replace("\\\n", " ")
-    entrypoints = [line.split(None, 1)[1] for line in text.splitlines() if line.strip().upper().startswith("ENTRYPOINT ")]
-    assert entrypoints, "the Dockerfile has no ENTRYPOINT"
-    value = json.loads(entrypoints[-1])
-    assert isinstance(value, list) and value, f"the Dockerfile's ENTRYPOINT must be exec form: {entrypoints[-1]}"
-    return [str(v) for v in value]
-
-
-def _as_argv(value) -> List[str]:
-    if value is None:
-        return []
-    if isinstance(value, str):
-        return shlex.split(value)
-    return [str(v) for v in value]
-
-
-def service_argv(svc: dict) -> List[str]:
-    entrypoint = _as_argv(svc["entrypoint"]) if "entrypoint" in svc else dockerfile_entrypoint()
-    return entrypoint + _as_argv(svc.get("command"))
-
-
-def service_env(svc: dict) -> Dict[str, str]:
-    env = svc.get("environment") or {}
-    if isinstance(env, list):
-        env = dict(item.split("=", 1) if "=" in item else (item, "") for item in env)
-    return {str(k): "" if v is None else str(v) for k, v in env.items()}
-
-
-def service_ports(svc: dict) -> List[Tuple[int, int]]:
-    """(published host port, container port) pairs, short or long syntax."""
-    out = []
-    for entry in svc.get("ports") or []:
-        if isinstance(entry, dict):
-            out.append((int(entry["published"]), int(entry["target"])))
-            continue
-        parts = str(entry).split("/")[0].split(":")
-        assert len(parts) >= 2, f"port {entry!r}: publish it on a fixed host port (HOST:CONTAINER)"
-        out.append((int(parts[-2]), int(parts[-1])))
-    return out
-
-
-def service_volume_targets(svc: dict) -> List[str]:
-    out = []
-    for entry in svc.get("volumes") or []:
-        if isinstance(entry, dict):
-            out.append(entry["target"])
-        else:
-            parts = str(entry).split(":")
-            out.append(parts[1] if len(parts) >= 2 else parts[0])
-    return out
-
-
-def settings_of(argv: List[str], env: Dict[str, str]) -> Dict[str, str]:
-    """Kafka keys as the broker reads them: env (BROOK_X_Y -> x.y), then `--override`s on top."""
-    settings = {k[len(ENV_PREFIX):].lower().replace("_", "."): v for k, v in env.items() if k.startswith(ENV_PREFIX)}
-    args = iter(argv[1:])
-    for arg in args:
-        assert arg != "--config" and not arg.startswith("--config="), (
-            "test_compose.py maps only environment and --override settings, not a --config file"
-        )
-        if arg == "--override":
-            key, _, value = next(args).partition("=")
-            settings[key.strip()] = value
-        elif arg.startswith("--override="):
-            key, _, value = arg[len("--override="):].partition("=")
-            settings[key.strip()] = value
-    return settings
-
-
-def split_listener(text: str) -> Tuple[str, str, int]:
-    """`NAME://host:port` -> (NAME, host, port)."""
-    name, _, rest = text.strip().partition("://")
-    host, _, port = rest.rpartition(":")
-    return name.upper(), host.strip("[]"), int(port)
-
-
-def client_listener(settings: Dict[str, str], key: str) -> Tuple[str, int]:
-    controllers = {n.strip().upper() for n in settings.get("controller.listener.names", "").split(",") if n.strip()}
-    for item in settings[key].split(","):
-        if not item.strip():
-            continue
-        name, host, port = split_listener(item)
-        if name not in controllers:
-            return host, port
-    raise AssertionError(f"no client listener in {key}={settings[key]}")
-
-
-def named_listener(settings: Dict[str, str], key: str, listener: str) -> Tuple[str, int]:
-    """The host and port of `listener` in `key` (`listeners` or `advertised.listeners`)."""
-    for item in settings[key].split(","):
-        if item.strip():
-            name, host, port = split_listener(item)
-            if name == listener.upper():
-                return host, port
-    raise AssertionError(f"no {listener} listener in {key}={settings[key]}")
+    return compose.load_compose(COMPOSE_FILE)
 
 
 def load_prometheus() -> dict:
@@ -368,169 +251,23 @@ def test_promql_metric_name_extraction():
 # The brook services as local processes
 
 
-@dataclass
-class Node:
-    service: str
-    node_id: int
-    ip: str
-    argv: List[str]
-    env: Dict[str, str]
-    settings: Dict[str, str]
-    data_dir: Path
-    log_path: Path
-    proc: Optional[subprocess.Popen] = None
-    exit_code: Optional[int] = field(default=None)
-
-    @property
-    def bootstrap(self) -> str:
-        host, port = client_listener(self.settings, "advertised.listeners")
-        return f"{host}:{port}"
-
-    @property
-    def metrics_url(self) -> str:
-        return f"http://{self.settings['metrics.listener']}/metrics"
-
-    def log_tail(self, lines: int = 60) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError as e:
-            return f"(no log: {e})"
-
-    def __repr__(self) -> str:
-        return f"Node({self.service}, node.id={self.node_id}, {self.bootstrap})"
-
-
-def translate(value: str, own_ip: str, host_ips: Dict[str, str], published: Dict[int, Tuple[str, int]], volumes: Dict[str, Path]) -> str:
-    """One argument or environment value, from the container's point of view to this machine's."""
-    # A published port on the host -> the publishing service's address and container port.
-    def publish(m):
-        host_port = int(m.group(2))
-        if host_port not in published:
-            return m.group(0)
-        ip, port = published[host_port]
-        return f"{ip}:{port}"
-
-    value = re.sub(r"(?<![\w.-])(localhost|127\.0\.0\.1):(\d+)", publish, value)
-    # Compose service names / hostnames -> their loopback addresses.
-    for host, ip in host_ips.items():
-        value = re.sub(rf"(?<![\w.-]){re.escape(host)}(?![\w.-])", ip, value)
-    # Wildcard binds -> this service's own address.
-    value = re.sub(r"(://|^|=)(0\.0\.0\.0|\[::\]|::)?:(\d+)", lambda m: f"{m.group(1)}{own_ip}:{m.group(3)}", value)
-    # Volume mount points -> temp dirs.
-    for target, local in volumes.items():
-        value = re.sub(rf"(^|[=,]){re.escape(target)}(?=$|[/,])", lambda m: f"{m.group(1)}{local}", value)
-    return value
-
-
-def _wait_tcp(host: str, port: int, deadline: float) -> bool:
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection((host, port), timeout=1.0):
-                return True
-        except OSError:
-            time.sleep(0.1)
-    return False
-
-
-def _fetch(url: str) -> str:
-    with urllib.request.urlopen(url, timeout=5) as response:
-        return response.read().decode()
-
-
-def _stop(nodes: List[Node]) -> None:
-    running = [n for n in nodes if n.proc is not None and n.proc.poll() is None]
-    for n in running:
-        try:
-            os.killpg(n.proc.pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
-    deadline = time.monotonic() + STOP_TIMEOUT_S
-    for n in running:
-        try:
-            n.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            os.killpg(n.proc.pid, signal.SIGKILL)
-            n.proc.wait()
-    for n in nodes:
-        if n.proc is not None:
-            n.exit_code = n.proc.returncode
-
-
-def compose_nodes(tmp: Path) -> List[Node]:
-    """The brook services as local processes (not started)."""
-    compose = load_compose()
-    names = brook_service_names(compose)
-    services = {name: compose["services"][name] for name in names}
-    host_ips: Dict[str, str] = {}
-    for i, name in enumerate(names, start=1):
-        host_ips[name] = f"127.0.1.{i}"
-        hostname = services[name].get("hostname")
-        if hostname:
-            host_ips[hostname] = host_ips[name]
-    published = {host: (host_ips[name], container) for name in names for host, container in service_ports(services[name])}
-    nodes = []
-    for name in names:
-        svc, ip = services[name], host_ips[name]
-        data_dir = tmp / name
-        volumes = {}
-        for j, target in enumerate(service_volume_targets(svc)):
-            volumes[target] = data_dir / f"volume-{j}"
-            volumes[target].mkdir(parents=True, exist_ok=True)
-        argv = [translate(a, ip, host_ips, published, volumes) for a in service_argv(svc)]
-        assert argv[0] == "brook", f"{name} runs {argv[0]!r}, expected the brook binary"
-        argv[0] = str(paths.brook_bin())
-        env = {k: translate(v, ip, host_ips, published, volumes) for k, v in service_env(svc).items()}
-        settings = settings_of(argv, env)
-        nodes.append(
-            Node(name, int(settings["node.id"]), ip, argv, env, settings, data_dir, tmp / f"{name}.log")
-        )
-    return nodes
-
-
-def _bind_addresses(node: Node) -> List[Tuple[str, int]]:
-    out = [(host, port) for _name, host, port in (split_listener(l) for l in node.settings["listeners"].split(",") if l.strip())]
-    host, _, port = node.settings["metrics.listener"].rpartition(":")
-    return out + [(host, int(port))]
-
-
 @pytest.fixture(scope="module")
 def compose_cluster(tmp_path_factory):
     if paths.target() == "kafka":
         pytest.skip("the compose services run brook")
     if not paths.brook_bin().is_file():
         pytest.fail(f"brook binary not found at {paths.brook_bin()} (set BROOK_BIN)")
-    nodes = compose_nodes(tmp_path_factory.mktemp("compose"))
-    for node in nodes:
-        for host, port in _bind_addresses(node):
-            assert host == node.ip, f"{node.service}: {host}:{port} is not its own address {node.ip}"
-            with socket.socket() as s:
-                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the broker binds
-                try:
-                    s.bind((host, port))
-                except OSError as e:
-                    pytest.fail(f"{host}:{port} ({node.service}) is taken ({e}): is a broker running on *:{port}?")
-    base_env = {k: v for k, v in os.environ.items() if not k.startswith(ENV_PREFIX)}
+    nodes = compose.compose_nodes(load_compose(), tmp_path_factory.mktemp("compose"))
+    problems = compose.taken_addresses(nodes)
+    if problems:
+        pytest.fail("\n".join(problems))
     try:
-        for node in nodes:
-            with open(node.log_path, "ab") as log:
-                log.write(f"==== env {json.dumps(node.env)}\n==== start {shlex.join(node.argv)}\n".encode())
-                log.flush()
-                node.proc = subprocess.Popen(
-                    node.argv,
-                    env={**base_env, **node.env, "RUST_BACKTRACE": "1"},
-                    stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                    start_new_session=True,
-                )
-        deadline = time.monotonic() + START_TIMEOUT_S
-        for node in nodes:
-            host, port = node.bootstrap.rsplit(":", 1)
-            if not _wait_tcp(host, int(port), deadline):
-                code = node.proc.poll()
-                state = f"exited with {code}" if code is not None else f"not serving after {START_TIMEOUT_S} s"
-                pytest.fail(f"{node!r} {state}\n{node.log_tail()}")
-        yield nodes
+        failed = compose.start(nodes)
+        if failed:
+            pytest.fail(failed)
+        yield [n for n in nodes if not n.one_shot]
     finally:
-        _stop(nodes)
+        compose.stop(nodes)
 
 
 @pytest.fixture
@@ -549,7 +286,7 @@ def _admin(bootstrap: str):
 def _active_controllers(nodes: List[Node]) -> Dict[int, float]:
     out = {}
     for node in nodes:
-        values = metric_values(_fetch(node.metrics_url), "brook_controller_active")
+        values = metric_values(compose.fetch(node.metrics_url), "brook_controller_active")
         assert len(values) == 1, f"{node!r} serves brook_controller_active {values}"
         out[node.node_id] = values[0]
     return out
@@ -579,7 +316,7 @@ def test_exactly_one_node_is_the_active_controller(nodes):
     while True:
         active = _active_controllers(nodes)
         leaders = [node_id for node_id, v in active.items() if v == 1]
-        leader_ids = {n.node_id: metric_values(_fetch(n.metrics_url), "brook_controller_leader_id") for n in nodes}
+        leader_ids = {n.node_id: metric_values(compose.fetch(n.metrics_url), "brook_controller_leader_id") for n in nodes}
         settled = len(leaders) == 1 and all(v in (0, 1) for v in active.values())
         if (settled and all(v == [leaders[0]] for v in leader_ids.values())) or time.monotonic() > deadline:
             break
@@ -662,7 +399,7 @@ def test_every_metric_the_dashboard_queries_is_served(nodes, traffic):
     assert traffic["commit_error"] is None, f"committing the group's offsets failed: {traffic['commit_error']}"
     deadline = time.monotonic() + 10  # consumer lag is published every 2 s
     while True:
-        served = set().union(*(metric_names_served(_fetch(n.metrics_url)) for n in nodes))
+        served = set().union(*(metric_names_served(compose.fetch(n.metrics_url)) for n in nodes))
         missing = {name: exprs for name, exprs in wanted.items() if name not in served}
         if not missing or time.monotonic() > deadline:
             break

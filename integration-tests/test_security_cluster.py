@@ -4,22 +4,22 @@ Apache Kafka 4.4.
 
 Each node serves (Kafka's keys, harness/cluster.py's combined broker+controller nodes, secured by
 harness.security.secure_cluster, which the secured chaos run shares):
-- PLAINTEXT, the harness's own door (readiness, metadata polls, SCRAM administration);
 - CLIENT, SASL_SSL with SCRAM-SHA-512 (and PLAIN for kcat, whose librdkafka 2.0.2 fails SCRAM),
-  for the applications;
+  for the applications, and the harness's own way in (harness/door.py: readiness, metadata polls
+  and the Kafka tools log in with PLAIN as a super user); no listener is PLAINTEXT;
 - INTERNAL, SASL_SSL with SCRAM-SHA-512, the inter-broker listener (`inter.broker.listener.name`,
   `sasl.mechanism.inter.broker.protocol=SCRAM-SHA-512`): each broker logs in to its peers with the
   `username`/`password` of `listener.name.internal.scram-sha-512.sasl.jaas.config` (the broker
-  user's credential is created with the application's, through the PLAINTEXT listener, as
-  `kafka-configs --alter --entity-type users` would; replication starts once it exists), and
-  verifies their certificates with the CA
+  user's credential and the application's are in the metadata from the first start: every node
+  is formatted with them, `brook format --add-scram` / Kafka's `kafka-storage format
+  --add-scram`), and verifies their certificates with the CA
   (certificates from scripts/certs.sh: SANs localhost and 127.0.0.1);
 - CONTROLLER, SSL with `ssl.client.auth=required`: the metadata quorum (Brook's raft transport,
   Kafka's KRaft) between mutually authenticated nodes, each presenting the broker certificate.
 The StandardAuthorizer is on: `super.users` holds the brokers' principal (User:broker, as
-Kafka's docs configure inter-broker principals: follower fetches need CLUSTER_ACTION),
-User:ANONYMOUS (the PLAINTEXT listener), the nodes' certificate subject (Kafka authorizes
-controller and broker-to-controller requests: CLUSTER_ACTION) and the application's user.
+Kafka's docs configure inter-broker principals: follower fetches need CLUSTER_ACTION), the
+nodes' certificate subject (Kafka authorizes controller and broker-to-controller requests:
+CLUSTER_ACTION), the harness's login and the application's user.
 
 - A topic with replication factor 3 and min.insync.replicas=2: Java and confluent-kafka produce
   with acks=all over SASL_SSL, all three replicas are in the ISR (DescribeTopics over SASL_SSL),
@@ -65,12 +65,12 @@ def certs(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory, certs):
     c = Cluster(paths.target(), tmp_path_factory.mktemp("secure-cluster"), 3)
-    security.secure_cluster(c, certs, APP[0], plain_users={PLAIN_APP[0]: PLAIN_APP[1]})
+    security.secure_cluster(c, certs, APP, plain_users={PLAIN_APP[0]: PLAIN_APP[1]})
     for node in c.nodes:
         node.overrides.update({"min.insync.replicas": "2", "offsets.topic.replication.factor": "3"})
     c.start()
     try:
-        security.create_scram_users(c, [APP], DEADLINE_S)
+        security.wait_scram_users(c, [APP], DEADLINE_S)
         yield c
     finally:
         c.stop()
@@ -89,7 +89,7 @@ def plain_app_config(tmp_path_factory, certs) -> str:
 
 
 def partition_view(cluster, topic: str, node_id: int):
-    """Partition 0 as node `node_id` sees it (PLAINTEXT Metadata), or None."""
+    """Partition 0 as node `node_id` sees it (its own Metadata answer), or None."""
     t = cluster.metadata(node_id, [topic])["topics"].get(topic)
     if t is None or t["error"] or 0 not in t["partitions"]:
         return None

@@ -30,6 +30,9 @@ Clients get their settings through `--client-config` files of Kafka's client nam
   (`ssl.keystore.key`), serve Java and confluent-kafka; a wrong `ssl.key.password`, none for an
   encrypted key, or one for an unencrypted key stops the node (as Kafka refuses each) without
   the password in its log; Brook's error names the listener's `ssl.key.password` key.
+- A store password on a PEM store (`ssl.keystore.password` with a PEM key store, file or inline,
+  per listener or broker-wide; `ssl.truststore.password` with a PEM trust store) stops the node
+  with Kafka's sentence; Brook's error names the key as it was set.
 - Brook only: a JKS key store stops the node (exit 2) naming the key and the keytool command
   that converts it to PKCS12, a PKCS12 one with a wrong password naming ssl.keystore.password;
   Kafka's inline PEM example configuration with line continuations is served. (Other start-up
@@ -288,6 +291,50 @@ def test_a_key_password_that_does_not_fit_the_key_stops_the_node(tmp_path, certs
         assert f"invalid TLS configuration for listener ENC: listener.name.enc.ssl.key.password: {brook_reason}" in log, log
     else:
         assert "Failed to load PEM SSL keystore" in log, log[-3000:]
+
+
+# A PEM store has no store password (Kafka's DefaultSslEngineFactory refuses one at start, with
+# a full stop after the inline key store's sentence and none after the file's): (settings without
+# the `listener.name.enc.` prefix unless given, the key Brook names, Kafka's sentence).
+KEYSTORE_PEM_PASSWORD = "SSL key store password cannot be specified with PEM format, only key password may be specified"
+PEM_STORE_PASSWORDS = {
+    "key-store-file": ({"ssl.keystore.location": "broker-keystore.pem", "ssl.keystore.password": PASSWORD},
+                       "listener.name.enc.ssl.keystore.password", KEYSTORE_PEM_PASSWORD),
+    "inline-key-store": ({"ssl.keystore.certificate.chain": "broker.pem", "ssl.keystore.key": "broker.key",
+                          "ssl.keystore.password": PASSWORD},
+                         "listener.name.enc.ssl.keystore.password", KEYSTORE_PEM_PASSWORD + "."),
+    "broker-wide-password": ({"ssl.keystore.location": "broker-keystore.pem", "=ssl.keystore.password": PASSWORD},
+                             "ssl.keystore.password", KEYSTORE_PEM_PASSWORD),
+    "trust-store-file": ({"ssl.keystore.location": "broker-keystore.pem", "ssl.truststore.type": "PEM",
+                          "ssl.truststore.location": "ca.pem", "ssl.truststore.password": PASSWORD},
+                         "listener.name.enc.ssl.truststore.password",
+                         "SSL trust store password cannot be specified for PEM format."),
+}
+
+
+@pytest.mark.parametrize("case", list(PEM_STORE_PASSWORDS))
+def test_a_store_password_on_a_pem_store_stops_the_node_as_kafka_refuses_it(tmp_path, certs, case):
+    given, named, sentence = PEM_STORE_PASSWORDS[case]
+    b, _ = encrypted_key_node(tmp_path, {})
+    for key, value in given.items():
+        if key in ("ssl.keystore.certificate.chain", "ssl.keystore.key"):
+            value = one_line(certs / value)
+        elif key.endswith(".location"):
+            value = str(certs / value)
+        # "=key": broker-wide, not per listener.
+        b.overrides[key[1:] if key.startswith("=") else f"listener.name.enc.{key}"] = value
+    b.launch()
+    code = b.wait_exit(120)
+    if code is None:
+        b.kill()
+        pytest.fail(f"the node kept running\n{b.log_tail()}")
+    log = "\n".join(line for line in b.log_text().splitlines() if not line.startswith("==== start"))
+    assert code != 0, log[-3000:]
+    assert sentence in log, log[-3000:]
+    assert PASSWORD not in log
+    if b.kind == "brook":
+        assert code == 2, log[-3000:]
+        assert f"invalid TLS configuration for listener ENC: {named}: {sentence}" in log, log[-3000:]
 
 
 @brook_only

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Make a local CA and certificates for trying Brook's (or Kafka's) TLS listeners:
-#   scripts/certs.sh OUT_DIR [PASSWORD]
+#   scripts/certs.sh OUT_DIR [PASSWORD [SAN...]]
+# SAN...: more subject alternative names for the broker certificates, in OpenSSL's form
+# (`DNS:brook-1 IP:10.0.0.5`), e.g. the host names brokers reach each other by in
+# docker-compose.secured.yml (`scripts/certs.sh certs brook-secret DNS:brook-1 DNS:brook-2 DNS:brook-3`).
 # OUT_DIR gets, each in PEM and PKCS12 (password PASSWORD, default "brook-secret"):
 #   ca.pem                     the CA certificate (a client's and the broker's trust store)
 #   ca.p12                     the same as a PKCS12 trust store
-#   broker.pem / broker.key    the broker's certificate (SANs: DNS localhost, IP 127.0.0.1; also a
+#   broker.pem / broker.key    the broker's certificate (SANs: DNS localhost, IP 127.0.0.1, SAN...; also a
 #                              client certificate, for mutual TLS between brokers and controllers)
 #                              and unencrypted PKCS#8 key; broker-keystore.pem holds both
 #   broker.p12                 the broker's key and chain as a PKCS12 key store
@@ -25,8 +28,16 @@
 #   ssl.keystore.type=PEM  ssl.keystore.location=OUT_DIR/broker-keystore.pem
 #   ssl.truststore.type=PEM  ssl.truststore.location=OUT_DIR/ca.pem  ssl.client.auth=required
 set -euo pipefail
-out=${1:?usage: certs.sh OUT_DIR [PASSWORD]}
+out=${1:?usage: certs.sh OUT_DIR [PASSWORD [SAN...]]}
 pass=${2:-brook-secret}
+shift $(( $# < 2 ? $# : 2 ))
+sans="DNS:localhost,IP:127.0.0.1"
+for san in "$@"; do
+  case $san in
+    DNS:?*|IP:?*) sans="$sans,$san" ;;
+    *) echo "certs.sh: a SAN is DNS:name or IP:address, not '$san'" >&2; exit 1 ;;
+  esac
+done
 command -v openssl >/dev/null || { echo "certs.sh: openssl is needed (apt-get install openssl)" >&2; exit 1; }
 mkdir -p "$out"
 cd "$out"
@@ -55,7 +66,7 @@ ca other-ca "/CN=Another CA/O=Elsewhere"
 server_ext="basicConstraints=CA:FALSE
 keyUsage=critical,digitalSignature,keyEncipherment
 extendedKeyUsage=serverAuth,clientAuth
-subjectAltName=DNS:localhost,IP:127.0.0.1"
+subjectAltName=$sans"
 client_ext="basicConstraints=CA:FALSE
 keyUsage=critical,digitalSignature,keyEncipherment
 extendedKeyUsage=clientAuth"

@@ -9,6 +9,7 @@ pub mod cluster;
 pub mod config;
 pub mod coordinator;
 pub mod error;
+pub mod format;
 pub mod handlers;
 pub mod logging;
 pub mod metadata;

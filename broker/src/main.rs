@@ -16,7 +16,8 @@ use tracing::{error, info, warn};
 #[global_allocator]
 static ALLOCATOR: brook::alloc::BrookAllocator = brook::alloc::BrookAllocator;
 
-#[derive(Parser, Debug)]
+// No `Debug`: `format --add-scram` arguments hold passwords.
+#[derive(Parser)]
 #[command(name = "brook", version, about = "A Kafka-compatible message broker")]
 struct Args {
     /// A server.properties-style file.
@@ -25,10 +26,43 @@ struct Args {
     /// key=value, Kafka property names; beats the environment and the file.
     #[arg(long = "override", value_name = "KEY=VALUE")]
     overrides: Vec<String>,
+    /// Without a subcommand, `brook` runs the node.
+    #[command(subcommand)]
+    command: Option<Subcommand>,
+}
+
+#[derive(clap::Subcommand)]
+enum Subcommand {
+    /// Kafka's `kafka-storage format`: prepare the node's metadata directory before its first
+    /// start (cluster id, bootstrap SCRAM credentials). Reads the node's configuration as a
+    /// start does (`--config`, BROOK_* variables, `--override`, before or after `format`).
+    Format(FormatArgs),
+    /// Kafka's `kafka-storage random-uuid`: print a new cluster id.
+    RandomUuid,
+}
+
+#[derive(clap::Args)]
+struct FormatArgs {
+    /// A server.properties-style file.
+    #[arg(long, short = 'c')]
+    config: Option<PathBuf>,
+    /// key=value, Kafka property names; beats the environment and the file.
+    #[arg(long = "override", value_name = "KEY=VALUE")]
+    overrides: Vec<String>,
+    /// The cluster id (default: the `cluster.id` setting).
+    #[arg(long, short = 't')]
+    cluster_id: Option<String>,
+    /// A SCRAM credential for the metadata log, e.g. 'SCRAM-SHA-512=[name=alice,password=alice-secret]'
+    /// or 'SCRAM-SHA-512=[name=alice,iterations=8192,salt="N3E=",saltedpassword="YCE="]'.
+    #[arg(long, short = 'S', value_name = "SCRAM_CREDENTIAL")]
+    add_scram: Vec<String>,
+    /// Skip an already formatted directory instead of failing.
+    #[arg(long, short = 'g')]
+    ignore_formatted: bool,
 }
 
 fn main() -> ExitCode {
-    let args = Args::parse();
+    let mut args = Args::parse();
     // openraft logs every refused vote and unreachable peer at WARN/ERROR while a quorum
     // forms; brook_raft's monitor reports what an operator needs (leader changes,
     // unreachable voters) once. `BROOK_LOG=info,openraft=info` brings them back.
@@ -43,6 +77,29 @@ fn main() -> ExitCode {
         // Colour codes only for a terminal, never in log files.
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
+    let format = match args.command.take() {
+        Some(Subcommand::RandomUuid) => {
+            println!(
+                "{}",
+                brook::metadata::meta_properties::uuid_to_kafka_string(uuid::Uuid::new_v4())
+            );
+            return ExitCode::SUCCESS;
+        }
+        Some(Subcommand::Format(format)) => {
+            if args.config.is_some() && format.config.is_some() {
+                error!("invalid configuration: --config is given twice");
+                return ExitCode::from(2);
+            }
+            args.config = args.config.take().or(format.config);
+            args.overrides.extend(format.overrides);
+            Some(brook::format::FormatRequest {
+                cluster_id: format.cluster_id,
+                add_scram: format.add_scram,
+                ignore_formatted: format.ignore_formatted,
+            })
+        }
+        None => None,
+    };
     let (config, warnings) =
         match BrokerConfig::load(args.config.as_deref(), std::env::vars(), &args.overrides) {
             Ok(loaded) => loaded,
@@ -53,6 +110,19 @@ fn main() -> ExitCode {
         };
     for warning in warnings {
         warn!("{warning}");
+    }
+    if let Some(request) = format {
+        // As kafka-storage format: the outcome on stdout, a refusal on stderr with exit 1.
+        return match brook::format::run(&config, &request) {
+            Ok(line) => {
+                println!("{line}");
+                ExitCode::SUCCESS
+            }
+            Err(message) => {
+                eprintln!("{message}");
+                ExitCode::FAILURE
+            }
+        };
     }
     // Key and trust stores are read before anything starts: bad TLS material stops the
     // node naming the key, like any invalid configuration.

@@ -59,9 +59,9 @@ class Options:
     recovery_timeout_s: float = 60.0
     final_timeout_s: float = 120.0
     keep: bool = False
-    # Every listener but the harness's PLAINTEXT door secured (harness.security.secure_cluster):
-    # the workload's clients log in with SCRAM-SHA-512 over SASL_SSL, brokers replicate over
-    # SASL_SSL, the quorum talks mutual TLS.
+    # Every listener secured (harness.security.secure_cluster): the workload's clients log in
+    # with SCRAM-SHA-512 over SASL_SSL, brokers replicate over SASL_SSL, the quorum talks mutual
+    # TLS; the harness goes in through harness/door.py.
     secured: bool = False
 
 
@@ -105,7 +105,7 @@ def run_chaos(opts: Options, log: Callable[[str], None] = print) -> dict:
     config = None  # the workload's --client-config (secured: its SASL_SSL login)
     if opts.secured:
         certs = security.make_certificates(base / "certs", security.CLUSTER_PASSWORD)
-        security.secure_cluster(cluster, certs, CHAOS_USER[0])
+        security.secure_cluster(cluster, certs, CHAOS_USER)
         config = str(client_config.write(base / "chaos-client.properties",
                                          security.sasl_ssl_client_settings(certs, "SCRAM-SHA-512", *CHAOS_USER)))
 
@@ -144,9 +144,9 @@ def run_chaos(opts: Options, log: Callable[[str], None] = print) -> dict:
         log(f"cluster up after {time.monotonic() - t_begin:.1f} s: {cluster.bootstrap}")
         bootstrap = cluster.bootstrap  # the workload's way in
         if opts.secured:
-            security.create_scram_users(cluster, [CHAOS_USER])
+            security.wait_scram_users(cluster, [CHAOS_USER])
             bootstrap = security.client_bootstrap(cluster, cluster.node_ids)
-            log(f"SCRAM logins made; the workload connects over SASL_SSL to {bootstrap}")
+            log(f"SCRAM logins (formatted) served; the workload connects over SASL_SSL to {bootstrap}")
         driver_run("java", "create-topic", bootstrap, "--topic", topic, "--partitions", opts.partitions,
                    "--replication-factor", 3, "--config", "min.insync.replicas=2", *config_flag(config), timeout=120)
 

@@ -11,6 +11,12 @@ after recovery, and in a cluster only once the quorum has a leader and the node 
 registered). Apache Kafka binds its listener before it can serve, so for it we also wait for
 an ApiVersions round trip.
 
+`add_scram` (Kafka's `--add-scram` values, e.g. `SCRAM-SHA-512=[name=broker,password=...]`)
+formats the node's storage with those SCRAM credentials before its first start, so a node whose
+only listeners are secured has its logins from the start: brook runs `brook format` (with the
+node's settings and `cluster_id`, `--ignore-formatted` on a restart); Kafka's
+kafka-cluster-ref.sh passes them to `kafka-storage format` (cluster nodes only).
+
 A cluster node (harness/cluster.py) is a `Broker` given `node_settings`: the node's full
 settings (Kafka keys: node.id, controller.quorum.voters, listeners, ...) replace the
 single-node defaults, its ports are chosen by the cluster, and Apache Kafka runs through
@@ -19,6 +25,7 @@ started with `launch()` and waited for with `wait_ready()` separately, because a
 cluster cannot become ready before a quorum of its peers runs.
 """
 
+import base64
 import os
 import random
 import re
@@ -28,10 +35,11 @@ import struct
 import subprocess
 import time
 import urllib.request
+import uuid
 from pathlib import Path
 from typing import List, Optional
 
-from . import paths
+from . import door, paths, wire
 
 HOST = "127.0.0.1"
 START_TIMEOUT_S = {"brook": 30.0, "kafka": 90.0}
@@ -95,7 +103,14 @@ def _accepts_tcp(port: int) -> bool:
 
 
 def _api_versions_ok(port: int) -> bool:
-    """Send ApiVersions v0 (api key 18) and check the response's error code is 0."""
+    """Send ApiVersions v0 (api key 18) and check the response's error code is 0 (through the
+    node's door, harness/door.py, when its client listener is secured)."""
+    if door.lookup(f"{HOST}:{port}") is not None:
+        try:
+            answer = wire.call(f"{HOST}:{port}", 18, 0, [], {}, [("error_code", "int16")], timeout=2.0)
+        except (OSError, ValueError, PermissionError, struct.error):
+            return False
+        return answer["error_code"] == 0
     client_id = b"brook-harness"
     body = struct.pack(">hhih", 18, 0, 1, len(client_id)) + client_id
     try:
@@ -139,6 +154,8 @@ class Broker:
         self.overrides = dict(overrides or {})
         self.node_settings = None if node_settings is None else dict(node_settings)
         self.cluster_id = cluster_id
+        # SCRAM credentials the storage is formatted with before the first start (module doc).
+        self.add_scram: List[str] = []
         # Kafka's reference script puts its controller on PORT+1.
         self.port = port if port is not None else free_port(2)
         if metrics_port is None and kind == "brook":
@@ -271,6 +288,13 @@ class Broker:
             return
         if self.kind == "brook" and not paths.brook_bin().is_file():
             raise BrokerStartError(f"brook binary not found at {paths.brook_bin()} (set BROOK_BIN)")
+        if self.add_scram and self.kind == "brook":
+            self._format_brook()
+        env = {**os.environ, "RUST_BACKTRACE": "1"}
+        if self.add_scram and self.kind == "kafka":
+            if self.node_settings is None:
+                raise ValueError("add_scram on Kafka needs a cluster node (kafka-cluster-ref.sh formats)")
+            env["KAFKA_ADD_SCRAM"] = "\n".join(self.add_scram)
         with open(self.log_path, "ab") as log:
             log.write(f"==== start {' '.join(self._argv())}\n".encode())
             log.flush()
@@ -280,8 +304,23 @@ class Broker:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,  # its own process group, so kill() reaches java too
-                env={**os.environ, "RUST_BACKTRACE": "1"},
+                env=env,
             )
+
+    def _format_brook(self) -> None:
+        """`brook format` with this node's settings, its cluster id and `add_scram`; a no-op
+        (`--ignore-formatted`) once the node has run. The passwords stay out of the log."""
+        if self.cluster_id is None:
+            self.cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        argv = self._argv() + ["format", "--cluster-id", self.cluster_id, "--ignore-formatted"]
+        for credential in self.add_scram:
+            argv += ["--add-scram", credential]
+        result = subprocess.run(argv, capture_output=True, text=True, timeout=60,
+                                env={**os.environ, "RUST_BACKTRACE": "1"})
+        with open(self.log_path, "ab") as log:
+            log.write(f"==== format: {result.stdout}{result.stderr}".encode())
+        if result.returncode != 0:
+            raise BrokerStartError(f"brook format exited with {result.returncode}: {result.stderr}{result.stdout}")
 
     def wait_ready(self, timeout_s: Optional[float] = None) -> None:
         """Wait until the launched process serves; raise BrokerStartError (and kill it) otherwise."""

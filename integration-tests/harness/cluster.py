@@ -26,7 +26,7 @@ import uuid
 from pathlib import Path
 from typing import Callable, Dict, List, Optional
 
-from . import kafka_cli, wire
+from . import door, kafka_cli, wire
 from .broker import HOST, Broker, BrokerStartError, free_port
 
 START_TIMEOUT_S = {"brook": 60.0, "kafka": 150.0}
@@ -174,6 +174,7 @@ class Cluster:
         cluster as fast as all of them together), then wait; SIGKILL what outlives the deadline."""
         with concurrent.futures.ThreadPoolExecutor(len(self.nodes)) as pool:
             list(pool.map(lambda n: n.stop(), self.nodes))
+        door.forget(n.bootstrap for n in self.nodes)
 
     def kill(self) -> None:
         for n in self.nodes:

@@ -9,6 +9,7 @@ reference broker runs, so these are exactly the tools operators use.
 import subprocess
 from typing import Any, Dict, List, Optional
 
+from . import door
 from .paths import KAFKA_JAVA, KAFKA_LIBS, TESTS_DIR
 
 
@@ -24,7 +25,13 @@ def run(tool_main_class: str, *args: Any, timeout: float = 120, input: Optional[
     """Run one Kafka tool; `input` is fed to its stdin (e.g. the console producer's lines)."""
     if not KAFKA_LIBS.is_dir():
         raise CliError([tool_main_class], -1, "", f"Kafka jars missing in {KAFKA_LIBS}: run integration-tests/install.sh")
-    argv = [*KAFKA_JAVA, "-Xmx512m", tool_main_class, *(str(a) for a in args)]
+    args = [str(a) for a in args]
+    # A node whose client listener is secured (harness/door.py): the tool logs in through its door.
+    if "--bootstrap-server" in args and "--command-config" not in args:
+        node_door = door.lookup(args[args.index("--bootstrap-server") + 1])
+        if node_door is not None:
+            args += ["--command-config", str(node_door.command_config)]
+    argv = [*KAFKA_JAVA, "-Xmx512m", tool_main_class, *args]
     try:
         proc = subprocess.run(
             argv,

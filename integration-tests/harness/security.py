@@ -1,7 +1,8 @@
 """Security settings a test gives both targets alike: a broker whose one client listener is
 SASL_PLAINTEXT (Kafka's names and JAAS lines, as Kafka's own examples write them), the client
 settings files each driver reads (`--client-config`, harness/client_config.py), certificates, and
-a 3-node cluster secured on every listener but the harness's own (`secure_cluster`).
+a 3-node cluster secured on every listener (`secure_cluster`), its SCRAM credentials formatted
+into every node before the first start, the harness going in through harness/door.py.
 
 Apache Kafka (scripts/kafka-ref.sh) also keeps its CONTROLLER listener on PORT+1 and talks to
 itself over the inter-broker listener, here the SASL one with PLAIN and the broker's own
@@ -12,9 +13,9 @@ import subprocess
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Tuple
 
-from confluent_kafka.admin import AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
+from confluent_kafka.admin import AdminClient
 
-from . import client_config, paths
+from . import client_config, door, paths
 from .broker import Broker
 from .cluster import distinct_free_ports
 
@@ -118,6 +119,8 @@ BROKER_LOGIN = ("broker", "broker-secret")
 # The RFC 2253 subject of scripts/certs.sh's broker certificate (/CN=localhost/O=Brook).
 NODE_PRINCIPAL = "User:O=Brook,CN=localhost"
 INTERNAL_JAAS = "listener.name.internal.scram-sha-512.sasl.jaas.config"
+# The harness's own login on a secured cluster's CLIENT listener (harness/door.py), a super user.
+HARNESS_LOGIN = ("harness", "harness-secret")
 
 
 def internal_jaas(password: str) -> str:
@@ -125,41 +128,53 @@ def internal_jaas(password: str) -> str:
     return f'{SCRAM_LOGIN} required username="{BROKER_LOGIN[0]}" password="{password}";'
 
 
-def secure_cluster(cluster, certs: Path, app_user: str, plain_users: Optional[Dict[str, str]] = None) -> None:
-    """Secures every node of `cluster` (harness/cluster.py, not started), Kafka's keys on both targets:
-    - PLAINTEXT stays, the harness's own door (readiness, metadata polls, SCRAM administration);
-    - CLIENT, SASL_SSL with SCRAM-SHA-512 (and PLAIN for `plain_users`, whose logins the JAAS
-      entry lists), for the applications: `node.client_bootstrap`, `client_bootstrap(cluster)`;
+def scram_credential(user: str, password: str) -> str:
+    """Kafka's `--add-scram` value for a SCRAM-SHA-512 login (8192 iterations)."""
+    return f"SCRAM-SHA-512=[name={user},password={password},iterations=8192]"
+
+
+def secure_cluster(cluster, certs: Path, app: Tuple[str, str], plain_users: Optional[Dict[str, str]] = None) -> None:
+    """Secures every listener of every node of `cluster` (harness/cluster.py, not started), Kafka's
+    keys on both targets; no listener is PLAINTEXT:
+    - CLIENT, SASL_SSL with SCRAM-SHA-512 and PLAIN, on the node's own port (`node.bootstrap`,
+      also `node.client_bootstrap`, `client_bootstrap(cluster)`): the applications log in with
+      SCRAM (or PLAIN for `plain_users`), the harness with PLAIN as HARNESS_LOGIN through the
+      node's door (harness/door.py: its readiness, metadata polls and Kafka tools);
     - INTERNAL, SASL_SSL with SCRAM-SHA-512, the inter-broker listener: each broker logs in to its
-      peers as BROKER_LOGIN (its credential is made by `create_scram_users`; replication starts
-      once it exists) and verifies their certificates with the CA;
+      peers as BROKER_LOGIN and verifies their certificates with the CA;
     - CONTROLLER, SSL with `ssl.client.auth=required`: the metadata quorum between mutually
       authenticated nodes, each presenting the broker certificate of `certs` (scripts/certs.sh).
+    The SCRAM-SHA-512 credentials of BROKER_LOGIN and `app` (user, password) are in the metadata
+    from the first start: every node's storage is formatted with them (`Broker.add_scram`:
+    `brook format --add-scram`, Kafka's `kafka-storage format --add-scram`), so the brokers
+    replicate from the start; `wait_scram_users` waits until every node serves them.
     The StandardAuthorizer is on; `super.users` holds the brokers' login (follower fetches need
-    CLUSTER_ACTION), User:ANONYMOUS (the PLAINTEXT door), the nodes' certificate subject
-    (controller and broker-to-controller requests) and `app_user`. `node.listener_ports` holds
-    the CLIENT and INTERNAL ports (chaos/netfault.py isolates a node on them too)."""
+    CLUSTER_ACTION), the nodes' certificate subject (controller and broker-to-controller
+    requests), the harness's login and the app's user. `node.listener_ports` holds the INTERNAL
+    port (chaos/netfault.py isolates a node on it too)."""
     taken = set()
     for n in cluster.nodes:
         taken |= {n.port, n.controller_port, n.metrics_port or 0}
-    ports = [p for p in distinct_free_ports(4 * len(cluster.nodes)) if p not in taken][:2 * len(cluster.nodes)]
-    mechanisms = "SCRAM-SHA-512,PLAIN" if plain_users else "SCRAM-SHA-512"
-    for node, client_port, internal_port in zip(cluster.nodes, ports[:len(cluster.nodes)], ports[len(cluster.nodes):]):
-        node.client_bootstrap = f"{node.host}:{client_port}"
-        node.listener_ports = {"CLIENT": client_port, "INTERNAL": internal_port}
-        plain = f"PLAINTEXT://{node.host}:{node.port}"
-        client = f"CLIENT://{node.host}:{client_port}"
+    ports = [p for p in distinct_free_ports(3 * len(cluster.nodes)) if p not in taken][:len(cluster.nodes)]
+    command_config = client_config.write(Path(certs) / "harness-door.properties",
+                                         sasl_ssl_client_settings(certs, "PLAIN", *HARNESS_LOGIN))
+    plain_logins = {HARNESS_LOGIN[0]: HARNESS_LOGIN[1], **(plain_users or {})}
+    for node, internal_port in zip(cluster.nodes, ports):
+        node.client_bootstrap = node.bootstrap
+        node.listener_ports = {"INTERNAL": internal_port}
+        client = f"CLIENT://{node.host}:{node.port}"
         internal = f"INTERNAL://{node.host}:{internal_port}"
         node.overrides.update({
-            "listeners": f"{plain},{client},{internal},CONTROLLER://{node.host}:{node.controller_port}",
-            "advertised.listeners": f"{plain},{client},{internal}",
-            "listener.security.protocol.map":
-                "CONTROLLER:SSL,PLAINTEXT:PLAINTEXT,CLIENT:SASL_SSL,INTERNAL:SASL_SSL",
+            "listeners": f"{client},{internal},CONTROLLER://{node.host}:{node.controller_port}",
+            "advertised.listeners": f"{client},{internal}",
+            "listener.security.protocol.map": "CONTROLLER:SSL,CLIENT:SASL_SSL,INTERNAL:SASL_SSL",
             "listener.name.controller.ssl.client.auth": "required",
             "inter.broker.listener.name": "INTERNAL",
             "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
-            "listener.name.client.sasl.enabled.mechanisms": mechanisms,
+            "listener.name.client.sasl.enabled.mechanisms": "SCRAM-SHA-512,PLAIN",
             "listener.name.client.scram-sha-512.sasl.jaas.config": f"{SCRAM_LOGIN} required;",
+            "listener.name.client.plain.sasl.jaas.config":
+                f"{PLAIN_LOGIN} required " + " ".join(f'user_{u}="{p}"' for u, p in plain_logins.items()) + ";",
             "listener.name.internal.sasl.enabled.mechanisms": "SCRAM-SHA-512",
             INTERNAL_JAAS: internal_jaas(BROKER_LOGIN[1]),
             "ssl.keystore.type": "PEM",
@@ -167,16 +182,15 @@ def secure_cluster(cluster, certs: Path, app_user: str, plain_users: Optional[Di
             "ssl.truststore.type": "PEM",
             "ssl.truststore.location": str(Path(certs) / "ca.pem"),
             "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-            "super.users": ";".join([f"User:{BROKER_LOGIN[0]}", "User:ANONYMOUS", NODE_PRINCIPAL, f"User:{app_user}",
-                                     *(f"User:{u}" for u in (plain_users or {}))]),
+            "super.users": ";".join([f"User:{BROKER_LOGIN[0]}", NODE_PRINCIPAL, f"User:{app[0]}",
+                                     *(f"User:{u}" for u in plain_logins)]),
         })
-        if plain_users:
-            node.overrides["listener.name.client.plain.sasl.jaas.config"] = (
-                f"{PLAIN_LOGIN} required " + " ".join(f'user_{u}="{p}"' for u, p in plain_users.items()) + ";")
+        node.add_scram = [scram_credential(*BROKER_LOGIN), scram_credential(*app)]
+        door.register(node.bootstrap, door.Door(Path(certs) / "ca.pem", *HARNESS_LOGIN, Path(command_config)))
 
 
 def scram_user_known(bootstrap: str, user: str) -> bool:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient(door.admin_config(bootstrap))
     try:
         found = admin.describe_user_scram_credentials([user])[user].result(timeout=10)
     except Exception:  # noqa: BLE001 - RESOURCE_NOT_FOUND until the credential is applied
@@ -184,17 +198,11 @@ def scram_user_known(bootstrap: str, user: str) -> bool:
     return bool(found.scram_credential_infos)
 
 
-def create_scram_users(cluster, users: List[Tuple[str, str]], timeout_s: float = 60) -> None:
-    """SCRAM-SHA-512 credentials for `users` (BROKER_LOGIN is added), made through the PLAINTEXT
-    door as `kafka-configs --alter --entity-type users` would; returns once every node knows them."""
-    users = [*users, BROKER_LOGIN]
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
-    upserts = [UserScramCredentialUpsertion(user, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192),
-                                            password.encode()) for user, password in users]
-    for future in admin.alter_user_scram_credentials(upserts).values():
-        future.result(timeout=30)
+def wait_scram_users(cluster, users: List[Tuple[str, str]], timeout_s: float = 60) -> None:
+    """Returns once every node serves the SCRAM credentials of `users` (BROKER_LOGIN is added),
+    which `secure_cluster` formatted the nodes with: the first metadata leader applies them."""
     for n in cluster.nodes:
-        for user, _ in users:
+        for user, _ in [*users, BROKER_LOGIN]:
             cluster.wait_for(lambda: scram_user_known(n.bootstrap, user), timeout_s, f"node {n.node_id} knows {user}")
 
 

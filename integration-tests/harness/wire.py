@@ -9,6 +9,9 @@ request header v2, response header v1), and returns the decoded response as plai
 Schemas follow Kafka's message JSON files (clients/src/main/resources/common/message/*.json);
 field names are Kafka's, in snake_case.
 
+A node whose client listener is secured (harness/door.py) is reached over TLS and logged in to
+with the harness's SASL/PLAIN login first, transparently.
+
 Invariant: a call never retries; a connection error raises OSError, and error codes are
 returned for the caller to assert on (see ERRORS for the names used in messages).
 """
@@ -16,6 +19,8 @@ returned for the caller to assert on (see ERRORS for the names used in messages)
 import socket
 import struct
 from typing import Dict, List, Optional
+
+from . import door
 
 CLIENT_ID = b"brook-cluster-tests"
 TIMEOUT_S = 10.0
@@ -137,11 +142,13 @@ def call(bootstrap: str, api_key: int, version: int, request_schema, request: di
     """Send one request (header v1; v2 if `flexible`) to `bootstrap` and decode the response
     (header v0; v1 if `flexible`). `sasl_plain` (user, password): log in with SASL/PLAIN
     first (a SASL_PLAINTEXT listener), so the request is that principal's."""
-    host, _, port = bootstrap.rpartition(":")
-    with socket.create_connection((host, int(port)), timeout=timeout) as s:
+    with door.connect(bootstrap, timeout) as s:
         s.settimeout(timeout)
+        node_door = door.lookup(bootstrap)
         if sasl_plain is not None:
             _sasl_plain_login(s, *sasl_plain)
+        elif node_door is not None and api_key != 18:  # ApiVersions needs no login
+            _sasl_plain_login(s, node_door.user, node_door.password)
         return _exchange(s, api_key, version, request_schema, request, response_schema, flexible)
 
 

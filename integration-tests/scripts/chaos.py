@@ -96,7 +96,7 @@ def main() -> int:
     parser.add_argument("--keep", action="store_true", help="keep the cluster's data directory even when OK")
     parser.add_argument("--secured", action="store_true",
                         help="SASL_SSL (SCRAM-SHA-512) clients, SASL_SSL inter-broker, mutual TLS quorum "
-                             "(harness.security.secure_cluster; the harness keeps a PLAINTEXT door)")
+                             "(harness.security.secure_cluster: no PLAINTEXT listener; the harness logs in through harness/door.py)")
     args = parser.parse_args()
     opts = Options(target=args.target, faults=args.faults, duration_s=args.duration, seed=args.seed, out=args.out,
                    partitions=args.partitions, nodes=args.nodes, rate=args.rate, interval_s=args.interval, kinds=args.kinds,

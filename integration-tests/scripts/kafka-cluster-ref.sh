@@ -25,9 +25,15 @@ log_dirs=$(sed -n 's/^log\.dirs=//p' "$props" | tail -1)
 cp=$libs/'*'
 # Three JVMs share a small machine: half the single-node reference's heap each.
 export KAFKA_HEAP_OPTS=${KAFKA_HEAP_OPTS:--Xmx512m -Xms512m}
+# KAFKA_ADD_SCRAM: --add-scram values, one a line (harness/broker.py `add_scram`), for a
+# cluster whose brokers log in to each other with SCRAM from the first start.
+add_scram=()
+while IFS= read -r credential; do
+  [ -n "$credential" ] && add_scram+=(--add-scram "$credential")
+done <<< "${KAFKA_ADD_SCRAM:-}"
 if [ ! -f "$log_dirs/meta.properties" ]; then
-  java -cp "$cp" kafka.tools.StorageTool format --cluster-id="$cluster_id" -c "$props" >"$dir/format.log" 2>&1 \
-    || { cat "$dir/format.log" >&2; exit 1; }
+  java -cp "$cp" kafka.tools.StorageTool format --cluster-id="$cluster_id" -c "$props" "${add_scram[@]}" \
+    >"$dir/format.log" 2>&1 || { cat "$dir/format.log" >&2; exit 1; }
 fi
 exec java $KAFKA_HEAP_OPTS -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:InitiatingHeapOccupancyPercent=35 \
   -Djava.awt.headless=true -Dlog4j2.configurationFile="$root/integration-tests/kafka-dist/log4j2-server.properties" \

@@ -153,6 +153,7 @@ pub fn apply(image: &mut MetadataImage, cmd: &Command, index: u64) -> ApplyResul
             }
             Ok(())
         }
+        Command::Bootstrap { records } => bootstrap(image, records, index),
         Command::CreateAcls { bindings } => {
             for binding in bindings {
                 image.acls.insert(binding);
@@ -293,6 +294,32 @@ struct AlterPartitionRequest<'a> {
 
 /// AlterPartition as a compare-and-set: every check of [`Command::AlterPartition`]'s doc,
 /// in that order, then the new ISR and a partition epoch bump.
+/// [`Command::Bootstrap`]: the first one applies its records and marks the image; later
+/// ones change nothing (every node formatted alike proposes the same records; a node
+/// formatted differently loses to the first, as Kafka uses the first active controller's
+/// bootstrap metadata). Records other than SCRAM credentials are refused whole.
+fn bootstrap(image: &mut MetadataImage, records: &[Command], index: u64) -> ApplyResult {
+    if image.bootstrapped {
+        return Ok(());
+    }
+    if let Some(other) = records
+        .iter()
+        .find(|r| !matches!(r, Command::AlterUserScramCredentials { .. }))
+    {
+        return Err(ApplyError::InvalidRequest {
+            reason: format!(
+                "a bootstrap record must be a SCRAM credential, not {}",
+                other.kind()
+            ),
+        });
+    }
+    for record in records {
+        apply(image, record, index)?; // SCRAM upserts cannot fail
+    }
+    image.bootstrapped = true;
+    Ok(())
+}
+
 fn alter_partition(
     image: &mut MetadataImage,
     topic_id: &Uuid,
@@ -1327,5 +1354,67 @@ mod tests {
             partition_epoch: p.partition_epoch,
             isr: isr.to_vec(),
         }
+    }
+
+    fn scram(user: &str, salt: u8) -> Command {
+        Command::AlterUserScramCredentials {
+            upsertions: vec![crate::command::ScramUpsertion {
+                user: user.into(),
+                mechanism: 2,
+                credential: crate::image::ScramCredentialImage {
+                    salt: vec![salt],
+                    stored_key: vec![1],
+                    server_key: vec![2],
+                    iterations: 4096,
+                },
+            }],
+            deletions: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn the_first_bootstrap_applies_its_records_and_every_later_one_is_ignored() {
+        let mut image = MetadataImage::default();
+        let first = Command::Bootstrap {
+            records: vec![scram("admin", 1), scram("broker", 1)],
+        };
+        apply_at(&mut image, &first).expect("bootstrap");
+        assert!(image.bootstrapped);
+        assert_eq!(
+            image.scram_credentials.keys().collect::<Vec<_>>(),
+            ["admin", "broker"]
+        );
+        // Another node's records (formatted with other salts, or other users) change nothing.
+        let second = Command::Bootstrap {
+            records: vec![scram("admin", 9), scram("mallory", 9)],
+        };
+        let before = image.clone();
+        apply_at(&mut image, &second).expect("no-op");
+        assert_eq!(image, before);
+    }
+
+    #[test]
+    fn an_empty_bootstrap_marks_the_image_so_no_later_records_apply() {
+        let mut image = MetadataImage::default();
+        apply_at(&mut image, &Command::Bootstrap { records: vec![] }).expect("mark");
+        apply_at(
+            &mut image,
+            &Command::Bootstrap {
+                records: vec![scram("admin", 1)],
+            },
+        )
+        .expect("no-op");
+        assert!(image.bootstrapped && image.scram_credentials.is_empty());
+    }
+
+    #[test]
+    fn a_bootstrap_record_other_than_a_scram_credential_is_refused_whole() {
+        let mut image = MetadataImage::default();
+        let cmd = Command::Bootstrap {
+            records: vec![scram("admin", 1), register(1, 1)],
+        };
+        let err = apply_at(&mut image, &cmd).expect_err("refused");
+        assert!(matches!(err, ApplyError::InvalidRequest { .. }), "{err:?}");
+        assert_eq!(image, MetadataImage::default());
     }
 }

@@ -198,6 +198,14 @@ pub enum Command {
     DeleteAcls {
         bindings: Vec<AclBinding>,
     },
+    /// The records `brook format` wrote to a node's metadata directory (Kafka's bootstrap
+    /// metadata, `kafka-storage format --add-scram`), proposed by a leader that finds the
+    /// image not yet bootstrapped. Applied once per cluster: the first one committed applies
+    /// its records and marks the image bootstrapped; any later one is a no-op. Only
+    /// [`Command::AlterUserScramCredentials`] records are written today.
+    Bootstrap {
+        records: Vec<Command>,
+    },
 }
 
 /// A user's new SCRAM credential for one mechanism (1 SCRAM-SHA-256, 2 SCRAM-SHA-512).
@@ -245,6 +253,7 @@ impl Command {
             Command::AlterUserScramCredentials { .. } => "alter_user_scram_credentials",
             Command::CreateAcls { .. } => "create_acls",
             Command::DeleteAcls { .. } => "delete_acls",
+            Command::Bootstrap { .. } => "bootstrap",
         }
     }
 }

@@ -16,6 +16,7 @@
 use std::time::{Duration, Instant};
 
 use crate::command::{Command, FenceReason};
+use crate::error::ProposeError;
 use crate::liveness::DETACH_GRACE;
 use crate::quorum::MetadataQuorum;
 
@@ -37,6 +38,8 @@ pub async fn run(quorum: &MetadataQuorum) {
     let mut ticker = tokio::time::interval(TICK);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut last_tick = Instant::now();
+    // A bootstrap the state machine refused is not proposed again every tick.
+    let mut bootstrap_refused = false;
     loop {
         tokio::select! {
             _ = ticker.tick() => {}
@@ -58,6 +61,9 @@ pub async fn run(quorum: &MetadataQuorum) {
             );
             liveness.lost_leadership();
             continue;
+        }
+        if let Some(bootstrap) = quorum.bootstrap_due().filter(|_| !bootstrap_refused) {
+            bootstrap_refused = propose_bootstrap(quorum, bootstrap).await;
         }
         let image = quorum.image();
         let due = liveness.due(&image, Instant::now());
@@ -96,6 +102,31 @@ pub async fn run(quorum: &MetadataQuorum) {
         // Proposals may take seconds when the quorum is slow: only the wait for the next
         // tick counts toward a stall.
         last_tick = Instant::now();
+    }
+}
+
+/// Proposes this leader's [`Command::Bootstrap`] (`bootstrap.rs`); true if the state machine
+/// refused it (a failed proposal is retried on a later tick).
+async fn propose_bootstrap(quorum: &MetadataQuorum, bootstrap: Command) -> bool {
+    let records = match &bootstrap {
+        Command::Bootstrap { records } => records.len(),
+        _ => 0,
+    };
+    match quorum.propose(bootstrap).await {
+        Ok(()) => {
+            if records > 0 {
+                tracing::info!(records, "metadata bootstrap records proposed");
+            }
+            false
+        }
+        Err(ProposeError::Apply(e)) => {
+            tracing::error!(error = ?e, "the metadata bootstrap records were refused");
+            true
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "proposing the metadata bootstrap records failed; retrying");
+            false
+        }
     }
 }
 

@@ -28,6 +28,12 @@ pub enum RaftError {
         #[source]
         source: Box<StorageError<u64>>,
     },
+    #[error("cannot read the bootstrap records {path}")]
+    Bootstrap {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("invalid quorum configuration: {reason}")]
     InvalidConfig { reason: String },
     #[error("cannot listen for raft peers on {addr}")]

@@ -158,6 +158,9 @@ pub struct MetadataImage {
     pub scram_credentials: BTreeMap<String, BTreeMap<i8, ScramCredentialImage>>,
     /// ACL bindings, indexed for the authorizer (KRaft's `AccessControlEntryRecord`s).
     pub acls: AclsImage,
+    /// Whether a [`Command::Bootstrap`](crate::Command::Bootstrap) has been applied: the
+    /// records `brook format` wrote (Kafka's bootstrap metadata) go in once per cluster.
+    pub bootstrapped: bool,
     /// The last raft log entry reflected in this image (`None` before the first one).
     pub applied: Option<LogId<u64>>,
 }
@@ -223,6 +226,7 @@ impl MetadataImage {
             && self.producer_id_blocks == other.producer_id_blocks
             && self.scram_credentials == other.scram_credentials
             && self.acls == other.acls
+            && self.bootstrapped == other.bootstrapped
     }
 }
 
@@ -245,6 +249,8 @@ struct ImageRepr {
     scram_credentials: Vec<(String, i8, ScramCredentialImage)>,
     #[serde(default)]
     acls: AclsImage,
+    #[serde(default)]
+    bootstrapped: bool,
     applied: Option<LogId<u64>>,
 }
 
@@ -278,6 +284,7 @@ impl From<MetadataImage> for ImageRepr {
                 })
                 .collect(),
             acls: image.acls,
+            bootstrapped: image.bootstrapped,
             applied: image.applied,
         }
     }
@@ -315,6 +322,7 @@ impl From<ImageRepr> for MetadataImage {
                 },
             ),
             acls: repr.acls,
+            bootstrapped: repr.bootstrapped,
             applied: repr.applied,
         }
     }
@@ -382,6 +390,8 @@ mod tests {
             operation: 4,
             permission_type: 3,
         });
+
+        image.bootstrapped = true;
 
         let json = serde_json::to_vec(&image).expect("serializable");
         let back: MetadataImage = serde_json::from_slice(&json).expect("round trip");

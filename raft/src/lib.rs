@@ -13,6 +13,7 @@
 
 pub mod acl;
 mod apply;
+pub mod bootstrap;
 pub mod command;
 mod config;
 pub mod controller;

@@ -63,6 +63,10 @@ pub struct MetadataQuorum {
     server: Option<RaftServer>,
     /// TLS for this node's own connections to voters (broker attachments).
     tls: Option<PeerTls>,
+    /// On a voter formatted with bootstrap records and started on empty metadata: the
+    /// [`Command::Bootstrap`] it proposes when it leads an image not yet bootstrapped
+    /// (`bootstrap.rs`).
+    bootstrap: Option<Command>,
     task: JoinHandle<()>,
     /// Campaigns early when the leader's process is gone (`leader_gone.rs`).
     leader_gone_task: JoinHandle<()>,
@@ -146,12 +150,20 @@ impl MetadataQuorum {
             None => None,
         };
 
+        // Nothing applied yet (no cluster id, no broker, no bootstrap): a first start, or one
+        // that ended before anything was committed.
+        let pristine = images.borrow().same_metadata(&MetadataImage::default());
         let joining = match config.role {
-            NodeRole::Voter => initialize(&raft, &config, bound).await.map(|()| None),
-            NodeRole::Learner => config.advertised_addr(bound).map(Some),
+            NodeRole::Voter => match initialize(&raft, &config, bound).await {
+                Ok(()) => bootstrap_command(&dir, pristine)
+                    .await
+                    .map(|bootstrap| (None, bootstrap)),
+                Err(e) => Err(e),
+            },
+            NodeRole::Learner => config.advertised_addr(bound).map(|a| (Some(a), None)),
         };
-        let advertised = match joining {
-            Ok(advertised) => advertised,
+        let (advertised, bootstrap) = match joining {
+            Ok(joined) => joined,
             Err(e) => {
                 if let Some(server) = server {
                     server.shutdown().await;
@@ -197,6 +209,7 @@ impl MetadataQuorum {
             joined,
             server,
             tls: config.tls,
+            bootstrap,
             task,
             leader_gone_task,
         })
@@ -304,6 +317,15 @@ impl MetadataQuorum {
         self.leader() == Some(self.node_id)
     }
 
+    /// The [`Command::Bootstrap`] to propose now: while this voter leads and the image has
+    /// none yet (`controller.rs` proposes it).
+    pub fn bootstrap_due(&self) -> Option<Command> {
+        if !self.is_leader() || self.image().bootstrapped {
+            return None;
+        }
+        self.bootstrap.clone()
+    }
+
     /// openraft's view: term, last log index, applied, per-node replication progress (on
     /// the leader), membership — what DescribeQuorum reports.
     pub fn raft_metrics(&self) -> RaftMetrics<u64, BasicNode> {
@@ -406,6 +428,44 @@ fn storage_error(context: &'static str) -> impl FnOnce(openraft::StorageError<u6
     move |source| RaftError::Storage {
         context,
         source: Box::new(source),
+    }
+}
+
+/// What this voter proposes as [`Command::Bootstrap`]: the records of its bootstrap file if
+/// its metadata was empty at start (`pristine`), as Kafka applies bootstrap metadata only to
+/// an empty metadata log; else nothing. A node never formatted proposes nothing either, so a
+/// cluster that does not use `brook format` never holds a `Bootstrap` entry (and can still
+/// be downgraded to a build without it).
+async fn bootstrap_command(
+    dir: &std::path::Path,
+    pristine: bool,
+) -> Result<Option<Command>, RaftError> {
+    let read_dir = dir.to_path_buf();
+    let read = tokio::task::spawn_blocking(move || crate::bootstrap::read(&read_dir))
+        .await
+        .map_err(|e| std::io::Error::other(e.to_string()))
+        .and_then(|read| read);
+    let path = dir.join(crate::bootstrap::FILE);
+    let records = read.map_err(|source| RaftError::Bootstrap {
+        path: path.clone(),
+        source,
+    })?;
+    match records {
+        Some(records) if pristine && !records.is_empty() => {
+            tracing::info!(
+                records = records.len(),
+                "bootstrap records found; the first metadata leader applies them"
+            );
+            Ok(Some(Command::Bootstrap { records }))
+        }
+        Some(records) if !records.is_empty() => {
+            tracing::info!(
+                path = %path.display(),
+                "bootstrap records ignored: this node's metadata log was initialised before"
+            );
+            Ok(None)
+        }
+        _ => Ok(None),
     }
 }
 

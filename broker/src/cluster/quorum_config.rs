@@ -16,13 +16,18 @@ use crate::config::{BrokerConfig, QuorumRole};
 /// log manager never mistakes it for a partition log.
 const QUORUM_DIR: &str = "__cluster_metadata";
 
-/// Builds the quorum config; the raft log and snapshots live in the first log dir.
-pub fn build(config: &BrokerConfig) -> anyhow::Result<QuorumConfig> {
-    let data_dir = config
+/// The quorum's directory: the raft log, snapshots and bootstrap records (`brook format`).
+pub fn data_dir(config: &BrokerConfig) -> anyhow::Result<std::path::PathBuf> {
+    Ok(config
         .log_dirs
         .first()
         .context("log.dirs names no directory")?
-        .join(QUORUM_DIR);
+        .join(QUORUM_DIR))
+}
+
+/// Builds the quorum config; the raft log and snapshots live in the first log dir.
+pub fn build(config: &BrokerConfig) -> anyhow::Result<QuorumConfig> {
+    let data_dir = data_dir(config)?;
     let node_id = u64::try_from(config.node_id).context("node.id must not be negative")?;
     let mode = config.cluster_mode();
     let mut voters: BTreeMap<u64, String> = config

@@ -21,7 +21,7 @@ use bytes::Bytes;
 use subtle::ConstantTimeEq;
 
 use super::client::{PeerConnection, PeerError};
-use crate::auth::sasl::scram::{hash, hmac};
+use crate::auth::sasl::scram::{hash, hmac, salted_password};
 use crate::config::inter_broker::InterBrokerLogin;
 use crate::config::sasl::SaslMechanism;
 
@@ -213,19 +213,6 @@ impl ScramClient {
             )
         }
     }
-}
-
-/// RFC 5802 `Hi(password, salt, i)`: PBKDF2 with the mechanism's HMAC and one block.
-fn salted_password(mechanism: SaslMechanism, password: &[u8], salt: &[u8], i: u32) -> Vec<u8> {
-    let mut block = salt.to_vec();
-    block.extend_from_slice(&1u32.to_be_bytes());
-    let mut u = hmac(mechanism, password, &block);
-    let mut out = u.clone();
-    for _ in 1..i {
-        u = hmac(mechanism, password, &u);
-        out.iter_mut().zip(&u).for_each(|(o, x)| *o ^= x);
-    }
-    out
 }
 
 #[cfg(test)]

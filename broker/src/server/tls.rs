@@ -20,7 +20,9 @@ use crate::config::tls::{ClientAuth, ListenerTls, TlsVersion};
 use crate::config::BrokerConfig;
 use crate::server::tls_reload::ServedTls;
 pub use crate::server::tls_stores::normalize_pem;
-pub(crate) use crate::server::tls_stores::{key_store, trust_store};
+pub(crate) use crate::server::tls_stores::{
+    key_store, refuse_pem_truststore_password, trust_store,
+};
 
 /// A TLS configuration that cannot be served; the node stops with this message.
 #[derive(Debug, thiserror::Error)]
@@ -87,6 +89,7 @@ pub fn build(tls: &ListenerTls) -> Result<TlsListener, TlsConfigError> {
         reason,
     };
     let (certs, key) = key_store(tls).map_err(|(k, r)| err(&k, r))?;
+    refuse_pem_truststore_password(tls).map_err(|(k, r)| err(&k, r))?;
     let identity = certs
         .first()
         .map(|leaf| CertIdentity::of(leaf.as_ref()))

@@ -40,6 +40,9 @@ pub(crate) fn key_store(tls: &ListenerTls) -> Result<KeyMaterial, KeyError> {
             ));
         }
     }
+    if kind == "PEM" {
+        refuse_pem_keystore_password(tls, inline.0.is_some() && inline.1.is_some())?;
+    }
     match (kind.as_str(), inline) {
         ("PEM", (Some(chain), Some(key))) => {
             let certs = pem_certs(chain)?;
@@ -78,6 +81,25 @@ pub(crate) fn key_store(tls: &ListenerTls) -> Result<KeyMaterial, KeyError> {
     }
 }
 
+/// Kafka's `DefaultSslEngineFactory.createKeystore`: a PEM key store has no store password,
+/// only a key password (`ssl.key.password`, for an encrypted key); Kafka refuses the
+/// combination at start rather than ignore a password the operator meant to protect
+/// something, with one sentence for the inline store (ending in a full stop) and one for a
+/// file (without). The error names the key as set, per listener or broker-wide.
+fn refuse_pem_keystore_password(tls: &ListenerTls, inline: bool) -> Result<(), KeyError> {
+    let Some(password) = &tls.keystore_password else {
+        return Ok(());
+    };
+    if !inline && tls.keystore_location.is_none() {
+        return Ok(()); // no key store at all: the missing location is the error to report
+    }
+    let stop = if inline { "." } else { "" };
+    Err((
+        password.key.clone(),
+        format!("SSL key store password cannot be specified with PEM format, only key password may be specified{stop}"),
+    ))
+}
+
 fn keystore_location(tls: &ListenerTls) -> Result<&Setting, KeyError> {
     tls.keystore_location.as_ref().ok_or_else(|| {
         (
@@ -87,8 +109,24 @@ fn keystore_location(tls: &ListenerTls) -> Result<&Setting, KeyError> {
     })
 }
 
+/// Kafka's `createTruststore`: PEM certificates are not protected by a store password, and
+/// Kafka refuses one at start even where no client certificate is asked for (so a listener
+/// calls this whether or not it reads its trust store).
+pub(crate) fn refuse_pem_truststore_password(tls: &ListenerTls) -> Result<(), KeyError> {
+    let pem = tls.truststore_type.value.eq_ignore_ascii_case("PEM");
+    let store = tls.truststore_certificates.is_some() || tls.truststore_location.is_some();
+    match &tls.truststore_password {
+        Some(password) if pem && store => Err((
+            password.key.clone(),
+            "SSL trust store password cannot be specified for PEM format.".to_owned(),
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// The trusted CA certificates, `None` when no trust store is configured.
 pub(crate) fn trust_store(tls: &ListenerTls) -> Result<Option<RootCertStore>, KeyError> {
+    refuse_pem_truststore_password(tls)?;
     let kind = tls.truststore_type.value.to_ascii_uppercase();
     let certs = match (&tls.truststore_certificates, &tls.truststore_location) {
         (Some(inline), _) => {
@@ -322,6 +360,58 @@ mod tests {
             .expect("served.pem")
             .as_ref()
             .to_vec()
+    }
+
+    const PEM_PASSWORD_REFUSED: &str =
+        "SSL key store password cannot be specified with PEM format, only key password may be specified";
+
+    #[test]
+    fn an_inline_pem_key_store_with_a_store_password_is_refused_as_kafka_refuses_it() {
+        let mut tls = crate::server::tls_testdata::pem_listener("served");
+        tls.keystore_password = Some(setting("listener.name.ssl.ssl.keystore.password", "x"));
+        let (key, reason) = key_store(&tls).expect_err("refused");
+        assert_eq!(key, "listener.name.ssl.ssl.keystore.password");
+        assert_eq!(reason, format!("{PEM_PASSWORD_REFUSED}."));
+    }
+
+    #[test]
+    fn a_pem_key_store_file_with_a_store_password_is_refused_naming_the_key_as_set() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("keystore.pem");
+        std::fs::write(&file, text("served.key") + &text("served.pem")).expect("write");
+        let mut tls = file_listener("PEM", "served.pem", "x");
+        tls.keystore_location = Some(setting(
+            "ssl.keystore.location",
+            &file.display().to_string(),
+        ));
+        tls.keystore_password = Some(setting("ssl.keystore.password", "x"));
+        let (key, reason) = key_store(&tls).expect_err("refused");
+        assert_eq!(
+            (key.as_str(), reason.as_str()),
+            ("ssl.keystore.password", PEM_PASSWORD_REFUSED)
+        );
+        tls.keystore_password = None;
+        assert!(
+            key_store(&tls).is_ok(),
+            "the same store without the password is served"
+        );
+    }
+
+    #[test]
+    fn a_pem_trust_store_with_a_password_is_refused_as_kafka_refuses_it() {
+        let mut tls = file_listener("PKCS12", "served.p12", P12_PASSWORD);
+        tls.truststore_type = setting("ssl.truststore.type", "PEM");
+        tls.truststore_location = Some(setting(
+            "ssl.truststore.location",
+            &path("served.pem").display().to_string(),
+        ));
+        tls.truststore_password = Some(setting("listener.name.ssl.ssl.truststore.password", "x"));
+        let (key, reason) = trust_store(&tls).expect_err("refused");
+        assert_eq!(key, "listener.name.ssl.ssl.truststore.password");
+        assert_eq!(
+            reason,
+            "SSL trust store password cannot be specified for PEM format."
+        );
     }
 
     #[test]

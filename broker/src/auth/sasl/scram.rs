@@ -73,6 +73,25 @@ pub(crate) fn hmac(mechanism: SaslMechanism, key: &[u8], data: &[u8]) -> Vec<u8>
     }
 }
 
+/// RFC 5802 `Hi(password, salt, i)`: PBKDF2 with the mechanism's HMAC and one block (the
+/// inter-broker client's login, `brook format --add-scram`).
+pub(crate) fn salted_password(
+    mechanism: SaslMechanism,
+    password: &[u8],
+    salt: &[u8],
+    i: u32,
+) -> Vec<u8> {
+    let mut block = salt.to_vec();
+    block.extend_from_slice(&1u32.to_be_bytes());
+    let mut u = hmac(mechanism, password, &block);
+    let mut out = u.clone();
+    for _ in 1..i {
+        u = hmac(mechanism, password, &u);
+        out.iter_mut().zip(&u).for_each(|(o, x)| *o ^= x);
+    }
+    out
+}
+
 pub(crate) fn hash(mechanism: SaslMechanism, data: &[u8]) -> Vec<u8> {
     match mechanism {
         SaslMechanism::ScramSha512 => Sha512::digest(data).to_vec(),
@@ -300,19 +319,6 @@ impl<'a> ClientFinal<'a> {
 mod tests {
     use super::*;
 
-    /// RFC 5802's Hi(), the client's side, for the tests only.
-    fn salted_password(mechanism: SaslMechanism, password: &str, salt: &[u8], i: u32) -> Vec<u8> {
-        let mut block = salt.to_vec();
-        block.extend_from_slice(&1u32.to_be_bytes());
-        let mut u = hmac(mechanism, password.as_bytes(), &block);
-        let mut out = u.clone();
-        for _ in 1..i {
-            u = hmac(mechanism, password.as_bytes(), &u);
-            out.iter_mut().zip(&u).for_each(|(o, x)| *o ^= x);
-        }
-        out
-    }
-
     /// A client's final message for the server's challenge.
     fn client_final(
         mechanism: SaslMechanism,
@@ -324,7 +330,7 @@ mod tests {
         let nonce = &fields[0][2..];
         let salt = B64.decode(&fields[1][2..]).expect("base64");
         let iterations: u32 = fields[2][2..].parse().expect("number");
-        let salted = salted_password(mechanism, password, &salt, iterations);
+        let salted = salted_password(mechanism, password.as_bytes(), &salt, iterations);
         let client_key = hmac(mechanism, &salted, b"Client Key");
         let stored_key = hash(mechanism, &client_key);
         let without_proof = format!("c=biws,r={nonce}");
@@ -347,7 +353,7 @@ mod tests {
     fn rfc7677s_test_vector_derives_the_same_keys() {
         // RFC 7677 section 3: user "user", password "pencil", salt W22ZaJ0SNY7soEsUEjb6gQ==, 4096.
         let salt = B64.decode("W22ZaJ0SNY7soEsUEjb6gQ==").expect("base64");
-        let salted = salted_password(SaslMechanism::ScramSha256, "pencil", &salt, 4096);
+        let salted = salted_password(SaslMechanism::ScramSha256, b"pencil", &salt, 4096);
         let credential = ScramCredential::derive(SaslMechanism::ScramSha256, &salt, &salted, 4096);
         let client_first_bare = "n=user,r=rOprNGfwEbeRWgbNEkqO";
         let server_first = "r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096";
@@ -380,7 +386,7 @@ mod tests {
         password: &str,
     ) -> Result<String, Failure> {
         let salt = b"0123456789abcdef";
-        let salted = salted_password(mechanism, stored_password, salt, 4096);
+        let salted = salted_password(mechanism, stored_password.as_bytes(), salt, 4096);
         let credential = ScramCredential::derive(mechanism, salt, &salted, 4096);
         let mut server = ScramServer::new(mechanism);
         let first = "n,,n=alice,r=fyko+d2lbbFgONRv9qkxdawL";

@@ -44,8 +44,8 @@ BROOK_DEFAULTS = {
     "controller.quorum.fetch.timeout.ms": "1000",
     "process.roles": "broker,controller",
     "controller.listener.names": "",
-    # KIP-848 groups are served but partial (in memory): off unless asked for.
-    "group.coordinator.rebalance.protocols": "classic",
+    # Brook serves classic and consumer (KIP-848) groups, not streams groups (KIP-1071).
+    "group.coordinator.rebalance.protocols": "classic,consumer",
 }
 # Per-broker dynamic in Kafka, read-only in Brook (it cannot rebind its listeners).
 BROOK_READ_ONLY = {"listeners", "listener.security.protocol.map"}

@@ -38,7 +38,7 @@ OVERRIDES = {
     "group.consumer.heartbeat.interval.ms": 1000,
     "group.consumer.min.heartbeat.interval.ms": 1000,
     "group.consumer.migration.policy": "disabled",
-    # Kafka's default; Brook's leaves the consumer protocol off until KIP-848 is complete.
+    # Both targets' default (Kafka's also lists streams), set so the module states what it needs.
     "group.coordinator.rebalance.protocols": "classic,consumer",
 }
 DEADLINE_S = 90

@@ -28,7 +28,7 @@ OVERRIDES = {
     "group.consumer.min.session.timeout.ms": 6000,
     "group.consumer.heartbeat.interval.ms": 1000,
     "group.consumer.min.heartbeat.interval.ms": 1000,
-    # Kafka's default; Brook's leaves the consumer protocol off until KIP-848 is complete.
+    # Both targets' default (Kafka's also lists streams), set so the module states what it needs.
     "group.coordinator.rebalance.protocols": "classic,consumer",
 }
 DEADLINE_S = 90

@@ -245,7 +245,7 @@ fn a_store_with_an_unknown_format_version_is_refused() {
         let db = rocksdb::DB::open_cf(
             &rocksdb::Options::default(),
             dir.path(),
-            ["offsets", "groups", "meta"],
+            ["offsets", "groups", "meta", "group_records"],
         )
         .expect("raw open");
         let meta = db.cf_handle("meta").expect("meta cf");
@@ -271,7 +271,7 @@ fn a_corrupt_value_is_an_error_not_a_panic() {
         let db = rocksdb::DB::open_cf(
             &rocksdb::Options::default(),
             dir.path(),
-            ["offsets", "groups", "meta"],
+            ["offsets", "groups", "meta", "group_records"],
         )
         .expect("raw open");
         let offsets = db.cf_handle("offsets").expect("offsets cf");

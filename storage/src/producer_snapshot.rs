@@ -153,16 +153,26 @@ pub fn decode(bytes: &[u8]) -> Option<(i64, ProducerStateManager)> {
         .then(|| (offset, ProducerStateManager::from_entries(producers)))
 }
 
-/// Offsets of the snapshot files in `dir`, ascending. Leftover tmp files of an
-/// interrupted write are removed.
+/// Offsets of the snapshot files in `dir`, ascending. Tmp files are left alone: another
+/// thread (the log's writer, while the cleaner lists) may be about to rename its own.
 pub fn list(dir: &Path) -> Result<Vec<i64>> {
+    list_files(dir, false)
+}
+
+/// [`list`] at open, when no write can be under way: leftover tmp files of a write
+/// interrupted by a crash are removed.
+fn list_removing_interrupted_writes(dir: &Path) -> Result<Vec<i64>> {
+    list_files(dir, true)
+}
+
+fn list_files(dir: &Path, remove_tmp: bool) -> Result<Vec<i64>> {
     let mut offsets = Vec::new();
     for entry in fs::read_dir(dir).map_err(io_err("list log dir", dir))? {
         let entry = entry.map_err(io_err("list log dir", dir))?;
         let name = entry.file_name();
         match name.to_str().and_then(segment_file_name) {
             Some((offset, EXTENSION)) => offsets.push(offset),
-            Some((_, "snapshot.tmp")) => {
+            Some((_, "snapshot.tmp")) if remove_tmp => {
                 let path = entry.path();
                 fs::remove_file(&path).map_err(io_err("remove snapshot tmp", &path))?;
             }
@@ -197,11 +207,13 @@ pub fn write(dir: &Path, offset: i64, state: &ProducerStateManager) -> Result<()
 
 /// The newest readable snapshot at an offset `<= max_offset`: its offset and state.
 /// Corrupt ones are skipped with a WARN (an older one, or none, means more replay).
+/// Called when the log is opened; removes the tmp files of interrupted writes.
 pub fn latest_at_or_below(
     dir: &Path,
     max_offset: i64,
 ) -> Result<Option<(i64, ProducerStateManager)>> {
-    for offset in list(dir)?.into_iter().rev().filter(|o| *o <= max_offset) {
+    let offsets = list_removing_interrupted_writes(dir)?;
+    for offset in offsets.into_iter().rev().filter(|o| *o <= max_offset) {
         let path = path(dir, offset);
         let bytes = match fs::read(&path) {
             Ok(bytes) => bytes,
@@ -250,6 +262,26 @@ fn remove(dir: &Path, offset: i64) -> Result<()> {
 mod tests {
     use super::*;
     use crate::batch::validate_batch;
+
+    #[test]
+    fn listing_leaves_a_write_in_progress_alone_and_opening_removes_an_interrupted_one() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        write(dir.path(), 10, &ProducerStateManager::new()).expect("write");
+        // Another thread's write between create and rename (the cleaner lists meanwhile).
+        let tmp = dir.path().join("00000000000000000020.snapshot.tmp");
+        fs::write(&tmp, b"partial").expect("tmp");
+        assert_eq!(list(dir.path()).expect("list"), vec![10]);
+        assert!(
+            tmp.exists(),
+            "a listing must not delete a write in progress"
+        );
+        // At open, nothing writes: a tmp file is a crash's leftover.
+        let (offset, _) = latest_at_or_below(dir.path(), 100)
+            .expect("load")
+            .expect("a snapshot");
+        assert_eq!(offset, 10);
+        assert!(!tmp.exists());
+    }
     use crate::control::ControlType;
     use crate::testing::{encode_batch, TestBatch};
 

@@ -151,6 +151,9 @@ def scenario(server: Server, protocol: str, heartbeat_ms: int, args: argparse.Na
         runner.status(steady)
         out["steady"]["baseline_max_late_ms"] = quiet_max_wait(runner.waits, t0, runner.t_last)
         out["join"] = runner.measure(Phase("join", group, n, "start"), "add", n + 1, args.phase_deadline_s)
+        if not out["join"]["complete"]:
+            out["error"] = "the join never settled, so the leave was not measured"
+            return out
         out["leave"] = runner.measure(Phase("leave", group, 0, "closing"), "leave 0", n, args.phase_deadline_s)
     except RuntimeError as e:
         out["error"] = str(e)

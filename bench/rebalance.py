@@ -15,8 +15,9 @@ topic of P partitions gets records round robin at --rate-per-partition per parti
 group of N Java 4.4 consumers in one JVM (`group-members`: classic with cooperative-sticky, the
 classic assignor that keeps unmoved partitions in place as KIP-848's do; consumer with the
 server-side `uniform`):
-1. steady: all N start; wait until settled (rebalance_events.py), then --quiet-s more (the
-   baseline: how late records are read while nothing changes);
+1. steady: all N start; wait until settled (rebalance_events.py) and then until no record has
+   been read --late-ms after it was sent for --quiet-s (caught up with any backlog; that window's
+   longest wait is the baseline);
 2. join: one member more; from its start (subscribe) until every partition is owned by exactly
    one member again, shares balanced, and every partition that moved has delivered a record;
 3. leave: member 0 closes gracefully (LeaveGroup / leave heartbeat); the same measure.
@@ -97,12 +98,20 @@ class Runner:
             if settled and time.monotonic() - quiet_since >= self.settle_s:
                 return
 
-    def drain(self, phase: Phase, seconds: float) -> None:
-        end = time.monotonic() + seconds
-        while time.monotonic() < end:
-            ev = self.members.next_event(min(0.2, max(0.0, end - time.monotonic())))
+    def caught_up(self, phase: Phase, quiet_s: float, deadline_s: float) -> bool:
+        """Until no record has been read late for quiet_s (the group reads in real time), or the
+        deadline: a settled group may still be reading a backlog from its committed offsets."""
+        start = time.monotonic()
+        last_late = start
+        while time.monotonic() - start < deadline_s:
+            ev = self.members.next_event(0.2)
             if ev is not None:
                 self.feed(ev, phase)
+                if ev.get("event") == "late":
+                    last_late = time.monotonic()
+            if time.monotonic() - last_late >= quiet_s:
+                return True
+        return False
 
     def status(self, phase: Phase) -> List[Dict]:
         """Every running member's status line (last record per owned partition)."""
@@ -145,11 +154,18 @@ def scenario(server: Server, protocol: str, heartbeat_ms: int, args: argparse.Na
             log(f"  {out['error']}")
             return out
         log(f"  steady: {n} members settled in {out['steady']['ms']:.0f} ms from the first start")
-        runner.status(steady)  # the status lines carry the driver's clock: the window's start
-        t0 = runner.t_last
-        runner.drain(steady, args.quiet_s)
+        runner.status(steady)  # the status lines carry the driver's clock
+        t0, started = runner.t_last, time.monotonic()
+        out["steady"]["caught_up"] = runner.caught_up(steady, args.quiet_s, args.steady_deadline_s)
+        out["steady"]["catch_up_s"] = round(time.monotonic() - started - args.quiet_s, 1)
         runner.status(steady)
-        out["steady"]["baseline_max_late_ms"] = quiet_max_wait(runner.waits, t0, runner.t_last)
+        # The longest wait of a record over the last quiet_s before the join: the baseline of the
+        # pauses (under --late-ms unless the group never caught up).
+        out["steady"]["baseline_max_late_ms"] = quiet_max_wait(runner.waits, runner.t_last - 1000 * args.quiet_s,
+                                                               runner.t_last)  # fmt: skip
+        out["steady"]["max_late_before_join_ms"] = quiet_max_wait(runner.waits, t0, runner.t_last)
+        if not out["steady"]["caught_up"]:
+            log(f"  records still read late {args.steady_deadline_s:.0f} s after settling; measuring anyway")
         out["join"] = runner.measure(Phase("join", group, n, "start"), "add", n + 1, args.phase_deadline_s)
         if not out["join"]["complete"]:
             out["error"] = "the join never settled, so the leave was not measured"
@@ -217,7 +233,8 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--late-ms", type=int, default=500,
                     help="records read at least this long after they were produced are reported (default 500)")
     ap.add_argument("--settle-s", type=float, help="quiet time that ends a phase (default 2 heartbeat intervals)")
-    ap.add_argument("--quiet-s", type=float, default=5.0, help="steady baseline before the join (default 5 s)")
+    ap.add_argument("--quiet-s", type=float, default=5.0,
+                    help="the join waits until no record was read late for this long (default 5 s)")
     ap.add_argument("--phase-deadline-s", type=float, help="give up on a phase after (default 120 s; 600 with --large)")
     ap.add_argument("--steady-deadline-s", type=float, help="give up on the first settle after (default 180; 900)")
     ap.add_argument("--heap", help="the members' JVM -Xmx (default 1g; 3g with --large)")

@@ -97,6 +97,8 @@ def table(doc: Dict) -> str:
         for protocol, s in r["scenarios"].items():
             if s.get("error"):
                 notes.append(f"{where} {protocol}: {s['error']}")
+            if s.get("steady", {}).get("caught_up") is False:
+                notes.append(f"{where} {protocol}: records were still read late before the join (never caught up)")
             for name in ("join", "leave"):
                 if name in s and not s[name].get("complete"):
                     notes.append(f"{where} {protocol} {name}: did not settle: {s[name].get('why')}")

@@ -35,6 +35,7 @@ SIGTERM, then SIGKILL) before the next server starts, even on error; data dirs a
 import argparse
 import json
 import os
+import re
 import shutil
 import sys
 import time
@@ -180,7 +181,24 @@ def scenario(server: Server, protocol: str, heartbeat_ms: int, args: argparse.Na
         out["broker_cpu_s"] = None if cpu0 is None or cpu1 is None else round(cpu1 - cpu0, 2)
         out["member_errors"] = group.errors
         out["lost_events"] = group.lost_events
+        out["client_log_errors"] = client_log_errors(args.data_dir / f"{tag}-{protocol}-members.log")
     return out
+
+
+def client_log_errors(path: Path) -> Dict:
+    """ERROR lines in the members' client log (slf4j-simple, WARN and above): how many, and the
+    first few kinds with member names and ids masked (e.g. an OffsetCommit the broker refused)."""
+    kinds: Dict[str, int] = {}
+    try:
+        lines = [line for line in path.read_text(errors="replace").splitlines() if " ERROR " in line]
+    except OSError:
+        return {"count": None, "kinds": {}}
+    for line in lines:
+        kind = re.sub(r"rebalance-member-\d+", "rebalance-member-N", line.split(" ", 1)[-1])
+        kind = re.sub(r"member [A-Za-z0-9_-]{22}", "member ID", kind)
+        kind = re.sub(r"\d+", "N", kind)[:300]
+        kinds[kind] = kinds.get(kind, 0) + 1
+    return {"count": len(lines), "kinds": dict(sorted(kinds.items(), key=lambda kv: -kv[1])[:5])}
 
 
 def run_server(kind: str, heartbeat_ms: int, round_no: int, args: argparse.Namespace) -> Dict:

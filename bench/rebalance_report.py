@@ -104,6 +104,10 @@ def table(doc: Dict) -> str:
                     notes.append(f"{where} {protocol} {name}: did not settle: {s[name].get('why')}")
             if s.get("member_errors"):
                 notes.append(f"{where} {protocol}: member errors {s['member_errors'][:3]}")
+            errors = (s.get("client_log_errors") or {}).get("count")
+            if errors:
+                kind = next(iter(s["client_log_errors"]["kinds"]), "")
+                notes.append(f"{where} {protocol}: {errors} ERROR lines in the members' client log, e.g. {kind[:200]}")
             if s.get("lost_events"):
                 notes.append(f"{where} {protocol}: {s['lost_events']} onPartitionsLost calls")
     if notes:

@@ -32,7 +32,8 @@ def ensure_driver() -> None:
 
 
 def _spawn(argv: List[str], log_path: Path, **popen) -> subprocess.Popen:
-    with open(log_path, "ab") as log:
+    # A fresh log per run: the benchmark counts the ERROR lines of the members' log.
+    with open(log_path, "wb") as log:
         return subprocess.Popen(argv, stderr=log, start_new_session=True, **popen)
 
 
@@ -66,7 +67,7 @@ class Members:
         else:
             argv += ["--remote-assignor", "uniform"]
         self.events: "queue.Queue[Dict]" = queue.Queue()
-        self._events_file = open(events_path, "a")
+        self._events_file = open(events_path, "w")
         self.proc = _spawn(argv, log_path, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()

@@ -225,7 +225,7 @@ bench-compaction:
 
 # Consumer-group rebalance time, classic (cooperative-sticky) and KIP-848 (uniform) groups, Brook vs
 # Kafka 4.4 (bench/rebalance.py, bench/README.md "Rebalance"): a member joining and one leaving 10
-# members over 100 partitions (about 6 minutes); ARGS=--large for 100 over 1,000, ARGS="--heartbeat-ms
+# members over 100 partitions (about 4 minutes); ARGS=--large for 100 over 1,000, ARGS="--heartbeat-ms
 # 5000,1000" for the 1 s heartbeat too. Needs what `make deps` installs. Never a CI gate.
 bench-rebalance:
 	$(CARGO) build --release -p brook

@@ -7,7 +7,7 @@ CARGO ?= cargo
 # apt-get needs root; a developer who is not root gets sudo.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run cluster build test-bin suite-bin suite-parallel suite-serial test-kafka deps toolchain lint unit integration kill-test log-flood controller-failover chaos throttle-move soak test bench bench-tls bench-cluster bench-storage bench-scale bench-startup bench-compaction clean-data
+.PHONY: run cluster build test-bin suite-bin suite-parallel suite-serial test-kafka deps toolchain lint unit integration kill-test log-flood controller-failover chaos throttle-move soak test bench bench-tls bench-cluster bench-storage bench-scale bench-startup bench-compaction bench-rebalance clean-data
 
 run: toolchain
 	$(CARGO) build --release -p brook
@@ -222,6 +222,15 @@ bench-startup:
 bench-compaction:
 	$(CARGO) build --release -p brook
 	python3 bench/compaction_latency.py $(ARGS)
+
+# Consumer-group rebalance time, classic (cooperative-sticky) and KIP-848 (uniform) groups, Brook vs
+# Kafka 4.4 (bench/rebalance.py, bench/README.md "Rebalance"): a member joining and one leaving 10
+# members over 100 partitions (about 4 minutes); ARGS=--large for 100 over 1,000, ARGS="--heartbeat-ms
+# 5000,1000" for the 1 s heartbeat too. Needs what `make deps` installs. Never a CI gate.
+bench-rebalance:
+	$(CARGO) build --release -p brook
+	bash integration-tests/drivers/java/install.sh
+	python3 bench/rebalance.py $(ARGS)
 
 clean-data:
 	rm -rf ./data

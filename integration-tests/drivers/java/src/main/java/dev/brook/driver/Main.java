@@ -53,6 +53,8 @@ public final class Main {
                 return ConsumeCommand.run(base, args);
             case "group-consume":
                 return GroupConsumeCommand.run(base, args);
+            case "group-members":
+                return GroupMembersCommand.run(base, args);
             case "create-topics-loop":
                 return CreateTopicsLoopCommand.run(base, args);
             case "produce-stream":

@@ -68,6 +68,15 @@ def assert_each_read_once(members, sent: set) -> None:
     assert set(seen) == sent, f"missing {len(sent - set(seen))}, unexpected {len(set(seen) - sent)}"
 
 
+def clean_up(cluster, members, killed) -> None:
+    """Kills the members left and brings the killed node back (the module's cluster is shared)."""
+    for m in members:
+        m.kill()
+    if killed is not None:
+        cluster.node(killed).start()
+        cluster.wait_registered()
+
+
 def kill_and_wait_successor(cluster, group: str, node: int) -> int:
     cluster.node(node).kill()
     return coordinator_of(cluster, group, exclude=(node,))
@@ -100,11 +109,7 @@ def test_a_stable_group_keeps_its_members_epochs_and_partitions_when_its_coordin
         stop_all(members)
         assert_each_read_once(members, sent)
     finally:
-        for m in members:
-            m.kill()
-        if killed is not None:
-            cluster.node(killed).start()
-            cluster.wait_registered()
+        clean_up(cluster, members, killed)
 
 
 def test_a_group_reconciling_when_its_coordinator_is_killed_settles_on_the_new_one_without_fencing(cluster):
@@ -129,8 +134,4 @@ def test_a_group_reconciling_when_its_coordinator_is_killed_settles_on_the_new_o
         stop_all(members)
         assert_each_read_once(members, sent)
     finally:
-        for m in members:
-            m.kill()
-        if killed is not None:
-            cluster.node(killed).start()
-            cluster.wait_registered()
+        clean_up(cluster, members, killed)

@@ -258,16 +258,7 @@ def compose_cluster(tmp_path_factory):
     if not paths.brook_bin().is_file():
         pytest.fail(f"brook binary not found at {paths.brook_bin()} (set BROOK_BIN)")
     nodes = compose.compose_nodes(load_compose(), tmp_path_factory.mktemp("compose"))
-    problems = compose.taken_addresses(nodes)
-    if problems:
-        pytest.fail("\n".join(problems))
-    try:
-        failed = compose.start(nodes)
-        if failed:
-            pytest.fail(failed)
-        yield [n for n in nodes if not n.one_shot]
-    finally:
-        compose.stop(nodes)
+    yield from compose.serve(nodes)
 
 
 @pytest.fixture

@@ -135,16 +135,7 @@ def secured_cluster(tmp_path_factory, certs):
     if not paths.brook_bin().is_file():
         pytest.fail(f"brook binary not found at {paths.brook_bin()} (set BROOK_BIN)")
     nodes = compose.compose_nodes(load(), tmp_path_factory.mktemp("compose-secured"), binds={"./certs": certs})
-    problems = compose.taken_addresses(nodes)
-    if problems:
-        pytest.fail("\n".join(problems))
-    try:
-        failed = compose.start(nodes)
-        if failed:
-            pytest.fail(failed)
-        yield [n for n in nodes if not n.one_shot]
-    finally:
-        compose.stop(nodes)
+    yield from compose.serve(nodes)
 
 
 @pytest.fixture

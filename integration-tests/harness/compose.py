@@ -371,3 +371,20 @@ def stop(nodes: List[Node]) -> None:
     for n in nodes:
         if n.proc is not None:
             n.exit_code = n.proc.returncode
+
+
+def serve(nodes: list):
+    """A module fixture's body for compose `nodes` (from `compose_nodes`): fails the module on a
+    taken address or a service that does not start, yields the long-running nodes, stops them all."""
+    import pytest
+
+    problems = taken_addresses(nodes)
+    if problems:
+        pytest.fail("\n".join(problems))
+    try:
+        failed = start(nodes)
+        if failed:
+            pytest.fail(failed)
+        yield [n for n in nodes if not n.one_shot]
+    finally:
+        stop(nodes)

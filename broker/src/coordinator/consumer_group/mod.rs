@@ -288,23 +288,26 @@ impl ConsumerGroups {
     }
 
     /// Kafka's `ConsumerGroup.validateOffsetCommit` (see `commit_check`) for a commit of
-    /// `partitions` (topic name, partition); `None` when the group is not a consumer group.
-    pub fn validate_commit(
+    /// `entries` (topic name, partition, offset); `None` when the group is not a consumer
+    /// group.
+    pub fn validate_commit<T>(
         &self,
         group_id: &str,
         member_id: &str,
         member_epoch: i32,
         transactional: bool,
-        partitions: &[(&str, i32)],
+        entries: &[(String, i32, T)],
     ) -> Option<Result<(), GroupError>> {
         let groups = self.groups.lock();
         let group = groups.get(group_id)?;
+        let partitions: Vec<(&str, i32)> =
+            entries.iter().map(|(t, p, _)| (t.as_str(), *p)).collect();
         Some(commit_check::validate_offset_commit(
             group,
             member_id,
             member_epoch,
             transactional,
-            partitions,
+            &partitions,
         ))
     }
 

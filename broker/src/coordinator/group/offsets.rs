@@ -44,15 +44,11 @@ impl GroupCoordinator {
                     committer.generation_id,
                 )?,
                 None => {
-                    let partitions: Vec<(&str, i32)> =
-                        entries.iter().map(|(t, p, _)| (t.as_str(), *p)).collect();
-                    if let Some(checked) = self.shared.consumer.validate_commit(
-                        group_id,
-                        &committer.member_id,
-                        committer.generation_id,
-                        false,
-                        &partitions,
-                    ) {
+                    let (member, epoch) = (&committer.member_id, committer.generation_id);
+                    let consumer = &self.shared.consumer;
+                    if let Some(checked) =
+                        consumer.validate_commit(group_id, member, epoch, false, &entries)
+                    {
                         checked?;
                     } else if committer.generation_id < 0 {
                         // A standalone commit creates the (Empty) group, as Kafka does.

@@ -56,15 +56,11 @@ impl GroupCoordinator {
                 )?,
                 // A consumer group (KIP-848): its members commit in transactions too.
                 None if self.shared.consumer.exists(group_id) => {
-                    let partitions: Vec<(&str, i32)> =
-                        entries.iter().map(|(t, p, _)| (t.as_str(), *p)).collect();
-                    if let Some(checked) = self.shared.consumer.validate_commit(
-                        group_id,
-                        &committer.member_id,
-                        committer.generation_id,
-                        true,
-                        &partitions,
-                    ) {
+                    let (member, epoch) = (&committer.member_id, committer.generation_id);
+                    let consumer = &self.shared.consumer;
+                    if let Some(checked) =
+                        consumer.validate_commit(group_id, member, epoch, true, &entries)
+                    {
                         checked?;
                     }
                 }

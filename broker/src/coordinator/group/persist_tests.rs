@@ -292,6 +292,25 @@ mod consumer_groups {
         .expect("heartbeat")
     }
 
+    type GroupSnapshot = (
+        i32,
+        i32,
+        BTreeMap<String, crate::coordinator::consumer_group::member::ConsumerMember>,
+        BTreeMap<String, Assignment>,
+    );
+
+    /// Group "g"'s epochs, members and target assignment.
+    fn snapshot(c: &GroupCoordinator) -> Option<GroupSnapshot> {
+        c.consumer_groups().with_group("g", |g| {
+            (
+                g.group_epoch,
+                g.assignment_epoch,
+                g.members.clone(),
+                g.target.clone(),
+            )
+        })
+    }
+
     async fn restart(c: GroupCoordinator, dir: &std::path::Path) -> GroupCoordinator {
         drop(c);
         // Let the coordinator's tasks see the cancellation and release the database.
@@ -317,31 +336,11 @@ mod consumer_groups {
                 state.insert(id, (r.member_epoch, r.assignment.unwrap_or(owned)));
             }
         }
-        let before = c
-            .consumer_groups()
-            .with_group("g", |g| {
-                (
-                    g.group_epoch,
-                    g.assignment_epoch,
-                    g.members.clone(),
-                    g.target.clone(),
-                )
-            })
-            .expect("group");
+        let before = snapshot(&c).expect("group");
         assert_eq!(before.2.len(), 2);
 
         let c = restart(c, dir.path()).await;
-        let after = c
-            .consumer_groups()
-            .with_group("g", |g| {
-                (
-                    g.group_epoch,
-                    g.assignment_epoch,
-                    g.members.clone(),
-                    g.target.clone(),
-                )
-            })
-            .expect("the group is back");
+        let after = snapshot(&c).expect("the group is back");
         assert_eq!((after.0, after.1), (before.0, before.1));
         assert_eq!(after.3, before.3);
         for (id, m) in &before.2 {

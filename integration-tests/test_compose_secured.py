@@ -8,7 +8,7 @@ test_compose.py checks docker-compose.yml (there is no Docker engine here):
    it waits for) with the credential its inter-broker JAAS entry logs in with, all with one
    cluster id.
 2. The format services, then the brook services, run as local processes (harness/compose.py:
-   brook-N -> 127.0.1.N, volumes and the `./certs` bind mount -> temp dirs). The certificates
+   brook-N -> 127.0.3.N, volumes and the `./certs` bind mount -> temp dirs). The certificates
    are made by scripts/certs.sh, as the file's comment says, with the SANs the stack needs
    (brook-1..3) plus the loopback addresses the test maps them to. The three form one cluster
    on their first start with no unauthenticated listener: a SASL_SSL client (confluent-kafka,
@@ -41,6 +41,8 @@ from harness import compose, paths
 from harness.compose import Node, brook_service_names, one_shot_service_names, service_argv, service_env, settings_of
 
 REPO = paths.REPO_DIR
+# The nodes' loopback subnet, 127.0.3.N: test_compose.py's stack uses 127.0.1.N, at the same time.
+SUBNET = 3
 COMPOSE_FILE = REPO / "docker-compose.secured.yml"
 PROMETHEUS_FILE = REPO / "prometheus" / "prometheus.yml"
 ADMIN = ("admin", "admin-secret")  # seeded by the format services
@@ -122,7 +124,7 @@ def test_each_node_is_formatted_with_its_inter_broker_credential_before_it_start
 @pytest.fixture(scope="module")
 def certs(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("secured") / "certs"
-    sans = [f"DNS:brook-{n}" for n in (1, 2, 3)] + [f"IP:127.0.1.{n}" for n in (1, 2, 3)]
+    sans = [f"DNS:brook-{n}" for n in (1, 2, 3)] + [f"IP:127.0.{SUBNET}.{n}" for n in (1, 2, 3)]
     subprocess.run(["bash", str(REPO / "scripts" / "certs.sh"), str(out), "brook-secret", *sans],
                    check=True, capture_output=True, timeout=120)
     return out
@@ -134,7 +136,8 @@ def secured_cluster(tmp_path_factory, certs):
         pytest.skip("the compose services run brook")
     if not paths.brook_bin().is_file():
         pytest.fail(f"brook binary not found at {paths.brook_bin()} (set BROOK_BIN)")
-    nodes = compose.compose_nodes(load(), tmp_path_factory.mktemp("compose-secured"), binds={"./certs": certs})
+    nodes = compose.compose_nodes(load(), tmp_path_factory.mktemp("compose-secured"), binds={"./certs": certs},
+                                  subnet=SUBNET)
     yield from compose.serve(nodes)
 
 

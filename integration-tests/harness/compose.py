@@ -4,8 +4,9 @@ test_compose.py (docker-compose.yml) and test_compose_secured.py (docker-compose
 Each brook service (built from this repository's Dockerfile, or its image) runs with its own argv
 (the Dockerfile's ENTRYPOINT, or the service's `entrypoint`, then its `command`) and its own
 `environment`, translated to where Docker would have put things:
-  - a long-running service's name (and `hostname`) brook-N -> 127.0.1.N; all of 127/8 is loopback
-    on Linux, so every node serves the same container ports on its own address;
+  - a long-running service's name (and `hostname`) brook-N -> 127.0.S.N, S the file's own subnet
+    (two compose modules run side by side under xdist); all of 127/8 is loopback on Linux, so
+    every node serves the same container ports on its own address;
   - a wildcard bind (`0.0.0.0`, `::`, an empty host) -> that address: in a container it means
     the container's own interfaces;
   - a published port on the host, `localhost:H` with `ports: ["H:C"]` -> the address of the
@@ -240,16 +241,17 @@ def translate(value: str, own_ip: str, host_ips: Dict[str, str], published: Dict
     return value
 
 
-def compose_nodes(compose: dict, tmp: Path, binds: Optional[Dict[str, Path]] = None) -> List[Node]:
+def compose_nodes(compose: dict, tmp: Path, binds: Optional[Dict[str, Path]] = None, subnet: int = 1) -> List[Node]:
     """The brook services of `compose` as local processes (not started): the one-shot ones
-    first. `binds` maps a bind mount's source (`./certs`) to a local directory; named volumes
-    get one directory under `tmp` each."""
+    first. Service brook-N gets 127.0.`subnet`.N: each compose module passes its own, since the
+    modules run side by side. `binds` maps a bind mount's source (`./certs`) to a local
+    directory; named volumes get one directory under `tmp` each."""
     names = brook_service_names(compose)
     one_shot = one_shot_service_names(compose)
     services = {name: compose["services"][name] for name in names + one_shot}
     host_ips: Dict[str, str] = {}
     for i, name in enumerate(names, start=1):
-        host_ips[name] = f"127.0.1.{i}"
+        host_ips[name] = f"127.0.{subnet}.{i}"
         hostname = services[name].get("hostname")
         if hostname:
             host_ips[hostname] = host_ips[name]
@@ -257,7 +259,7 @@ def compose_nodes(compose: dict, tmp: Path, binds: Optional[Dict[str, Path]] = N
     nodes = []
     for i, name in enumerate(one_shot + names, start=1):
         svc = services[name]
-        ip = host_ips.get(name, f"127.0.2.{i}")  # a one-shot service binds nothing
+        ip = host_ips.get(name, f"127.0.{subnet}.{100 + i}")  # a one-shot service binds nothing
         volumes = {}
         for source, target in service_volumes(svc):
             if source.startswith("."):

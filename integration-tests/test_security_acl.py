@@ -15,7 +15,9 @@ topics, so ACLs of one never grant or deny another's.
   (TopicAuthorizationException / TOPIC_AUTHORIZATION_FAILED, GROUP_AUTHORIZATION_FAILED,
   TRANSACTIONAL_ID_AUTHORIZATION_FAILED) and succeeds once the ACL is added; prefixed and
   wildcard resources grant; DENY beats ALLOW; the super user needs no ACL; Metadata hides the
-  topics a principal cannot describe and refuses them when named.
+  topics a principal cannot describe and refuses them when named; a KIP-848 member's topic
+  pattern resolves only to the topics its principal may describe (Kafka 4.4's
+  TopicRegexResolver), and follows a DESCRIBE granted later.
 
 ACL changes reach Kafka's authorizer through its metadata log a moment after kafka-acls
 returns: every "now it works" is polled with a deadline.
@@ -41,8 +43,12 @@ AUTHORIZER = {
     # broker and must be a super user too. Clients only reach the SASL listener.
     "super.users": f"User:{ADMIN[0]};User:ANONYMOUS",
 }
+# Kafka re-resolves a consumer group's topic patterns when topics are created or every this
+# often (default 10 min): a DESCRIBE granted later is picked up within it. Brook re-resolves
+# at the first heartbeat after any metadata change, ACLs included.
+REGEX_REFRESH = {"group.consumer.regex.refresh.interval.ms": 10000}
 USERS = {name: f"{name}-secret" for name in
-         ("alice", "bob", "carol", "dave", "erin", "frank", "grace", "heidi", "ivan", "judy")}
+         ("alice", "bob", "carol", "dave", "erin", "frank", "grace", "heidi", "ivan", "judy", "ken")}
 DEADLINE_S = 30
 
 Binding = Tuple[str, str, str, str, str, str, str]  # type, name, pattern, principal, host, op, permission
@@ -50,7 +56,7 @@ Binding = Tuple[str, str, str, str, str, str, str]  # type, name, pattern, princ
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
-    b = start_plain_broker(paths.target(), tmp_path_factory.mktemp("acl"), free_port(2), USERS, AUTHORIZER)
+    b = start_plain_broker(paths.target(), tmp_path_factory.mktemp("acl"), free_port(2), USERS, AUTHORIZER | REGEX_REFRESH)
     yield b
     b.stop()
 
@@ -102,15 +108,15 @@ def conf(logins, user: str) -> dict:
     return client_config.librdkafka(client_config.load(logins[user]))
 
 
-def eventually(check: Callable[[], object], what: str):
+def eventually(check: Callable[[], object], what: str, deadline_s: float = DEADLINE_S):
     """Retry `check` until it returns without raising (ACLs propagate), then return its value."""
-    deadline = time.monotonic() + DEADLINE_S
+    deadline = time.monotonic() + deadline_s
     while True:
         try:
             return check()
         except (drivers.DriverError, KafkaException, AssertionError) as e:
             if time.monotonic() > deadline:
-                raise AssertionError(f"{what}: still failing after {DEADLINE_S} s: {e}") from e
+                raise AssertionError(f"{what}: still failing after {deadline_s} s: {e}") from e
             time.sleep(0.3)
 
 
@@ -361,3 +367,47 @@ def test_metadata_hides_topics_the_principal_cannot_describe(broker, logins):
     # Not even whether a topic exists: an unknown name is refused the same way.
     assert topic_error(broker, logins, "judy", unique("nowhere")) == KafkaError.TOPIC_AUTHORIZATION_FAILED
     assert topic_error(broker, logins, "judy", seen) is None
+
+
+def test_a_consumer_protocol_pattern_resolves_only_to_topics_the_member_may_describe(broker, logins):
+    prefix = unique("rx")
+    seen, hidden = f"{prefix}-seen", f"{prefix}-hidden"
+    for topic in (seen, hidden):
+        create_topic(broker, logins, topic)
+        produce("confluent", broker, logins, "admin", topic)
+    group = unique("g")
+    acls(broker, logins, "--add", "--allow-principal", "User:ken", "--consumer", "--topic", seen, "--group", group)
+    consumer = Consumer(conf(logins, "ken") | {
+        "bootstrap.servers": broker.bootstrap, "group.id": group, "group.protocol": "consumer",
+        "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    got = []
+
+    def read(topic: str):
+        def check():
+            msg = consumer.poll(0.5)
+            if msg is not None:
+                assert msg.error() is None, msg.error()
+                got.append((msg.topic(), msg.partition(), msg.offset(), msg.key(), msg.value()))
+            assert sum(1 for r in got if r[0] == topic) == 3, got
+        return check
+
+    def described():
+        admin = AdminClient(conf(logins, "admin") | {"bootstrap.servers": broker.bootstrap})
+        desc = admin.describe_consumer_groups([group])[group].result(20)
+        return {(tp.topic, tp.partition) for m in desc.members for tp in m.assignment.topic_partitions}
+
+    try:
+        consumer.subscribe([f"^{prefix}-.*"])
+        eventually(read(seen), "the records of the topic ken may read")
+        assert {(tp.topic, tp.partition) for tp in consumer.assignment()} == {(seen, 0)}
+        assert described() == {(seen, 0)}
+        assert [r[0] for r in got] == [seen] * 3, got
+        assert [(r[2], r[3], r[4]) for r in got] == [(i, f"k{i}".encode(), f"admin-{i}".encode()) for i in range(3)]
+
+        # Allowed to describe and read the other topic, the member's pattern takes it in.
+        acls(broker, logins, "--add", "--allow-principal", "User:ken", "--consumer", "--topic", hidden, "--group", group)
+        # Kafka: at the first heartbeat (5 s) after REGEX_REFRESH has passed.
+        eventually(read(hidden), "the records of the topic granted later", deadline_s=60)
+        assert {(tp.topic, tp.partition) for tp in consumer.assignment()} == {(seen, 0), (hidden, 0)}
+    finally:
+        consumer.close()

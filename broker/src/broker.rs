@@ -16,6 +16,7 @@ use tokio_util::sync::CancellationToken;
 use crate::auth::Authorizer;
 use crate::cluster::quorum_config;
 use crate::config::BrokerConfig;
+use crate::coordinator::consumer_group::TopicsView;
 use crate::coordinator::group::offsets_log::OffsetsLog;
 use crate::coordinator::group::{GroupConfig, GroupCoordinator};
 use crate::coordinator::producer_id::ProducerIdAllocator;
@@ -58,6 +59,21 @@ pub struct Broker {
 }
 
 impl Broker {
+    /// A topic was created or deleted: the consumer groups' topic patterns follow, each
+    /// resolved for the principal whose heartbeat last resolved it.
+    fn consumer_topics_changed(&self, image: &MetadataImage) {
+        use crate::coordinator::consumer_group::{metadata_version, topic_metas, Caller};
+        let topics = topic_metas(image);
+        let may_describe = |c: &Caller, topic: &str| {
+            crate::auth::may_describe_topic(self, image, &c.principal, c.host, topic)
+        };
+        self.groups.consumer_topics_changed(&TopicsView {
+            topics: &topics,
+            version: metadata_version(image),
+            may_describe: &may_describe,
+        });
+    }
+
     /// Opens storage and metadata; `cluster::registration::join` registers the broker
     /// next (so this module does not depend on the registration that depends on it), and
     /// the listeners come after.
@@ -212,9 +228,7 @@ impl Broker {
                 self.apply_role_changes(&last, &image).await;
                 // A topic created or deleted: the consumer groups' topic patterns follow.
                 if last.topic_names_by_id != image.topic_names_by_id {
-                    use crate::coordinator::consumer_group::{metadata_version, topic_metas};
-                    self.groups
-                        .consumer_topics_changed(&topic_metas(&image), metadata_version(&image));
+                    self.consumer_topics_changed(&image);
                 }
                 self.replicas.reconcile(&config, &image, self.node_id).await;
                 last = image;

@@ -11,11 +11,11 @@ use brook_protocol::kafka_protocol::messages::{
 use brook_protocol::kafka_protocol::protocol::StrBytes;
 
 use crate::auth::acl::AclOperation;
-use crate::auth::Access;
+use crate::auth::{self, Access};
 use crate::broker::Broker;
 use crate::config::group::ConsumerGroupOverrides;
 use crate::coordinator::consumer_group::member::Assignment;
-use crate::coordinator::consumer_group::{self, HeartbeatRequest};
+use crate::coordinator::consumer_group::{self, Caller, HeartbeatRequest, TopicsView};
 use crate::error::{group_code, BrokerError, Denied};
 use crate::server::session::Session;
 
@@ -104,11 +104,23 @@ pub async fn handle(
             ConsumerGroupOverrides::from_stored,
         ),
     );
-    let metadata_version = consumer_group::metadata_version(&image);
+    // The group's patterns resolve to the topics this member's principal may describe.
+    let caller = Caller {
+        principal: session.principal().clone(),
+        host: session.peer.ip(),
+    };
+    let may_describe = |c: &Caller, topic: &str| {
+        auth::may_describe_topic(broker, &image, &c.principal, c.host, topic)
+    };
+    let view = TopicsView {
+        topics: &topics,
+        version: consumer_group::metadata_version(&image),
+        may_describe: &may_describe,
+    };
     let result = match consumer_group::heartbeat::validate(&request, version) {
         Ok(()) => {
             groups
-                .consumer_heartbeat(&req.group_id, &request, &topics, metadata_version, &config)
+                .consumer_heartbeat(&req.group_id, &request, &caller, &view, &config)
                 .await
         }
         Err(e) => Err(e),

@@ -115,7 +115,10 @@ impl Authorizer {
             })
     }
 
-    fn authorize_principal(
+    /// Whether `principal` connected from `client` may perform `operation` on the resource:
+    /// for work done on someone's behalf outside their request (a consumer group's topic
+    /// patterns re-resolved at a topic change for the member that last resolved them).
+    pub fn authorize_principal(
         &self,
         acls: &AclsImage,
         principal: &KafkaPrincipal,

@@ -9,7 +9,7 @@ use uuid::Uuid;
 use super::assignor::{self, MemberSpec, TopicMeta};
 use super::image::{self, RecordChange, RecordImage};
 use super::member::{Assignment, ConsumerMember, MemberState};
-use super::regex::ResolvedRegex;
+use super::regex::{Caller, ResolvedRegex};
 
 /// Kafka's `ConsumerGroup.ConsumerGroupState`, spelled as Kafka shows it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,6 +50,9 @@ pub struct ConsumerGroup {
     pub loaded_metadata_hash: Option<i64>,
     /// What each pattern the members subscribe to resolved to (see `super::regex`).
     pub resolved_regexes: BTreeMap<String, ResolvedRegex>,
+    /// Whom the patterns were last resolved for (the latest heartbeat's sender; not
+    /// persisted: a loaded group waits for a heartbeat before re-resolving).
+    pub regex_caller: Option<Caller>,
 }
 
 impl ConsumerGroup {
@@ -65,6 +68,7 @@ impl ConsumerGroup {
             written: RecordImage::new(),
             loaded_metadata_hash: None,
             resolved_regexes: BTreeMap::new(),
+            regex_caller: None,
         }
     }
 

@@ -33,6 +33,7 @@ use tracing::info;
 pub use group::{ConsumerGroup, ConsumerGroupState};
 pub use heartbeat::{HeartbeatReply, HeartbeatRequest};
 pub use image::RecordChange;
+pub use regex::{Caller, TopicsView};
 
 use crate::config::group::ConsumerGroupOverrides;
 use crate::error::GroupError;
@@ -188,16 +189,16 @@ impl ConsumerGroups {
             .map(|g| g.members.values().flat_map(|m| g.subscription(m)).collect())
     }
 
-    /// One heartbeat under `config` (the broker's, with the group's own overrides), with
-    /// `topics` as of the metadata image at `metadata_version`; creates the group for its
-    /// first member. The group's topic patterns are brought up to that image first (a new
-    /// one refused with INVALID_REGULAR_EXPRESSION before the group changes).
+    /// One heartbeat from `caller` under `config` (the broker's, with the group's own
+    /// overrides), against `view`; creates the group for its first member. The group's
+    /// topic patterns are brought up to that image first, resolved for `caller` (a new one
+    /// refused with INVALID_REGULAR_EXPRESSION before the group changes).
     pub fn heartbeat(
         &self,
         group_id: &str,
         req: &HeartbeatRequest,
-        topics: &BTreeMap<String, TopicMeta>,
-        metadata_version: i64,
+        caller: &Caller,
+        view: &TopicsView<'_>,
         config: &ConsumerGroupConfig,
         now: Instant,
     ) -> Result<HeartbeatReply, GroupError> {
@@ -215,12 +216,12 @@ impl ConsumerGroups {
         let before = group.group_epoch;
         let pattern = req.subscribed_topic_regex.as_deref();
         let reply = group
-            .refresh_regexes(pattern, topics, metadata_version, unix_time_ms())
+            .refresh_regexes(pattern, Some(caller), view, unix_time_ms())
             .and_then(|moved| {
                 if moved {
                     group.group_epoch += 1;
                 }
-                group.heartbeat(req, topics, config, now)
+                group.heartbeat(req, view.topics, config, now)
             });
         if group.group_epoch != before {
             info!(group = %group_id, epoch = group.group_epoch, members = group.members.len(),
@@ -232,15 +233,12 @@ impl ConsumerGroups {
         reply
     }
 
-    /// The metadata image's topics changed (created, deleted; `topics` as of the image at
-    /// `version`): each group subscribed by pattern re-resolves its patterns now, and one
-    /// whose members' topics moved gets a new group epoch and target assignment, without
-    /// waiting for a heartbeat. Returns those groups (their records are to be written).
-    pub fn topics_changed(
-        &self,
-        topics: &BTreeMap<String, TopicMeta>,
-        version: i64,
-    ) -> Vec<String> {
+    /// The metadata image's topics changed (created, deleted; `view` is the new image):
+    /// each group subscribed by pattern re-resolves its patterns now, for the caller of its
+    /// latest heartbeat, and one whose members' topics moved gets a new group epoch and
+    /// target assignment, without waiting for a heartbeat. Returns those groups (their
+    /// records are to be written).
+    pub fn topics_changed(&self, view: &TopicsView<'_>) -> Vec<String> {
         let default_assignor = self.config().default_assignor();
         let now_ms = unix_time_ms();
         let mut groups = self.groups.lock();
@@ -249,9 +247,9 @@ impl ConsumerGroups {
             if group.resolved_regexes.is_empty() {
                 continue;
             }
-            if let Ok(true) = group.refresh_regexes(None, topics, version, now_ms) {
+            if let Ok(true) = group.refresh_regexes(None, None, view, now_ms) {
                 group.group_epoch += 1;
-                group.refresh_metadata(topics);
+                group.refresh_metadata(view.topics);
                 group.maybe_assign(&default_assignor);
                 info!(group = %group.group_id, epoch = group.group_epoch,
                     "consumer group epoch bumped: the topics its patterns match changed");

@@ -5,6 +5,18 @@
 //! the metadata image is a candidate: Kafka 4.4 leaves internal topics such as
 //! `__consumer_offsets` in (only a DESCRIBE ACL filter applies there), so Brook does too.
 //!
+//! With an authorizer, a pattern resolves only to the topics the principal of the heartbeat
+//! that resolved it may DESCRIBE (Kafka 4.4's `TopicRegexResolver` filters with that
+//! heartbeat's request context): a pattern is no way around the ACLs, neither to learn a
+//! topic's existence nor to take its partitions from authorized members. The group keeps
+//! that [`Caller`] for re-resolving at topic changes between heartbeats.
+//!
+//! When: at once for topics created or deleted, and at the first heartbeat after any other
+//! metadata change (an ACL granted or removed). Kafka re-resolves for new topics and
+//! otherwise every `group.consumer.regex.refresh.interval.ms` (an internal key, 10 min by
+//! default), which a resolution never older than the metadata leaves nothing to do: Brook
+//! accepts the key without effect.
+//!
 //! The group keeps one [`ResolvedRegex`] per distinct pattern its members use (the fields of
 //! Kafka's `ConsumerGroupRegularExpression` record, type 16), evaluated once per pattern and
 //! metadata version however many members share it; a member's subscription is its topic names
@@ -31,10 +43,57 @@ use regex::Regex;
 use regex_syntax::ast::{self, Ast, Flag, FlagsItemKind, GroupKind, RepetitionKind};
 use regex_syntax::hir;
 
+use std::net::IpAddr;
+
 use super::assignor::TopicMeta;
 use super::group::ConsumerGroup;
 use super::member::ConsumerMember;
 use crate::error::GroupError;
+use crate::server::session::KafkaPrincipal;
+
+/// Whom a heartbeat comes from: the context a group's patterns are resolved with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caller {
+    pub principal: KafkaPrincipal,
+    pub host: IpAddr,
+}
+
+impl Caller {
+    /// An unauthenticated client on loopback (tests).
+    #[cfg(test)]
+    pub fn anonymous() -> Caller {
+        Caller {
+            principal: KafkaPrincipal::anonymous(),
+            host: IpAddr::from([127, 0, 0, 1]),
+        }
+    }
+}
+
+/// The authorizer's answer to "may `caller` DESCRIBE `topic`" (true for all without one).
+pub type MayDescribe<'a> = &'a (dyn Fn(&Caller, &str) -> bool + Sync);
+
+/// The metadata a heartbeat or a topic change is handled against: the image's topics at
+/// `version`, and who may see which of them.
+#[derive(Clone, Copy)]
+pub struct TopicsView<'a> {
+    pub topics: &'a BTreeMap<String, TopicMeta>,
+    pub version: i64,
+    pub may_describe: MayDescribe<'a>,
+}
+
+impl<'a> TopicsView<'a> {
+    /// Every topic visible to every caller: a broker without an authorizer.
+    pub fn unrestricted(topics: &'a BTreeMap<String, TopicMeta>, version: i64) -> Self {
+        fn everyone(_: &Caller, _: &str) -> bool {
+            true
+        }
+        TopicsView {
+            topics,
+            version,
+            may_describe: &everyone,
+        }
+    }
+}
 
 /// What one pattern resolved to: Kafka's `ConsumerGroupRegularExpressionValue` (type 16).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -85,30 +144,32 @@ impl TopicRegex {
     }
 }
 
-/// The names in `topics` that `regex` matches.
+/// The names in `topics` that `regex` matches and `visible` lets through.
 pub fn resolve<'a>(
     regex: &TopicRegex,
     topics: impl IntoIterator<Item = &'a str>,
+    visible: &dyn Fn(&str) -> bool,
 ) -> BTreeSet<String> {
     topics
         .into_iter()
-        .filter(|t| regex.matches(t))
+        .filter(|t| regex.matches(t) && visible(t))
         .map(str::to_owned)
         .collect()
 }
 
 impl ConsumerGroup {
-    /// Re-evaluates the group's patterns against `topics` (the metadata image at
-    /// `version`): each distinct pattern once, and only those evaluated at another version.
-    /// `new_pattern` is one a heartbeat is about to subscribe to: refused when invalid,
-    /// before anything changes, else evaluated now. Patterns no member uses any more are
-    /// dropped. Returns whether any pattern's topics changed for the members using it (the
-    /// group epoch must then move so the assignment follows).
+    /// Re-evaluates the group's patterns against `view` for `caller` (the heartbeat's
+    /// sender, kept as the group's resolving context; `None`: the one kept, and nothing is
+    /// evaluated before a heartbeat gave one): each distinct pattern once, and only those
+    /// evaluated at another version. `new_pattern` is one a heartbeat is about to subscribe
+    /// to: refused when invalid, before anything changes, else evaluated now. Patterns no
+    /// member uses any more are dropped. Returns whether any pattern's topics changed for
+    /// the members using it (the group epoch must then move so the assignment follows).
     pub fn refresh_regexes(
         &mut self,
         new_pattern: Option<&str>,
-        topics: &BTreeMap<String, TopicMeta>,
-        version: i64,
+        caller: Option<&Caller>,
+        view: &TopicsView<'_>,
         now_ms: i64,
     ) -> Result<bool, GroupError> {
         let mut fresh: BTreeMap<String, TopicRegex> = BTreeMap::new();
@@ -118,6 +179,14 @@ impl ConsumerGroup {
             }
         }
         self.forget_unused_regexes(new_pattern);
+        if let Some(caller) = caller {
+            self.regex_caller = Some(caller.clone());
+        }
+        let Some(caller) = self.regex_caller.clone() else {
+            return Ok(false);
+        };
+        let visible = |topic: &str| (view.may_describe)(&caller, topic);
+        let version = view.version;
         let stale: Vec<String> = self
             .resolved_regexes
             .iter()
@@ -132,7 +201,7 @@ impl ConsumerGroup {
         });
         for (pattern, regex) in to_evaluate.chain(fresh) {
             let resolved = ResolvedRegex {
-                topics: resolve(&regex, topics.keys().map(String::as_str)),
+                topics: resolve(&regex, view.topics.keys().map(String::as_str), &visible),
                 version,
                 timestamp_ms: now_ms,
             };
@@ -321,11 +390,11 @@ mod tests {
         // TopicRegexResolver matches every topic of the image; only DESCRIBE ACLs filter.
         let names = ["__consumer_offsets", "__transaction_state", "orders"];
         assert_eq!(
-            resolve(&compiled("__.*"), names),
+            resolve(&compiled("__.*"), names, &|_| true),
             BTreeSet::from(["__consumer_offsets".into(), "__transaction_state".into()])
         );
         assert_eq!(
-            resolve(&compiled("ord.*"), names),
+            resolve(&compiled("ord.*"), names, &|_| true),
             BTreeSet::from(["orders".into()])
         );
     }
@@ -409,9 +478,70 @@ mod tests {
         version: i64,
     ) -> Result<Assignment, GroupError> {
         let cfg = ConsumerGroupConfig::default();
+        let view = TopicsView::unrestricted(topics, version);
         groups
-            .heartbeat("g", req, topics, version, &cfg, Instant::now())
+            .heartbeat("g", req, &Caller::anonymous(), &view, &cfg, Instant::now())
             .map(|r| r.assignment.unwrap_or_default())
+    }
+
+    #[test]
+    fn a_pattern_resolves_to_the_topics_its_caller_may_describe_also_at_topic_changes() {
+        // alice may describe `orders*` only; the anonymous principal everything.
+        fn may_describe(c: &Caller, topic: &str) -> bool {
+            c.principal != KafkaPrincipal::user("alice") || topic.starts_with("orders")
+        }
+        let alice = Caller {
+            principal: KafkaPrincipal::user("alice"),
+            host: IpAddr::from([127, 0, 0, 1]),
+        };
+        let groups = ConsumerGroups::default();
+        let cfg = ConsumerGroupConfig::default();
+        let before = topics(&[("orders", ORDERS), ("payroll", Uuid::from_u128(7))]);
+        let view = |topics, version| TopicsView {
+            topics,
+            version,
+            may_describe: &may_describe,
+        };
+        let join = join("a", Some(".*"), None);
+        let reply = groups
+            .heartbeat("g", &join, &alice, &view(&before, 1), &cfg, Instant::now())
+            .expect("join");
+        let assigned: Vec<Uuid> = reply.assignment.unwrap_or_default().into_keys().collect();
+        assert_eq!(assigned, [ORDERS], "payroll is not alice's to see");
+        let resolved = |g: &ConsumerGroup| g.resolved_regexes[".*"].topics.clone();
+        assert_eq!(
+            groups.with_group("g", resolved).expect("group"),
+            BTreeSet::from(["orders".to_owned()])
+        );
+
+        // A topic created between heartbeats is filtered for alice, the group's caller.
+        let mut after = before.clone();
+        for (name, id) in [("orders-eu", ORDERS_EU), ("payroll-eu", Uuid::from_u128(8))] {
+            let meta = TopicMeta {
+                topic_id: id,
+                partitions: 2,
+            };
+            after.insert(name.into(), meta);
+        }
+        assert_eq!(groups.topics_changed(&view(&after, 2)), ["g"]);
+        assert_eq!(
+            groups.with_group("g", resolved).expect("group"),
+            BTreeSet::from(["orders".to_owned(), "orders-eu".to_owned()])
+        );
+
+        // A group loaded from its records has no caller yet: nothing resolves before a
+        // heartbeat says for whom.
+        groups
+            .groups
+            .lock()
+            .get_mut("g")
+            .expect("group")
+            .regex_caller = None;
+        assert!(groups.topics_changed(&view(&before, 3)).is_empty());
+        assert_eq!(
+            groups.with_group("g", resolved).expect("group"),
+            BTreeSet::from(["orders".to_owned(), "orders-eu".to_owned()])
+        );
     }
 
     #[test]
@@ -449,17 +579,17 @@ mod tests {
             g.target.values().flat_map(|a| a.keys().copied()).collect()
         };
         let before_epoch = groups.with_group("g", epoch).expect("group");
-        groups.topics_changed(&after, 2);
+        groups.topics_changed(&TopicsView::unrestricted(&after, 2));
         let created_epoch = groups.with_group("g", epoch).expect("group");
         assert!(created_epoch > before_epoch);
         let with_new = groups.with_group("g", targeted).expect("group");
         assert!(with_new.contains(&ORDERS_EU), "{with_new:?}");
         // Evaluated once per metadata version: another call at version 2 changes nothing.
-        groups.topics_changed(&before, 2);
+        groups.topics_changed(&TopicsView::unrestricted(&before, 2));
         assert_eq!(groups.with_group("g", epoch), Some(created_epoch));
 
         // Deleted: out of the resolution, the subscription and the target.
-        groups.topics_changed(&before, 3);
+        groups.topics_changed(&TopicsView::unrestricted(&before, 3));
         let without = groups.with_group("g", targeted).expect("group");
         assert!(!without.contains(&ORDERS_EU), "{without:?}");
         let resolved = groups.with_group("g", |g| g.resolved_regexes["orders.*"].clone());

@@ -48,9 +48,8 @@ use tokio::sync::{oneshot, Notify};
 use tokio_util::sync::CancellationToken;
 use tracing::{error, warn};
 
-use crate::coordinator::consumer_group::assignor::TopicMeta;
 use crate::coordinator::consumer_group::{
-    ConsumerGroupConfig, ConsumerGroups, HeartbeatReply, HeartbeatRequest,
+    Caller, ConsumerGroupConfig, ConsumerGroups, HeartbeatReply, HeartbeatRequest, TopicsView,
 };
 use crate::error::BrokerError;
 use offsets_log::OffsetsLog;
@@ -298,8 +297,8 @@ impl GroupCoordinator {
 
     /// Topics were created or deleted: consumer groups subscribed by pattern follow (see
     /// `ConsumerGroups::topics_changed`), and the groups that changed are written.
-    pub fn consumer_topics_changed(&self, topics: &BTreeMap<String, TopicMeta>, version: i64) {
-        for group_id in self.shared.consumer.topics_changed(topics, version) {
+    pub fn consumer_topics_changed(&self, view: &TopicsView<'_>) {
+        for group_id in self.shared.consumer.topics_changed(view) {
             let shared = Arc::clone(&self.shared);
             tokio::spawn(async move {
                 // A failure is logged and the records are written with the next change.
@@ -316,13 +315,12 @@ impl GroupCoordinator {
         &self,
         group_id: &str,
         req: &HeartbeatRequest,
-        topics: &BTreeMap<String, TopicMeta>,
-        metadata_version: i64,
+        caller: &Caller,
+        view: &TopicsView<'_>,
         config: &ConsumerGroupConfig,
     ) -> Result<HeartbeatReply, GroupError> {
         self.coordinates(group_id)?;
-        let reply =
-            self.consumer_heartbeat_in_memory(group_id, req, topics, metadata_version, config);
+        let reply = self.consumer_heartbeat_in_memory(group_id, req, caller, view, config);
         // Written even when the heartbeat failed: a fenced member's removal is a change.
         self.shared.flush_consumer_group(group_id).await?;
         reply
@@ -332,8 +330,8 @@ impl GroupCoordinator {
         &self,
         group_id: &str,
         req: &HeartbeatRequest,
-        topics: &BTreeMap<String, TopicMeta>,
-        metadata_version: i64,
+        caller: &Caller,
+        view: &TopicsView<'_>,
         config: &ConsumerGroupConfig,
     ) -> Result<HeartbeatReply, GroupError> {
         let mut groups = self.shared.groups.lock();
@@ -350,14 +348,9 @@ impl GroupCoordinator {
                 .insert(group_id.to_owned(), None);
             self.shared.write_wanted.notify_one();
         }
-        self.shared.consumer.heartbeat(
-            group_id,
-            req,
-            topics,
-            metadata_version,
-            config,
-            Instant::now(),
-        )
+        self.shared
+            .consumer
+            .heartbeat(group_id, req, caller, view, config, Instant::now())
     }
 
     /// (group id, protocol type, state) of every group this broker coordinates.

@@ -26,6 +26,22 @@ fn config() -> GroupConfig {
     }
 }
 
+/// `open` retried until it succeeds: a dropped coordinator's tasks release its database
+/// once they see the cancellation, sooner or later on a loaded machine.
+pub(super) async fn once_released<T, E: std::fmt::Display, F>(mut open: impl FnMut() -> F) -> T
+where
+    F: std::future::Future<Output = Result<T, E>>,
+{
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        match open().await {
+            Ok(opened) => return opened,
+            Err(e) if Instant::now() > deadline => panic!("still not released: {e}"),
+            Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+        }
+    }
+}
+
 fn standalone() -> Committer {
     Committer {
         member_id: String::new(),
@@ -74,11 +90,10 @@ async fn standalone_commits_expire_retention_after_their_commit_and_the_group_go
     assert!(coordinator.fetch_offsets("g").is_empty());
     assert!(coordinator.list().iter().all(|(id, _, _)| id != "g"));
     drop(coordinator);
-    // Let the coordinator's tasks see the cancellation and release the database.
-    tokio::time::sleep(Duration::from_millis(300)).await;
 
     // The expiry reached the store: a restart does not bring the offsets back.
-    let store = OffsetStore::open(&dir.path().join("store")).expect("reopen");
+    let path = dir.path().join("store");
+    let store = once_released(|| async { OffsetStore::open(&path) }).await;
     assert!(store.fetch("g").expect("fetch").is_empty());
 }
 
@@ -231,7 +246,6 @@ mod consumer_groups {
     //! KIP-848 groups written as Kafka's records and rebuilt by a restarted coordinator.
 
     use std::collections::{BTreeMap, BTreeSet};
-    use std::time::Duration;
 
     use uuid::Uuid;
 
@@ -239,6 +253,7 @@ mod consumer_groups {
     use super::config;
     use crate::coordinator::consumer_group::assignor::TopicMeta;
     use crate::coordinator::consumer_group::member::Assignment;
+    use crate::coordinator::consumer_group::{Caller, TopicsView};
     use crate::coordinator::consumer_group::{ConsumerGroupConfig, HeartbeatRequest};
 
     const TOPIC: Uuid = Uuid::from_u128(7);
@@ -281,11 +296,12 @@ mod consumer_groups {
         epoch: i32,
         owned: Option<Assignment>,
     ) -> crate::coordinator::consumer_group::HeartbeatReply {
+        let topics = topics();
         c.consumer_heartbeat(
             "g",
             &request(member, epoch, owned),
-            &topics(),
-            1,
+            &Caller::anonymous(),
+            &TopicsView::unrestricted(&topics, 1),
             &ConsumerGroupConfig::default(),
         )
         .await
@@ -313,9 +329,7 @@ mod consumer_groups {
 
     async fn restart(c: GroupCoordinator, dir: &std::path::Path) -> GroupCoordinator {
         drop(c);
-        // Let the coordinator's tasks see the cancellation and release the database.
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        start(dir).await
+        super::once_released(|| GroupCoordinator::start(dir.join("store"), config(), None)).await
     }
 
     #[tokio::test]

@@ -13,6 +13,7 @@ use brook_storage::{LogConfig, LogHandle, LogManager};
 use bytes::{Bytes, BytesMut};
 
 use super::offsets_log::{encode_batch, TxnProducer};
+use super::persist_tests::once_released;
 use super::records::OFFSETS_TOPIC;
 use super::replay::{marker_is_commit, replay};
 use super::types::{GroupError, GroupState, JoinRequest};
@@ -127,10 +128,10 @@ async fn transactional_offsets_stay_pending_until_a_commit_marker_applies_them()
     assert_eq!(committed(&coordinator, "g", 1), Some(11));
     assert!(coordinator.pending_transactional_offsets("g").is_empty());
     drop(coordinator);
-    tokio::time::sleep(Duration::from_millis(300)).await;
 
     // Applied to the store, so a restart keeps them.
-    let store = OffsetStore::open(&dir.path().join("store")).expect("reopen");
+    let path = dir.path().join("store");
+    let store = once_released(|| async { OffsetStore::open(&path) }).await;
     let mut stored: Vec<(i32, i64)> = store
         .fetch("g")
         .expect("fetch")
@@ -538,10 +539,12 @@ impl Node {
             .0;
         let image = rx.borrow().clone();
         replicas.apply(image, &broker_config).await;
-        let log = super::offsets_log::OffsetsLog::new(replicas.clone(), rx, 1);
-        let coordinator = GroupCoordinator::start(dir.path().join("store"), config(), Some(log))
-            .await
-            .expect("start");
+        // A stopped node's coordinator tasks may still hold the database a moment.
+        let coordinator = once_released(|| {
+            let log = super::offsets_log::OffsetsLog::new(replicas.clone(), rx.clone(), 1);
+            GroupCoordinator::start(dir.path().join("store"), config(), Some(log))
+        })
+        .await;
         Node {
             coordinator,
             replicas,
@@ -568,7 +571,6 @@ impl Node {
     async fn stop(self) {
         drop(self.coordinator);
         self.replicas.shutdown().await;
-        tokio::time::sleep(Duration::from_millis(300)).await;
     }
 }
 

@@ -47,6 +47,18 @@ STOP_TIMEOUT_S = 30.0
 CLEAN_EXIT_CODES = {"brook": (0,), "kafka": (0, 143)}
 
 
+
+SECRET_KEY_PARTS = ("password", "jaas.config", "secret")
+
+
+def shown_argv(argv: list) -> list:
+    """`argv` as the broker log shows it: a setting whose key names a secret (a JAAS entry, a
+    password) is written `key=[hidden]`, as Kafka logs such values."""
+    def shown(arg: str) -> str:
+        key, eq, _ = arg.partition("=")
+        return f"{key}=[hidden]" if eq and any(p in key for p in SECRET_KEY_PARTS) else arg
+    return [shown(str(a)) for a in argv]
+
 class BrokerStartError(RuntimeError):
     """The broker did not become ready; the message ends with its log tail."""
 
@@ -296,7 +308,7 @@ class Broker:
                 raise ValueError("add_scram on Kafka needs a cluster node (kafka-cluster-ref.sh formats)")
             env["KAFKA_ADD_SCRAM"] = "\n".join(self.add_scram)
         with open(self.log_path, "ab") as log:
-            log.write(f"==== start {' '.join(self._argv())}\n".encode())
+            log.write(f"==== start {' '.join(shown_argv(self._argv()))}\n".encode())
             log.flush()
             self._proc = subprocess.Popen(
                 self._argv(),

@@ -34,6 +34,7 @@ from typing import Dict, List, Optional, Tuple
 import yaml
 
 from . import paths
+from .broker import SECRET_KEY_PARTS, shown_argv
 
 REPO = paths.REPO_DIR
 DOCKERFILE = REPO / "Dockerfile"
@@ -321,7 +322,9 @@ def fetch(url: str) -> str:
 def _launch(node: Node) -> None:
     base_env = {k: v for k, v in os.environ.items() if not k.startswith(ENV_PREFIX)}
     with open(node.log_path, "ab") as log:
-        log.write(f"==== env {json.dumps(node.env)}\n==== start {shlex.join(node.argv)}\n".encode())
+        env = {k: "[hidden]" if any(p in k.lower().replace("_", ".") for p in SECRET_KEY_PARTS) else v
+               for k, v in node.env.items()}
+        log.write(f"==== env {json.dumps(env)}\n==== start {shlex.join(shown_argv(node.argv))}\n".encode())
         log.flush()
         node.proc = subprocess.Popen(
             node.argv,

@@ -102,6 +102,10 @@ pub enum BrokerError {
     /// The session lacks the ACL Kafka checks for the request.
     #[error("{0}")]
     NotAuthorized(Denied),
+    /// An UpdateFeatures level refused; the text is Kafka's whole message
+    /// ("Invalid update version 3 for feature transaction.version. …").
+    #[error("{0}")]
+    InvalidUpdateVersion(String),
 }
 
 /// A refused DescribeConfigs / AlterConfigs / IncrementalAlterConfigs resource.
@@ -153,6 +157,7 @@ impl BrokerError {
             }
             BrokerError::PartitionsNotIncreased { .. } => ResponseError::InvalidPartitions,
             BrokerError::InvalidRequest(_) => ResponseError::InvalidRequest,
+            BrokerError::InvalidUpdateVersion(_) => ResponseError::InvalidUpdateVersion,
             BrokerError::ServerFault(_) => ResponseError::UnknownServerError,
             BrokerError::TopicDeletionDisabled => ResponseError::TopicDeletionDisabled,
             BrokerError::InvalidReplicationFactor { .. } => ResponseError::InvalidReplicationFactor,

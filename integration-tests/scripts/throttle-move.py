@@ -21,6 +21,7 @@ exits 1 when the move rate is outside THROTTLE x (1 +- TOLERANCE).
 import argparse
 import json
 import re
+import shutil
 import sys
 import tempfile
 import time
@@ -99,6 +100,7 @@ def main() -> int:
         return 0 if abs(rate / throttle - 1) <= args.tolerance else 1
     finally:
         cluster.stop()
+        shutil.rmtree(work, ignore_errors=True)  # GBs of moved replicas
 
 
 if __name__ == "__main__":

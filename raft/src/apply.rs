@@ -154,6 +154,10 @@ pub fn apply(image: &mut MetadataImage, cmd: &Command, index: u64) -> ApplyResul
             Ok(())
         }
         Command::Bootstrap { records } => bootstrap(image, records, index),
+        Command::UpdateFeatures { levels } => {
+            image.features.extend(levels.iter().cloned());
+            Ok(())
+        }
         Command::CreateAcls { bindings } => {
             for binding in bindings {
                 image.acls.insert(binding);

@@ -206,6 +206,11 @@ pub enum Command {
     Bootstrap {
         records: Vec<Command>,
     },
+    /// Kafka's UpdateFeatures, validated by the proposer against the image it read: sets
+    /// each feature's finalized level (0 disables it; KRaft's `FeatureLevelRecord`).
+    UpdateFeatures {
+        levels: Vec<(String, i16)>,
+    },
 }
 
 /// A user's new SCRAM credential for one mechanism (1 SCRAM-SHA-256, 2 SCRAM-SHA-512).
@@ -254,6 +259,7 @@ impl Command {
             Command::CreateAcls { .. } => "create_acls",
             Command::DeleteAcls { .. } => "delete_acls",
             Command::Bootstrap { .. } => "bootstrap",
+            Command::UpdateFeatures { .. } => "update_features",
         }
     }
 }

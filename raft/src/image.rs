@@ -161,6 +161,10 @@ pub struct MetadataImage {
     /// Whether a [`Command::Bootstrap`](crate::Command::Bootstrap) has been applied: the
     /// records `brook format` wrote (Kafka's bootstrap metadata) go in once per cluster.
     pub bootstrapped: bool,
+    /// Feature levels finalized by UpdateFeatures (KRaft's `FeatureLevelRecord`s), by
+    /// feature name; a feature never updated has no entry (the broker's default applies),
+    /// one disabled is at 0.
+    pub features: BTreeMap<String, i16>,
     /// The last raft log entry reflected in this image (`None` before the first one).
     pub applied: Option<LogId<u64>>,
 }
@@ -251,6 +255,8 @@ struct ImageRepr {
     acls: AclsImage,
     #[serde(default)]
     bootstrapped: bool,
+    #[serde(default)]
+    features: BTreeMap<String, i16>,
     applied: Option<LogId<u64>>,
 }
 
@@ -285,6 +291,7 @@ impl From<MetadataImage> for ImageRepr {
                 .collect(),
             acls: image.acls,
             bootstrapped: image.bootstrapped,
+            features: image.features,
             applied: image.applied,
         }
     }
@@ -323,6 +330,7 @@ impl From<ImageRepr> for MetadataImage {
             ),
             acls: repr.acls,
             bootstrapped: repr.bootstrapped,
+            features: repr.features,
             applied: repr.applied,
         }
     }

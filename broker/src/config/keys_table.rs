@@ -73,7 +73,7 @@ pub(super) static BROKER_KEYS: &[KeyDef] = &[
     k("brook.offsets.retention.ms", T::Long, None, V::AtLeast(1), L, RO,
       "Brook-specific: when set, replaces offsets.retention.minutes with a value in milliseconds (Kafka has only the minutes key; tests need shorter retention)."),
     k("brook.transaction.version", T::Int, Some("2"), V::Between(0, 2), M, RO,
-      "Brook-specific: the finalized level of Kafka's transaction.version feature, advertised in ApiVersions (Kafka sets it with kafka-storage format --feature or kafka-features). 2 lets clients that support it use Transactions V2 (KIP-890: an epoch bump per transaction, partitions added by their leaders); 0 keeps every client on Transactions V1."),
+      "Brook-specific: the finalized level of Kafka's transaction.version feature, advertised in ApiVersions, until kafka-features sets one (kept by the metadata quorum; Kafka sets it with kafka-storage format --feature or kafka-features). 2 lets clients that support it use Transactions V2 (KIP-890: an epoch bump per transaction, partitions added by their leaders); 0 keeps every client on Transactions V1."),
     k("cluster.id", T::String, None, V::None, L, RO,
       "Brook-specific: the cluster id to format a new data directory with. If not set, a random id is generated on first start; an existing data directory keeps its id."),
     k("compression.type", T::String, Some("producer"), V::OneOf(COMPRESSION), H, CW,

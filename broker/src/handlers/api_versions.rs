@@ -1,12 +1,8 @@
 //! ApiVersions: the list of (api, min, max) Brook serves, derived from [`HANDLERS`], and
-//! the feature flags: `group.version` (supported 0-1, finalized at 1 when the KIP-848
-//! consumer group protocol is enabled by `group.coordinator.rebalance.protocols`), and `transaction.version` (supported 0-2, finalized
-//! at `brook.transaction.version`; level 2 is what makes Java 4.x and franz-go clients use
-//! Transactions V2, KIP-890). A level of 0 is not listed as finalized, as Kafka omits it.
-//! The finalized features' epoch is the process start time in milliseconds, so a restart
-//! with another level is newer to clients that saw the old one.
-
-use std::sync::OnceLock;
+//! the feature flags (`metadata::features`): each supported feature's range, and the
+//! finalized levels (a level of 0 is not listed as finalized, as Kafka omits it) with the
+//! metadata image's position as their epoch. The KIP-848 APIs are listed only while
+//! `consumer` is an enabled rebalance protocol.
 
 use brook_protocol::kafka_protocol::messages::api_versions_response::{
     ApiVersion, FinalizedFeatureKey, SupportedFeatureKey,
@@ -18,47 +14,35 @@ use brook_protocol::versions::{advertised_min, codec_range};
 use super::HANDLERS;
 use crate::broker::Broker;
 use crate::error::BrokerError;
-
-const TRANSACTION_VERSION: &str = "transaction.version";
-const GROUP_VERSION: &str = "group.version";
-/// `group.version` 1: ConsumerGroupHeartbeat/ConsumerGroupDescribe are served.
-const GROUP_VERSION_LEVEL: i16 = 1;
-/// The highest `transaction.version` Brook implements.
-const MAX_TRANSACTION_VERSION: i16 = 2;
+use crate::metadata::features;
 
 pub fn handle(broker: &Broker, _req: &ApiVersionsRequest, _version: i16) -> ApiVersionsResponse {
-    let level = broker.config.transaction_version;
-    let consumer_groups = broker.config.group_consumer_protocol_enabled;
+    let image = broker.image();
+    let mut supported_features = Vec::new();
     let mut finalized = Vec::new();
-    if consumer_groups {
-        finalized.push(
-            FinalizedFeatureKey::default()
-                .with_name(StrBytes::from_static_str(GROUP_VERSION))
-                .with_min_version_level(GROUP_VERSION_LEVEL)
-                .with_max_version_level(GROUP_VERSION_LEVEL),
+    for (name, max) in features::SUPPORTED {
+        supported_features.push(
+            SupportedFeatureKey::default()
+                .with_name(StrBytes::from_static_str(name))
+                .with_min_version(0)
+                .with_max_version(max),
         );
+        let level = features::finalized(&broker.config, &image, name);
+        if level > 0 {
+            finalized.push(
+                FinalizedFeatureKey::default()
+                    .with_name(StrBytes::from_static_str(name))
+                    .with_min_version_level(level)
+                    .with_max_version_level(level),
+            );
+        }
     }
-    if level > 0 {
-        finalized.push(
-            FinalizedFeatureKey::default()
-                .with_name(StrBytes::from_static_str(TRANSACTION_VERSION))
-                .with_min_version_level(level)
-                .with_max_version_level(level),
-        );
-    }
+    // As Kafka 4.4: the KIP-848 APIs stay listed at group.version 0 (ConsumerGroupHeartbeat
+    // then answers UNSUPPORTED_VERSION); only the rebalance protocols config removes them.
     ApiVersionsResponse::default()
-        .with_api_keys(supported(consumer_groups))
-        .with_supported_features(vec![
-            SupportedFeatureKey::default()
-                .with_name(StrBytes::from_static_str(GROUP_VERSION))
-                .with_min_version(0)
-                .with_max_version(GROUP_VERSION_LEVEL),
-            SupportedFeatureKey::default()
-                .with_name(StrBytes::from_static_str(TRANSACTION_VERSION))
-                .with_min_version(0)
-                .with_max_version(MAX_TRANSACTION_VERSION),
-        ])
-        .with_finalized_features_epoch(features_epoch())
+        .with_api_keys(supported(broker.config.group_consumer_protocol_enabled))
+        .with_supported_features(supported_features)
+        .with_finalized_features_epoch(features::epoch(&image))
         .with_finalized_features(finalized)
 }
 
@@ -67,12 +51,6 @@ fn is_consumer_group_api(api_key: ApiKey) -> bool {
         api_key,
         ApiKey::ConsumerGroupHeartbeat | ApiKey::ConsumerGroupDescribe
     )
-}
-
-/// The process start time in milliseconds, fixed at the first call.
-fn features_epoch() -> i64 {
-    static EPOCH: OnceLock<i64> = OnceLock::new();
-    *EPOCH.get_or_init(brook_storage::log_manager::now_ms)
 }
 
 /// The v0-format answer to an ApiVersions request newer than Brook knows (KIP-511).

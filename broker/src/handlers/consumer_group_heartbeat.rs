@@ -17,6 +17,7 @@ use crate::config::group::ConsumerGroupOverrides;
 use crate::coordinator::consumer_group::member::Assignment;
 use crate::coordinator::consumer_group::{self, Caller, HeartbeatRequest, TopicsView};
 use crate::error::{group_code, BrokerError, Denied};
+use crate::metadata::features;
 use crate::server::session::Session;
 
 /// Why a KIP-848 request is refused while `consumer` is not an enabled rebalance protocol.
@@ -35,7 +36,8 @@ pub async fn handle(
             .with_error_code(code)
             .with_error_message(Some(StrBytes::from_string(message)))
     };
-    if !broker.config.group_consumer_protocol_enabled {
+    let image = broker.image();
+    if !features::consumer_protocol_enabled(&broker.config, &image) {
         let code = BrokerError::UnsupportedVersion.code().code();
         return refused(code, CONSUMER_PROTOCOL_DISABLED.to_owned());
     }
@@ -69,7 +71,6 @@ pub async fn handle(
             "GroupId can't be empty.".to_owned(),
         );
     }
-    let image = broker.image();
     let topics = consumer_group::topic_metas(&image);
     let owned = req.topic_partitions.as_ref().map(|tps| {
         let mut a = Assignment::new();

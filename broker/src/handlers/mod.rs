@@ -63,6 +63,7 @@ pub mod sasl_handshake;
 pub mod sync_group;
 pub mod txn_offset_commit;
 pub mod unregister_broker;
+pub mod update_features;
 pub mod write_txn_markers;
 
 /// Every API Brook serves; each at every version the codec carries (from the lowest
@@ -120,6 +121,7 @@ pub const HANDLERS: &[ApiKey] = &[
     ApiKey::DescribeClientQuotas,
     ApiKey::DescribeUserScramCredentials,
     ApiKey::AlterUserScramCredentials,
+    ApiKey::UpdateFeatures,
 ];
 
 /// Whether Brook serves `api_key` at `version`.
@@ -316,6 +318,9 @@ pub async fn handle(
         RequestKind::AlterUserScramCredentials(req) => ResponseKind::AlterUserScramCredentials(
             alter_user_scram_credentials::handle(broker, session, req, v).await,
         ),
+        RequestKind::UpdateFeatures(req) => {
+            ResponseKind::UpdateFeatures(update_features::handle(broker, session, req, v).await)
+        }
         other => {
             return Err(BrokerError::NoHandler(
                 format!("{other:?}").chars().take(40).collect(),

@@ -23,6 +23,8 @@ use crate::segment::Segment;
 mod append;
 mod clean;
 mod deletion;
+#[cfg(test)]
+mod disk_full_tests;
 pub mod epoch_cache;
 mod follower;
 mod load;

@@ -133,3 +133,41 @@ fn a_time_index_write_that_finds_the_disk_full_undoes_the_offset_index_entry_too
     // The batch and its offset index entry (8 bytes) fit; the time index entry does not.
     full_disk_after(batch(3).len() as u64 + 8 + 4);
 }
+
+#[test]
+fn an_abort_whose_txn_index_write_finds_the_disk_full_stands_and_its_entry_survives_a_restart() {
+    use crate::control::ControlType;
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut log = Log::open(dir.path(), LogConfig::default(), 0).expect("open");
+    let mut data = encode_batch(&TestBatch::sized(1_000, 3, 30).transactional(7, 0, 0));
+    log.append(&mut data, 0, 0).expect("transactional batch");
+    let mut abort = encode_batch(&TestBatch::marker(7, 0, ControlType::Abort, 0));
+
+    // The marker fits; its `.txnindex` entry does not. The marker is in the log and applied,
+    // so the append stands (failing it would have the coordinator write it again).
+    disk_full_after(Some(abort.len() as u64));
+    let info = log.append(&mut abort, 0, 0);
+    disk_full_after(None);
+    assert_eq!(info.expect("the marker is appended").base_offset, 3);
+    let aborted = log.aborted_transactions(0, 4);
+    assert_eq!(
+        aborted
+            .iter()
+            .map(|a| (a.producer_id, a.first_offset, a.last_offset))
+            .collect::<Vec<_>>(),
+        vec![(7, 0, 3)],
+        "read_committed fetches see the abort while the file lacks it"
+    );
+
+    // A clean shutdown (flush, snapshot at the end) writes the entry before the recovery
+    // point passes the marker, so a restart that trusts the `.txnindex` below its snapshot
+    // still knows the transaction was aborted.
+    let recovery_point = log.flush_for_shutdown(0).expect("flush for shutdown");
+    assert_eq!(recovery_point, 4);
+    drop(log);
+    let reopened =
+        Log::open_with_recovery_point(dir.path(), LogConfig::default(), 0, recovery_point)
+            .expect("reopen");
+    assert_eq!(reopened.aborted_transactions(0, 4), aborted);
+}

@@ -777,6 +777,19 @@ mod tests {
     }
 
     #[test]
+    fn a_full_disk_under_an_append_is_kafka_storage_error() {
+        // Kafka answers an append's IOException with KAFKA_STORAGE_ERROR (its log dir then
+        // fails); Brook answers the same and keeps serving (test_disk_full.py).
+        let full = BrokerError::Storage(StorageError::Io {
+            context: "append to segment",
+            path: "/data/t-0/00000000000000000000.log".into(),
+            source: std::io::Error::from(std::io::ErrorKind::StorageFull),
+        });
+        assert_eq!(full.code(), ResponseError::KafkaStorageError);
+        assert!(full.is_storage_fault());
+    }
+
+    #[test]
     fn admin_refusals_carry_kafkas_codes_and_messages() {
         let unknown = BrokerError::UnknownTopic { name: "t".into() };
         assert_eq!(unknown.code(), ResponseError::UnknownTopicOrPartition);

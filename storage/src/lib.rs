@@ -28,6 +28,7 @@ pub mod roll;
 pub mod segment;
 pub mod testing;
 pub mod txn_index;
+mod write_fault;
 
 pub use batch::{BatchError, BatchHeader, TimestampType};
 pub use cleaner::CleanOutcome;

@@ -23,6 +23,8 @@ use crate::segment::Segment;
 mod append;
 mod clean;
 mod deletion;
+#[cfg(test)]
+mod disk_full_tests;
 pub mod epoch_cache;
 mod follower;
 mod load;
@@ -99,6 +101,10 @@ pub struct Log {
     /// parent yet: a new log defers that to its first flush (no fsync on a partition's
     /// first produce; an empty log lost in a machine crash is created again).
     dir_sync_pending: bool,
+    /// The base offset of a segment whose `.txnindex` missed aborted entries when its
+    /// write failed (a full disk): rewritten from memory before the next flush moves the
+    /// recovery point (`log/txn.rs`).
+    txn_index_behind: Option<i64>,
     /// Renamed `.deleted` segment files and when they may be unlinked.
     pending_deletions: Vec<(i64, PathBuf)>,
     /// Compaction checkpoint and delete horizon (`log/clean.rs`).

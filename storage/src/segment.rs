@@ -97,6 +97,16 @@ pub(crate) enum FileAccess {
     CachedOnly,
 }
 
+/// What `Segment::append` restores when a write fails.
+struct AppendMark {
+    size: u64,
+    cursor: IndexCursor,
+    first_batch_timestamp: Option<i64>,
+    next_offset: i64,
+    offset_entries: usize,
+    time_entries: usize,
+}
+
 /// One segment of a partition log.
 #[derive(Debug)]
 pub struct Segment {
@@ -350,16 +360,42 @@ impl Segment {
 
     /// Appends already validated and stamped batches (`headers` holds each batch's
     /// position in `buf`), then indexes them.
+    ///
+    /// All or nothing: when a write fails (ENOSPC on a full disk, EIO), the segment is
+    /// put back as it was before the call — size, scan state, index entries — and its
+    /// files are shrunk to that size, so nothing of the failed append is served, indexed
+    /// or read back by a restart, and the next append writes where this one started.
+    /// A write that failed was never acknowledged, so undoing it is safe; an fsync
+    /// failure is another matter (`flush`), not handled here.
     pub fn append(
         &mut self,
         buf: &[u8],
         headers: &[(usize, BatchHeader)],
         config: &LogConfig,
     ) -> Result<()> {
+        let before = AppendMark {
+            size: self.size,
+            cursor: self.cursor,
+            first_batch_timestamp: self.first_batch_timestamp,
+            next_offset: self.next_offset,
+            offset_entries: self.offset_index.entries().len(),
+            time_entries: self.time_index.entries().len(),
+        };
+        let result = self.append_unchecked(buf, headers, config);
+        if result.is_err() {
+            self.undo_append(&before);
+        }
+        result
+    }
+
+    fn append_unchecked(
+        &mut self,
+        buf: &[u8],
+        headers: &[(usize, BatchHeader)],
+        config: &LogConfig,
+    ) -> Result<()> {
         self.log.mark_dirty();
-        self.log
-            .get()?
-            .write_all_at(buf, self.size)
+        crate::write_fault::write_all_at(&*self.log.get()?, buf, self.size)
             .map_err(io_err("append to segment", self.log.path()))?;
         for (at, header) in headers {
             let position = self.size + *at as u64;
@@ -376,6 +412,28 @@ impl Segment {
         }
         self.size += buf.len() as u64;
         Ok(())
+    }
+
+    /// Puts the segment back at `before` after a failed append. Shrinking the files
+    /// needs no free space; if it fails anyway, memory is still right (the next append
+    /// overwrites the torn bytes, and recovery truncates them after a crash).
+    fn undo_append(&mut self, before: &AppendMark) {
+        self.size = before.size;
+        self.cursor = before.cursor;
+        self.first_batch_timestamp = before.first_batch_timestamp;
+        self.next_offset = before.next_offset;
+        let shrunk = self
+            .log
+            .get()
+            .and_then(|f| {
+                f.set_len(before.size)
+                    .map_err(io_err("truncate segment", self.log.path()))
+            })
+            .and(self.offset_index.rollback(before.offset_entries))
+            .and(self.time_index.rollback(before.time_entries));
+        if let Err(e) = shrunk {
+            tracing::warn!(path = %self.log.path().display(), error = %e, "undoing a failed append: files not shrunk");
+        }
     }
 
     /// Reads the header of the batch at `position`, or `None` at the end of the segment.

@@ -191,9 +191,7 @@ impl TxnIndexFile {
         let path = self.path.clone();
         let pooled = self.open()?;
         pooled.mark_dirty();
-        pooled
-            .get()?
-            .write_all_at(&bytes, at)
+        crate::write_fault::write_all_at(&*pooled.get()?, &bytes, at)
             .map_err(io_err("append to txn index", &path))?;
         self.entries += entries.len();
         if created {

@@ -21,7 +21,7 @@ use brook_protocol::kafka_protocol::messages::{
     BrokerId, ProduceRequest, ProduceResponse, TopicName,
 };
 use brook_protocol::kafka_protocol::ResponseError;
-use tracing::debug;
+use tracing::{debug, error};
 
 use std::sync::Arc;
 
@@ -32,6 +32,7 @@ use crate::coordinator::group::records::OFFSETS_TOPIC;
 use crate::coordinator::txn::partition_check::{ensure_in_transaction, Operation, Producer};
 use crate::coordinator::txn::records::TXN_STATE_TOPIC;
 use crate::error::{BrokerError, Denied};
+use crate::logging::sites;
 use crate::metadata::topics;
 use crate::metrics;
 use crate::partition::append::{AppendError, RequiredAcks};
@@ -298,7 +299,14 @@ async fn append(
     let appended = replica
         .append_as_leader(records, acks, verify, now_ms)
         .await
-        .map_err(Refused::from)?;
+        .map_err(|e| {
+            if let AppendError::Broker(e) = &e {
+                if e.is_storage_fault() && sites::APPEND_FAILED.allow() {
+                    error!(topic, partition, error = %e, "append failed; the partition answers KAFKA_STORAGE_ERROR");
+                }
+            }
+            Refused::from(e)
+        })?;
     let info = appended.info;
     if !info.duplicate {
         metrics::record_produce(

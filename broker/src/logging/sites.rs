@@ -13,8 +13,12 @@ pub static TLS_HANDSHAKE: Limited = Limited::new("failed TLS handshakes");
 pub static ADDRESS_LIMIT: Limited = Limited::new("connections refused at max.connections.per.ip");
 pub static IDLE: Limited = Limited::new("connections closed after connections.max.idle.ms");
 pub static AUTO_CREATION_FAILED: Limited = Limited::new("topic auto-creations refused");
+/// A full disk fails every produce to its partitions until space is freed: one ERROR line
+/// per failure would add to the disk it reports full.
+pub static APPEND_FAILED: Limited =
+    Limited::new("produce appends failed with a storage error (KAFKA_STORAGE_ERROR)");
 
-pub static ALL: [&Limited; 9] = [
+pub static ALL: [&Limited; 10] = [
     &MALFORMED_FRAME,
     &TRUNCATED_FRAME,
     &BAD_REQUEST,
@@ -24,4 +28,5 @@ pub static ALL: [&Limited; 9] = [
     &ADDRESS_LIMIT,
     &IDLE,
     &AUTO_CREATION_FAILED,
+    &APPEND_FAILED,
 ];

@@ -46,9 +46,7 @@ impl IndexFile {
 
     pub(crate) fn append(&mut self, bytes: &[u8]) -> Result<()> {
         self.file.mark_dirty();
-        self.file
-            .get()?
-            .write_all_at(bytes, self.len)
+        crate::write_fault::write_all_at(&*self.file.get()?, bytes, self.len)
             .map_err(io_err("append index", self.file.path()))?;
         self.len += bytes.len() as u64;
         Ok(())
@@ -68,6 +66,18 @@ impl IndexFile {
 
     pub(crate) fn len(&self) -> u64 {
         self.len
+    }
+
+    /// Forgets everything appended after the first `len` bytes (a failed segment append
+    /// undone): the next append writes at `len` again, and the file is shrunk to `len`
+    /// (also dropping a torn entry a failed write left past it) so a restart does not read
+    /// undone entries back. Shrinking needs no free space.
+    pub(crate) fn rollback(&mut self, len: u64) -> Result<()> {
+        self.len = self.len.min(len);
+        self.file
+            .get()?
+            .set_len(len)
+            .map_err(io_err("truncate index", self.file.path()))
     }
 
     pub(crate) fn sync(&self) -> Result<()> {

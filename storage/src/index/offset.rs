@@ -70,6 +70,13 @@ impl OffsetIndex {
         self.file.len()
     }
 
+    /// Keeps the first `entries` entries, in memory and in the file (a failed segment
+    /// append undone; `IndexFile::rollback`).
+    pub(crate) fn rollback(&mut self, entries: usize) -> Result<()> {
+        self.entries.truncate(entries);
+        self.file.rollback((entries * OFFSET_ENTRY_SIZE) as u64)
+    }
+
     pub fn is_full(&self) -> bool {
         self.entries.len() >= self.max_entries
     }

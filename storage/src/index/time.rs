@@ -66,6 +66,13 @@ impl TimeIndex {
         self.file.len()
     }
 
+    /// Keeps the first `entries` entries, in memory and in the file (a failed segment
+    /// append undone; `IndexFile::rollback`).
+    pub(crate) fn rollback(&mut self, entries: usize) -> Result<()> {
+        self.entries.truncate(entries);
+        self.file.rollback((entries * TIME_ENTRY_SIZE) as u64)
+    }
+
     pub fn is_full(&self) -> bool {
         self.entries.len() >= self.max_entries
     }

@@ -188,6 +188,7 @@ impl Log {
             // A new directory, or a log found without any segment: its entries are
             // fsynced by its first flush.
             dir_sync_pending: created || fresh_segment,
+            txn_index_behind: None,
             pending_deletions: Vec::new(),
             cleaner: crate::cleaner::CleanerState::load(dir),
             rewrites: Default::default(),

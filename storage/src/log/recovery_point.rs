@@ -35,6 +35,9 @@ impl Log {
     /// point to the active one; fsync of an already clean file costs little) and moves
     /// the recovery point to the log end offset.
     pub(crate) fn flush_to_end(&mut self) -> Result<()> {
+        // Before the point moves past a marker whose `.txnindex` entry a full disk kept
+        // out: a restart reads the entries below the point from the file, not the log.
+        self.repair_txn_index()?;
         let from = self
             .segments
             .range(..=self.recovery_point)

@@ -176,7 +176,15 @@ impl Log {
             return Ok(());
         }
         if !aborted.is_empty() {
-            self.active_mut().append_aborted(aborted)?;
+            // The markers are in the log and applied to the producer state: the append
+            // stands, and failing it now would have the coordinator write them again. The
+            // `.txnindex` is derived from the log; memory (below) serves reads, and the
+            // file is rewritten before the recovery point passes these markers.
+            if let Err(e) = self.active_mut().append_aborted(aborted) {
+                let base = self.active().base_offset();
+                tracing::warn!(dir = %self.dir.display(), segment = base, error = %e, "aborted transactions not written to the txn index; rewritten at the next flush");
+                self.txn_index_behind = Some(self.txn_index_behind.map_or(base, |b| b.min(base)));
+            }
         }
         {
             let mut view = self.txns.view.write();
@@ -186,6 +194,30 @@ impl Log {
             self.txns.set_unreplicated_len(&view);
         }
         self.publish_ongoing();
+        Ok(())
+    }
+
+    /// Rewrites, from the aborted entries in memory, the `.txnindex` of every segment from
+    /// the one whose append could not write its entries (`txn_index_behind`) on; an error
+    /// leaves it due, and the caller's flush fails, so the recovery point stays below.
+    pub(super) fn repair_txn_index(&mut self) -> Result<()> {
+        let Some(from) = self.txn_index_behind else {
+            return Ok(());
+        };
+        let aborted = self.txns.view.read().aborted.clone();
+        let bases: Vec<i64> = self.segments.range(from..).map(|(b, _)| *b).collect();
+        for (i, base) in bases.iter().enumerate() {
+            let end = bases.get(i + 1).copied().unwrap_or(i64::MAX);
+            let entries: Vec<AbortedTxn> = aborted
+                .iter()
+                .filter(|e| (*base..end).contains(&e.last_offset))
+                .cloned()
+                .collect();
+            if let Some(segment) = self.segments.get_mut(base) {
+                segment.reset_txn_index(&entries)?;
+            }
+        }
+        self.txn_index_behind = None;
         Ok(())
     }
 

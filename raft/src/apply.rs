@@ -154,6 +154,10 @@ pub fn apply(image: &mut MetadataImage, cmd: &Command, index: u64) -> ApplyResul
             Ok(())
         }
         Command::Bootstrap { records } => bootstrap(image, records, index),
+        Command::AlterClientQuotas { alterations } => {
+            image.client_quotas.alter(alterations);
+            Ok(())
+        }
         Command::CreateAcls { bindings } => {
             for binding in bindings {
                 image.acls.insert(binding);

@@ -341,6 +341,16 @@ def test_producer_perf_test_settles_under_its_client_quota(broker, quotas, perf_
           f"quota-fast {fast_mb_s} MiB/s (throttle avg {fast_throttle} ms)")
     assert slow_mb_s <= 1.2 and slow_throttle > 0
     assert fast_throttle == 0 and fast_mb_s >= 2.5 * slow_mb_s
+    assert_quota_metrics(broker, "produce", "client-id=quota-slow", PERF_RECORDS * RECORD_SIZE)
+
+
+def assert_quota_metrics(broker, quota, entity, at_least_bytes):
+    """Brook's metrics, labelled by the configured entity that applied (Kafka has JMX instead)."""
+    if paths.target() != "brook":
+        return
+    labels = {"quota": quota, "entity": entity}
+    assert broker.metric("brook_quota_throttle_time_seconds_count", **labels) > 0
+    assert broker.metric("brook_quota_bytes_total", **labels) >= at_least_bytes
 
 
 def test_consumer_perf_test_settles_under_its_client_quota(broker, quotas, perf_topic):
@@ -358,3 +368,4 @@ def test_consumer_perf_test_settles_under_its_client_quota(broker, quotas, perf_
     assert consumed >= 11.9
     assert slow_mb_s <= 1.2 and slow_throttle > 0
     assert fast_throttle == 0 and fast_mb_s >= 2.5 * slow_mb_s
+    assert_quota_metrics(broker, "fetch", "client-id=quota-slow-reader", 11.9 * MIB)

@@ -168,7 +168,10 @@ pub async fn handle(
                 .await
                 .map(|r| ResponseKind::Produce(r).into()))
         }
-        RequestKind::Fetch(req) => return Ok(Some(fetch::handle(broker, session, req, v).await)),
+        RequestKind::Fetch(mut req) => {
+            crate::quota::enforce::cap_fetch(broker, session, header, &mut req);
+            return Ok(Some(fetch::handle(broker, session, req, v).await));
+        }
         RequestKind::ListOffsets(req) => {
             ResponseKind::ListOffsets(list_offsets::handle(broker, session, req, v).await)
         }

@@ -8,15 +8,18 @@
 //!   session id (Kafka's `getThrottledResponse`; the Java client then starts its session
 //!   again, without a warning).
 //!
+//! - A consumer's Fetch is capped beforehand at what its quota allows over the window
+//!   ([`cap_fetch`]), as Kafka caps `fetch.max.bytes`.
+//!
 //! Either way dispatch gets the throttle time and the connection reads nothing more for
 //! that long after sending the response (KIP-219).
 
 use brook_protocol::kafka_protocol::messages::{
-    FetchResponse, RequestHeader, RequestKind, ResponseKind,
+    FetchRequest, FetchResponse, RequestHeader, RequestKind, ResponseKind,
 };
 use bytes::Bytes;
 
-use super::QuotaKind;
+use super::{rate, QuotaKind};
 use crate::broker::Broker;
 use crate::handlers::Reply;
 use crate::server::session::Session;
@@ -46,6 +49,38 @@ pub fn meter(broker: &Broker, body: &RequestKind, frame_len: usize) -> Option<Me
             })
         }
         _ => None,
+    }
+}
+
+/// Caps a consumer's Fetch at what its `consumer_byte_rate` allows over the quota window
+/// (Kafka's `getMaxValueInQuotaWindow`: quota × (samples − 1) × window), so that a single
+/// fetch cannot take more than a window's worth at once.
+pub fn cap_fetch(
+    broker: &Broker,
+    session: &Session,
+    header: &RequestHeader,
+    req: &mut FetchRequest,
+) {
+    if !broker.client_quotas.enabled()
+        || req.replica_id.0 >= 0
+        || req.replica_state.replica_id.0 >= 0
+    {
+        return;
+    }
+    let user = session.principal().name.as_str();
+    let client_id = header.client_id.as_deref().unwrap_or("");
+    let Some(bound) =
+        broker
+            .client_quotas
+            .bound(&session.quotas, QuotaKind::Fetch, user, client_id)
+    else {
+        return;
+    };
+    let window_s = (rate::SAMPLES as f64 - 1.0) * rate::WINDOW_MS as f64 / 1000.0;
+    let cap = bound * window_s;
+    if cap < f64::from(req.max_bytes) {
+        // Below i32::MAX here, and at least 1: quotas are positive.
+        req.max_bytes = (cap as i32).max(1);
     }
 }
 

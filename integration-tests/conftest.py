@@ -139,10 +139,12 @@ SERIAL_MODULES = {
 # Measured on the parallel pass (minutes, 2 workers): compat 4.8, group_failover 2.3,
 # security_sasl 2.2, librdkafka_0081 2.1, group_clients 1.9, group_zombie 1.9, security_acl 1.8,
 # security_tls 1.3; the rest take about a minute or less. New this stop: security_acl_apis and
-# group_consumer_protocol (about 2 minutes each alone).
+# group_consumer_protocol (about 2 minutes each alone); client_quotas (1.5 alone, mostly waiting
+# on throttled clients).
 LONG_MODULES_FIRST = [
     "test_compat.py", "test_security_acl_apis.py", "test_group_failover.py", "test_security_sasl.py",
     "test_librdkafka_0081.py", "test_group_consumer_protocol.py", "test_group_clients.py",
+    "test_client_quotas.py",
     "test_group_zombie.py", "test_security_acl.py", "test_security_tls.py", "test_cluster_grow.py",
     "test_cluster_reassign.py",
 ]

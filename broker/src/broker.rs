@@ -54,6 +54,8 @@ pub struct Broker {
     pub stopping: CancellationToken,
     /// This process's random id: a restart registers a new incarnation.
     pub incarnation_id: uuid::Uuid,
+    /// Client quotas (`producer_byte_rate`, `consumer_byte_rate`) as the image sets them.
+    pub client_quotas: crate::quota::ClientQuotas,
     /// The current registration's epoch (the raft log index of its RegisterBroker).
     broker_epoch: AtomicU64,
 }
@@ -177,6 +179,7 @@ impl Broker {
             stopping: CancellationToken::new(),
             incarnation_id: uuid::Uuid::new_v4(),
             broker_epoch: AtomicU64::new(0),
+            client_quotas: Default::default(),
             config,
         });
         Ok(broker)
@@ -223,6 +226,7 @@ impl Broker {
             let config = effective_config(&self.config, &image);
             self.connection_quotas.set_limits(&config.connection_limits);
             self.update_tls(&config, false);
+            self.client_quotas.update(&image.client_quotas);
             self.replicas.apply(image.clone(), &config).await;
             if !Arc::ptr_eq(&image, &last) {
                 self.apply_role_changes(&last, &image).await;

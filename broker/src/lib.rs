@@ -15,5 +15,6 @@ pub mod logging;
 pub mod metadata;
 pub mod metrics;
 pub mod partition;
+pub mod quota;
 pub mod replication;
 pub mod server;

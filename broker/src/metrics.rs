@@ -11,6 +11,7 @@
 
 pub mod cluster;
 pub mod inter_broker;
+pub mod quota;
 pub mod sasl;
 
 use std::collections::HashMap;

@@ -38,7 +38,7 @@ ERRORS = {
 #    (compact), ("carray", element), and "tags" (a tagged-field section: sent empty, read
 #    and skipped; its value in a request dict may be left out). "uuid" (responses only) reads
 #    as 32 hex digits.
-_FIXED = {"int8": ">b", "int16": ">h", "int32": ">i", "int64": ">q", "bool": ">?"}
+_FIXED = {"int8": ">b", "int16": ">h", "int32": ">i", "int64": ">q", "bool": ">?", "float64": ">d"}
 
 
 def _uvarint(n: int) -> bytes:
@@ -138,10 +138,12 @@ def A(element) -> tuple:
 
 
 def call(bootstrap: str, api_key: int, version: int, request_schema, request: dict, response_schema,
-         timeout: float = TIMEOUT_S, flexible: bool = False, sasl_plain: Optional[tuple] = None) -> dict:
+         timeout: float = TIMEOUT_S, flexible: bool = False, sasl_plain: Optional[tuple] = None,
+         client_id: bytes = CLIENT_ID) -> dict:
     """Send one request (header v1; v2 if `flexible`) to `bootstrap` and decode the response
     (header v0; v1 if `flexible`). `sasl_plain` (user, password): log in with SASL/PLAIN
-    first (a SASL_PLAINTEXT listener), so the request is that principal's."""
+    first (a SASL_PLAINTEXT listener), so the request is that principal's; `client_id` goes in
+    the request header (client quotas apply by it)."""
     with door.connect(bootstrap, timeout) as s:
         s.settimeout(timeout)
         node_door = door.lookup(bootstrap)
@@ -149,12 +151,12 @@ def call(bootstrap: str, api_key: int, version: int, request_schema, request: di
             _sasl_plain_login(s, *sasl_plain)
         elif node_door is not None and api_key != 18:  # ApiVersions needs no login
             _sasl_plain_login(s, node_door.user, node_door.password)
-        return _exchange(s, api_key, version, request_schema, request, response_schema, flexible)
+        return _exchange(s, api_key, version, request_schema, request, response_schema, flexible, client_id)
 
 
 def _exchange(s: socket.socket, api_key: int, version: int, request_schema, request: dict, response_schema,
-              flexible: bool = False) -> dict:
-    header = struct.pack(">hhih", api_key, version, 7, len(CLIENT_ID)) + CLIENT_ID
+              flexible: bool = False, client_id: bytes = CLIENT_ID) -> dict:
+    header = struct.pack(">hhih", api_key, version, 7, len(client_id)) + client_id
     if flexible:
         header += _encode("tags", None)
     body = header + _encode(request_schema, request)
@@ -447,11 +449,11 @@ _FETCH_RESP = [
 
 def fetch(bootstrap: str, partitions: Dict[str, Dict[int, int]], max_wait_ms: int, min_bytes: int = 1,
           session_id: int = 0, session_epoch: int = FINAL_EPOCH, max_bytes: int = 1 << 20,
-          replica_id: int = -1, sasl_plain: Optional[tuple] = None) -> dict:
+          replica_id: int = -1, sasl_plain: Optional[tuple] = None, client_id: bytes = CLIENT_ID) -> dict:
     """One consumer Fetch (a follower's with `replica_id` >= 0); `partitions`: {topic: {partition:
-    fetch offset}} (may be empty); `sasl_plain` as in `call`.
+    fetch offset}} (may be empty); `sasl_plain` and `client_id` as in `call`.
     Session (0, FINAL_EPOCH): sessionless; (0, 0): open a session; (id, n>0): incremental;
-    (id, FINAL_EPOCH): close it. Returns {"error", "session_id",
+    (id, FINAL_EPOCH): close it. Returns {"error", "session_id", "throttle_time_ms",
     "partitions": {(topic, p): {"error", "high_watermark", "records": bytes}}}."""
     request = {"replica_id": replica_id, "max_wait_ms": max_wait_ms, "min_bytes": min_bytes, "max_bytes": max_bytes,
                "isolation_level": 0, "session_id": session_id, "session_epoch": session_epoch,
@@ -461,14 +463,51 @@ def fetch(bootstrap: str, partitions: Dict[str, Dict[int, int]], max_wait_ms: in
                           for t, ps in partitions.items()],
                "forgotten_topics_data": [], "rack_id": ""}
     r = call(bootstrap, 1, 11, _FETCH_REQ, request, _FETCH_RESP, timeout=max_wait_ms / 1000 + TIMEOUT_S,
-             sasl_plain=sasl_plain)
+             sasl_plain=sasl_plain, client_id=client_id)
     return {
         "error": r["error_code"],
         "session_id": r["session_id"],
+        "throttle_time_ms": r["throttle_time_ms"],
         "partitions": {(t["topic"], p["partition_index"]): {"error": p["error_code"], "high_watermark": p["high_watermark"],
                                                            "records": p["records"] or b""}
                        for t in r["responses"] for p in t["partitions"]},
     }
+
+
+# -- AlterClientQuotas v0 (api 49) / DescribeClientQuotas v0 (api 48) --------------------------
+_QUOTA_ENTITY = A([("entity_type", "string"), ("entity_name", "nstring")])
+_ALTER_QUOTAS_REQ = [("entries", A([("entity", _QUOTA_ENTITY),
+                                    ("ops", A([("key", "string"), ("value", "float64"), ("remove", "bool")]))])),
+                     ("validate_only", "bool")]
+_ALTER_QUOTAS_RESP = [("throttle_time_ms", "int32"),
+                      ("entries", A([("error_code", "int16"), ("error_message", "nstring"), ("entity", _QUOTA_ENTITY)]))]
+_DESCRIBE_QUOTAS_REQ = [("components", A([("entity_type", "string"), ("match_type", "int8"), ("match", "nstring")])),
+                        ("strict", "bool")]
+_DESCRIBE_QUOTAS_RESP = [("throttle_time_ms", "int32"), ("error_code", "int16"), ("error_message", "nstring"),
+                         ("entries", A([("entity", _QUOTA_ENTITY), ("values", A([("key", "string"), ("value", "float64")]))]))]
+
+
+def alter_client_quotas(bootstrap: str, entries: List[tuple], validate_only: bool = False) -> List[tuple]:
+    """`entries`: [({entity_type: name or None for the default}, {key: value, or None to remove})].
+    Returns [(error_code, error_message)] in entry order."""
+    request = {"validate_only": validate_only, "entries": [
+        {"entity": [{"entity_type": t, "entity_name": n} for t, n in entity.items()],
+         "ops": [{"key": k, "value": 0.0 if v is None else float(v), "remove": v is None} for k, v in ops.items()]}
+        for entity, ops in entries]}
+    r = call(bootstrap, 49, 0, _ALTER_QUOTAS_REQ, request, _ALTER_QUOTAS_RESP)
+    return [(e["error_code"], e["error_message"]) for e in r["entries"]]
+
+
+def describe_client_quotas(bootstrap: str, components: List[tuple], strict: bool = False) -> dict:
+    """`components`: [(entity_type, match_type, match)]. Returns {"error", "message", "entries": [(entity
+    dict, values dict)] or None}."""
+    request = {"strict": strict, "components": [{"entity_type": t, "match_type": m, "match": n}
+                                                for t, m, n in components]}
+    r = call(bootstrap, 48, 0, _DESCRIBE_QUOTAS_REQ, request, _DESCRIBE_QUOTAS_RESP)
+    entries = None if r["entries"] is None else [
+        ({e["entity_type"]: e["entity_name"] for e in entry["entity"]}, {v["key"]: v["value"] for v in entry["values"]})
+        for entry in r["entries"]]
+    return {"error": r["error_code"], "message": r["error_message"], "entries": entries}
 
 
 # -- OffsetForLeaderEpoch v3 (api 23) ------------------------------------------------------------

@@ -158,6 +158,10 @@ pub fn apply(image: &mut MetadataImage, cmd: &Command, index: u64) -> ApplyResul
             image.features.extend(levels.iter().cloned());
             Ok(())
         }
+        Command::AlterClientQuotas { alterations } => {
+            image.client_quotas.alter(alterations);
+            Ok(())
+        }
         Command::CreateAcls { bindings } => {
             for binding in bindings {
                 image.acls.insert(binding);

@@ -211,6 +211,12 @@ pub enum Command {
     UpdateFeatures {
         levels: Vec<(String, i16)>,
     },
+    /// Kafka's AlterClientQuotas, validated by the proposer (entity types, keys, finite
+    /// positive values): per entity, sets then removes keys; an entity left with no
+    /// quota goes (Kafka's `ClientQuotaRecord`s of one request, applied atomically).
+    AlterClientQuotas {
+        alterations: Vec<crate::quota::QuotaAlteration>,
+    },
 }
 
 /// A user's new SCRAM credential for one mechanism (1 SCRAM-SHA-256, 2 SCRAM-SHA-512).
@@ -260,6 +266,7 @@ impl Command {
             Command::DeleteAcls { .. } => "delete_acls",
             Command::Bootstrap { .. } => "bootstrap",
             Command::UpdateFeatures { .. } => "update_features",
+            Command::AlterClientQuotas { .. } => "alter_client_quotas",
         }
     }
 }

@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::acl::AclsImage;
+use crate::quota::ClientQuotasImage;
 
 /// No leader: every in-sync replica is fenced (Kafka's `-1`).
 pub const NO_LEADER: i32 = -1;
@@ -158,6 +159,8 @@ pub struct MetadataImage {
     pub scram_credentials: BTreeMap<String, BTreeMap<i8, ScramCredentialImage>>,
     /// ACL bindings, indexed for the authorizer (KRaft's `AccessControlEntryRecord`s).
     pub acls: AclsImage,
+    /// Client quotas by entity (KRaft's `ClientQuotaRecord`s).
+    pub client_quotas: ClientQuotasImage,
     /// Whether a [`Command::Bootstrap`](crate::Command::Bootstrap) has been applied: the
     /// records `brook format` wrote (Kafka's bootstrap metadata) go in once per cluster.
     pub bootstrapped: bool,
@@ -230,6 +233,7 @@ impl MetadataImage {
             && self.producer_id_blocks == other.producer_id_blocks
             && self.scram_credentials == other.scram_credentials
             && self.acls == other.acls
+            && self.client_quotas == other.client_quotas
             && self.bootstrapped == other.bootstrapped
     }
 }
@@ -253,6 +257,8 @@ struct ImageRepr {
     scram_credentials: Vec<(String, i8, ScramCredentialImage)>,
     #[serde(default)]
     acls: AclsImage,
+    #[serde(default)]
+    client_quotas: ClientQuotasImage,
     #[serde(default)]
     bootstrapped: bool,
     #[serde(default)]
@@ -290,6 +296,7 @@ impl From<MetadataImage> for ImageRepr {
                 })
                 .collect(),
             acls: image.acls,
+            client_quotas: image.client_quotas,
             bootstrapped: image.bootstrapped,
             features: image.features,
             applied: image.applied,
@@ -329,6 +336,7 @@ impl From<ImageRepr> for MetadataImage {
                 },
             ),
             acls: repr.acls,
+            client_quotas: repr.client_quotas,
             bootstrapped: repr.bootstrapped,
             features: repr.features,
             applied: repr.applied,

@@ -28,6 +28,7 @@ pub mod log_store;
 mod monitor;
 pub mod network;
 mod quorum;
+pub mod quota;
 pub mod reassignment;
 mod service;
 pub mod state_machine;
@@ -55,6 +56,7 @@ pub use liveness::{Heartbeat, HeartbeatReply, Liveness, REGISTRATION_PROBE};
 pub use network::PeerTls;
 pub use openraft::{BasicNode, LogId, RaftMetrics, ServerState};
 pub use quorum::MetadataQuorum;
+pub use quota::{ClientQuotasImage, QuotaAlteration, QuotaEntity};
 pub use reassignment::{Reassignment, ReassignmentRefusal};
 
 openraft::declare_raft_types!(

@@ -12,6 +12,7 @@ use crate::server::write::FileChunk;
 
 pub mod add_offsets_to_txn;
 pub mod add_partitions_to_txn;
+pub mod alter_client_quotas;
 pub mod alter_configs;
 pub mod alter_partition_reassignments;
 pub mod alter_user_scram_credentials;
@@ -119,6 +120,7 @@ pub const HANDLERS: &[ApiKey] = &[
     ApiKey::SaslHandshake,
     ApiKey::SaslAuthenticate,
     ApiKey::DescribeClientQuotas,
+    ApiKey::AlterClientQuotas,
     ApiKey::DescribeUserScramCredentials,
     ApiKey::AlterUserScramCredentials,
     ApiKey::UpdateFeatures,
@@ -168,7 +170,10 @@ pub async fn handle(
                 .await
                 .map(|r| ResponseKind::Produce(r).into()))
         }
-        RequestKind::Fetch(req) => return Ok(Some(fetch::handle(broker, session, req, v).await)),
+        RequestKind::Fetch(mut req) => {
+            crate::quota::enforce::cap_fetch(broker, session, header, &mut req);
+            return Ok(Some(fetch::handle(broker, session, req, v).await));
+        }
         RequestKind::ListOffsets(req) => {
             ResponseKind::ListOffsets(list_offsets::handle(broker, session, req, v).await)
         }
@@ -309,6 +314,9 @@ pub async fn handle(
         }
         RequestKind::DescribeClientQuotas(req) => ResponseKind::DescribeClientQuotas(
             describe_client_quotas::handle(broker, session, req, v),
+        ),
+        RequestKind::AlterClientQuotas(req) => ResponseKind::AlterClientQuotas(
+            alter_client_quotas::handle(broker, session, req, v).await,
         ),
         RequestKind::DescribeUserScramCredentials(req) => {
             ResponseKind::DescribeUserScramCredentials(describe_user_scram_credentials::handle(

@@ -270,14 +270,33 @@ async fn serve(
             },
         };
         match dispatch::handle_frame(broker, &session, frame).await {
-            Outcome::Respond(chunks) => {
+            Outcome::Respond(chunks, throttle) => {
                 if let Err(e) = transport.write_response(chunks).await {
                     debug!(error = %e, "write failed");
                     return Ok(());
                 }
+                if !mute(throttle, shutdown).await {
+                    return Ok(());
+                }
             }
-            Outcome::NoResponse => {}
+            Outcome::NoResponse(throttle) => {
+                if !mute(throttle, shutdown).await {
+                    return Ok(());
+                }
+            }
             Outcome::Close(reason) => return Err((CloseReason::BadRequest, reason)),
         }
+    }
+}
+
+/// KIP-219: a throttled client's connection reads nothing for the throttle time, after its
+/// response went out (Kafka mutes the channel). False when the node stops meanwhile.
+async fn mute(throttle: Duration, shutdown: &CancellationToken) -> bool {
+    if throttle.is_zero() {
+        return true;
+    }
+    tokio::select! {
+        _ = shutdown.cancelled() => false,
+        _ = tokio::time::sleep(throttle) => true,
     }
 }

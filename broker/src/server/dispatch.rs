@@ -7,7 +7,7 @@
 //! in its own format where the API has an error field; bytes that are not a Kafka
 //! request close the connection.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use brook_protocol::error_response::unsupported_response;
 use brook_protocol::kafka_protocol::messages::{ApiKey, RequestHeader};
@@ -18,20 +18,24 @@ use tracing::{debug, Instrument};
 use crate::broker::Broker;
 use crate::handlers::{self, api_versions, Reply};
 use crate::metrics;
+use crate::quota::enforce;
 use crate::server::session::Session;
 use crate::server::write::ResponseChunk;
 
 /// What the connection does after a frame.
 pub enum Outcome {
     /// The response frame as chunks to write in order (a fetch's record sets are chunks
-    /// of their own, never copied: `brook_protocol::chunked`, `server::write`).
-    Respond(Vec<ResponseChunk>),
-    /// Produce with acks=0: the client expects no response.
-    NoResponse,
+    /// of their own, never copied: `brook_protocol::chunked`, `server::write`), and how
+    /// long to read nothing more once it is sent (a client quota's throttle, KIP-219).
+    Respond(Vec<ResponseChunk>, Duration),
+    /// Produce with acks=0: the client expects no response (but may be throttled).
+    NoResponse(Duration),
     Close(String),
 }
 
 pub async fn handle_frame(broker: &Broker, session: &Session, frame: Bytes) -> Outcome {
+    // The size prefix counts too: Kafka meters `request.sizeInBytes`, the whole request.
+    let frame_len = frame.len() + 4;
     let request = match decode_request(frame) {
         Ok(Decoded::Request(request)) => request,
         Ok(Decoded::UnsupportedVersion { api_key, header }) => {
@@ -60,14 +64,28 @@ pub async fn handle_frame(broker: &Broker, session: &Session, frame: Bytes) -> O
         correlation_id = header.correlation_id,
         client_id = header.client_id.as_deref().unwrap_or(""),
     );
+    let metered = enforce::meter(broker, &body, frame_len);
     let started = Instant::now();
-    let result = handlers::handle(broker, session, &header, body)
+    let mut result = handlers::handle(broker, session, &header, body)
         .instrument(span)
         .await;
     metrics::record_request(api_key, started.elapsed());
+    let throttle = match (&mut result, metered) {
+        (Ok(reply), Some(metered)) => Duration::from_millis(enforce::apply(
+            broker,
+            session,
+            &header,
+            metered,
+            reply.as_mut(),
+        )),
+        _ => Duration::ZERO,
+    };
     match result {
-        Ok(Some(reply)) => encode(api_key, &header, reply),
-        Ok(None) => Outcome::NoResponse,
+        Ok(Some(reply)) => match encode(api_key, &header, reply) {
+            Outcome::Respond(chunks, _) => Outcome::Respond(chunks, throttle),
+            other => other,
+        },
+        Ok(None) => Outcome::NoResponse(throttle),
         Err(e) => {
             // The connection's close line (`server::closed`) carries the error.
             debug!(api = ?api_key, error = %e, "request failed");
@@ -99,7 +117,7 @@ fn encode_at(api_key: ApiKey, version: i16, correlation_id: i32, reply: Reply) -
     match encode_response_chunks(api_key, version, correlation_id, &reply.body, reply.files) {
         Ok(chunks) => {
             metrics::record_bytes_out(chunks.iter().map(ResponseChunk::len).sum());
-            Outcome::Respond(chunks)
+            Outcome::Respond(chunks, Duration::ZERO)
         }
         Err(e) => Outcome::Close(e.to_string()),
     }

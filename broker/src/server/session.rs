@@ -96,6 +96,8 @@ pub struct Session {
     pub security_protocol: SecurityProtocol,
     pub peer: SocketAddr,
     principal: KafkaPrincipal,
+    /// The client quotas this connection's client resolved to (`quota`).
+    pub quotas: Arc<crate::quota::SessionQuotas>,
 }
 
 impl Session {
@@ -110,6 +112,7 @@ impl Session {
             security_protocol,
             peer,
             principal,
+            quotas: Arc::default(),
         }
     }
 

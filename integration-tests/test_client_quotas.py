@@ -1,0 +1,385 @@
+"""Client quotas (Kafka's `producer_byte_rate` / `consumer_byte_rate` by user, client id, both and
+their defaults), on both targets, one broker per module.
+
+- Kafka 4.4's own `kafka-configs --alter/--describe/--delete-config` for users, clients,
+  user+client, defaults and ips print exactly what they print against Kafka (entity order and the
+  order of values within an entity normalised: Kafka keeps both in hash maps); its refusals carry
+  Kafka's messages.
+- AlterClientQuotas refusals carry Kafka's INVALID_REQUEST messages and store nothing; ValidateOnly
+  stores nothing; DescribeClientQuotas filters (exact, default, any; strict) match as Kafka's; the
+  quotas survive a restart (they live in the metadata quorum).
+- Precedence (user+client > user+default-client > user > default-user+client >
+  default-user+default-client > default-user > client > default-client): each level is added in
+  turn, alternately with a tiny and a huge consumer_byte_rate, and a Fetch probe of 64 KB says
+  which applies — a throttled fetch returns no data and a non-zero throttle_time_ms (KIP-219),
+  an unthrottled one the record. On PLAINTEXT the user is `ANONYMOUS`, as in Kafka.
+- `kafka-producer-perf-test` and `kafka-consumer-perf-test` with client.id under a 1 MiB/s quota
+  move 12 MiB at <= 1.2 MiB/s with non-zero produce-/fetch-throttle-time-avg, while another
+  client id moves the same at twice that or more (measured 3-10 MiB/s producing, 20-45 MiB/s
+  consuming on 2 busy cores; the bound leaves room for a loaded CI machine). Why 12 MiB: Kafka measures a rate over 11
+  one-second samples and never over less than 10 s, so a fresh client may move 10 s worth at
+  once before it is throttled, and each sample that ages out frees its bytes again; a run just
+  past that first allowance (as on Kafka: measured below) ends on the settled rate.
+"""
+
+import re
+import time
+import uuid
+
+import pytest
+from confluent_kafka import Producer
+
+from harness import kafka_cli, paths, wire
+from harness.broker import Broker
+
+CONFIGS = "org.apache.kafka.tools.ConfigCommand"
+TOPICS = "org.apache.kafka.tools.TopicCommand"
+PRODUCER_PERF = "org.apache.kafka.tools.ProducerPerformance"
+CONSUMER_PERF = "org.apache.kafka.tools.ConsumerPerformance"
+DEADLINE_S = 15.0
+MIB = 1024 * 1024
+RECORD_SIZE = 1000
+# 12 MiB of 1000-byte records (see the module docstring).
+PERF_RECORDS = 12 * MIB // RECORD_SIZE
+LOW = 1000          # bytes/s: a 64 KB fetch is 6.4 times over it (measured over 10 s)
+HIGH = 1000000000   # bytes/s: never reached here
+PROBE_BYTES = 64 * 1024
+
+
+@pytest.fixture(scope="module")
+def node(tmp_path_factory):
+    b = Broker(paths.target(), tmp_path_factory.mktemp("client-quotas"))
+    b.start()
+    yield b
+    b.stop()
+
+
+@pytest.fixture
+def broker(request, node):
+    node.start()  # no-op while it runs
+    setattr(request.node, "_brook_brokers", [node])
+    return node
+
+
+@pytest.fixture
+def quotas(broker):
+    """`set(entity, {key: value})` with AlterClientQuotas (entity: {type: name, None = default}), or
+    `set(entity_args, "k=v,...")` with kafka-configs; every key set is removed at teardown, so no
+    test's quota throttles the next one."""
+    touched = []
+
+    def set_(entity, config):
+        if isinstance(entity, dict):
+            assert wire.alter_client_quotas(broker.bootstrap, [(entity, config)]) == [(0, None)]
+            touched.append((entity, list(config)))
+        else:
+            configs(broker, "--alter", *entity, "--add-config", config)
+            touched.append((entity_of(entity), [kv.split("=")[0] for kv in config.split(",")]))
+
+    yield set_
+    for entity, keys in touched:
+        wire.alter_client_quotas(broker.bootstrap, [(entity, {k: None for k in keys})])
+
+
+def entity_of(args):
+    """kafka-configs entity arguments as a quota entity."""
+    entity, kind = {}, None
+    for arg in args:
+        if arg in ("--entity-type", "--entity-name", "--entity-default"):
+            flag = arg
+            if flag == "--entity-default":
+                entity[kind] = None
+            continue
+        if flag == "--entity-type":
+            kind = {"users": "user", "clients": "client-id", "ips": "ip"}[arg]
+        else:
+            entity[kind] = arg
+    return entity
+
+
+def configs(broker, *args, check=True):
+    return kafka_cli.run(CONFIGS, "--bootstrap-server", broker.bootstrap, *args, check=check)
+
+
+def described(broker, *entity_args):
+    """`--describe` output, each line's values sorted, lines sorted."""
+    out = configs(broker, "--describe", *entity_args).stdout
+    lines = []
+    for line in out.splitlines():
+        if not line.strip():
+            continue
+        head, sep, values = line.partition(" are ")
+        lines.append(head + sep + ", ".join(sorted(values.split(", "))) if sep else line)
+    return sorted(lines)
+
+
+def eventually(check, what, deadline_s=DEADLINE_S):
+    """Kafka applies quota changes on the broker a moment after the controller commits them."""
+    deadline = time.monotonic() + deadline_s
+    while True:
+        try:
+            return check()
+        except AssertionError:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"not within {deadline_s} s: {what}")
+            time.sleep(0.1)
+
+
+def create_topic(broker, topic):
+    kafka_cli.run(TOPICS, "--bootstrap-server", broker.bootstrap, "--create", "--topic", topic,
+                  "--partitions", "1", "--replication-factor", "1")
+
+
+# ---- kafka-configs -----------------------------------------------------------------------------
+
+USERS_ALICE = ["--entity-type", "users", "--entity-name", "alice"]
+ALICE_C1 = USERS_ALICE + ["--entity-type", "clients", "--entity-name", "c1"]
+DEFAULT_USER = ["--entity-type", "users", "--entity-default"]
+DEFAULT_CLIENT = ["--entity-type", "clients", "--entity-default"]
+
+
+def test_kafka_configs_alters_describes_and_deletes_quotas_as_on_kafka(broker, quotas):
+    quotas(USERS_ALICE, "producer_byte_rate=1048576,consumer_byte_rate=2097152")
+    quotas(DEFAULT_CLIENT, "consumer_byte_rate=7000")
+    quotas(ALICE_C1, "request_percentage=50")
+    # The rest through the wire: each kafka-configs run is a JVM start.
+    quotas({"client-id": "c1"}, {"producer_byte_rate": 1000})
+    quotas({"user": None}, {"producer_byte_rate": 5000})
+    quotas({"ip": None}, {"connection_creation_rate": 10})
+
+    def all_described():
+        assert described(broker, "--entity-type", "users") == [
+            "Quota configs for the default user-principal are producer_byte_rate=5000.0",
+            "Quota configs for user-principal 'alice' are consumer_byte_rate=2097152.0, producer_byte_rate=1048576.0",
+        ]
+    eventually(all_described, "every user quota described")
+    assert described(broker, "--entity-type", "clients") == [
+        "Quota configs for client-id 'c1' are producer_byte_rate=1000.0",
+        "Quota configs for the default client-id are consumer_byte_rate=7000.0",
+    ]
+    assert described(broker, *USERS_ALICE) == [
+        "Quota configs for user-principal 'alice' are consumer_byte_rate=2097152.0, producer_byte_rate=1048576.0",
+    ]
+    assert described(broker, *USERS_ALICE, "--entity-type", "clients") == [
+        "Quota configs for user-principal 'alice', client-id 'c1' are request_percentage=50.0",
+    ]
+    assert described(broker, *DEFAULT_USER) == [
+        "Quota configs for the default user-principal are producer_byte_rate=5000.0",
+    ]
+    assert described(broker, "--entity-type", "ips") == [
+        "Quota configs for the default ip are connection_creation_rate=10.0",
+    ]
+
+    done = configs(broker, "--alter", *USERS_ALICE, "--delete-config", "consumer_byte_rate")
+    assert done.stdout.strip() == "Completed updating config for user alice."
+    eventually(lambda: _equal(described(broker, *USERS_ALICE), [
+        "Quota configs for user-principal 'alice' are producer_byte_rate=1048576.0",
+    ]), "alice's consumer_byte_rate deleted")
+    # Deleting it again: the tool itself finds nothing to delete.
+    again = configs(broker, "--alter", *USERS_ALICE, "--delete-config", "consumer_byte_rate", check=False)
+    assert again.returncode == 1 and "Invalid config(s): consumer_byte_rate" in again.stdout + again.stderr
+
+
+def _equal(got, want):
+    assert got == want, got
+
+
+def test_kafka_configs_reports_a_refused_quota_with_kafkas_message(broker):
+    refused = configs(broker, "--alter", *USERS_ALICE, "--add-config", "producer_byte_rate=1.5", check=False)
+    assert refused.returncode == 1
+    assert ("org.apache.kafka.common.errors.InvalidRequestException: producer_byte_rate cannot be a fractional value."
+            in refused.stdout + refused.stderr)
+
+
+INVALID_REQUEST = 42
+UNSUPPORTED_VERSION = 35
+
+
+@pytest.mark.parametrize("entity, ops, message", [
+    ({"user": "bob"}, {"producer_byte_rate": 1.5}, "producer_byte_rate cannot be a fractional value."),
+    ({"user": "bob"}, {"producer_byte_rate": 0}, "Quota producer_byte_rate must be greater than 0"),
+    ({"user": "bob"}, {"producer_rate": 5}, "Invalid configuration key producer_rate"),
+    ({"client-id": "c"}, {"connection_creation_rate": 5}, "Invalid configuration key connection_creation_rate"),
+    ({"ip": None}, {"connection_creation_rate": 3e9},
+     "Proposed value for connection_creation_rate is too large for an INT."),
+    ({"ip": "1.2.3.4", "user": "bob"}, {"producer_byte_rate": 5},
+     "Invalid quota entity combination, IP entity shouldnot be combined with User or ClientId"),
+    ({"group": "g"}, {"producer_byte_rate": 5}, "Unhandled client quota entity type: group"),
+    ({"user": ""}, {"producer_byte_rate": 5}, "Empty user not supported"),
+    ({}, {"producer_byte_rate": 5}, "Invalid empty client quota entity"),
+])
+def test_alter_client_quotas_refuses_what_kafka_refuses_and_stores_nothing(broker, entity, ops, message):
+    assert wire.alter_client_quotas(broker.bootstrap, [(entity, ops)]) == [(INVALID_REQUEST, message)]
+    everything = wire.describe_client_quotas(broker.bootstrap, [])
+    # Kafka leaves the error message at its default, "" (not null).
+    assert everything == {"error": 0, "message": "", "entries": []}
+
+
+def test_validate_only_checks_and_stores_nothing(broker):
+    entries = [({"user": "carol"}, {"producer_byte_rate": 2048}), ({"user": "dave"}, {"producer_byte_rate": -1})]
+    # Kafka answers in its result map's order, not the request's.
+    assert sorted(wire.alter_client_quotas(broker.bootstrap, entries, validate_only=True), key=repr) == [
+        (0, None), (INVALID_REQUEST, "Quota producer_byte_rate must be greater than 0")]
+    assert wire.describe_client_quotas(broker.bootstrap, [])["entries"] == []
+
+
+def test_describe_filters_match_exact_default_and_any_names(broker, quotas):
+    quotas({"user": "erin"}, {"consumer_byte_rate": 1024})
+    quotas({"user": "erin", "client-id": None}, {"consumer_byte_rate": 2048})
+    quotas({"user": None}, {"consumer_byte_rate": 4096})
+    erin = ({"user": "erin"}, {"consumer_byte_rate": 1024.0})
+    erin_any = ({"user": "erin", "client-id": None}, {"consumer_byte_rate": 2048.0})
+    anyone = ({"user": None}, {"consumer_byte_rate": 4096.0})
+
+    def found(components, strict=False):
+        r = wire.describe_client_quotas(broker.bootstrap, components, strict)
+        assert r["error"] == 0, r
+        return sorted(r["entries"], key=repr)
+
+    def all_three():
+        assert found([("user", 2, None)]) == sorted([erin, erin_any, anyone], key=repr)
+    eventually(all_three, "the three entities described")
+    assert found([("user", 0, "erin")]) == sorted([erin, erin_any], key=repr)
+    assert found([("user", 0, "erin")], strict=True) == [erin]
+    assert found([("user", 1, None)]) == [anyone]
+    assert found([("user", 0, "erin"), ("client-id", 1, None)]) == [erin_any]
+    assert found([("client-id", 2, None)], strict=True) == []
+    assert wire.describe_client_quotas(broker.bootstrap, [("user", 0, None)]) == {
+        "error": INVALID_REQUEST, "message": "Request specified MATCH_TYPE_EXACT, but set match string to null.",
+        "entries": None}
+    assert wire.describe_client_quotas(broker.bootstrap, [("group", 2, None)]) == {
+        "error": UNSUPPORTED_VERSION, "message": "Unsupported entity type group", "entries": None}
+
+
+# ---- precedence --------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def probe_topic(node):
+    topic = f"quota-probe-{uuid.uuid4().hex[:8]}"
+    create_topic(node, topic)
+    p = Producer({"bootstrap.servers": node.bootstrap})
+    p.produce(topic, b"x" * PROBE_BYTES)
+    assert p.flush(30) == 0
+    return topic
+
+
+def fetch_probe(broker, topic, client_id):
+    """One 64 KB Fetch as `client_id`: (throttle_time_ms, bytes of records returned)."""
+    r = wire.fetch(broker.bootstrap, {topic: {0: 0}}, max_wait_ms=0, client_id=client_id.encode())
+    assert r["error"] == 0, r
+    records = r["partitions"].get((topic, 0), {}).get("records", b"")
+    return r["throttle_time_ms"], len(records)
+
+
+def test_quota_precedence_is_kafkas(broker, quotas, probe_topic):
+    client = f"probe-{uuid.uuid4().hex[:6]}"
+    user = "ANONYMOUS"
+    # Lowest precedence first; each level added must win over every one before it.
+    levels = [
+        ("default client", {"client-id": None}, LOW),
+        ("client", {"client-id": client}, HIGH),
+        ("default user", {"user": None}, LOW),
+        ("default user + default client", {"user": None, "client-id": None}, HIGH),
+        ("default user + client", {"user": None, "client-id": client}, LOW),
+        ("user", {"user": user}, HIGH),
+        ("user + default client", {"user": user, "client-id": None}, LOW),
+        ("user + client", {"user": user, "client-id": client}, HIGH),
+    ]
+    for name, entity, rate in levels:
+        quotas(entity, {"consumer_byte_rate": rate})
+
+        def applies():
+            throttle_ms, got = fetch_probe(broker, probe_topic, client)
+            if rate == LOW:
+                assert throttle_ms > 0 and got == 0, (throttle_ms, got)
+            else:
+                assert throttle_ms == 0 and got > PROBE_BYTES, (throttle_ms, got)
+        eventually(applies, f"the {name} quota ({rate} B/s) applies over every level below it")
+
+
+# ---- perf tools ----------------------------------------------------------------------------------
+
+PRODUCER_SUMMARY = re.compile(r"^(\d+) records sent, ([\d.]+) records/sec \(([\d.]+) MB/sec\)", re.M)
+METRIC = r"^{group}:{name}:\{{client-id={client}\}}\s*: ([\d.]+)$"
+
+
+def metric(out, group, name, client):
+    found = re.search(METRIC.format(group=group, name=re.escape(name), client=re.escape(client)), out, re.M)
+    assert found, f"no {group}:{name} for {client} in:\n{out[-3000:]}"
+    return float(found.group(1))
+
+
+def producer_perf(broker, topic, client):
+    out = kafka_cli.run(PRODUCER_PERF, "--topic", topic, "--num-records", PERF_RECORDS, "--record-size", RECORD_SIZE,
+                        "--throughput", -1, "--producer-props", f"bootstrap.servers={broker.bootstrap}",
+                        f"client.id={client}", "--print-metrics", timeout=120).stdout
+    sent, _, mb_s = PRODUCER_SUMMARY.findall(out)[-1]
+    assert int(sent) == PERF_RECORDS, out[-2000:]
+    return float(mb_s), metric(out, "producer-metrics", "produce-throttle-time-avg", client)
+
+
+def consumer_perf(broker, topic, client):
+    out = kafka_cli.run(CONSUMER_PERF, "--bootstrap-server", broker.bootstrap, "--topic", topic,
+                        "--messages", PERF_RECORDS, "--timeout", 60000, "--print-metrics",
+                        "--command-property", f"client.id={client}", timeout=120).stdout
+    header = "start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec, " \
+             "rebalance.time.ms, fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec"
+    lines = out.splitlines()
+    row = lines[lines.index(header) + 1].split(", ")
+    consumed_mb, fetch_mb_s = float(row[2]), float(row[8])
+    return consumed_mb, fetch_mb_s, metric(out, "consumer-fetch-manager-metrics", "fetch-throttle-time-avg", client)
+
+
+@pytest.fixture(scope="module")
+def perf_topic(node):
+    topic = f"quota-perf-{uuid.uuid4().hex[:8]}"
+    create_topic(node, topic)
+    return topic
+
+
+def test_producer_perf_test_settles_under_its_client_quota(broker, quotas, perf_topic):
+    quotas({"client-id": "quota-slow"}, {"producer_byte_rate": MIB})
+    slow_mb_s, slow_throttle = producer_perf(broker, perf_topic, "quota-slow")
+    fast_mb_s, fast_throttle = producer_perf(broker, perf_topic, "quota-fast")
+    print(f"producer: quota-slow {slow_mb_s} MiB/s (throttle avg {slow_throttle} ms), "
+          f"quota-fast {fast_mb_s} MiB/s (throttle avg {fast_throttle} ms)")
+    assert slow_mb_s <= 1.2 and slow_throttle > 0
+    assert fast_throttle == 0 and fast_mb_s >= 2 * slow_mb_s
+    assert_quota_metrics(broker, "produce", "client-id=quota-slow", PERF_RECORDS * RECORD_SIZE)
+
+
+def assert_quota_metrics(broker, quota, entity, at_least_bytes):
+    """Brook's metrics, labelled by the configured entity that applied (Kafka has JMX instead)."""
+    if paths.target() != "brook":
+        return
+    labels = {"quota": quota, "entity": entity}
+    assert broker.metric("brook_quota_throttle_time_seconds_count", **labels) > 0
+    assert broker.metric("brook_quota_bytes_total", **labels) >= at_least_bytes
+
+
+def test_consumer_perf_test_settles_under_its_client_quota(broker, quotas, perf_topic):
+    quotas({"client-id": "quota-slow-reader"}, {"consumer_byte_rate": MIB})
+    # The topic holds at least 12 MiB whichever test ran first.
+    p = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 50})
+    for _ in range(PERF_RECORDS):
+        p.produce(perf_topic, b"r" * RECORD_SIZE)
+        p.poll(0)
+    assert p.flush(60) == 0
+    consumed, slow_mb_s, slow_throttle = consumer_perf(broker, perf_topic, "quota-slow-reader")
+    _, fast_mb_s, fast_throttle = consumer_perf(broker, perf_topic, "quota-fast-reader")
+    print(f"consumer: quota-slow-reader {slow_mb_s} MiB/s (throttle avg {slow_throttle} ms), "
+          f"quota-fast-reader {fast_mb_s} MiB/s (throttle avg {fast_throttle} ms)")
+    assert consumed >= 11.9
+    assert slow_mb_s <= 1.2 and slow_throttle > 0
+    assert fast_throttle == 0 and fast_mb_s >= 2 * slow_mb_s
+    assert_quota_metrics(broker, "fetch", "client-id=quota-slow-reader", 11.9 * MIB)
+
+
+def test_quotas_survive_a_broker_restart(broker, quotas):
+    quotas({"user": "frank", "client-id": None}, {"producer_byte_rate": 4096})
+    broker.restart()
+
+    def kept():
+        r = wire.describe_client_quotas(broker.bootstrap, [("user", 0, "frank")])
+        assert r["entries"] == [({"user": "frank", "client-id": None}, {"producer_byte_rate": 4096.0})], r
+    eventually(kept, "frank's quota after the restart")

@@ -25,6 +25,8 @@ pub mod controller;
 pub mod election;
 mod error;
 mod forward;
+#[cfg(feature = "fuzzing")]
+pub mod fuzzing;
 pub mod image;
 mod leader_gone;
 mod learner;

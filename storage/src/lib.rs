@@ -14,6 +14,8 @@ pub mod control;
 pub mod error;
 pub mod file_pool;
 pub mod file_records;
+#[cfg(feature = "fuzzing")]
+pub mod fuzzing;
 pub mod handle;
 pub mod index;
 pub mod log;

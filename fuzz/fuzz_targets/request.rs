@@ -25,8 +25,14 @@ fuzz_target!(|data: &[u8]| {
         .body
         .encode(&mut buf, version)
         .expect("a decoded body encodes");
-    let Decoded::Request(again) = decode_request(buf.freeze()).expect("re-encoded decodes") else {
-        panic!("re-encoded request has an unsupported version");
+    let again = match decode_request(buf.freeze()) {
+        Ok(Decoded::Request(again)) => again,
+        // kafka-protocol 0.18 reads a tag number (an unsigned varint) into an i32, so a tag of
+        // 2^31 or more is kept as a negative unknown tagged field that its encoder cannot
+        // write back. Kafka accepts such tags too; Brook never re-encodes a client's request.
+        // Sorted maps put a negative tag first, so it shows in the Debug form.
+        Err(_) if format!("{request:?}").contains("unknown_tagged_fields: {-") => return,
+        other => panic!("a re-encoded request decodes: {other:?}"),
     };
     assert_eq!(again.header, request.header);
     assert_eq!(again.body, request.body);

@@ -7,7 +7,7 @@ CARGO ?= cargo
 # apt-get needs root; a developer who is not root gets sudo.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run cluster build test-bin suite-bin suite-parallel suite-serial test-kafka deps toolchain lint unit integration kill-test log-flood controller-failover chaos throttle-move soak test bench bench-tls bench-cluster bench-storage bench-scale bench-startup bench-compaction bench-rebalance clean-data
+.PHONY: fuzz fuzz-build fuzz-run fuzz-tools run cluster build test-bin suite-bin suite-parallel suite-serial test-kafka deps toolchain lint unit integration kill-test log-flood controller-failover chaos throttle-move soak test bench bench-tls bench-cluster bench-storage bench-scale bench-startup bench-compaction bench-rebalance clean-data
 
 run: toolchain
 	$(CARGO) build --release -p brook
@@ -148,10 +148,11 @@ soak: build
 # 1. the clients install in the background (most of it is downloads; output in target/deps.log,
 #    shown when it ends) while formatting is checked and the `brook` binary is built (linted);
 # 2. the parallel pass of the suite runs while the rest of the workspace's targets are built and
-#    linted at the lowest CPU priority (the suite leaves most of a core idle: its modules mostly
-#    wait on clients and brokers);
-# 3. once that build is done, the serial pass (CPU and timing figures) runs alone, then the unit
-#    tests. Every phase runs; any failure fails `make test`.
+#    linted, and the fuzz targets built (`make fuzz-build`, nightly, no RocksDB), at the lowest
+#    CPU priority (the suite leaves most of a core idle: its modules mostly wait on clients and
+#    brokers);
+# 3. once those builds are done, the serial pass (CPU and timing figures) runs alone, then the
+#    unit tests, then each fuzz target for 3 s. Every phase runs; any failure fails `make test`.
 # The build is not incremental: a from-scratch build gains nothing from incremental caches, which
 # cost code-generation time and ~11 GB of disk.
 test: export CARGO_INCREMENTAL := 0
@@ -168,16 +169,45 @@ test: toolchain
 	[ $$status = 0 ] || exit $$status; \
 	[ $$deps_status = 0 ] || { echo "make test: installing the test clients failed (above)" >&2; exit $$deps_status; }; \
 	{ nice -n 19 $(MAKE) --no-print-directory lint > target/lint.log 2>&1; } & lint=$$!; \
+	{ nice -n 19 $(MAKE) --no-print-directory fuzz-build > target/fuzz-build.log 2>&1; } & fuzz_build=$$!; \
 	$(MAKE) --no-print-directory suite-parallel || status=$$?; \
 	phase "parallel pass ended"; \
 	wait $$lint; lint_status=$$?; \
 	echo "make test: lint build (exit $$lint_status):"; tail -n 60 target/lint.log; \
 	[ $$lint_status = 0 ] || status=$$lint_status; \
+	wait $$fuzz_build; fuzz_build_status=$$?; \
+	echo "make test: fuzz build (exit $$fuzz_build_status):"; tail -n 20 target/fuzz-build.log; \
+	[ $$fuzz_build_status = 0 ] || status=$$fuzz_build_status; \
+	phase "lint and fuzz builds ended"; \
 	$(MAKE) --no-print-directory suite-serial || status=$$?; \
 	phase "serial pass ended"; \
 	[ $$lint_status = 0 ] && { $(MAKE) --no-print-directory unit || status=$$?; }; \
 	phase "unit tests ended"; \
+	[ $$fuzz_build_status = 0 ] && { $(MAKE) --no-print-directory fuzz-run FUZZ_SECONDS=3 || status=$$?; }; \
+	phase "fuzz runs ended"; \
 	exit $$status
+
+# Coverage-guided fuzzing of the decoders (fuzz/README.md): cargo-fuzz (libFuzzer, nightly Rust)
+# builds fuzz/ (its own workspace, storage and raft without RocksDB), then each target runs
+# FUZZ_SECONDS (default 60) on its committed seeds; prints executions per target and fails on
+# any crash, leaving the input in target/fuzz/artifacts/<target>/. `make test` runs 3 s each.
+# No sanitizer: Brook's code denies `unsafe`, and without ASan's allocator a huge but untouched
+# allocation behaves as in the broker (kafka-protocol reserves an array's claimed length).
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS ?= frame request batch compressed raft_rpc raft_snapshot checkpoint producer_snapshot log_dir
+FUZZ_TARGET_DIR ?= $(CURDIR)/fuzz/target
+fuzz-tools:
+	bash fuzz/install.sh
+
+fuzz-build: fuzz-tools
+	cd fuzz && CARGO_INCREMENTAL=0 cargo +nightly fuzz build --sanitizer none --debug-assertions --target-dir $(FUZZ_TARGET_DIR)
+
+fuzz: fuzz-build
+	$(MAKE) --no-print-directory fuzz-run
+
+# The runs alone, on the targets `make fuzz-build` built.
+fuzz-run:
+	FUZZ_BIN_DIR=$(FUZZ_TARGET_DIR)/x86_64-unknown-linux-gnu/release bash fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
 # Brook vs Apache Kafka side by side (bench/README.md): release build, then 3 rounds (tens of minutes);
 # `make bench ARGS=--quick` runs one short round. A command, never a CI gate.

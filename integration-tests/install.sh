@@ -91,6 +91,9 @@ if [ "${BROOK_INSTALL_ONLY_PYTHON:-0}" != 1 ]; then
   command -v g++ >/dev/null 2>&1 && command -v make >/dev/null 2>&1 || apt_install build-essential
   log "running $here/third-party/install.sh"
   PYTHON="$python" bash "$here/third-party/install.sh"
+  # Rust nightly and cargo-fuzz (pinned) for the fuzz targets' short run (`make fuzz`).
+  log "running $repo/fuzz/install.sh"
+  bash "$repo/fuzz/install.sh"
 fi
 
 # 5. Verify: everything the Python-side drivers need is really there.

@@ -2,7 +2,8 @@
 //! (`brook-protocol`), the partition logs (`brook-storage`) and the metadata quorum
 //! (`brook-raft`).
 
-pub mod alloc;
+/// The process allocator, beside the codec whose array reservations it absorbs.
+pub use brook_protocol::alloc;
 pub mod auth;
 pub mod broker;
 pub mod cluster;

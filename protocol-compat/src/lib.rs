@@ -6,6 +6,7 @@
 //! This crate does no I/O: it turns bytes into typed requests and typed responses into
 //! bytes. Record batches inside requests stay untouched `Bytes` slices of the frame.
 
+pub mod alloc;
 pub mod chunked;
 pub mod error;
 pub mod error_response;
@@ -15,6 +16,11 @@ pub mod response;
 pub mod versions;
 
 pub use error::ProtocolError;
+
+/// The unit tests decode as the broker does: under its allocator (see `alloc`).
+#[cfg(test)]
+#[global_allocator]
+static ALLOCATOR: alloc::BrookAllocator = alloc::BrookAllocator;
 pub use kafka_protocol;
 pub use request::{decode_request, Decoded, DecodedRequest};
 pub use response::{encode_response, encode_response_chunks};

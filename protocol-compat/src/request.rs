@@ -134,6 +134,26 @@ mod tests {
         ));
     }
 
+    /// Found again by the `request` fuzz target (run without the broker's allocator, it
+    /// aborted): kafka-protocol 0.18 reserves an array's claimed length before reading its
+    /// elements (Kafka checks it against the bytes left first), so 14 bytes claiming 2^31 - 1
+    /// quota entries ask for ~50 GB. Under `alloc::BrookAllocator` (this crate's tests, the
+    /// broker, the fuzz targets) that is an untouched mapping and the decode fails at the first
+    /// missing element: a malformed body, the connection closed, the process alive.
+    #[test]
+    fn an_array_claiming_more_elements_than_bytes_left_is_a_malformed_body() {
+        let mut frame = BytesMut::new();
+        frame.extend_from_slice(&49i16.to_be_bytes()); // AlterClientQuotas
+        frame.extend_from_slice(&0i16.to_be_bytes()); // v0, request header v1
+        frame.extend_from_slice(&1i32.to_be_bytes()); // correlation id
+        frame.extend_from_slice(&(-1i16).to_be_bytes()); // null client id
+        frame.extend_from_slice(&i32::MAX.to_be_bytes()); // entries: 2^31 - 1 of them
+        assert!(matches!(
+            decode_request(frame.freeze()),
+            Err(ProtocolError::MalformedBody { .. })
+        ));
+    }
+
     #[test]
     fn a_truncated_body_is_an_error_not_a_panic() {
         let full = frame_of(ApiKey::Metadata, 12, &MetadataRequest::default());

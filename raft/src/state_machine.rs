@@ -43,10 +43,10 @@ pub const SNAPSHOT_FORMAT_VERSION: u32 = 1;
 
 /// The snapshot file and the snapshot data sent to followers: the same bytes.
 #[derive(Serialize, Deserialize)]
-struct SnapshotFile {
+pub(crate) struct SnapshotFile {
     format_version: u32,
     meta: Meta,
-    image: MetadataImage,
+    pub(crate) image: MetadataImage,
 }
 
 /// A snapshot as held in memory: its meta and its serialized bytes.
@@ -102,7 +102,7 @@ fn sync_dir(dir: &Path) -> std::io::Result<()> {
     std::fs::File::open(dir)?.sync_all()
 }
 
-fn decode_snapshot(data: &[u8]) -> StResult<SnapshotFile> {
+pub(crate) fn decode_snapshot(data: &[u8]) -> StResult<SnapshotFile> {
     let file: SnapshotFile =
         serde_json::from_slice(data).map_err(|e| StorageIOError::read_snapshot(None, &e))?;
     if file.format_version != SNAPSHOT_FORMAT_VERSION {

@@ -113,6 +113,7 @@ pub enum StorageError {
         source: io::Error,
     },
     /// A RocksDB operation of the consumer-offset store failed.
+    #[cfg(feature = "rocksdb")]
     #[error("offset store {path}: {context}: {source}")]
     OffsetStoreDb {
         context: &'static str,

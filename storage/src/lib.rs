@@ -1,5 +1,5 @@
-//! Brook's storage: Kafka partition logs on local disk, and (`offsets`) the RocksDB
-//! consumer-offset store.
+//! Brook's storage: Kafka partition logs on local disk, and (`offsets`, with the default
+//! `rocksdb` feature) the RocksDB consumer-offset store.
 //!
 //! The core (`log`, `segment`, `index`, `producer_state`, `batch`) is synchronous like
 //! Kafka's `LocalLog`; `handle::LogHandle` is the only async door. No network, no
@@ -14,10 +14,13 @@ pub mod control;
 pub mod error;
 pub mod file_pool;
 pub mod file_records;
+#[cfg(feature = "fuzzing")]
+pub mod fuzzing;
 pub mod handle;
 pub mod index;
 pub mod log;
 pub mod log_manager;
+#[cfg(feature = "rocksdb")]
 pub mod offsets;
 pub mod producer_snapshot;
 pub mod producer_state;

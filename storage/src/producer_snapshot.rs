@@ -23,7 +23,7 @@
 //! corrupt snapshot is ignored with a WARN: the log then replays more headers. Pure
 //! encoding plus synchronous file I/O; the owning `Log` serialises access.
 
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -149,8 +149,18 @@ pub fn decode(bytes: &[u8]) -> Option<(i64, ProducerStateManager)> {
             },
         ));
     }
-    r.0.is_empty()
-        .then(|| (offset, ProducerStateManager::from_entries(producers)))
+    // A producer listed twice, or two open transactions starting at one offset, cannot come
+    // from a real log: the state built from them would silently drop one (found by the
+    // `producer_snapshot` fuzz target), so the snapshot is as corrupt as a bad CRC.
+    let mut ids = HashSet::with_capacity(producers.len());
+    let mut firsts = HashSet::new();
+    let consistent = producers.iter().all(|(id, entry)| {
+        ids.insert(*id)
+            && entry
+                .current_txn_first_offset
+                .is_none_or(|first| firsts.insert(first))
+    });
+    (r.0.is_empty() && consistent).then(|| (offset, ProducerStateManager::from_entries(producers)))
 }
 
 /// Offsets of the snapshot files in `dir`, ascending. Tmp files are left alone: another
@@ -374,6 +384,41 @@ mod tests {
         }
         assert_eq!(decode(&bytes[..bytes.len() - 3]), None);
         assert_eq!(decode(&[]), None);
+    }
+
+    /// Found by the `producer_snapshot` fuzz target: with a CRC that matches, a snapshot
+    /// listing one producer twice, or two producers whose open transactions start at the
+    /// same offset, decoded to a state that dropped one of them (and re-encoded differently).
+    #[test]
+    fn a_snapshot_naming_a_producer_or_a_transaction_start_twice_is_corrupt() {
+        let open_at = |first: Option<i64>| ProducerEntry {
+            producer_epoch: 0,
+            batches: VecDeque::new(),
+            current_txn_first_offset: first,
+            coordinator_epoch: 0,
+        };
+        let snapshot = |entries: &[(i64, ProducerEntry)]| {
+            let mut body = MAGIC.to_vec();
+            body.extend_from_slice(&VERSION.to_be_bytes());
+            body.extend_from_slice(&100i64.to_be_bytes());
+            body.extend_from_slice(&(entries.len() as u32).to_be_bytes());
+            for (id, e) in entries {
+                body.extend_from_slice(&id.to_be_bytes());
+                body.extend_from_slice(&e.producer_epoch.to_be_bytes());
+                body.extend_from_slice(&e.coordinator_epoch.to_be_bytes());
+                body.extend_from_slice(&e.current_txn_first_offset.unwrap_or(-1).to_be_bytes());
+                body.push(0);
+            }
+            let crc = crc32c::crc32c(&body);
+            body.extend_from_slice(&crc.to_be_bytes());
+            body
+        };
+        let fine = snapshot(&[(1, open_at(Some(5))), (2, open_at(Some(7)))]);
+        assert!(decode(&fine).is_some());
+        let same_start = snapshot(&[(1, open_at(Some(5))), (2, open_at(Some(5)))]);
+        assert_eq!(decode(&same_start), None);
+        let same_producer = snapshot(&[(1, open_at(None)), (1, open_at(Some(5)))]);
+        assert_eq!(decode(&same_producer), None);
     }
 
     #[test]

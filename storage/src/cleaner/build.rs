@@ -107,7 +107,7 @@ impl CleanJob {
                 }
                 for r in &records {
                     if let Some(key) = r.key {
-                        map.put(key, header.base_offset + r.offset_delta);
+                        map.put(key, header.base_offset.saturating_add(r.offset_delta));
                     }
                 }
                 Ok(true)

@@ -107,11 +107,11 @@ pub fn decode_records(buf: &[u8]) -> Option<Vec<DecodedRecord>> {
             pos += usize::try_from(key_len.max(0)).ok()?;
             let value_len = record::read_varlong(body, &mut pos)?;
             let value = match usize::try_from(value_len) {
-                Ok(len) => Some(body.get(pos..pos + len)?.to_vec()),
+                Ok(len) => Some(body.get(pos..pos.checked_add(len)?)?.to_vec()),
                 Err(_) => None,
             };
             out.push((
-                header.base_offset + r.offset_delta,
+                header.base_offset.saturating_add(r.offset_delta),
                 r.key.map(<[u8]>::to_vec),
                 value,
             ));

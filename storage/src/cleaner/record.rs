@@ -73,7 +73,8 @@ pub(crate) fn parse_records(payload: &[u8], count: i32) -> Option<Vec<Record<'_>
         at += 1;
         let timestamp_delta = read_varlong(body, &mut at)?;
         let after_timestamp = body.get(at..)?;
-        let offset_delta = read_varlong(body, &mut at)?;
+        // Kafka's offsetDelta is a varint: a value beyond i32 is malformed.
+        let offset_delta = read_varlong(body, &mut at).filter(|d| i32::try_from(*d).is_ok())?;
         let key = read_bytes(body, &mut at)?;
         let value = read_bytes(body, &mut at)?;
         records.push(Record {

@@ -111,7 +111,7 @@ pub(crate) fn filter_batch(
     let kept: Vec<&Record<'_>> = records
         .iter()
         .filter(|r| {
-            let offset = header.base_offset + r.offset_delta;
+            let offset = header.base_offset.saturating_add(r.offset_delta);
             let Some(key) = r.key else {
                 return true;
             };
@@ -198,12 +198,18 @@ fn build_batch(
     let mut records = Vec::new();
     let mut max_timestamp = i64::MIN;
     for record in kept {
-        let timestamp = header.base_timestamp + record.timestamp_delta;
+        // A delta read off disk can be any i64: a timestamp out of range leaves the batch
+        // unreadable (kept as is), never an overflow.
+        let timestamp = header.base_timestamp.checked_add(record.timestamp_delta)?;
         max_timestamp = max_timestamp.max(timestamp);
         if base_timestamp == header.base_timestamp {
             records.extend_from_slice(record.raw);
         } else {
-            write_with_timestamp_delta(&mut records, record, timestamp - base_timestamp);
+            write_with_timestamp_delta(
+                &mut records,
+                record,
+                timestamp.checked_sub(base_timestamp)?,
+            );
         }
     }
     if header.timestamp_type() == TimestampType::LogAppendTime {

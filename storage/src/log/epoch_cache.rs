@@ -239,7 +239,7 @@ fn render(entries: &[EpochEntry]) -> String {
 }
 
 /// Parses the file's text; `None` if malformed (version, count, a bad or negative field).
-fn parse(text: &str) -> Option<Vec<EpochEntry>> {
+pub(crate) fn parse(text: &str) -> Option<Vec<EpochEntry>> {
     let mut lines = text.lines();
     if lines.next()?.trim() != VERSION {
         return None;

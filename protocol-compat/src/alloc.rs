@@ -1,5 +1,7 @@
-//! The process allocator: the system allocator, except that huge requests (1 GiB and
-//! up) are served by `mmap(MAP_NORESERVE)`.
+//! The broker's process allocator (`brook::alloc`, installed in its `main.rs`): the system
+//! allocator, except that huge requests (1 GiB and up) are served by `mmap(MAP_NORESERVE)`.
+//! It lives beside the codec it protects against, so that everything running these decoders
+//! (the broker, this crate's tests, the fuzz targets) runs them as the broker does.
 //!
 //! Why: the `kafka-protocol` decoders reserve `Vec::with_capacity(count)` for an array
 //! count read straight off the wire. A request of a few bytes claiming 2^31 elements

@@ -94,7 +94,7 @@ def test_a_fetch_with_no_partition_to_fetch_is_answered_at_once(broker, topic):
     assert took >= 0.8 * FETCH_WAIT_MS / 1000, f"an idle partition's fetch came back after {took:.3f} s"
 
     empty, took = timed_fetch(broker.bootstrap, {})
-    assert empty == {"error": 0, "session_id": 0, "partitions": {}}
+    assert empty == {"error": 0, "session_id": 0, "throttle_time_ms": 0, "partitions": {}}
     assert took < AT_ONCE_S, f"a sessionless fetch of nothing took {took:.3f} s"
 
     opened = wire.fetch(broker.bootstrap, idle, max_wait_ms=0, session_epoch=0)
@@ -104,7 +104,7 @@ def test_a_fetch_with_no_partition_to_fetch_is_answered_at_once(broker, topic):
     assert incremental["error"] == 0 and incremental["partitions"] == {}
     assert took >= 0.8 * FETCH_WAIT_MS / 1000, f"an incremental fetch of an idle session came back after {took:.3f} s"
     closed, took = timed_fetch(broker.bootstrap, {}, session_id=session, session_epoch=wire.FINAL_EPOCH)
-    assert closed == {"error": 0, "session_id": 0, "partitions": {}}
+    assert closed == {"error": 0, "session_id": 0, "throttle_time_ms": 0, "partitions": {}}
     assert took < AT_ONCE_S, f"the session's close took {took:.3f} s"
 
 

@@ -1,10 +1,10 @@
 //! UpdateFeatures (57, KIP-584): `kafka-features upgrade / downgrade / disable`. ALTER on
 //! the cluster; each feature checked as Kafka's controller checks it (see
-//! `metadata::features`), in request order against the levels now finalized; the first
+//! `metadata::features`), in request order against the levels now finalized. The first
 //! refusal fails the whole request (nothing changes) with one top-level error, as Kafka's
-//! `UpdateFeaturesResponse.createWithErrors` reports it (with its controller's preamble); otherwise every level goes to the
-//! quorum in one command (none with ValidateOnly, `--dry-run`) and each feature's result is
-//! NONE.
+//! `UpdateFeaturesResponse.createWithErrors` reports it, with its controller's preamble;
+//! otherwise every level goes to the quorum in one command (none with ValidateOnly,
+//! `--dry-run`) and each feature's result is NONE.
 
 use brook_protocol::kafka_protocol::messages::update_features_response::UpdatableFeatureResult;
 use brook_protocol::kafka_protocol::messages::{UpdateFeaturesRequest, UpdateFeaturesResponse};

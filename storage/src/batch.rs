@@ -71,6 +71,20 @@ pub enum Compression {
     Unknown(u8),
 }
 
+impl Compression {
+    /// The codec of a batch whose attributes are `attributes` (bits 0-2).
+    pub fn from_attributes(attributes: i16) -> Compression {
+        match (attributes & COMPRESSION_MASK) as u8 {
+            0 => Compression::None,
+            1 => Compression::Gzip,
+            2 => Compression::Snappy,
+            3 => Compression::Lz4,
+            4 => Compression::Zstd,
+            other => Compression::Unknown(other),
+        }
+    }
+}
+
 /// Timestamp type from attribute bit 3.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TimestampType {
@@ -186,14 +200,7 @@ impl BatchHeader {
     }
 
     pub fn compression(&self) -> Compression {
-        match (self.attributes & COMPRESSION_MASK) as u8 {
-            0 => Compression::None,
-            1 => Compression::Gzip,
-            2 => Compression::Snappy,
-            3 => Compression::Lz4,
-            4 => Compression::Zstd,
-            other => Compression::Unknown(other),
-        }
+        Compression::from_attributes(self.attributes)
     }
 
     pub fn timestamp_type(&self) -> TimestampType {

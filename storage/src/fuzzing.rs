@@ -16,14 +16,7 @@ const PAYLOAD_LIMIT: usize = 4 << 20;
 
 /// The codec with attribute id `id & 7` (bits 0-2 of a batch's attributes).
 pub fn codec(id: u8) -> Compression {
-    match id & 0x07 {
-        0 => Compression::None,
-        1 => Compression::Gzip,
-        2 => Compression::Snappy,
-        3 => Compression::Lz4,
-        4 => Compression::Zstd,
-        other => Compression::Unknown(other),
-    }
+    Compression::from_attributes(i16::from(id))
 }
 
 /// The cleaner's decompression of `data` (bounded as the fuzz runs bound it).

@@ -30,7 +30,7 @@ import pytest
 from confluent_kafka import Producer
 
 from harness import kafka_cli, paths, wire
-from harness.broker import Broker
+from harness.broker import Broker, serving
 
 CONFIGS = "org.apache.kafka.tools.ConfigCommand"
 TOPICS = "org.apache.kafka.tools.TopicCommand"
@@ -56,9 +56,7 @@ def node(tmp_path_factory):
 
 @pytest.fixture
 def broker(request, node):
-    node.start()  # no-op while it runs
-    setattr(request.node, "_brook_brokers", [node])
-    return node
+    return serving(request, node)
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ from confluent_kafka import KafkaError
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
 from harness import kafka_cli, paths, wire
-from harness.broker import Broker
+from harness.broker import Broker, serving
 
 CONFIGS = "org.apache.kafka.tools.ConfigCommand"
 INVALID_REQUEST = 42
@@ -66,9 +66,7 @@ def node(tmp_path_factory):
 
 @pytest.fixture
 def broker(request, node):
-    node.start()  # no-op while it runs
-    setattr(request.node, "_brook_brokers", [node])
-    return node
+    return serving(request, node)
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ from confluent_kafka import KafkaError
 from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, ResourceType
 
 from harness import drivers, kafka_config_facts, paths
-from harness.broker import Broker
+from harness.broker import Broker, serving
 
 NODE_ID = "1"  # the harness's node.id on both targets
 DEADLINE_S = 15.0
@@ -61,9 +61,7 @@ def node(tmp_path_factory):
 
 @pytest.fixture
 def broker(request, node):
-    node.start()  # no-op while it runs
-    setattr(request.node, "_brook_brokers", [node])
-    return node
+    return serving(request, node)
 
 
 def eventually(check, deadline_s: float = DEADLINE_S):

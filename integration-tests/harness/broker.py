@@ -59,6 +59,14 @@ def shown_argv(argv: list) -> list:
         return f"{key}=[hidden]" if eq and any(p in key for p in SECRET_KEY_PARTS) else arg
     return [shown(str(a)) for a in argv]
 
+
+def serving(request, node: "Broker") -> "Broker":
+    """A module's broker handed to one test: started again if an earlier test stopped it, and
+    named on the test so a failure's report carries its log tail."""
+    node.start()  # no-op while it runs
+    setattr(request.node, "_brook_brokers", [node])
+    return node
+
 class BrokerStartError(RuntimeError):
     """The broker did not become ready; the message ends with its log tail."""
 

@@ -38,13 +38,10 @@ pub async fn handle(
     let mut levels = Vec::with_capacity(req.feature_updates.len());
     for update in &req.feature_updates {
         let name = update.feature.as_str();
-        let upgrade = if version == 0 {
-            match update.allow_downgrade {
-                true => UpgradeType::SafeDowngrade,
-                false => UpgradeType::Upgrade,
-            }
-        } else {
-            UpgradeType::from_code(update.upgrade_type)
+        let upgrade = match version {
+            0 if update.allow_downgrade => UpgradeType::SafeDowngrade,
+            0 => UpgradeType::Upgrade,
+            _ => UpgradeType::from_code(update.upgrade_type),
         };
         let current = features::finalized(&broker.config, &image, name);
         let level = update.max_version_level;

@@ -153,13 +153,8 @@ impl ClientQuotas {
         let now = now_ms();
         resolved.sensor.last_ms.store(now, Ordering::Relaxed);
         resolved.sensor.probe.bytes(value);
-        let throttle =
-            resolved
-                .sensor
-                .rate
-                .lock()
-                .record_and_throttle_ms(value, resolved.bound, now);
-        throttle
+        let mut rate = resolved.sensor.rate.lock();
+        rate.record_and_throttle_ms(value, resolved.bound, now)
     }
 
     /// Takes back a value recorded for a request answered without it (Kafka's

@@ -395,8 +395,13 @@ impl LogHandle {
             .await
     }
 
-    /// See [`Log::assign_epoch_start`]: this broker leads from `epoch` on.
+    /// See [`Log::assign_epoch_start`]: this broker leads from `epoch` on. Memory only,
+    /// so done on this thread when the lock is free: a broker leading 100,000 partitions
+    /// makes them all leader at start, and a blocking-pool hop each cost seconds.
     pub async fn assign_epoch_start(&self, epoch: i32) -> Result<()> {
+        if let Some(done) = self.try_inline(|log| log.assign_epoch_start(epoch).map(Some)) {
+            return done;
+        }
         self.run(move |log| log.assign_epoch_start(epoch)).await
     }
 
@@ -532,11 +537,22 @@ impl LogHandle {
         self.run(move |log| log.flush(now_ms)).await
     }
 
-    /// Replaces the topic config (applies from the next append).
+    /// Replaces the topic config (applies from the next append). Memory only, so done on
+    /// this thread when the lock is free, and nothing at all when the config is the one
+    /// the log has: metadata changes push every topic's config again.
     pub async fn set_config(&self, config: LogConfig) -> Result<()> {
         self.shared
             .compacted
             .store(config.cleanup_compact, Ordering::Release);
+        let inline = self.try_inline(|log| {
+            if *log.config() != config {
+                log.set_config(config.clone());
+            }
+            Ok(Some(()))
+        });
+        if let Some(done) = inline {
+            return done;
+        }
         self.run(move |log| {
             log.set_config(config);
             Ok(())

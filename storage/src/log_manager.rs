@@ -201,6 +201,7 @@ impl LogManager {
     /// missing) and recovers it with `default_config`; the broker then applies topic
     /// overrides with `LogHandle::set_config`.
     pub fn open(log_dirs: &[PathBuf], default_config: LogConfig) -> Result<Self> {
+        let started = std::time::Instant::now();
         let mut found: Vec<Found> = Vec::new();
         let mut seen: BTreeMap<(String, i32), PathBuf> = BTreeMap::new();
         for log_dir in log_dirs {
@@ -261,7 +262,9 @@ impl LogManager {
                 });
             }
         }
+        let listed = started.elapsed();
         let (logs, offline) = open_all(found, &default_config);
+        let opened = started.elapsed();
         let manager = LogManager {
             log_dirs: log_dirs.to_vec(),
             default_config,
@@ -279,6 +282,14 @@ impl LogManager {
         // Drops entries of logs that no longer exist (a re-created partition must never
         // trust an old recovery point).
         manager.checkpoint_recovery_points()?;
+        tracing::info!(
+            logs = manager.logs.lock().len(),
+            offline = manager.offline.lock().len(),
+            listed_ms = listed.as_millis() as u64,
+            opened_ms = opened.as_millis() as u64,
+            total_ms = started.elapsed().as_millis() as u64,
+            "partition logs loaded"
+        );
         Ok(manager)
     }
 

@@ -176,14 +176,28 @@ fn list_removing_interrupted_writes(dir: &Path) -> Result<Vec<i64>> {
 }
 
 fn list_files(dir: &Path, remove_tmp: bool) -> Result<Vec<i64>> {
+    let names: Vec<String> = fs::read_dir(dir)
+        .map_err(io_err("list log dir", dir))?
+        .map(|e| Ok(e?.file_name().into_string().ok()))
+        .filter_map(|name: std::io::Result<_>| name.transpose())
+        .collect::<std::io::Result<_>>()
+        .map_err(io_err("list log dir", dir))?;
+    offsets_in(dir, names.iter().map(String::as_str), remove_tmp)
+}
+
+/// The snapshot offsets among `names` (the entries of `dir`), ascending; with
+/// `remove_tmp`, the tmp files of interrupted writes are removed.
+pub(crate) fn offsets_in<'a>(
+    dir: &Path,
+    names: impl Iterator<Item = &'a str>,
+    remove_tmp: bool,
+) -> Result<Vec<i64>> {
     let mut offsets = Vec::new();
-    for entry in fs::read_dir(dir).map_err(io_err("list log dir", dir))? {
-        let entry = entry.map_err(io_err("list log dir", dir))?;
-        let name = entry.file_name();
-        match name.to_str().and_then(segment_file_name) {
+    for name in names {
+        match segment_file_name(name) {
             Some((offset, EXTENSION)) => offsets.push(offset),
             Some((_, "snapshot.tmp")) if remove_tmp => {
-                let path = entry.path();
+                let path = dir.join(name);
                 fs::remove_file(&path).map_err(io_err("remove snapshot tmp", &path))?;
             }
             _ => {}
@@ -222,7 +236,15 @@ pub fn latest_at_or_below(
     dir: &Path,
     max_offset: i64,
 ) -> Result<Option<(i64, ProducerStateManager)>> {
-    let offsets = list_removing_interrupted_writes(dir)?;
+    latest_of(dir, list_removing_interrupted_writes(dir)?, max_offset)
+}
+
+/// [`latest_at_or_below`] among the snapshots at `offsets` (listed by the caller).
+pub(crate) fn latest_of(
+    dir: &Path,
+    offsets: Vec<i64>,
+    max_offset: i64,
+) -> Result<Option<(i64, ProducerStateManager)>> {
     for offset in offsets.into_iter().rev().filter(|o| *o <= max_offset) {
         let path = path(dir, offset);
         let bytes = match fs::read(&path) {
@@ -242,7 +264,11 @@ pub fn latest_at_or_below(
 /// batches that are gone), fsyncing the directory if any went, so that no later crash
 /// brings them back. Returns the newest remaining snapshot offset.
 pub fn delete_above(dir: &Path, offset: i64) -> Result<Option<i64>> {
-    let offsets = list(dir)?;
+    delete_above_of(dir, list(dir)?, offset)
+}
+
+/// [`delete_above`] among the snapshots at `offsets` (listed by the caller).
+pub(crate) fn delete_above_of(dir: &Path, offsets: Vec<i64>, offset: i64) -> Result<Option<i64>> {
     let mut deleted = false;
     for above in offsets.iter().filter(|o| **o > offset) {
         remove(dir, *above)?;

@@ -42,23 +42,24 @@ pub(crate) fn segment_file_name(name: &str) -> Option<(i64, &str)> {
     Some((base, ext))
 }
 
-/// Base offsets of the `.log` files in `dir`, sorted; leftover `.deleted` files are
+/// Base offsets of the `.log` files among `names` (the entries of `dir`), sorted; leftover `.deleted` files are
 /// unlinked and index files without a `.log` are removed (they would otherwise be trusted by a future segment at that offset).
-pub(crate) fn scan_segment_files(dir: &Path) -> Result<Vec<i64>> {
+pub(crate) fn scan_segment_names<'a>(
+    dir: &Path,
+    names: impl Iterator<Item = &'a str>,
+) -> Result<Vec<i64>> {
     let mut bases = Vec::new();
     let mut index_files = Vec::new();
-    for entry in fs::read_dir(dir).map_err(io_err("list log dir", dir))? {
-        let entry = entry.map_err(io_err("list log dir", dir))?;
-        let name = entry.file_name();
-        let Some((base, ext)) = name.to_str().and_then(segment_file_name) else {
+    for name in names {
+        let Some((base, ext)) = segment_file_name(name) else {
             continue;
         };
         match ext {
             "log" => bases.push(base),
-            "index" | "timeindex" | "txnindex" => index_files.push((base, entry.path())),
+            "index" | "timeindex" | "txnindex" => index_files.push((base, dir.join(name))),
             // A segment deleted by retention before a restart: its delay is over.
             "log.deleted" | "index.deleted" | "timeindex.deleted" | "txnindex.deleted" => {
-                let path = entry.path();
+                let path = dir.join(name);
                 fs::remove_file(&path).map_err(io_err("remove deleted segment file", &path))?;
             }
             _ => {}

@@ -337,6 +337,16 @@ impl Segment {
         self.txn_index.reset(entries)
     }
 
+    /// [`Self::reset_txn_index`] when the file's bytes (`current`, empty for no file) were
+    /// just read by the caller.
+    pub(crate) fn reset_txn_index_from(
+        &mut self,
+        entries: &[AbortedTxn],
+        current: Vec<u8>,
+    ) -> Result<()> {
+        self.txn_index.reset_from(entries, current)
+    }
+
     /// Records aborted transactions whose markers were just appended to this segment.
     pub(crate) fn append_aborted(&mut self, entries: &[AbortedTxn]) -> Result<()> {
         self.txn_index.append(entries)

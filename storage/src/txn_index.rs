@@ -149,8 +149,13 @@ impl TxnIndexFile {
     /// only if it differs; a segment without entries keeps no file. Not fsynced: the
     /// segment's next flush does it.
     pub fn reset(&mut self, entries: &[AbortedTxn]) -> Result<()> {
-        let wanted: Vec<u8> = entries.iter().flat_map(|e| e.encode()).collect();
         let current = self.read()?;
+        self.reset_from(entries, current)
+    }
+
+    /// [`Self::reset`] with the file's bytes (`current`) already read.
+    pub fn reset_from(&mut self, entries: &[AbortedTxn], current: Vec<u8>) -> Result<()> {
+        let wanted: Vec<u8> = entries.iter().flat_map(|e| e.encode()).collect();
         self.file = None;
         self.entries = entries.len();
         if current == wanted {

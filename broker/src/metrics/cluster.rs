@@ -36,8 +36,12 @@ fn record_follower_lag(broker: &Broker, reported: &mut HashSet<[(&'static str, S
     let now_ms = brook_storage::log_manager::now_ms();
     let mut current = HashSet::new();
     for state in broker.replicas.leaders() {
+        let lags = state.follower_lags(now_ms);
+        if lags.is_empty() {
+            continue;
+        }
         let leo = state.log.log_end_offset();
-        for (replica, follower_leo, since_caught_up_ms) in state.follower_lags(now_ms) {
+        for (replica, follower_leo, since_caught_up_ms) in lags {
             let labels = [
                 ("topic", state.topic.clone()),
                 ("partition", state.partition.to_string()),
@@ -74,17 +78,15 @@ fn record(broker: &Broker) {
     gauge!("brook_controller_leader_id").set(leader.map_or(-1.0, |id| id as f64));
     let (mut led, mut held, mut offline) = (0u64, 0u64, 0u64);
     let (mut under_replicated, mut under_min_isr) = (0u64, 0u64);
-    let leaders: std::collections::HashMap<(String, i32), usize> = broker
-        .replicas
-        .leaders()
-        .into_iter()
-        .map(|l| ((l.topic.clone(), l.partition), l.min_isr() as usize))
-        .collect();
+    // Looked up only for an under-replicated partition (a full ISR is never under its
+    // minimum): an idle broker with 100,000 partitions pays no map of them every second.
     let min_isr = |topic: &str, partition: i32| {
-        leaders
-            .get(&(topic.to_string(), partition))
-            .copied()
-            .unwrap_or(1)
+        broker
+            .replicas
+            .get(topic, partition)
+            .and_then(Result::ok)
+            .and_then(|p| p.leader_state())
+            .map_or(1, |l| l.min_isr() as usize)
     };
     for topic in image.topics.values() {
         for p in topic.partitions.values() {
@@ -93,9 +95,9 @@ fn record(broker: &Broker) {
                 // Kafka counts these on the leader, so a cluster sum counts each once.
                 if p.isr.len() < p.replicas.len() {
                     under_replicated += 1;
-                }
-                if p.isr.len() < min_isr(&topic.name, p.partition).min(p.replicas.len()) {
-                    under_min_isr += 1;
+                    if p.isr.len() < min_isr(&topic.name, p.partition).min(p.replicas.len()) {
+                        under_min_isr += 1;
+                    }
                 }
             }
             if p.replicas.contains(&broker.node_id) {

@@ -261,6 +261,9 @@ impl ReplicaManager {
             .get(topic)
             .map(|t| TopicTable::clone(t.value()))
             .unwrap_or_default();
+        // The topic's `min.insync.replicas`, resolved once for all its new leaderships.
+        let mut min_isr = None;
+        let mut led = Vec::new();
         for (partition, change) in changes {
             let part = topic_image.and_then(|t| t.partitions.get(&partition));
             if let RoleChange::Stop = change {
@@ -310,8 +313,10 @@ impl ReplicaManager {
                 };
                 match change {
                     RoleChange::BecomeLeader { leader_epoch } => {
-                        let min_isr = TopicConfig::resolve(broker, &topic_image.configs)
-                            .map_or(1, |c| c.min_insync_replicas);
+                        let min_isr = *min_isr.get_or_insert_with(|| {
+                            TopicConfig::resolve(broker, &topic_image.configs)
+                                .map_or(1, |c| c.min_insync_replicas)
+                        });
                         if let Err(e) = p.log().assign_epoch_start(leader_epoch).await {
                             warn!(%topic, partition, error = %e, "recording the leader epoch start failed");
                         }
@@ -326,7 +331,7 @@ impl ReplicaManager {
                         ));
                         p.set_role(&guard, Role::Leader(state.clone()));
                         state.maybe_advance_high_watermark();
-                        info!(%topic, partition, leader_epoch, "became leader");
+                        led.push((partition, leader_epoch));
                     }
                     RoleChange::BecomeFollower {
                         leader,
@@ -347,6 +352,7 @@ impl ReplicaManager {
             }
             table.partitions.insert(partition, slot);
         }
+        log_leaderships(topic, &led);
         table.topic_id = topic_id;
         if table.partitions.is_empty() {
             self.inner.topics.remove(topic);
@@ -411,6 +417,9 @@ impl ReplicaManager {
     /// Brings local logs in line with the image: logs of topics (or partitions) that no
     /// longer exist are deleted, open logs get their topic's current config.
     pub async fn reconcile(&self, broker: &BrokerConfig, image: &MetadataImage, node_id: i32) {
+        // Resolved once per topic, not per partition: 100,000 partitions of 100 topics
+        // are 100 resolutions (a log whose config is unchanged costs a comparison).
+        let mut resolved: HashMap<String, Option<TopicConfig>> = HashMap::new();
         for log in self.inner.logs.logs() {
             let topic = log.topic().to_string();
             let partition = log.partition();
@@ -425,20 +434,27 @@ impl ReplicaManager {
                     continue;
                 }
             }
-            match TopicConfig::resolve(broker, &topic_image.configs) {
-                Ok(resolved) => {
-                    let state = self
-                        .get(&topic, partition)
-                        .and_then(Result::ok)
-                        .and_then(|p| p.leader_state());
-                    if let Some(state) = state {
-                        state.set_min_isr(resolved.min_insync_replicas);
-                    }
-                    if let Err(e) = log.set_config(log_config(&resolved)).await {
-                        warn!(%topic, partition, error = %e, "applying topic config failed");
-                    }
+            let config = match resolved.get(&topic) {
+                Some(config) => config,
+                None => {
+                    let config = TopicConfig::resolve(broker, &topic_image.configs)
+                        .inspect_err(|e| warn!(%topic, error = %e, "topic config does not resolve"))
+                        .ok();
+                    resolved.entry(topic.clone()).or_insert(config)
                 }
-                Err(e) => warn!(%topic, error = %e, "topic config does not resolve"),
+            };
+            let Some(config) = config else { continue };
+            let state = self
+                .get(&topic, partition)
+                .and_then(Result::ok)
+                .and_then(|p| p.leader_state());
+            if let Some(state) = state {
+                state.set_min_isr(config.min_insync_replicas);
+            }
+            match log.set_config(log_config(config)).await {
+                // Deleted, or closed by a shutdown, since the list was taken.
+                Ok(()) | Err(StorageError::LogDeleted { .. }) => {}
+                Err(e) => warn!(%topic, partition, error = %e, "applying topic config failed"),
             }
         }
     }
@@ -509,3 +525,19 @@ fn offline(topic: &str, partition: i32, reason: &str) -> BrokerError {
 
 #[cfg(test)]
 mod tests;
+
+/// Partitions of one topic listed one by one in a "became leader" line; more are counted
+/// in one line (a start leading 100,000 partitions would log 100,000 lines).
+const LEADERSHIPS_LISTED: usize = 16;
+
+fn log_leaderships(topic: &str, led: &[(i32, i32)]) {
+    if led.len() <= LEADERSHIPS_LISTED {
+        for &(partition, leader_epoch) in led {
+            info!(%topic, partition, leader_epoch, "became leader");
+        }
+    } else {
+        let epochs = led.iter().map(|&(_, e)| e);
+        let (low, high) = (epochs.clone().min(), epochs.max());
+        info!(%topic, partitions = led.len(), leader_epoch_min = low, leader_epoch_max = high, "became leader");
+    }
+}

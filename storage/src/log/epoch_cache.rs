@@ -42,16 +42,22 @@ pub struct LeaderEpochCache {
 }
 
 impl LeaderEpochCache {
+    /// The cache of a log in `dir` without a checkpoint file (what `load` gives when the
+    /// file is missing).
+    pub fn empty(dir: &Path) -> Self {
+        LeaderEpochCache {
+            dir: dir.to_path_buf(),
+            entries: Vec::new(),
+            dirty: false,
+        }
+    }
+
     /// Loads `<dir>/leader-epoch-checkpoint`. A missing file gives an empty cache; a
     /// malformed one gives an empty cache (WARN) marked dirty, so that the version
     /// rebuilt from the batch headers replaces it at the next `flush`.
     pub fn load(dir: &Path) -> Result<Self> {
         let path = dir.join(FILE_NAME);
-        let mut cache = LeaderEpochCache {
-            dir: dir.to_path_buf(),
-            entries: Vec::new(),
-            dirty: false,
-        };
+        let mut cache = Self::empty(dir);
         let text = match fs::read_to_string(&path) {
             Ok(text) => text,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(cache),

@@ -25,10 +25,12 @@ use std::path::Path;
 use crate::config::LogConfig;
 use crate::control::parse_end_txn_marker;
 use crate::error::{io_err, Result};
+use crate::log::epoch_cache;
+use crate::log::listing::Listing;
 use crate::log::{LeaderEpochCache, Log};
 use crate::producer_snapshot;
 use crate::producer_state::ProducerStateManager;
-use crate::recovery::scan_segment_files;
+use crate::recovery::scan_segment_names;
 use crate::segment::{file_name, Segment};
 use crate::txn_index::{self, AbortedTxn};
 
@@ -60,21 +62,36 @@ impl Log {
         now_ms: i64,
         recovery_point: i64,
     ) -> Result<Self> {
-        let created = !dir.exists();
-        fs::create_dir_all(dir).map_err(io_err("create log dir", dir))?;
-        // A clean interrupted by a crash is rolled back or completed first.
-        crate::cleaner::swap::complete_interrupted_cleans(dir)?;
-        let bases = scan_segment_files(dir)?;
+        let (created, mut listing) = match Listing::read(dir)? {
+            Some(listing) => (false, listing),
+            None => {
+                fs::create_dir_all(dir).map_err(io_err("create log dir", dir))?;
+                (true, Listing::empty())
+            }
+        };
+        if listing.has_interrupted_clean() {
+            // A clean interrupted by a crash is rolled back or completed first.
+            crate::cleaner::swap::complete_interrupted_cleans(dir)?;
+            listing = Listing::read(dir)?.unwrap_or_else(Listing::empty);
+        }
+        let bases = scan_segment_names(dir, listing.names())?;
+        // Listed now, with tmp files of interrupted writes removed; nothing below adds or
+        // removes a snapshot before `delete_above_of` uses the list again.
+        let snapshots = producer_snapshot::offsets_in(dir, listing.names(), true)?;
         let snapshot = match recovery_point {
             0 => None,
-            _ => producer_snapshot::latest_at_or_below(dir, recovery_point)?,
+            _ => producer_snapshot::latest_of(dir, snapshots.clone(), recovery_point)?,
         };
         // Batches below `replay_from` are already in the snapshot's state.
         let (mut producers, replay_from, trust_below) = match snapshot {
             Some((offset, state)) => (state, offset, Some(offset.min(recovery_point))),
             None => (ProducerStateManager::new(), i64::MIN, None),
         };
-        let mut epochs = LeaderEpochCache::load(dir)?;
+        let mut epochs = if listing.contains(epoch_cache::FILE_NAME) {
+            LeaderEpochCache::load(dir)?
+        } else {
+            LeaderEpochCache::empty(dir)
+        };
         let mut segments = BTreeMap::new();
         let mut stats = LoadStats::default();
         let mut next_offset: Option<i64> = None;
@@ -85,7 +102,7 @@ impl Log {
         for base in bases {
             let indexes_present = ["index", "timeindex"]
                 .iter()
-                .all(|ext| dir.join(file_name(base, ext)).exists());
+                .all(|ext| listing.contains(&file_name(base, ext)));
             let mut segment = Segment::open(dir, base, &config, now_ms)?;
             if drop_rest || next_offset.is_some_and(|next| base < next) {
                 tracing::warn!(dir = %dir.display(), base_offset = base, "deleting segment after a corrupt or overlapping one");
@@ -118,13 +135,17 @@ impl Log {
                 stats.scanned_segments += 1;
                 drop_rest = truncated > 0;
             }
+            let stored = match listing.contains(&file_name(base, "txnindex")) {
+                true => segment.txn_index_bytes()?,
+                false => Vec::new(),
+            };
             let mut entries: Vec<AbortedTxn> =
-                txn_index::decode_valid(&segment.txn_index_bytes()?, base, segment.next_offset())
+                txn_index::decode_valid(&stored, base, segment.next_offset())
                     .into_iter()
                     .filter(|e| e.last_offset < replay_from)
                     .collect();
             entries.extend(replayed);
-            segment.reset_txn_index(&entries)?;
+            segment.reset_txn_index_from(&entries, stored)?;
             aborted.extend(entries);
             next_offset = Some(segment.next_offset());
             segments.insert(base, segment);
@@ -162,7 +183,7 @@ impl Log {
         }
         // Snapshots above the end describe batches that no longer exist (Kafka's
         // `truncateAndReload` on load).
-        let snapshot_offset = producer_snapshot::delete_above(dir, log_end_offset)?;
+        let snapshot_offset = producer_snapshot::delete_above_of(dir, snapshots, log_end_offset)?;
         epochs.truncate_from_end(log_end_offset);
         epochs.truncate_from_start(log_start_offset);
         // Not written here: on a start after a crash every partition with unflushed
@@ -190,7 +211,10 @@ impl Log {
             dir_sync_pending: created || fresh_segment,
             txn_index_behind: None,
             pending_deletions: Vec::new(),
-            cleaner: crate::cleaner::CleanerState::load(dir),
+            cleaner: match listing.contains(crate::cleaner::checkpoint::FILE_NAME) {
+                true => crate::cleaner::CleanerState::load(dir),
+                false => crate::cleaner::CleanerState::default(),
+            },
             rewrites: Default::default(),
             cleaning: Default::default(),
             txns: Default::default(),

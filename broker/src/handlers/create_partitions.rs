@@ -85,9 +85,14 @@ pub async fn handle(
         };
         let mut result = CreatePartitionsTopicResult::default().with_name(topic.name);
         if let Err(e) = outcome {
+            // Kafka's controller answers a throttled topic without a message.
+            let message = match e {
+                BrokerError::ThrottlingQuotaExceeded => None,
+                ref e => Some(StrBytes::from_string(e.to_string())),
+            };
             result = result
                 .with_error_code(e.code().code())
-                .with_error_message(Some(StrBytes::from_string(e.to_string())));
+                .with_error_message(message);
         }
         results.push(result);
     }

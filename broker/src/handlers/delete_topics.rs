@@ -64,11 +64,9 @@ pub async fn handle(
             Some(_) if !broker.config.delete_topic_enable => {
                 Err(BrokerError::TopicDeletionDisabled.code())
             }
+            // Kafka answers it without a message.
             Some((_, _, partitions)) if quota.apply(partitions).is_err() => {
-                let refused = BrokerError::ThrottlingQuotaExceeded;
-                result =
-                    result.with_error_message(Some(StrBytes::from_string(refused.to_string())));
-                Err(refused.code())
+                Err(BrokerError::ThrottlingQuotaExceeded.code())
             }
             Some((found_name, found_id, _)) => {
                 result = result

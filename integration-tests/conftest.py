@@ -132,7 +132,7 @@ def pytest_report_header(config):
 # neighbour's load would change what they measure.
 SERIAL_MODULES = {
     "test_idle.py", "test_shutdown.py", "test_scale_partitions.py", "test_scale_file_limits.py",
-    "test_soak.py", "test_chaos_short.py",
+    "test_soak.py", "test_chaos_short.py", "test_slow_clients.py",
 }
 # The parallel pass hands whole modules to workers in collection order: the longest go first, so
 # no worker is left with a long module at the end while the other idles.

@@ -20,16 +20,29 @@ their defaults), on both targets, one broker per module.
   one-second samples and never over less than 10 s, so a fresh client may move 10 s worth at
   once before it is throttled, and each sample that ages out frees its bytes again; a run just
   past that first allowance (as on Kafka: measured below) ends on the settled rate.
+- `controller_mutation_rate` (KIP-599): partitions created, added or deleted per second, with
+  Kafka's token bucket (it starts with 11 s worth). CreateTopics v7, CreatePartitions v3 and
+  DeleteTopics v5 refuse each topic after the one that emptied the bucket with
+  THROTTLING_QUOTA_EXCEEDED and Kafka's message, and throttle_time_ms the deficit's refill time;
+  the connection is then muted that long (KIP-219). Older versions (CreateTopics v4: what
+  librdkafka sends) create every topic and answer with throttle_time_ms, which confluent-kafka's
+  throttle_cb reports. The Java AdminClient retries a throttled topic after the throttle time
+  while its timeout allows, then fails it with ThrottlingQuotaExceededException.
 """
 
+import json
 import re
+import socket
+import subprocess
 import time
 import uuid
 
 import pytest
 from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
 
-from harness import kafka_cli, paths, wire
+from harness import drivers, kafka_cli, paths, records, wire
+from harness.wire import A
 from harness.broker import Broker, serving
 
 CONFIGS = "org.apache.kafka.tools.ConfigCommand"
@@ -381,3 +394,209 @@ def test_quotas_survive_a_broker_restart(broker, quotas):
         r = wire.describe_client_quotas(broker.bootstrap, [("user", 0, "frank")])
         assert r["entries"] == [({"user": "frank", "client-id": None}, {"producer_byte_rate": 4096.0})], r
     eventually(kept, "frank's quota after the restart")
+
+
+# ---- controller_mutation_rate ---------------------------------------------------------------------
+
+THROTTLING_QUOTA_EXCEEDED = 89
+THROTTLING_MESSAGE = "The throttling quota has been exceeded."
+MUTATION_RATE = 2.0  # partitions/s: the bucket starts with 11 s of it, 22 partitions
+
+_CREATE_V7_REQ = [("topics", ("carray", [("name", "cstring"), ("num_partitions", "int32"),
+                                         ("replication_factor", "int16"),
+                                         ("assignments", ("carray", [("partition_index", "int32"),
+                                                                     ("broker_ids", ("carray", "int32")),
+                                                                     ("tags", "tags")])),
+                                         ("configs", ("carray", [("name", "cstring"), ("value", "cnstring"),
+                                                                 ("tags", "tags")])),
+                                         ("tags", "tags")])),
+                  ("timeout_ms", "int32"), ("validate_only", "bool"), ("tags", "tags")]
+_CREATE_V7_RESP = [("throttle_time_ms", "int32"),
+                   ("topics", ("carray", [("name", "cstring"), ("topic_id", "uuid"), ("error_code", "int16"),
+                                          ("error_message", "cnstring"), ("num_partitions", "int32"),
+                                          ("replication_factor", "int16"),
+                                          ("configs", ("carray", [("name", "cstring"), ("value", "cnstring"),
+                                                                  ("read_only", "bool"), ("config_source", "int8"),
+                                                                  ("is_sensitive", "bool"), ("tags", "tags")])),
+                                          ("tags", "tags")])),
+                   ("tags", "tags")]
+_CREATE_V4_REQ = [("topics", A([("name", "string"), ("num_partitions", "int32"), ("replication_factor", "int16"),
+                                ("assignments", A([("partition_index", "int32"), ("broker_ids", A("int32"))])),
+                                ("configs", A([("name", "string"), ("value", "nstring")]))])),
+                  ("timeout_ms", "int32"), ("validate_only", "bool")]
+_CREATE_V4_RESP = [("throttle_time_ms", "int32"),
+                   ("topics", A([("name", "string"), ("error_code", "int16"), ("error_message", "nstring")]))]
+
+
+_DELETE_V5_REQ = [("topic_names", ("carray", "cstring")), ("timeout_ms", "int32"), ("tags", "tags")]
+_DELETE_V5_RESP = [("throttle_time_ms", "int32"),
+                   ("responses", ("carray", [("name", "cstring"), ("error_code", "int16"),
+                                             ("error_message", "cnstring"), ("tags", "tags")])),
+                   ("tags", "tags")]
+_CREATE_PARTITIONS_V3_REQ = [("topics", ("carray", [("name", "cstring"), ("count", "int32"),
+                                                    ("assignments", ("carray", [("broker_ids", ("carray", "int32")),
+                                                                                ("tags", "tags")])),
+                                                    ("tags", "tags")])),
+                             ("timeout_ms", "int32"), ("validate_only", "bool"), ("tags", "tags")]
+_CREATE_PARTITIONS_V3_RESP = [("throttle_time_ms", "int32"),
+                              ("results", ("carray", [("name", "cstring"), ("error_code", "int16"),
+                                                      ("error_message", "cnstring"), ("tags", "tags")])),
+                              ("tags", "tags")]
+
+
+def drained_mutation_quota(broker, quotas) -> str:
+    """A fresh client id under MUTATION_RATE whose bucket was just emptied (about 0 tokens).
+    Kafka's controller applies a quota up to a second or so after AlterClientQuotas answers, and
+    until then counts nothing; so a validate-only CreateTopics v4 of one partition more than the
+    bucket holds is sent until it comes back throttled (the bucket then at -1), and the client
+    waits its throttle time out, as KIP-219 asks of it (the bucket refills to 0)."""
+    client = f"mutator-{uuid.uuid4().hex[:6]}"
+    quotas({"client-id": client}, {"controller_mutation_rate": MUTATION_RATE})
+    request = _create_request([(f"{client}-never", int(11 * MUTATION_RATE) + 1)])
+    request["validate_only"] = True
+    deadline = time.monotonic() + DEADLINE_S
+    while True:
+        r = wire.call(broker.bootstrap, 19, 4, _CREATE_V4_REQ, request, _CREATE_V4_RESP, client_id=client.encode())
+        if r["throttle_time_ms"] > 0:
+            break
+        assert time.monotonic() < deadline, f"the controller_mutation_rate of {client} never applied"
+        time.sleep(0.1)
+    assert r["throttle_time_ms"] <= 1000 / MUTATION_RATE, r
+    time.sleep(r["throttle_time_ms"] / 1000)
+    return client
+
+
+def mutation_quota(broker, quotas) -> str:
+    """A fresh client id under MUTATION_RATE, once the quota is in force. Kafka's controller
+    applies quota records a moment after AlterClientQuotas answers (later than DescribeClientQuotas
+    shows them), and a probe of the quota would spend its tokens; so a second client id gets the
+    same quota after it, and is probed until it is throttled: the metadata log applies in order."""
+    client = f"mutator-{uuid.uuid4().hex[:6]}"
+    quotas({"client-id": client}, {"controller_mutation_rate": MUTATION_RATE})
+    probe = f"{client}-probe"
+    quotas({"client-id": probe}, {"controller_mutation_rate": MUTATION_RATE})
+    request = _create_request([(f"{probe}-never", 100)])
+    request["validate_only"] = True
+
+    def probe_throttled():
+        r = wire.call(broker.bootstrap, 19, 4, _CREATE_V4_REQ, request, _CREATE_V4_RESP, client_id=probe.encode())
+        return r["throttle_time_ms"] > 0
+    eventually(probe_throttled, f"the controller_mutation_rate of {probe} is in force")
+    return client
+
+
+def _create_request(topics):
+    return {"topics": [{"name": n, "num_partitions": p, "replication_factor": 1, "assignments": [], "configs": []}
+                       for n, p in topics], "timeout_ms": 30000, "validate_only": False}
+
+
+def admin_connection(broker) -> socket.socket:
+    host, port = broker.bootstrap.rsplit(":", 1)
+    return socket.create_connection((host, int(port)), timeout=30)
+
+
+def create_v7(s, client, topics):
+    """CreateTopics v7 (strict) of `topics` [(name, partitions)] on `s`: (throttle_time_ms, {name:
+    (error_code, error_message)})."""
+    r = wire._exchange(s, 19, 7, _CREATE_V7_REQ, _create_request(topics), _CREATE_V7_RESP, True,
+                       client.encode())
+    return r["throttle_time_ms"], {t["name"]: (t["error_code"], t["error_message"]) for t in r["topics"]}
+
+
+def test_strict_create_topics_refuses_the_topics_past_the_controller_mutation_quota(broker, quotas):
+    client = drained_mutation_quota(broker, quotas)
+    base = f"mutation-{uuid.uuid4().hex[:6]}"
+    with admin_connection(broker) as s:
+        # The check is before each topic: with the bucket at about 0 the first topic goes
+        # through and leaves about -4; the second is refused, 2 s of refill short.
+        throttle, results = create_v7(s, client, [(f"{base}-a", 4), (f"{base}-b", 1)])
+        # Kafka names no message for a throttled topic (nor do its DeleteTopics and
+        # CreatePartitions).
+        assert results == {f"{base}-a": (0, None), f"{base}-b": (THROTTLING_QUOTA_EXCEEDED, None)}, results
+        assert 1500 <= throttle <= 2000, throttle
+        # KIP-219: the connection reads nothing more until the throttle time has passed (the
+        # request sent meanwhile names an existing topic: refused before the quota counts).
+        started = time.monotonic()
+        _, again = create_v7(s, client, [(f"{base}-a", 1)])
+        assert time.monotonic() - started >= throttle / 1000 - 0.2
+        assert again[f"{base}-a"][0] == 36, again  # TOPIC_ALREADY_EXISTS
+    topics = set(records.admin(broker.bootstrap).list_topics(timeout=10).topics)
+    assert f"{base}-a" in topics and f"{base}-b" not in topics
+
+
+def test_strict_delete_topics_counts_each_topics_partitions(broker, quotas):
+    names = [f"mutation-{uuid.uuid4().hex[:6]}-{i}" for i in range(3)]
+    for name in names:
+        assert wire.create_topics(broker.bootstrap, {name: (4, 1, {})}) == {name: 0}
+    client = drained_mutation_quota(broker, quotas)
+    with admin_connection(broker) as s:
+        # One of the three (Kafka deletes in no set order) takes the bucket to about -4; the
+        # other two are refused.
+        r = wire._exchange(s, 20, 5, _DELETE_V5_REQ, {"topic_names": names, "timeout_ms": 30000},
+                           _DELETE_V5_RESP, True, client.encode())
+    got = sorted((t["error_code"], t["error_message"]) for t in r["responses"])
+    assert got == [(0, None)] + [(THROTTLING_QUOTA_EXCEEDED, None)] * 2, r
+    assert 1500 <= r["throttle_time_ms"] <= 2000, r
+    refused = {t["name"] for t in r["responses"] if t["error_code"]}
+    assert set(records.admin(broker.bootstrap).list_topics(timeout=10).topics) & set(names) == refused
+
+
+def test_strict_create_partitions_counts_the_partitions_added(broker, quotas):
+    names = [f"mutation-{uuid.uuid4().hex[:6]}-{i}" for i in range(2)]
+    for name in names:
+        assert wire.create_topics(broker.bootstrap, {name: (1, 1, {})}) == {name: 0}
+    client = drained_mutation_quota(broker, quotas)
+    with admin_connection(broker) as s:
+        # Each adds 4: whichever Kafka takes first (in no set order) leaves the bucket at about
+        # -4, the other is refused.
+        r = wire._exchange(s, 37, 3, _CREATE_PARTITIONS_V3_REQ,
+                           {"topics": [{"name": n, "count": 5, "assignments": None} for n in names],
+                            "timeout_ms": 30000, "validate_only": False},
+                           _CREATE_PARTITIONS_V3_RESP, True, client.encode())
+    got = sorted((t["error_code"], t["error_message"]) for t in r["results"])
+    assert got == [(0, None), (THROTTLING_QUOTA_EXCEEDED, None)], r
+    assert 1500 <= r["throttle_time_ms"] <= 2000, r
+    grown = {t["name"]: 5 if t["error_code"] == 0 else 1 for t in r["results"]}
+    assert {n: records.partition_count(broker.bootstrap, n) for n in names} == grown
+
+
+def test_permissive_create_topics_creates_every_topic_and_throttles(broker, quotas):
+    client = drained_mutation_quota(broker, quotas)
+    base = f"mutation-{uuid.uuid4().hex[:6]}"
+    r = wire.call(broker.bootstrap, 19, 4, _CREATE_V4_REQ, _create_request([(f"{base}-a", 2), (f"{base}-b", 2)]),
+                  _CREATE_V4_RESP, client_id=client.encode())
+    assert [(t["name"], t["error_code"]) for t in r["topics"]] == [(f"{base}-a", 0), (f"{base}-b", 0)], r
+    assert 1500 <= r["throttle_time_ms"] <= 2000, r
+    # librdkafka sends CreateTopics v4: confluent-kafka creates the topic and reports the throttle.
+    client = drained_mutation_quota(broker, quotas)
+    throttles = []
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap, "client.id": client,
+                         "throttle_cb": lambda event: throttles.append(event.throttle_time)})
+    admin.create_topics([NewTopic(f"{base}-c", 4, 1)])[f"{base}-c"].result(timeout=30)
+    deadline = time.monotonic() + DEADLINE_S
+    while not throttles and time.monotonic() < deadline:
+        admin.poll(0.2)
+    assert throttles and 1.0 <= throttles[0] <= 2.0, throttles
+
+
+def test_the_java_admin_client_gets_throttling_quota_exceeded_past_its_timeout(broker, quotas, tmp_path):
+    """One Java AdminClient creates topics of 10 partitions one after another: three go through
+    (22 tokens, then 12, then 2: the check is before each), the fourth is refused for 4 s of
+    refill, longer than its 3 s timeout, so the client (which retries a throttled topic after
+    the throttle time while its timeout allows) fails it with ThrottlingQuotaExceededException."""
+    client = mutation_quota(broker, quotas)
+    config = tmp_path / "admin.properties"
+    config.write_text(f"client.id={client}\n")
+    prefix = f"mutation-{uuid.uuid4().hex[:6]}"
+    out = subprocess.run(
+        [*drivers.DRIVER_ARGV["java"], "create-topics-loop", "--bootstrap", broker.bootstrap, "--client-config",
+         str(config), "--prefix", prefix, "--partitions", "10", "--max-count", "4", "--interval-ms", "0",
+         "--timeout-ms", "3000"],
+        capture_output=True, text=True, timeout=120, check=True,
+    ).stdout
+    attempts = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    assert [a["ok"] for a in attempts] == [True, True, True, False], attempts
+    assert attempts[3]["error"] == "ThrottlingQuotaExceededException", attempts[3]
+    assert THROTTLING_MESSAGE in attempts[3]["message"], attempts[3]
+    assert set(records.admin(broker.bootstrap).list_topics(timeout=10).topics) & {a["topic"] for a in attempts} == \
+        {a["topic"] for a in attempts[:3]}

@@ -3,8 +3,10 @@ source addresses (the whole of 127.0.0.0/8 is local, so 127.0.0.2 and 127.0.0.3 
 clients): `max.connections.per.ip` and its overrides (a connection past its address's limit is
 closed as it is accepted; the others keep working; closing one lets a new one in), its dynamic
 update with `kafka-configs --entity-default`, `connections.max.idle.ms` (a silent connection is
-closed, a busy one stays), and `max.connections` (at the limit the broker stops accepting: the
-next connection is answered only once another closes).
+closed, a busy one stays), `max.connections` (at the limit the broker stops accepting: the
+next connection is answered only once another closes), and the request memory pool
+(`queued.max.request.bytes`: while large requests hold all of it, the broker reads no further
+large request; a request handled gives its bytes back and the waiting one is read).
 
 One broker for the per-address and idle tests (the broker's own connections come from
 127.0.0.1, which keeps Kafka's unlimited default), a second one for `max.connections`. Every
@@ -14,6 +16,7 @@ wait has a deadline; nothing sleeps for a fixed time except the idle test's spac
 import socket
 import subprocess
 import struct
+import threading
 import time
 
 import pytest
@@ -174,11 +177,87 @@ def test_at_max_connections_the_next_one_waits_for_a_close(broker_factory):
         s.close()
 
 
+METADATA = 3
+TOPIC_NAME = 249  # Kafka's longest topic name
+
+
+def large_metadata(correlation_id: int, size: int) -> bytes:
+    """A Metadata v4 request frame of about `size` bytes (never more) asking for that many bytes of
+    long topic names that do not exist, without auto-creation: both brokers answer each with
+    UNKNOWN_TOPIC_OR_PARTITION. (Kafka refuses strings over 32767 bytes, so the padding is many
+    names rather than one long one.)"""
+    client_id = b"brook-pool-test"
+    header = struct.pack(">hhih", METADATA, 4, correlation_id, len(client_id)) + client_id
+    count = (size - len(header) - 5) // (2 + TOPIC_NAME)
+    names = [f"pool-{correlation_id}-{i}".ljust(TOPIC_NAME, "x").encode() for i in range(count)]
+    body = header + struct.pack(">i", count) + b"".join(struct.pack(">h", len(n)) + n for n in names) + b"\x00"
+    assert size - (2 + TOPIC_NAME) < len(body) <= size
+    return struct.pack(">i", len(body)) + body
+
+
+def answered(s: socket.socket, correlation_id: int, timeout_s: float) -> int:
+    """The size of the answer to `correlation_id` on `s` (raises on no answer within `timeout_s`)."""
+    s.settimeout(timeout_s)
+    size = struct.unpack(">i", recv_exact(s, 4))[0]
+    (got_id,) = struct.unpack(">i", recv_exact(s, size)[:4])
+    assert got_id == correlation_id
+    return size
+
+
+POOL_REQUEST = 1_000_000  # under socket.request.max.bytes (1 MiB); three fill a 2 MiB pool
+
+
+def test_while_large_requests_hold_the_memory_pool_the_next_large_one_is_not_read(broker_factory):
+    broker = broker_factory({"socket.request.max.bytes": str(1024 * 1024),
+                             "queued.max.request.bytes": str(2 * 1024 * 1024)})
+    # Three requests' starts take the pool: non-strict, as Kafka's, a lease is granted while
+    # any byte is free, so 1 MB + 1 MB + 1 MB of a 2 MiB pool; all three have sent more than
+    # a connection's own buffer (Brook leases once that fills; Kafka at the size prefix).
+    holders = [connect(broker, "127.0.0.5") for _ in range(3)]
+    frames = [large_metadata(300 + i, POOL_REQUEST) for i in range(3)]
+    for s, frame in zip(holders, frames):
+        s.sendall(frame[:64 * 1024])
+    # Poll until the broker has leased all three (their bytes were read, not queued in the kernel).
+    if paths.target() == "brook":
+        deadline = time.monotonic() + 10
+        while broker.metric("brook_request_memory_pool_available_bytes") >= 1:
+            assert time.monotonic() < deadline, "the three requests never leased the pool"
+            time.sleep(0.05)
+    else:
+        time.sleep(1.0)
+    waiting = connect(broker, "127.0.0.5")
+    frame = large_metadata(400, POOL_REQUEST)
+    sender = threading.Thread(target=lambda: waiting.sendall(frame), daemon=True)
+    sender.start()
+    with pytest.raises(socket.timeout):
+        answered(waiting, 400, 2.0)
+    if paths.target() == "brook":
+        # Small requests fit a connection's own buffer and need no pool (Kafka blocks them too).
+        small = served(broker, "127.0.0.5", 401)
+        assert small is not None, "a small request was not served while the pool was dry"
+        small.close()
+    # One holder finishes: its request is handled, its bytes go back, the waiting one is read.
+    holders[0].sendall(frames[0][64 * 1024:])
+    # Each unknown topic is answered by name: the answer is at least as large as the request.
+    assert answered(holders[0], 300, IO_TIMEOUT_S) > POOL_REQUEST - 1000
+    assert answered(waiting, 400, IO_TIMEOUT_S) > POOL_REQUEST - 1000
+    for i, s in enumerate(holders[1:], start=1):
+        s.sendall(frames[i][64 * 1024:])
+        assert answered(s, 300 + i, IO_TIMEOUT_S) > POOL_REQUEST - 1000
+    sender.join(IO_TIMEOUT_S)
+    for s in [waiting, *holders]:
+        s.close()
+    if paths.target() == "brook":
+        assert broker.metric("brook_request_memory_pool_available_bytes") == 2 * 1024 * 1024
+        assert broker.metric("brook_request_memory_pool_wait_seconds_count") >= 1
+
+
 @pytest.mark.skipif(paths.target() == "kafka", reason="brook's own start-up refusals")
 @pytest.mark.parametrize("override, key", [
     ("max.connections.per.ip=0", "max.connections.per.ip"),
     ("max.connections.per.ip.overrides=broker-host.example:3", "max.connections.per.ip.overrides"),
     ("max.connections.per.ip.overrides=127.0.0.1", "max.connections.per.ip.overrides"),
+    ("queued.max.request.bytes=1000", "queued.max.request.bytes"),
 ])
 def test_a_bad_limit_stops_the_node_naming_the_key(tmp_path, override, key):
     result = subprocess.run(

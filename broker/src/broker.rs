@@ -45,6 +45,8 @@ pub struct Broker {
     pub authorizer: Option<Authorizer>,
     /// Client connections counted against `max.connections` and `max.connections.per.ip`.
     pub connection_quotas: Arc<ConnectionQuotas>,
+    /// Bytes of large requests being read or handled (`queued.max.request.bytes`).
+    pub request_memory_pool: Arc<crate::server::memory_pool::RequestMemoryPool>,
     /// How this broker reaches its peers: the inter-broker listener's endpoint, TLS, login.
     pub peers: PeerSecurity,
     /// The TLS of each SSL client listener, following dynamic updates of its stores.
@@ -174,6 +176,9 @@ impl Broker {
             txn: TxnCoordinator::new(TxnConfig::from_broker(&config)),
             authorizer: config.authorizer.as_ref().map(Authorizer::new),
             connection_quotas: ConnectionQuotas::new(config.connection_limits.clone()),
+            request_memory_pool: crate::server::memory_pool::RequestMemoryPool::new(
+                config.queued_max_request_bytes,
+            ),
             peers,
             tls,
             stopping: CancellationToken::new(),

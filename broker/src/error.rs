@@ -62,6 +62,9 @@ pub enum BrokerError {
     ServerFault(String),
     #[error("topic deletion is disabled (delete.topic.enable=false)")]
     TopicDeletionDisabled,
+    /// `controller_mutation_rate` (KIP-599); Kafka's message is its error's own.
+    #[error("The throttling quota has been exceeded.")]
+    ThrottlingQuotaExceeded,
     #[error("replication factor {requested} is invalid with {brokers} broker(s)")]
     InvalidReplicationFactor { requested: i16, brokers: usize },
     #[error(transparent)]
@@ -160,6 +163,7 @@ impl BrokerError {
             BrokerError::InvalidUpdateVersion(_) => ResponseError::InvalidUpdateVersion,
             BrokerError::ServerFault(_) => ResponseError::UnknownServerError,
             BrokerError::TopicDeletionDisabled => ResponseError::TopicDeletionDisabled,
+            BrokerError::ThrottlingQuotaExceeded => ResponseError::ThrottlingQuotaExceeded,
             BrokerError::InvalidReplicationFactor { .. } => ResponseError::InvalidReplicationFactor,
             BrokerError::Group(e) => group_code(e),
             BrokerError::Partition(e) => partition_code(e),
@@ -724,6 +728,10 @@ mod tests {
         }));
         assert!(exists.is_topic_already_exists());
         assert!(!BrokerError::TopicDeletionDisabled.is_topic_already_exists());
+        assert_eq!(
+            BrokerError::ThrottlingQuotaExceeded.code(),
+            ResponseError::ThrottlingQuotaExceeded
+        );
     }
 
     #[test]

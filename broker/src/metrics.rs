@@ -11,6 +11,7 @@
 
 pub mod cluster;
 pub mod inter_broker;
+pub mod memory_pool;
 pub mod quota;
 pub mod sasl;
 

@@ -12,7 +12,22 @@ const MIN_REQUEST_SIZE: i32 = 10;
 
 /// Splits one whole frame off the front of `buf`, without its length prefix.
 /// `Ok(None)` means more bytes are needed; an error means the connection must close.
+/// Nothing is reserved here: how much of a frame is buffered, and from which memory, is the
+/// reader's choice (the broker's request memory pool).
 pub fn split_frame(buf: &mut BytesMut, max_size: usize) -> Result<Option<BytesMut>, ProtocolError> {
+    let Some(size) = frame_size(buf, max_size)? else {
+        return Ok(None);
+    };
+    if buf.len() < 4 + size {
+        return Ok(None);
+    }
+    buf.advance(4);
+    Ok(Some(buf.split_to(size)))
+}
+
+/// The body size the frame at the front of `buf` announces, once its 4-byte prefix is
+/// there, checked against `max_size` (`socket.request.max.bytes`) and the smallest request.
+pub fn frame_size(buf: &[u8], max_size: usize) -> Result<Option<usize>, ProtocolError> {
     let Some(size) = peek_size(buf) else {
         return Ok(None);
     };
@@ -26,12 +41,7 @@ pub fn split_frame(buf: &mut BytesMut, max_size: usize) -> Result<Option<BytesMu
             max: max_size,
         });
     }
-    if buf.len() < 4 + size {
-        buf.reserve(4 + size - buf.len());
-        return Ok(None);
-    }
-    buf.advance(4);
-    Ok(Some(buf.split_to(size)))
+    Ok(Some(size))
 }
 
 fn peek_size(buf: &[u8]) -> Option<i32> {

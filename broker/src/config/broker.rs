@@ -91,6 +91,9 @@ pub struct BrokerConfig {
     pub auto_create_topics_enable: bool,
     pub delete_topic_enable: bool,
     pub socket_request_max_bytes: usize,
+    /// The request memory pool's size (`queued.max.request.bytes`; Brook's bound for -1:
+    /// [`super::connections::request_pool_bytes`]).
+    pub queued_max_request_bytes: u64,
     /// `max.connections`, `max.connections.per.ip` (+ overrides), `connections.max.idle.ms`.
     pub connection_limits: super::connections::ConnectionLimits,
     /// `socket.send.buffer.bytes` / `socket.receive.buffer.bytes` of the client listeners'
@@ -319,6 +322,11 @@ impl BrokerConfig {
             auto_create_topics_enable: g.text("auto.create.topics.enable") == "true",
             delete_topic_enable: g.text("delete.topic.enable") == "true",
             socket_request_max_bytes: g.narrow("socket.request.max.bytes")?,
+            queued_max_request_bytes: super::connections::request_pool_bytes(
+                g.narrow("queued.max.request.bytes")?,
+                g.narrow("socket.request.max.bytes")?,
+            )
+            .map_err(|why| g.invalid("queued.max.request.bytes", why))?,
             connection_limits: super::connections::ConnectionLimits::parse(
                 g.narrow("max.connections")?,
                 g.narrow("max.connections.per.ip")?,

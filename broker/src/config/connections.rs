@@ -2,7 +2,8 @@
 //! `ConnectionQuotas` does, in `server::connection_limits`): `max.connections` (the broker
 //! stops accepting at the limit), `max.connections.per.ip` and its overrides (a connection
 //! past its address's limit is closed), `connections.max.idle.ms` (a connection silent that
-//! long is closed). Pure.
+//! long is closed), and the request memory pool's size (`queued.max.request.bytes`,
+//! `server::memory_pool`). Pure.
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -83,6 +84,31 @@ impl ConnectionLimits {
     }
 }
 
+/// The request memory pool's size when `queued.max.request.bytes` is Kafka's -1
+/// ("unbounded", also 0 and below): 256 MiB is 256 producers' 1 MiB requests in flight at
+/// once (far more than a broker's cores handle at a time), and bounds what requests
+/// buffer to 256 MiB plus one request (the pool is non-strict) instead of connections ×
+/// `socket.request.max.bytes` (10,000 × 100 MiB: no bound at all).
+pub const DEFAULT_REQUEST_POOL_BYTES: u64 = 256 * 1024 * 1024;
+
+/// The request memory pool's size from `queued.max.request.bytes`: Kafka's rule that a
+/// positive value holds at least one request of `socket.request.max.bytes`; otherwise
+/// Brook's bound ([`DEFAULT_REQUEST_POOL_BYTES`], or one largest request if larger).
+pub fn request_pool_bytes(
+    queued_max_request_bytes: i64,
+    socket_request_max_bytes: usize,
+) -> Result<u64, String> {
+    let max_request = u64::try_from(socket_request_max_bytes).unwrap_or(u64::MAX);
+    match u64::try_from(queued_max_request_bytes) {
+        Ok(0) | Err(_) => Ok(DEFAULT_REQUEST_POOL_BYTES.max(max_request)),
+        Ok(bytes) if bytes < max_request => Err(
+            "queued.max.request.bytes must be larger or equal to socket.request.max.bytes"
+                .to_owned(),
+        ),
+        Ok(bytes) => Ok(bytes),
+    }
+}
+
 /// An IPv4 client reaching a dual-stack listener shows as `::ffff:a.b.c.d`.
 pub fn canonical(ip: IpAddr) -> IpAddr {
     match ip {
@@ -141,6 +167,15 @@ mod tests {
         assert_eq!(limits.for_ip("10.0.0.1".parse().expect("ip")), 5);
         assert_eq!(limits.max_connections, DEFAULT_MAX_CONNECTIONS);
         assert_eq!(limits.max_idle, Some(Duration::from_millis(1000)));
+    }
+
+    #[test]
+    fn the_request_pool_holds_one_largest_request_and_is_bounded_by_default() {
+        assert_eq!(request_pool_bytes(-1, 100), Ok(DEFAULT_REQUEST_POOL_BYTES));
+        assert_eq!(request_pool_bytes(0, 1 << 30), Ok(1 << 30));
+        assert_eq!(request_pool_bytes(2_000_000, 1_000_000), Ok(2_000_000));
+        assert_eq!(request_pool_bytes(1_000_000, 1_000_000), Ok(1_000_000));
+        assert!(request_pool_bytes(999_999, 1_000_000).is_err());
     }
 
     #[test]

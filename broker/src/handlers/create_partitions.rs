@@ -1,6 +1,7 @@
 //! CreatePartitions: grow a topic to `count` partitions (never shrink: Kafka answers
 //! `INVALID_PARTITIONS`), placed over the active brokers like a new topic's (with the
-//! replication factor of partition 0), or where the request's `assignments` say.
+//! replication factor of partition 0), or where the request's `assignments` say. The
+//! partitions added count against the client's `controller_mutation_rate` (`quota::mutation`).
 
 use brook_protocol::kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
 use brook_protocol::kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse};
@@ -12,6 +13,7 @@ use crate::auth::Access;
 use crate::broker::Broker;
 use crate::error::{BrokerError, Denied};
 use crate::metadata::topics;
+use crate::quota::mutation::MutationQuota;
 use crate::server::session::Session;
 
 pub async fn handle(
@@ -19,6 +21,7 @@ pub async fn handle(
     session: &Session,
     req: CreatePartitionsRequest,
     _version: i16,
+    quota: &mut MutationQuota,
 ) -> CreatePartitionsResponse {
     // Kafka's createPartitions: ALTER on each topic.
     let access = Access::new(broker, session);
@@ -61,8 +64,12 @@ pub async fn handle(
                     } else {
                         topics::check_explicit(&image, current, &explicit)
                     };
+                    let added = (topic.count - current) as usize; // > 0: checked above
                     match placed {
                         Err(e) => Err(e),
+                        Ok(_) if quota.apply(added).is_err() => {
+                            Err(BrokerError::ThrottlingQuotaExceeded)
+                        }
                         Ok(_) if req.validate_only => Ok(()),
                         Ok(partitions) => broker
                             .quorum
@@ -78,9 +85,14 @@ pub async fn handle(
         };
         let mut result = CreatePartitionsTopicResult::default().with_name(topic.name);
         if let Err(e) = outcome {
+            // Kafka's controller answers a throttled topic without a message.
+            let message = match e {
+                BrokerError::ThrottlingQuotaExceeded => None,
+                ref e => Some(StrBytes::from_string(e.to_string())),
+            };
             result = result
                 .with_error_code(e.code().code())
-                .with_error_message(Some(StrBytes::from_string(e.to_string())));
+                .with_error_message(message);
         }
         results.push(result);
     }

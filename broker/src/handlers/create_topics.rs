@@ -1,6 +1,9 @@
 //! CreateTopics: validate each topic (name, partitions, replication factor, configs),
 //! then propose it to the metadata quorum unless `validate_only`. Defaults: -1
 //! partitions → `num.partitions`, -1 replication factor → `default.replication.factor`.
+//! A valid topic's partitions are then counted against the client's
+//! `controller_mutation_rate` (`quota::mutation`; validate-only requests too, as Kafka's
+//! controller counts them) before it is created.
 
 use std::collections::BTreeMap;
 
@@ -16,6 +19,7 @@ use crate::broker::Broker;
 use crate::config::{describe_topic, DescribeOptions};
 use crate::error::{BrokerError, Denied};
 use crate::metadata::topics::{self, NewTopic};
+use crate::quota::mutation::MutationQuota;
 use crate::server::session::Session;
 
 pub async fn handle(
@@ -23,6 +27,7 @@ pub async fn handle(
     session: &Session,
     req: CreateTopicsRequest,
     version: i16,
+    quota: &mut MutationQuota,
 ) -> CreateTopicsResponse {
     // Kafka's createTopics: CREATE on the cluster, else CREATE on each topic.
     let access = Access::new(broker, session);
@@ -86,8 +91,12 @@ pub async fn handle(
             Err(BrokerError::InvalidReplicaAssignment(
                 "partitions should be a consecutive 0-based integer sequence".into(),
             ))
+        } else if let Err(e) = topics::validate(broker, &new_topic) {
+            Err(e)
+        } else if quota.apply(partitions.max(0) as usize).is_err() {
+            Err(BrokerError::ThrottlingQuotaExceeded)
         } else if req.validate_only {
-            topics::validate(broker, &new_topic).map(|()| None)
+            Ok(None)
         } else {
             topics::create(broker, new_topic).await.map(Some)
         };
@@ -95,6 +104,7 @@ pub async fn handle(
         match outcome {
             Ok(topic_id) => {
                 result = result
+                    .with_error_message(None)
                     .with_topic_id(topic_id.unwrap_or_default())
                     .with_num_partitions(partitions)
                     .with_replication_factor(replication_factor);
@@ -104,9 +114,14 @@ pub async fn handle(
                 }
             }
             Err(e) => {
+                // Kafka's controller answers a throttled topic without a message.
+                let message = match e {
+                    BrokerError::ThrottlingQuotaExceeded => None,
+                    ref e => Some(StrBytes::from_string(e.to_string())),
+                };
                 result = result
                     .with_error_code(e.code().code())
-                    .with_error_message(Some(StrBytes::from_string(e.to_string())))
+                    .with_error_message(message)
                     .with_num_partitions(-1)
                     .with_replication_factor(-1);
             }

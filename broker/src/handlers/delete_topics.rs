@@ -1,6 +1,7 @@
 //! DeleteTopics, by name (all versions) or by topic id (v6+): remove the topic from the
 //! metadata, then its local logs, before answering — so a topic re-created with the
-//! same name right after never sees the old data.
+//! same name right after never sees the old data. A topic's partitions count against the
+//! client's `controller_mutation_rate` (`quota::mutation`) before it is deleted.
 
 use brook_protocol::kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
 use brook_protocol::kafka_protocol::messages::{
@@ -14,6 +15,7 @@ use crate::auth::acl::AclOperation;
 use crate::auth::Access;
 use crate::broker::Broker;
 use crate::error::{BrokerError, Denied, PartitionError};
+use crate::quota::mutation::MutationQuota;
 use crate::server::session::Session;
 
 pub async fn handle(
@@ -21,6 +23,7 @@ pub async fn handle(
     session: &Session,
     req: DeleteTopicsRequest,
     _version: i16,
+    quota: &mut MutationQuota,
 ) -> DeleteTopicsResponse {
     // Kafka's deleteTopics: a named topic the session may not DESCRIBE is refused whether
     // it exists or not; an existing one needs DELETE.
@@ -40,12 +43,11 @@ pub async fn handle(
     for (name, topic_id) in targets {
         let image = broker.image();
         let found = match (&name, topic_id.is_nil()) {
-            (Some(name), _) => image.topic(name).map(|t| (t.name.clone(), t.topic_id)),
-            (None, false) => image
-                .topic_by_id(&topic_id)
-                .map(|t| (t.name.clone(), t.topic_id)),
+            (Some(name), _) => image.topic(name),
+            (None, false) => image.topic_by_id(&topic_id),
             (None, true) => None,
-        };
+        }
+        .map(|t| (t.name.clone(), t.topic_id, t.partitions.len()));
         let mut result = DeletableTopicResult::default()
             .with_name(name.clone().map(|n| TopicName(StrBytes::from_string(n))))
             .with_topic_id(topic_id);
@@ -54,13 +56,19 @@ pub async fn handle(
             .is_some_and(|n| !access.topic(AclOperation::Describe, n));
         let outcome = match found {
             _ if named_undescribable => Err(Denied::Topic.code()),
-            Some((ref n, _)) if !access.topic(AclOperation::Delete, n) => Err(Denied::Topic.code()),
+            Some((ref n, _, _)) if !access.topic(AclOperation::Delete, n) => {
+                Err(Denied::Topic.code())
+            }
             None if name.is_some() => Err(PartitionError::UnknownTopicOrPartition.code()),
             None => Err(PartitionError::UnknownTopicId.code()),
             Some(_) if !broker.config.delete_topic_enable => {
                 Err(BrokerError::TopicDeletionDisabled.code())
             }
-            Some((found_name, found_id)) => {
+            // Kafka answers it without a message.
+            Some((_, _, partitions)) if quota.apply(partitions).is_err() => {
+                Err(BrokerError::ThrottlingQuotaExceeded.code())
+            }
+            Some((found_name, found_id, _)) => {
                 result = result
                     .with_name(Some(TopicName(StrBytes::from_string(found_name.clone()))))
                     .with_topic_id(found_id);

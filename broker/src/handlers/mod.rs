@@ -7,6 +7,7 @@ use brook_protocol::versions::codec_range;
 
 use crate::broker::Broker;
 use crate::error::BrokerError;
+use crate::quota::enforce;
 use crate::server::session::Session;
 use crate::server::write::FileChunk;
 
@@ -171,17 +172,21 @@ pub async fn handle(
                 .map(|r| ResponseKind::Produce(r).into()))
         }
         RequestKind::Fetch(mut req) => {
-            crate::quota::enforce::cap_fetch(broker, session, header, &mut req);
+            enforce::cap_fetch(broker, session, header, &mut req);
             return Ok(Some(fetch::handle(broker, session, req, v).await));
         }
         RequestKind::ListOffsets(req) => {
             ResponseKind::ListOffsets(list_offsets::handle(broker, session, req, v).await)
         }
         RequestKind::CreateTopics(req) => {
-            ResponseKind::CreateTopics(create_topics::handle(broker, session, req, v).await)
+            let mut quota = enforce::mutation_quota(broker, session, header, v, 6);
+            let response = create_topics::handle(broker, session, req, v, &mut quota).await;
+            ResponseKind::CreateTopics(response.with_throttle_time_ms(enforce::ms(&quota)))
         }
         RequestKind::DeleteTopics(req) => {
-            ResponseKind::DeleteTopics(delete_topics::handle(broker, session, req, v).await)
+            let mut quota = enforce::mutation_quota(broker, session, header, v, 5);
+            let response = delete_topics::handle(broker, session, req, v, &mut quota).await;
+            ResponseKind::DeleteTopics(response.with_throttle_time_ms(enforce::ms(&quota)))
         }
         RequestKind::DeleteRecords(req) => {
             ResponseKind::DeleteRecords(delete_records::handle(broker, session, req, v).await)
@@ -190,7 +195,9 @@ pub async fn handle(
             offset_for_leader_epoch::handle(broker, session, req, v).await,
         ),
         RequestKind::CreatePartitions(req) => {
-            ResponseKind::CreatePartitions(create_partitions::handle(broker, session, req, v).await)
+            let mut quota = enforce::mutation_quota(broker, session, header, v, 3);
+            let response = create_partitions::handle(broker, session, req, v, &mut quota).await;
+            ResponseKind::CreatePartitions(response.with_throttle_time_ms(enforce::ms(&quota)))
         }
         RequestKind::InitProducerId(req) => {
             ResponseKind::InitProducerId(init_producer_id::handle(broker, session, req, v).await)

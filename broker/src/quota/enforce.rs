@@ -13,12 +13,17 @@
 //!
 //! Either way dispatch gets the throttle time and the connection reads nothing more for
 //! that long after sending the response (KIP-219).
+//!
+//! CreateTopics, CreatePartitions and DeleteTopics are measured against
+//! `controller_mutation_rate` by their handlers ([`mutation_quota`], `quota::mutation`); their
+//! response's `throttle_time_ms` mutes the connection the same way ([`admin_throttle_ms`]).
 
 use brook_protocol::kafka_protocol::messages::{
     FetchRequest, FetchResponse, RequestHeader, RequestKind, ResponseKind,
 };
 use bytes::Bytes;
 
+use super::mutation::{Mode, MutationQuota};
 use super::{rate, QuotaKind};
 use crate::broker::Broker;
 use crate::handlers::Reply;
@@ -82,6 +87,44 @@ pub fn cap_fetch(
         // Below i32::MAX here, and at least 1: quotas are positive.
         req.max_bytes = (cap as i32).max(1);
     }
+}
+
+/// The controller mutation quota of an admin request at `version` (strict from
+/// `strict_since`: Kafka's KIP-599 versions).
+pub fn mutation_quota(
+    broker: &Broker,
+    session: &Session,
+    header: &RequestHeader,
+    version: i16,
+    strict_since: i16,
+) -> MutationQuota {
+    let user = session.principal().name.as_str();
+    let client_id = header.client_id.as_deref().unwrap_or("");
+    let mode = Mode::for_version(version, strict_since);
+    // The quotas as the quorum has them now, not as the image loop last applied them (it
+    // may still be creating the logs of topics made just before): admin requests are rare.
+    broker.client_quotas.update(&broker.image().client_quotas);
+    broker.client_quotas.mutation_quota(user, client_id, mode)
+}
+
+/// A mutation quota's throttle time for the response.
+pub fn ms(quota: &MutationQuota) -> i32 {
+    clamp(quota.throttle_ms())
+}
+
+/// The throttle time an admin response carries from its controller mutation quota (0 for
+/// every other response, and whenever no quota is configured: one atomic load).
+pub fn admin_throttle_ms(broker: &Broker, reply: &Reply) -> u64 {
+    if !broker.client_quotas.enabled() {
+        return 0;
+    }
+    let ms = match &reply.body {
+        ResponseKind::CreateTopics(r) => r.throttle_time_ms,
+        ResponseKind::CreatePartitions(r) => r.throttle_time_ms,
+        ResponseKind::DeleteTopics(r) => r.throttle_time_ms,
+        _ => 0,
+    };
+    u64::try_from(ms).unwrap_or(0)
 }
 
 /// Records the request against its client's quota and puts the throttle time into the

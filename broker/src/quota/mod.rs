@@ -20,6 +20,7 @@
 
 pub mod enforce;
 pub mod entity;
+pub mod mutation;
 pub mod rate;
 pub mod resolve;
 
@@ -114,6 +115,8 @@ pub struct ClientQuotas {
     generation: AtomicU64,
     quotas: RwLock<ClientQuotasImage>,
     sensors: Mutex<HashMap<(QuotaKind, String, String), Arc<Sensor>>>,
+    /// `controller_mutation_rate` buckets by the metric tags the precedence gives.
+    mutation_buckets: Mutex<HashMap<(String, String), mutation::SharedBucket>>,
 }
 
 impl ClientQuotas {
@@ -132,6 +135,31 @@ impl ClientQuotas {
         *self.quotas.write() = image.clone();
         self.generation.fetch_add(1, Ordering::AcqRel);
         self.enabled.store(any, Ordering::Release);
+    }
+
+    /// The `controller_mutation_rate` quota one CreateTopics, CreatePartitions or DeleteTopics
+    /// request is measured against (`mutation`).
+    pub fn mutation_quota(
+        &self,
+        user: &str,
+        client_id: &str,
+        mode: mutation::Mode,
+    ) -> mutation::MutationQuota {
+        if !self.enabled() {
+            return mutation::MutationQuota::unbounded();
+        }
+        let quotas = self.quotas.read().clone();
+        let Some(found) = resolve(&quotas, entity::CONTROLLER_MUTATION_RATE, user, client_id)
+        else {
+            return mutation::MutationQuota::unbounded();
+        };
+        let bucket = self
+            .mutation_buckets
+            .lock()
+            .entry((found.user_tag, found.client_tag))
+            .or_default()
+            .clone();
+        mutation::MutationQuota::new(bucket, found.bound, mode)
     }
 
     /// Records `value` against the client's `kind` quota and returns the throttle time in

@@ -10,14 +10,18 @@
 //! stream) every frame passes [`SaslSession::admit`] first (`auth::sasl`). The
 //! connection's [`Session`] (listener, protocol, peer, principal) goes with every request
 //! to its handler.
+//!
+//! What a connection buffers of its client's requests is bounded by `server::frame_reader`:
+//! its own small read buffer, and a request larger than that only once it holds a lease of
+//! its size from the broker's request memory pool (`queued.max.request.bytes`); while the
+//! pool is dry it reads nothing.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use brook_protocol::chunked::Chunk;
-use brook_protocol::frame::split_frame;
-use bytes::BytesMut;
+use bytes::BufMut;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::net::TcpStream;
 use tokio_rustls::server::TlsStream;
@@ -30,6 +34,7 @@ use crate::broker::Broker;
 use crate::metrics;
 use crate::server::closed::{self, CloseReason};
 use crate::server::dispatch::{self, Outcome};
+use crate::server::frame_reader::{FrameReader, Step};
 use crate::server::listener::ClientListener;
 use crate::server::session::{KafkaPrincipal, Session};
 use crate::server::tls::TlsListener;
@@ -140,7 +145,7 @@ enum Transport {
 }
 
 impl Transport {
-    async fn read_buf(&mut self, buf: &mut BytesMut) -> std::io::Result<usize> {
+    async fn read_buf<B: BufMut>(&mut self, buf: &mut B) -> std::io::Result<usize> {
         match self {
             Transport::Plain(stream) => stream.read_buf(buf).await,
             Transport::Tls(stream, _) => read_into(stream.as_mut(), buf).await,
@@ -157,18 +162,18 @@ impl Transport {
     }
 }
 
-async fn read_into<R: AsyncRead + Unpin>(
+async fn read_into<R: AsyncRead + Unpin, B: BufMut>(
     stream: &mut R,
-    buf: &mut BytesMut,
+    buf: &mut B,
 ) -> std::io::Result<usize> {
     stream.read_buf(buf).await
 }
 
 /// One read, or `None` when nothing arrives within `max_idle` (Kafka's
 /// `connections.max.idle.ms`: a connection silent that long is closed).
-async fn read_or_idle(
+async fn read_or_idle<B: BufMut>(
     transport: &mut Transport,
-    buf: &mut BytesMut,
+    buf: &mut B,
     max_idle: Option<Duration>,
 ) -> Option<std::io::Result<usize>> {
     match max_idle {
@@ -191,15 +196,28 @@ async fn serve(
     let max_frame = broker.config.socket_request_max_bytes;
     let max_idle = broker.config.connection_limits.max_idle;
     let mut sasl_principal_taken = false;
-    let mut buf = BytesMut::with_capacity(64 * 1024);
+    let mut reader = FrameReader::default();
     loop {
         let limit = sasl.as_ref().map_or(max_frame, |s| s.max_frame(max_frame));
-        let frame = match split_frame(&mut buf, limit) {
-            Ok(Some(frame)) => frame.freeze(),
-            Ok(None) => {
-                let read = tokio::select! {
+        let (frame, lease) = match reader.next(limit) {
+            Ok(Step::Frame(frame, lease)) => (frame, lease),
+            Ok(Step::Lease(size)) => {
+                // Nothing is read while the pool is dry: the client's bytes wait in the
+                // socket buffers (back-pressure), and so does this connection.
+                let lease = tokio::select! {
                     _ = shutdown.cancelled() => return Ok(()),
-                    read = read_or_idle(&mut transport, &mut buf, max_idle) => read,
+                    lease = broker.request_memory_pool.lease(size) => lease,
+                };
+                reader.start_large(size, lease);
+                continue;
+            }
+            Ok(Step::Read) => {
+                let read = {
+                    let mut target = reader.read_target();
+                    tokio::select! {
+                        _ = shutdown.cancelled() => return Ok(()),
+                        read = read_or_idle(&mut transport, &mut target, max_idle) => read,
+                    }
                 };
                 let Some(read) = read else {
                     let detail = format!(
@@ -209,10 +227,12 @@ async fn serve(
                     return Err((CloseReason::Idle, detail));
                 };
                 match read {
-                    Ok(0) if buf.is_empty() => return Ok(()),
+                    Ok(0) if reader.buffered() == 0 => return Ok(()),
                     Ok(0) => {
-                        let detail =
-                            format!("peer closed mid-frame ({} bytes buffered)", buf.len());
+                        let detail = format!(
+                            "peer closed mid-frame ({} bytes buffered)",
+                            reader.buffered()
+                        );
                         return Err((CloseReason::TruncatedFrame, detail));
                     }
                     Ok(_) => continue,
@@ -269,7 +289,11 @@ async fn serve(
                 Admit::Close(reason) => return Err((CloseReason::SaslProtocol, reason)),
             },
         };
-        match dispatch::handle_frame(broker, &session, frame).await {
+        let outcome = dispatch::handle_frame(broker, &session, frame).await;
+        // Handled: its bytes go back to the pool before the response is written, so a
+        // client that never reads its responses holds only those.
+        drop(lease);
+        match outcome {
             Outcome::Respond(chunks, throttle) => {
                 if let Err(e) = transport.write_response(chunks).await {
                     debug!(error = %e, "write failed");

@@ -78,6 +78,7 @@ pub async fn handle_frame(broker: &Broker, session: &Session, frame: Bytes) -> O
             metered,
             reply.as_mut(),
         )),
+        (Ok(Some(reply)), None) => Duration::from_millis(enforce::admin_throttle_ms(broker, reply)),
         _ => Duration::ZERO,
     };
     match result {

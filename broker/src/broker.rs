@@ -19,8 +19,10 @@ use crate::config::BrokerConfig;
 use crate::coordinator::consumer_group::TopicsView;
 use crate::coordinator::group::offsets_log::OffsetsLog;
 use crate::coordinator::group::{GroupConfig, GroupCoordinator};
+use crate::coordinator::handles::{CoordinatorHandles, CoordinatorHost};
 use crate::coordinator::producer_id::ProducerIdAllocator;
 use crate::coordinator::txn::{TxnConfig, TxnCoordinator};
+use crate::coordinator::writer::PartitionWriter;
 use crate::handlers::fetch::session::FetchSessions;
 use crate::metadata::meta_properties;
 use crate::partition::ReplicaManager;
@@ -34,6 +36,8 @@ pub struct Broker {
     pub cluster_id: String,
     pub quorum: MetadataQuorum,
     pub replicas: ReplicaManager,
+    /// The coordinators' door to their partitions (over `replicas`).
+    pub writer: PartitionWriter,
     pub fetch_sessions: FetchSessions,
     pub producer_ids: ProducerIdAllocator,
     /// Classic consumer groups and committed offsets; this broker coordinates all groups.
@@ -58,6 +62,21 @@ pub struct Broker {
     pub client_quotas: crate::quota::ClientQuotas,
     /// The current registration's epoch (the raft log index of its RegisterBroker).
     broker_epoch: AtomicU64,
+}
+
+impl CoordinatorHost for Broker {
+    fn coordinator_handles(&self) -> CoordinatorHandles<'_> {
+        CoordinatorHandles {
+            node_id: self.node_id,
+            quorum: &self.quorum,
+            writer: &self.writer,
+            stopping: &self.stopping,
+            peers: &self.peers,
+            producer_ids: &self.producer_ids,
+            groups: &self.groups,
+            txn: &self.txn,
+        }
+    }
 }
 
 impl Broker {
@@ -136,7 +155,11 @@ impl Broker {
         replicas
             .apply(image.clone(), &effective_config(&config, &image))
             .await;
-        let offsets_log = OffsetsLog::new(replicas.clone(), quorum.subscribe(), config.node_id);
+        let offsets_log = OffsetsLog::new(
+            PartitionWriter::new(replicas.clone()),
+            quorum.subscribe(),
+            config.node_id,
+        );
         let groups = GroupCoordinator::start(
             // Not a `<topic>-<partition>` name, so the log manager leaves it alone.
             first_dir.join("__consumer_offsets_store"),
@@ -167,6 +190,7 @@ impl Broker {
             node_id: config.node_id,
             cluster_id,
             quorum,
+            writer: PartitionWriter::new(replicas.clone()),
             replicas,
             fetch_sessions: FetchSessions::new(),
             producer_ids: ProducerIdAllocator::new(),

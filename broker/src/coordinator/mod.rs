@@ -3,8 +3,11 @@
 pub mod consumer_group;
 pub mod group;
 pub mod group_metrics;
+pub mod handles;
+pub mod log_reader;
 pub mod producer_id;
 pub mod txn;
+pub mod writer;
 
 /// The coordinators' writes (offset commits, transaction log records, markers): `records`
 /// as one uncompressed v2 batch, base offset 0 (the log stamps the real one).

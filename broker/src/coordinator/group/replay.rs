@@ -14,18 +14,14 @@
 use std::collections::BTreeMap;
 use std::slice;
 
-use brook_protocol::kafka_protocol::records::RecordBatchDecoder;
-use brook_storage::log::MinOneBatch;
 use brook_storage::offsets::{OffsetRecord, OffsetStore};
 use brook_storage::LogHandle;
 use tracing::{info, warn};
 
-use super::records::{self, OFFSETS_TOPIC};
+use super::records;
 use super::txn_offsets::{OpenTxn, TxnOffsets};
+use crate::coordinator::log_reader::LogCursor;
 use crate::error::BrokerError;
-
-/// How much of a partition one replay read returns.
-const REPLAY_READ_BYTES: usize = 1 << 20;
 
 /// What replaying one `__consumer_offsets` log found.
 #[derive(Debug, Default)]
@@ -57,7 +53,7 @@ pub async fn replay(store: &OffsetStore, log: &LogHandle) -> Result<Replayed, Br
         .run_blocking(move |s| s.applied_position_of(partition))
         .await?;
     let log_end = log.log_end_offset();
-    let mut next = match applied {
+    let from = match applied {
         // The store saw records the log no longer has (the log was truncated or
         // recreated): start over from the log's beginning.
         Some(p) if p >= log_end => {
@@ -69,30 +65,15 @@ pub async fn replay(store: &OffsetStore, log: &LogHandle) -> Result<Replayed, Br
             );
             log.log_start_offset()
         }
-        Some(p) => (p + 1).max(log.log_start_offset()),
+        Some(p) => p + 1,
         None => log.log_start_offset(),
     };
+    let mut cursor = LogCursor::new(log, from);
     let mut txns = TxnOffsets::default();
     let mut total = 0u64;
-    while next < log_end {
-        let read = log
-            .read(next, REPLAY_READ_BYTES, log_end, MinOneBatch::Yes)
-            .await?;
-        let mut bytes = read.records;
-        if bytes.is_empty() {
-            break;
-        }
-        let sets = RecordBatchDecoder::decode_all(&mut bytes).map_err(|e| {
-            BrokerError::ServerFault(format!("{OFFSETS_TOPIC}-{partition} unreadable: {e}"))
-        })?;
+    while let Some(records) = cursor.next_chunk().await? {
         let mut changes = Vec::new();
-        let mut last = next - 1;
-        for record in sets.into_iter().flat_map(|s| s.records) {
-            if record.offset < next {
-                last = last.max(record.offset);
-                continue;
-            }
-            last = record.offset;
+        for record in records {
             if record.control {
                 match marker_is_commit(record.key.as_deref()) {
                     Some(commit) => {
@@ -141,17 +122,15 @@ pub async fn replay(store: &OffsetStore, log: &LogHandle) -> Result<Replayed, Br
                 }
             }
         }
-        if last < next {
-            break;
-        }
+        let last = cursor.next_offset() - 1;
         txns.processed(partition, last);
         let position = txns.position(partition).unwrap_or(last);
         total += changes.len() as u64;
         store
             .run_blocking(move |s| s.apply(partition, &changes, position))
             .await?;
-        next = last + 1;
     }
+    let next = cursor.next_offset();
     let open = txns.take_partition(partition);
     if total > 0 || !open.is_empty() {
         info!(

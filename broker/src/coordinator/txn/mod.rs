@@ -30,7 +30,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 
-use crate::broker::Broker;
+use crate::coordinator::handles::CoordinatorHandles;
 pub use crate::error::TxnError;
 pub use records::TRANSACTION_VERSION_2;
 
@@ -124,16 +124,16 @@ impl TxnCoordinator {
     /// coordinates it (Kafka's `getTransactionState` checks).
     pub fn coordinates(
         &self,
-        broker: &Broker,
+        cx: &CoordinatorHandles<'_>,
         transactional_id: &str,
     ) -> Result<(i32, i32), TxnError> {
-        let image = broker.image();
+        let image = cx.image();
         let (partition, part) = records::state_partition(&image, transactional_id)
             .ok_or(TxnError::CoordinatorNotAvailable)?;
         if !part.has_leader() {
             return Err(TxnError::CoordinatorNotAvailable);
         }
-        if part.leader != broker.node_id {
+        if part.leader != cx.node_id {
             return Err(TxnError::NotCoordinator);
         }
         match self.loads.lock().get(&partition) {
@@ -145,14 +145,23 @@ impl TxnCoordinator {
     /// Writes `transit` of `id` and applies it. On failure the change is forgotten.
     async fn persist(
         &self,
-        broker: &Broker,
+        cx: &CoordinatorHandles<'_>,
         id: &str,
         (partition, epoch): (i32, i32),
         transit: Transit,
         fence: bool,
     ) -> Result<(), TxnError> {
         let value = (transit.state != TxnState::Dead).then(|| transit.log_value());
-        let written = log::write(broker, &self.locks, partition, epoch, id, value.as_ref()).await;
+        let written = log::write(
+            cx.writer,
+            cx.stopping,
+            &self.locks,
+            partition,
+            epoch,
+            id,
+            value.as_ref(),
+        )
+        .await;
         let still_ours = matches!(
             self.loads.lock().get(&partition),
             Some(Load::Loaded { epoch: e }) if *e == epoch
@@ -181,7 +190,7 @@ impl TxnCoordinator {
     /// request names (KIP-360), if any.
     pub async fn init_producer_id(
         &self,
-        broker: &Broker,
+        cx: &CoordinatorHandles<'_>,
         id: &str,
         timeout_ms: i32,
         expected: Option<(i64, i16)>,
@@ -192,13 +201,13 @@ impl TxnCoordinator {
         if timeout_ms <= 0 || timeout_ms > self.config.max_timeout_ms {
             return Err(TxnError::InvalidTransactionTimeout(timeout_ms));
         }
-        let at = self.coordinates(broker, id)?;
+        let at = self.coordinates(cx, id)?;
         let needs_pid = self
             .txns
             .lock()
             .get(id)
             .is_none_or(|m| m.needs_new_producer_id(expected));
-        let new_pid = allocate_producer_id_if(broker, needs_pid).await?;
+        let new_pid = allocate_producer_id_if(cx, needs_pid).await?;
         let now_ms = brook_storage::log_manager::now_ms();
         let step = {
             let mut txns = self.txns.lock();
@@ -218,11 +227,11 @@ impl TxnCoordinator {
         match step {
             InitStep::Write(transit) => {
                 let answer = (transit.producer_id, transit.producer_epoch);
-                self.persist(broker, id, at, transit, false).await?;
+                self.persist(cx, id, at, transit, false).await?;
                 Ok(answer)
             }
             InitStep::FenceAndAbort(transit) => {
-                self.persist(broker, id, at, transit, true).await?;
+                self.persist(cx, id, at, transit, true).await?;
                 self.prepared.notify_one();
                 // The client retries once the abort is complete, getting a new epoch.
                 Err(TxnError::ConcurrentTransactions)
@@ -234,7 +243,7 @@ impl TxnCoordinator {
     /// partition leader adding a partition for a Transactions V2 client (`client_version` 2).
     pub async fn add_partitions(
         &self,
-        broker: &Broker,
+        cx: &CoordinatorHandles<'_>,
         id: &str,
         producer_id: i64,
         producer_epoch: i16,
@@ -244,7 +253,7 @@ impl TxnCoordinator {
         if id.is_empty() {
             return Err(TxnError::InvalidRequest("empty transactional id".into()));
         }
-        let at = self.coordinates(broker, id)?;
+        let at = self.coordinates(cx, id)?;
         let now_ms = brook_storage::log_manager::now_ms();
         let transit = {
             let mut txns = self.txns.lock();
@@ -259,19 +268,19 @@ impl TxnCoordinator {
         };
         match transit {
             None => Ok(()),
-            Some(transit) => self.persist(broker, id, at, transit, false).await,
+            Some(transit) => self.persist(cx, id, at, transit, false).await,
         }
     }
 
     /// The v4+ `VerifyOnly` form: the partitions of the producer's ongoing transaction.
     pub fn verify_partitions(
         &self,
-        broker: &Broker,
+        cx: &CoordinatorHandles<'_>,
         id: &str,
         producer_id: i64,
         producer_epoch: i16,
     ) -> Result<BTreeSet<TopicPartition>, TxnError> {
-        self.coordinates(broker, id)?;
+        self.coordinates(cx, id)?;
         let txns = self.txns.lock();
         let meta = txns.get(id).ok_or(TxnError::InvalidProducerIdMapping)?;
         meta.verify_partitions(producer_id, producer_epoch)
@@ -282,7 +291,7 @@ impl TxnCoordinator {
     /// Transactions V2 bumps the epoch every transaction).
     pub async fn end_txn(
         &self,
-        broker: &Broker,
+        cx: &CoordinatorHandles<'_>,
         id: &str,
         producer_id: i64,
         producer_epoch: i16,
@@ -292,13 +301,13 @@ impl TxnCoordinator {
         if id.is_empty() {
             return Err(TxnError::InvalidRequest("empty transactional id".into()));
         }
-        let at = self.coordinates(broker, id)?;
+        let at = self.coordinates(cx, id)?;
         let needs_pid = self
             .txns
             .lock()
             .get(id)
             .is_some_and(|m| m.end_needs_new_producer_id(client_version));
-        let new_pid = allocate_producer_id_if(broker, needs_pid).await?;
+        let new_pid = allocate_producer_id_if(cx, needs_pid).await?;
         let now_ms = brook_storage::log_manager::now_ms();
         let step = {
             let mut txns = self.txns.lock();
@@ -315,7 +324,7 @@ impl TxnCoordinator {
                 EndStep::Write(transit) => transit,
             }
         };
-        self.persist(broker, id, at, step, false).await?;
+        self.persist(cx, id, at, step, false).await?;
         self.prepared.notify_one();
         self.txns
             .lock()
@@ -325,11 +334,11 @@ impl TxnCoordinator {
     }
 
     /// DescribeTransactions of one id.
-    pub fn describe(&self, broker: &Broker, id: &str) -> Result<TxnView, TxnError> {
+    pub fn describe(&self, cx: &CoordinatorHandles<'_>, id: &str) -> Result<TxnView, TxnError> {
         if id.is_empty() {
             return Err(TxnError::InvalidRequest("empty transactional id".into()));
         }
-        self.coordinates(broker, id)?;
+        self.coordinates(cx, id)?;
         let txns = self.txns.lock();
         let meta = txns
             .get(id)
@@ -363,13 +372,15 @@ impl TxnCoordinator {
 
 /// A new producer id when `needed`, allocated before the id's state is locked (the
 /// allocation may wait for the metadata quorum).
-async fn allocate_producer_id_if(broker: &Broker, needed: bool) -> Result<Option<i64>, TxnError> {
+async fn allocate_producer_id_if(
+    cx: &CoordinatorHandles<'_>,
+    needed: bool,
+) -> Result<Option<i64>, TxnError> {
     if !needed {
         return Ok(None);
     }
-    broker
-        .producer_ids
-        .allocate(&broker.quorum, broker.node_id)
+    cx.producer_ids
+        .allocate(cx.quorum, cx.node_id)
         .await
         .map(Some)
         .map_err(|_| TxnError::CoordinatorNotAvailable)

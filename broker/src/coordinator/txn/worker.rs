@@ -27,16 +27,16 @@ use super::markers::{self, Marker};
 use super::records::{partition_for, TXN_STATE_TOPIC};
 use super::state::TxnState;
 use super::{log, Load, TxnError};
-use crate::broker::Broker;
+use crate::coordinator::handles::{CoordinatorHandles, CoordinatorHost};
 
 /// How often prepared transactions are looked for even without a wake-up (retries).
 const SCAN: Duration = Duration::from_millis(250);
 /// Pause between rounds of markers some partitions refused.
 const MARKER_BACKOFF: Duration = Duration::from_millis(200);
 
-pub async fn run(broker: Arc<Broker>, shutdown: CancellationToken) {
-    let txn = &broker.txn;
-    let mut images = broker.quorum.subscribe();
+pub async fn run<H: CoordinatorHost>(host: Arc<H>, shutdown: CancellationToken) {
+    let txn = host.coordinator_handles().txn;
+    let mut images = host.coordinator_handles().quorum.subscribe();
     let mut tasks = JoinSet::new();
     let mut scan = tokio::time::interval(SCAN);
     let mut abort = tokio::time::interval(Duration::from_millis(txn.config.abort_interval_ms));
@@ -44,7 +44,7 @@ pub async fn run(broker: Arc<Broker>, shutdown: CancellationToken) {
     for timer in [&mut scan, &mut abort, &mut expire] {
         timer.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     }
-    follow_leadership(&broker, &mut tasks);
+    follow_leadership(&host, &mut tasks);
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => break,
@@ -52,16 +52,16 @@ pub async fn run(broker: Arc<Broker>, shutdown: CancellationToken) {
                 if changed.is_err() {
                     break;
                 }
-                follow_leadership(&broker, &mut tasks);
+                follow_leadership(&host, &mut tasks);
             }
-            _ = txn.prepared.notified() => complete_prepared(&broker, &mut tasks),
+            _ = txn.prepared.notified() => complete_prepared(&host, &mut tasks),
             _ = scan.tick() => {
                 // Also retries a load that failed.
-                follow_leadership(&broker, &mut tasks);
-                complete_prepared(&broker, &mut tasks);
+                follow_leadership(&host, &mut tasks);
+                complete_prepared(&host, &mut tasks);
             }
-            _ = abort.tick() => abort_timed_out(&broker, &mut tasks),
-            _ = expire.tick() => expire_idle(&broker, &mut tasks),
+            _ = abort.tick() => abort_timed_out(&host, &mut tasks),
+            _ = expire.tick() => expire_idle(&host, &mut tasks),
             Some(joined) = tasks.join_next() => {
                 if let Err(e) = joined {
                     if e.is_panic() {
@@ -75,14 +75,15 @@ pub async fn run(broker: Arc<Broker>, shutdown: CancellationToken) {
 }
 
 /// Loads newly led `__transaction_state` partitions and drops the others.
-fn follow_leadership(broker: &Arc<Broker>, tasks: &mut JoinSet<()>) {
-    let image = broker.image();
+fn follow_leadership<H: CoordinatorHost>(host: &Arc<H>, tasks: &mut JoinSet<()>) {
+    let cx = host.coordinator_handles();
+    let image = cx.image();
     let led: BTreeMap<i32, i32> = image
         .topic(TXN_STATE_TOPIC)
         .map(|t| {
             t.partitions
                 .values()
-                .filter(|p| p.leader == broker.node_id)
+                .filter(|p| p.leader == cx.node_id)
                 .map(|p| (p.partition, p.leader_epoch))
                 .collect()
         })
@@ -90,7 +91,7 @@ fn follow_leadership(broker: &Arc<Broker>, tasks: &mut JoinSet<()>) {
     let count = image
         .topic(TXN_STATE_TOPIC)
         .map_or(0, |t| i32::try_from(t.partitions.len()).unwrap_or(0));
-    let txn = &broker.txn;
+    let txn = cx.txn;
     let mut to_load = Vec::new();
     {
         let mut loads = txn.loads.lock();
@@ -121,19 +122,22 @@ fn follow_leadership(broker: &Arc<Broker>, tasks: &mut JoinSet<()>) {
         }
     }
     for (partition, epoch) in to_load {
-        let broker = broker.clone();
-        tasks.spawn(async move { load_partition(&broker, partition, epoch, count).await });
+        let host = host.clone();
+        tasks.spawn(async move {
+            load_partition(&host.coordinator_handles(), partition, epoch, count).await
+        });
     }
 }
 
-async fn load_partition(broker: &Broker, partition: i32, epoch: i32, count: i32) {
-    let txn = &broker.txn;
+async fn load_partition(cx: &CoordinatorHandles<'_>, partition: i32, epoch: i32, count: i32) {
+    let txn = cx.txn;
     let loaded = async {
-        let replica = broker
-            .replicas
-            .leader_partition(TXN_STATE_TOPIC, partition, None)
-            .await?;
-        log::load(replica.log()).await
+        let log = cx
+            .writer
+            .led_log(TXN_STATE_TOPIC, partition)
+            .await
+            .map_err(|e| e.to_string())?;
+        log::load(&log).await.map_err(|e| e.to_string())
     }
     .await;
     let states = match loaded {
@@ -173,8 +177,8 @@ async fn load_partition(broker: &Broker, partition: i32, epoch: i32, count: i32)
 }
 
 /// Starts the completion of every Prepare* transaction not being completed already.
-fn complete_prepared(broker: &Arc<Broker>, tasks: &mut JoinSet<()>) {
-    let txn = &broker.txn;
+fn complete_prepared<H: CoordinatorHost>(host: &Arc<H>, tasks: &mut JoinSet<()>) {
+    let txn = host.coordinator_handles().txn;
     let ready: Vec<String> = {
         let txns = txn.txns.lock();
         let mut in_flight = txn.in_flight.lock();
@@ -185,22 +189,23 @@ fn complete_prepared(broker: &Arc<Broker>, tasks: &mut JoinSet<()>) {
             .collect()
     };
     for id in ready {
-        let broker = broker.clone();
+        let host = host.clone();
         tasks.spawn(async move {
-            if let Err(e) = complete(&broker, &id).await {
+            let cx = host.coordinator_handles();
+            if let Err(e) = complete(&cx, &id).await {
                 debug!(transactional_id = %id, error = %e, "completing the transaction failed; retrying");
                 tokio::time::sleep(MARKER_BACKOFF).await;
             }
-            broker.txn.in_flight.lock().remove(&id);
+            cx.txn.in_flight.lock().remove(&id);
         });
     }
 }
 
 /// Writes the markers of prepared transaction `id`, then its Complete* record.
-async fn complete(broker: &Broker, id: &str) -> Result<(), TxnError> {
-    let txn = &broker.txn;
+async fn complete(cx: &CoordinatorHandles<'_>, id: &str) -> Result<(), TxnError> {
+    let txn = cx.txn;
     let started = std::time::Instant::now();
-    let at = txn.coordinates(broker, id)?;
+    let at = txn.coordinates(cx, id)?;
     let (marker, mut left) = {
         let txns = txn.txns.lock();
         let meta = txns.get(id).ok_or(TxnError::NotCoordinator)?;
@@ -216,13 +221,13 @@ async fn complete(broker: &Broker, id: &str) -> Result<(), TxnError> {
         (marker, meta.partitions.clone())
     };
     while !left.is_empty() {
-        left = markers::write_all(broker, &marker, &left).await;
+        left = markers::write_all(cx, &marker, &left).await;
         if left.is_empty() {
             break;
         }
         tokio::time::sleep(MARKER_BACKOFF).await;
         // Stop when the partition moved: its new coordinator completes the transaction.
-        if txn.coordinates(broker, id)? != at {
+        if txn.coordinates(cx, id)? != at {
             return Err(TxnError::NotCoordinator);
         }
     }
@@ -232,7 +237,7 @@ async fn complete(broker: &Broker, id: &str) -> Result<(), TxnError> {
         let meta = txns.get_mut(id).ok_or(TxnError::NotCoordinator)?;
         meta.prepare_complete(now_ms)?
     };
-    txn.persist(broker, id, at, transit, false).await?;
+    txn.persist(cx, id, at, transit, false).await?;
     debug!(
         transactional_id = %id,
         commit = marker.commit,
@@ -245,9 +250,9 @@ async fn complete(broker: &Broker, id: &str) -> Result<(), TxnError> {
 /// Fences and aborts Ongoing transactions past their timeout (Kafka's
 /// `abortTimedOutTransactions`): the epoch bump makes the late producer's EndTxn and
 /// produce fail with PRODUCER_FENCED.
-fn abort_timed_out(broker: &Arc<Broker>, tasks: &mut JoinSet<()>) {
+fn abort_timed_out<H: CoordinatorHost>(host: &Arc<H>, tasks: &mut JoinSet<()>) {
     let now_ms = brook_storage::log_manager::now_ms();
-    let txn = &broker.txn;
+    let txn = host.coordinator_handles().txn;
     let due: Vec<String> = txn
         .txns
         .lock()
@@ -256,10 +261,11 @@ fn abort_timed_out(broker: &Arc<Broker>, tasks: &mut JoinSet<()>) {
         .map(|m| m.transactional_id.clone())
         .collect();
     for id in due {
-        let broker = broker.clone();
+        let host = host.clone();
         tasks.spawn(async move {
-            let txn = &broker.txn;
-            let Ok(at) = txn.coordinates(&broker, &id) else {
+            let cx = host.coordinator_handles();
+            let txn = cx.txn;
+            let Ok(at) = txn.coordinates(&cx, &id) else {
                 return;
             };
             let transit = {
@@ -272,7 +278,7 @@ fn abort_timed_out(broker: &Arc<Broker>, tasks: &mut JoinSet<()>) {
                     Err(_) => return,
                 }
             };
-            match txn.persist(&broker, &id, at, transit, true).await {
+            match txn.persist(&cx, &id, at, transit, true).await {
                 Ok(()) => {
                     info!(transactional_id = %id, "aborting a transaction past its timeout");
                     txn.prepared.notify_one();
@@ -284,9 +290,9 @@ fn abort_timed_out(broker: &Arc<Broker>, tasks: &mut JoinSet<()>) {
 }
 
 /// Tombstones ids idle past `transactional.id.expiration.ms`.
-fn expire_idle(broker: &Arc<Broker>, tasks: &mut JoinSet<()>) {
+fn expire_idle<H: CoordinatorHost>(host: &Arc<H>, tasks: &mut JoinSet<()>) {
     let now_ms = brook_storage::log_manager::now_ms();
-    let txn = &broker.txn;
+    let txn = host.coordinator_handles().txn;
     let expiration_ms = txn.config.id_expiration_ms;
     let due: Vec<String> = txn
         .txns
@@ -298,11 +304,12 @@ fn expire_idle(broker: &Arc<Broker>, tasks: &mut JoinSet<()>) {
     if due.is_empty() {
         return;
     }
-    let broker = broker.clone();
+    let host = host.clone();
     tasks.spawn(async move {
-        let txn = &broker.txn;
+        let cx = host.coordinator_handles();
+        let txn = cx.txn;
         for id in due {
-            let Ok(at) = txn.coordinates(&broker, &id) else {
+            let Ok(at) = txn.coordinates(&cx, &id) else {
                 continue;
             };
             let transit = {
@@ -318,7 +325,7 @@ fn expire_idle(broker: &Arc<Broker>, tasks: &mut JoinSet<()>) {
                     Err(_) => continue,
                 }
             };
-            match txn.persist(&broker, &id, at, transit, false).await {
+            match txn.persist(&cx, &id, at, transit, false).await {
                 Ok(()) => info!(transactional_id = %id, "transactional id expired"),
                 Err(e) => debug!(transactional_id = %id, error = %e, "expiry not written; retried at the next sweep"),
             }

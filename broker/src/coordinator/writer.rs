@@ -206,3 +206,6 @@ impl PartitionWriter {
     }
 }
 
+#[cfg(test)]
+#[path = "writer_tests.rs"]
+pub(crate) mod tests;

@@ -195,7 +195,7 @@ impl Broker {
             fetch_sessions: FetchSessions::new(),
             producer_ids: ProducerIdAllocator::new(),
             groups,
-            txn: TxnCoordinator::new(TxnConfig::from_broker(&config)),
+            txn: TxnCoordinator::new(TxnConfig::from_broker(&config), config.node_id),
             authorizer: config.authorizer.as_ref().map(Authorizer::new),
             connection_quotas: ConnectionQuotas::new(config.connection_limits.clone()),
             peers,
@@ -238,7 +238,8 @@ impl Broker {
 
     /// Follows metadata changes made elsewhere (other brokers, later): applies this
     /// broker's role changes to its replicas, moves group coordination with the
-    /// `__consumer_offsets` leadership, and reconciles the logs.
+    /// `__consumer_offsets` leadership (`GroupCoordinator::follow`), and reconciles the
+    /// logs.
     pub async fn follow_metadata(self: Arc<Self>, shutdown: tokio_util::sync::CancellationToken) {
         let mut images = self.quorum.subscribe();
         let mut last = self.image();
@@ -252,8 +253,10 @@ impl Broker {
             self.update_tls(&config, false);
             self.client_quotas.update(&image.client_quotas);
             self.replicas.apply(image.clone(), &config).await;
+            // Group coordination follows the `__consumer_offsets` leadership (from the
+            // first image on: the runtime diffs against the partitions it serves).
+            self.groups.follow(&image).await;
             if !Arc::ptr_eq(&image, &last) {
-                self.apply_role_changes(&last, &image).await;
                 // A topic created or deleted: the consumer groups' topic patterns follow.
                 if last.topic_names_by_id != image.topic_names_by_id {
                     self.consumer_topics_changed(&image);
@@ -274,41 +277,6 @@ impl Broker {
         for (name, served) in &self.tls {
             if let Some(next) = config.listener_tls.get(name) {
                 served.update(next, reread_files);
-            }
-        }
-    }
-
-    async fn apply_role_changes(&self, old: &MetadataImage, new: &MetadataImage) {
-        use crate::coordinator::group::records::OFFSETS_TOPIC;
-        use crate::partition::delta::{role_changes, RoleChange};
-        let mut led_offsets = std::collections::BTreeSet::new();
-        let mut lost_offsets = std::collections::BTreeSet::new();
-        for ((topic, partition), change) in role_changes(old, new, self.node_id) {
-            let led = matches!(change, RoleChange::BecomeLeader { .. });
-            if change == RoleChange::UpdateAssignment {
-                continue;
-            }
-            if topic == OFFSETS_TOPIC {
-                if led {
-                    &mut led_offsets
-                } else {
-                    &mut lost_offsets
-                }
-                .insert(partition);
-            }
-        }
-        let count = new
-            .topic(OFFSETS_TOPIC)
-            .map_or(0, |t| i32::try_from(t.partitions.len()).unwrap_or(0));
-        if count == 0 {
-            return;
-        }
-        if !lost_offsets.is_empty() {
-            self.groups.unload_partitions(&lost_offsets, count);
-        }
-        if !led_offsets.is_empty() {
-            if let Err(e) = self.groups.load_partitions(&led_offsets, count).await {
-                tracing::error!(error = %e, "loading groups of newly led __consumer_offsets partitions failed");
             }
         }
     }

@@ -6,6 +6,7 @@ pub mod group_metrics;
 pub mod handles;
 pub mod log_reader;
 pub mod producer_id;
+pub mod runtime;
 pub mod txn;
 pub mod writer;
 

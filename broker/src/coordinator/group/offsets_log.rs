@@ -32,6 +32,7 @@ use tokio_util::sync::CancellationToken;
 use super::records::{self, OFFSETS_TOPIC};
 use super::txn_offsets::TxnOffsets;
 use super::Shared;
+use crate::coordinator::runtime::{CoordinatorRuntime, OnNewEpoch};
 use crate::coordinator::writer::{Durability, PartitionWriter, WriteError};
 use crate::error::BrokerError;
 use crate::replication::acks::NotReplicated;
@@ -52,6 +53,8 @@ pub struct OffsetsLog {
     images: watch::Receiver<Arc<MetadataImage>>,
     node_id: i32,
     locks: parking_lot::Mutex<HashMap<i32, Arc<tokio::sync::Mutex<()>>>>,
+    /// Which partitions this broker serves, and their loads (`loading`).
+    pub(super) runtime: CoordinatorRuntime,
 }
 
 impl OffsetsLog {
@@ -65,6 +68,8 @@ impl OffsetsLog {
             images,
             node_id,
             locks: parking_lot::Mutex::new(HashMap::new()),
+            // A new epoch keeps the groups in memory: their members stay joined.
+            runtime: CoordinatorRuntime::new(OFFSETS_TOPIC, node_id, OnNewEpoch::Refresh),
         }
     }
 
@@ -83,24 +88,11 @@ impl OffsetsLog {
     }
 
     /// The log of `partition`, which this broker leads (NOT_LEADER_OR_FOLLOWER otherwise).
-    async fn led_log(&self, partition: i32) -> Result<LogHandle, BrokerError> {
+    pub(super) async fn led_log(&self, partition: i32) -> Result<LogHandle, BrokerError> {
         self.writer
             .led_log(OFFSETS_TOPIC, partition)
             .await
             .map_err(commit_error)
-    }
-
-    /// The log of `partition` when this broker leads it (for loading its groups).
-    pub async fn open(&self, partition: i32) -> Result<Option<LogHandle>, BrokerError> {
-        let image = self.images.borrow().clone();
-        if image
-            .partition(OFFSETS_TOPIC, partition)
-            .is_none_or(|p| p.leader != self.node_id)
-        {
-            return Ok(None);
-        }
-        let log = self.led_log(partition).await?;
-        Ok(Some(log))
     }
 
     /// Whether this broker coordinates `group_id`: it leads the group's partition of

@@ -1,8 +1,8 @@
 //! The coordinator's persistence through `__transaction_state`: one record per change,
 //! appended by the partition's leader as a plain uncompressed batch, fsynced and waited
 //! to the high watermark (Kafka's coordinator writes with acks=all) before the change is
-//! applied in memory and the client answered; and the load of a partition's records into
-//! memory when this broker starts leading it.
+//! applied in memory and the client answered; and the reading of one record back, for the
+//! load of a partition (`shards`).
 //!
 //! A tokio mutex per partition keeps the appends of one partition in the order their
 //! changes were decided; it is the only lock held across `.await`.
@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use brook_protocol::kafka_protocol::records::{Record, TimestampType};
-use brook_storage::{LogHandle, StorageError};
+use brook_storage::StorageError;
 use bytes::{Bytes, BytesMut};
 use tokio_util::sync::CancellationToken;
 use tracing::warn;
@@ -20,7 +20,6 @@ use tracing::warn;
 use super::records::{self, TxnLogValue, TXN_STATE_TOPIC};
 use super::state::TxnMetadata;
 use super::TxnError;
-use crate::coordinator::log_reader::LogCursor;
 use crate::coordinator::writer::{Durability, PartitionWriter, WriteError};
 use crate::error::BrokerError;
 use crate::replication::acks::NotReplicated;
@@ -113,25 +112,6 @@ pub fn encode_batch(
     };
     crate::coordinator::encode_uncompressed_batch(std::slice::from_ref(&record))
         .map_err(|e| TxnError::Internal(format!("encoding a transaction log record: {e}")))
-}
-
-/// Every transactional id's latest state in `log` (tombstoned ids are absent), read from
-/// the log start to the log end, as Kafka's `loadTransactionMetadata` does.
-pub async fn load(log: &LogHandle) -> Result<HashMap<String, TxnMetadata>, BrokerError> {
-    let partition = log.partition();
-    let mut out = HashMap::new();
-    let mut cursor = LogCursor::new(log, log.log_start_offset());
-    while let Some(records) = cursor.next_chunk().await? {
-        for record in records.iter().filter(|r| !r.control) {
-            apply_record(
-                &mut out,
-                record.key.as_deref(),
-                record.value.as_deref(),
-                || format!("{TXN_STATE_TOPIC}-{partition} offset {}", record.offset),
-            );
-        }
-    }
-    Ok(out)
 }
 
 /// Applies one log record to the loaded states; unreadable records are skipped with a

@@ -20,6 +20,7 @@ pub mod log;
 pub mod markers;
 pub mod partition_check;
 pub mod records;
+mod shards;
 pub mod state;
 #[cfg(test)]
 mod state_tests;
@@ -31,6 +32,7 @@ use parking_lot::Mutex;
 use tokio::sync::Notify;
 
 use crate::coordinator::handles::CoordinatorHandles;
+use crate::coordinator::runtime::{CoordinatorRuntime, Load, OnNewEpoch};
 pub use crate::error::TxnError;
 pub use records::TRANSACTION_VERSION_2;
 
@@ -74,12 +76,6 @@ fn millis(ms: i32) -> std::time::Duration {
     std::time::Duration::from_millis(u64::try_from(ms).unwrap_or(0))
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Load {
-    Loading { epoch: i32 },
-    Loaded { epoch: i32 },
-}
-
 /// One id as DescribeTransactions / ListTransactions show it.
 #[derive(Debug, Clone)]
 pub struct TxnView {
@@ -95,8 +91,8 @@ pub struct TxnView {
 pub struct TxnCoordinator {
     config: TxnConfig,
     txns: Mutex<HashMap<String, TxnMetadata>>,
-    /// The `__transaction_state` partitions this broker leads, by partition.
-    loads: Mutex<HashMap<i32, Load>>,
+    /// The `__transaction_state` partitions this broker leads and their loads (`shards`).
+    runtime: CoordinatorRuntime,
     locks: log::PartitionLocks,
     /// Ids whose markers the worker is writing now.
     in_flight: Mutex<HashSet<String>>,
@@ -105,11 +101,12 @@ pub struct TxnCoordinator {
 }
 
 impl TxnCoordinator {
-    pub fn new(config: TxnConfig) -> Self {
+    pub fn new(config: TxnConfig, node_id: i32) -> Self {
         TxnCoordinator {
             config,
             txns: Mutex::new(HashMap::new()),
-            loads: Mutex::new(HashMap::new()),
+            // A new coordinator epoch reloads: pending changes were decided under the old.
+            runtime: CoordinatorRuntime::new(records::TXN_STATE_TOPIC, node_id, OnNewEpoch::Reload),
             locks: log::PartitionLocks::default(),
             in_flight: Mutex::new(HashSet::new()),
             prepared: Notify::new(),
@@ -118,6 +115,11 @@ impl TxnCoordinator {
 
     pub fn config(&self) -> &TxnConfig {
         &self.config
+    }
+
+    /// The `__transaction_state` partitions this broker serves.
+    pub fn runtime(&self) -> &CoordinatorRuntime {
+        &self.runtime
     }
 
     /// The partition and coordinator epoch of `transactional_id` when this broker
@@ -136,8 +138,8 @@ impl TxnCoordinator {
         if part.leader != cx.node_id {
             return Err(TxnError::NotCoordinator);
         }
-        match self.loads.lock().get(&partition) {
-            Some(Load::Loaded { epoch }) if *epoch == part.leader_epoch => Ok((partition, *epoch)),
+        match self.runtime.status(partition) {
+            Some(Load::Loaded { epoch }) if epoch == part.leader_epoch => Ok((partition, epoch)),
             Some(_) | None => Err(TxnError::CoordinatorLoadInProgress),
         }
     }
@@ -162,10 +164,7 @@ impl TxnCoordinator {
             value.as_ref(),
         )
         .await;
-        let still_ours = matches!(
-            self.loads.lock().get(&partition),
-            Some(Load::Loaded { epoch: e }) if *e == epoch
-        );
+        let still_ours = self.runtime.status(partition) == Some(Load::Loaded { epoch });
         let mut txns = self.txns.lock();
         let Some(meta) = txns.get_mut(id) else {
             return written.and(Err(TxnError::NotCoordinator));
@@ -350,12 +349,7 @@ impl TxnCoordinator {
     /// Every id of the partitions this broker coordinates (ListTransactions filters them);
     /// COORDINATOR_LOAD_IN_PROGRESS while one of them is still loading, as Kafka answers.
     pub fn list(&self) -> Result<Vec<TxnView>, TxnError> {
-        if self
-            .loads
-            .lock()
-            .values()
-            .any(|l| matches!(l, Load::Loading { .. }))
-        {
+        if self.runtime.any_loading() {
             return Err(TxnError::CoordinatorLoadInProgress);
         }
         let mut out: Vec<TxnView> = self

@@ -15,7 +15,6 @@
 //! - every `transaction.remove.expired.transaction.cleanup.interval.ms` writes a tombstone
 //!   for ids idle longer than `transactional.id.expiration.ms`.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -24,9 +23,9 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use super::markers::{self, Marker};
-use super::records::{partition_for, TXN_STATE_TOPIC};
+use super::records::TXN_STATE_TOPIC;
 use super::state::TxnState;
-use super::{log, Load, TxnError};
+use super::TxnError;
 use crate::coordinator::handles::{CoordinatorHandles, CoordinatorHost};
 
 /// How often prepared transactions are looked for even without a wake-up (retries).
@@ -74,55 +73,14 @@ pub async fn run<H: CoordinatorHost>(host: Arc<H>, shutdown: CancellationToken) 
     tasks.shutdown().await;
 }
 
-/// Loads newly led `__transaction_state` partitions and drops the others.
+/// Loads newly led `__transaction_state` partitions and drops the others (the runtime
+/// decides which).
 fn follow_leadership<H: CoordinatorHost>(host: &Arc<H>, tasks: &mut JoinSet<()>) {
     let cx = host.coordinator_handles();
-    let image = cx.image();
-    let led: BTreeMap<i32, i32> = image
-        .topic(TXN_STATE_TOPIC)
-        .map(|t| {
-            t.partitions
-                .values()
-                .filter(|p| p.leader == cx.node_id)
-                .map(|p| (p.partition, p.leader_epoch))
-                .collect()
-        })
-        .unwrap_or_default();
-    let count = image
-        .topic(TXN_STATE_TOPIC)
-        .map_or(0, |t| i32::try_from(t.partitions.len()).unwrap_or(0));
-    let txn = cx.txn;
-    let mut to_load = Vec::new();
-    {
-        let mut loads = txn.loads.lock();
-        let lost: Vec<i32> = loads
-            .iter()
-            .filter(|(p, l)| {
-                let epoch = match l {
-                    Load::Loading { epoch } | Load::Loaded { epoch } => *epoch,
-                };
-                led.get(p) != Some(&epoch)
-            })
-            .map(|(p, _)| *p)
-            .collect();
-        for p in &lost {
-            loads.remove(p);
-        }
-        if !lost.is_empty() && count > 0 {
-            txn.txns
-                .lock()
-                .retain(|id, _| !lost.contains(&partition_for(id, count)));
-            info!(partitions = ?lost, "no longer coordinating transactions of these partitions");
-        }
-        for (partition, epoch) in &led {
-            if !loads.contains_key(partition) {
-                loads.insert(*partition, Load::Loading { epoch: *epoch });
-                to_load.push((*partition, *epoch));
-            }
-        }
-    }
-    for (partition, epoch) in to_load {
+    let followed = cx.txn.runtime.follow(&cx.image(), cx.txn);
+    for (partition, epoch) in followed.to_load {
         let host = host.clone();
+        let count = followed.count;
         tasks.spawn(async move {
             load_partition(&host.coordinator_handles(), partition, epoch, count).await
         });
@@ -131,49 +89,20 @@ fn follow_leadership<H: CoordinatorHost>(host: &Arc<H>, tasks: &mut JoinSet<()>)
 
 async fn load_partition(cx: &CoordinatorHandles<'_>, partition: i32, epoch: i32, count: i32) {
     let txn = cx.txn;
-    let loaded = async {
-        let log = cx
-            .writer
-            .led_log(TXN_STATE_TOPIC, partition)
+    let loaded = match cx.writer.led_log(TXN_STATE_TOPIC, partition).await {
+        Ok(log) => txn
+            .runtime
+            .load(txn, &log, partition, epoch, count)
             .await
-            .map_err(|e| e.to_string())?;
-        log::load(&log).await.map_err(|e| e.to_string())
-    }
-    .await;
-    let states = match loaded {
-        Ok(states) => states,
+            .map_err(|e| e.to_string()),
         Err(e) => {
-            warn!(partition, error = %e, "loading transaction states failed; retried at the next metadata change");
-            let mut loads = txn.loads.lock();
-            if loads.get(&partition) == Some(&Load::Loading { epoch }) {
-                loads.remove(&partition);
-            }
-            return;
+            txn.runtime.abandon(partition, epoch);
+            Err(e.to_string())
         }
     };
-    let mut loads = txn.loads.lock();
-    if loads.get(&partition) != Some(&Load::Loading { epoch }) {
-        return;
+    if let Err(e) = loaded {
+        warn!(partition, error = %e, "loading transaction states failed; retried at the next metadata change");
     }
-    let mut txns = txn.txns.lock();
-    txns.retain(|id, _| partition_for(id, count) != partition);
-    let (mut prepared, mut ongoing) = (0, 0);
-    for (id, meta) in states {
-        prepared += usize::from(meta.state.is_prepared());
-        ongoing += usize::from(meta.state == TxnState::Ongoing);
-        txns.insert(id, meta);
-    }
-    loads.insert(partition, Load::Loaded { epoch });
-    info!(
-        partition,
-        coordinator_epoch = epoch,
-        prepared,
-        ongoing,
-        "transaction states loaded"
-    );
-    drop(txns);
-    drop(loads);
-    txn.prepared.notify_one();
 }
 
 /// Starts the completion of every Prepare* transaction not being completed already.

@@ -1,4 +1,11 @@
 //! Coordinators: producer ids, classic and KIP-848 consumer groups, transactions.
+//!
+//! The group and transaction coordinators keep their state in partitions of their own
+//! topics and share the machinery Kafka's coordinator-common gives its coordinators:
+//! they write through the `writer` (append as leader, wait for the high watermark), load a
+//! partition's state on the `runtime` when this broker starts leading it (replaying its
+//! log with `log_reader`) and unload it when it stops, and reach the rest of the broker
+//! only through `handles`.
 
 pub mod consumer_group;
 pub mod group;

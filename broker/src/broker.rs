@@ -19,8 +19,10 @@ use crate::config::BrokerConfig;
 use crate::coordinator::consumer_group::TopicsView;
 use crate::coordinator::group::offsets_log::OffsetsLog;
 use crate::coordinator::group::{GroupConfig, GroupCoordinator};
+use crate::coordinator::handles::{CoordinatorHandles, CoordinatorHost};
 use crate::coordinator::producer_id::ProducerIdAllocator;
 use crate::coordinator::txn::{TxnConfig, TxnCoordinator};
+use crate::coordinator::writer::PartitionWriter;
 use crate::handlers::fetch::session::FetchSessions;
 use crate::metadata::meta_properties;
 use crate::partition::ReplicaManager;
@@ -34,6 +36,8 @@ pub struct Broker {
     pub cluster_id: String,
     pub quorum: MetadataQuorum,
     pub replicas: ReplicaManager,
+    /// The coordinators' door to their partitions (over `replicas`).
+    pub writer: PartitionWriter,
     pub fetch_sessions: FetchSessions,
     pub producer_ids: ProducerIdAllocator,
     /// Classic consumer groups and committed offsets; this broker coordinates all groups.
@@ -60,6 +64,21 @@ pub struct Broker {
     pub client_quotas: crate::quota::ClientQuotas,
     /// The current registration's epoch (the raft log index of its RegisterBroker).
     broker_epoch: AtomicU64,
+}
+
+impl CoordinatorHost for Broker {
+    fn coordinator_handles(&self) -> CoordinatorHandles<'_> {
+        CoordinatorHandles {
+            node_id: self.node_id,
+            quorum: &self.quorum,
+            writer: &self.writer,
+            stopping: &self.stopping,
+            peers: &self.peers,
+            producer_ids: &self.producer_ids,
+            groups: &self.groups,
+            txn: &self.txn,
+        }
+    }
 }
 
 impl Broker {
@@ -138,7 +157,11 @@ impl Broker {
         replicas
             .apply(image.clone(), &effective_config(&config, &image))
             .await;
-        let offsets_log = OffsetsLog::new(replicas.clone(), quorum.subscribe(), config.node_id);
+        let offsets_log = OffsetsLog::new(
+            PartitionWriter::new(replicas.clone()),
+            quorum.subscribe(),
+            config.node_id,
+        );
         let groups = GroupCoordinator::start(
             // Not a `<topic>-<partition>` name, so the log manager leaves it alone.
             first_dir.join("__consumer_offsets_store"),
@@ -169,11 +192,12 @@ impl Broker {
             node_id: config.node_id,
             cluster_id,
             quorum,
+            writer: PartitionWriter::new(replicas.clone()),
             replicas,
             fetch_sessions: FetchSessions::new(),
             producer_ids: ProducerIdAllocator::new(),
             groups,
-            txn: TxnCoordinator::new(TxnConfig::from_broker(&config)),
+            txn: TxnCoordinator::new(TxnConfig::from_broker(&config), config.node_id),
             authorizer: config.authorizer.as_ref().map(Authorizer::new),
             connection_quotas: ConnectionQuotas::new(config.connection_limits.clone()),
             request_memory_pool: crate::server::memory_pool::RequestMemoryPool::new(
@@ -219,7 +243,8 @@ impl Broker {
 
     /// Follows metadata changes made elsewhere (other brokers, later): applies this
     /// broker's role changes to its replicas, moves group coordination with the
-    /// `__consumer_offsets` leadership, and reconciles the logs.
+    /// `__consumer_offsets` leadership (`GroupCoordinator::follow`), and reconciles the
+    /// logs.
     pub async fn follow_metadata(self: Arc<Self>, shutdown: tokio_util::sync::CancellationToken) {
         let mut images = self.quorum.subscribe();
         let mut last = self.image();
@@ -233,8 +258,10 @@ impl Broker {
             self.update_tls(&config, false);
             self.client_quotas.update(&image.client_quotas);
             self.replicas.apply(image.clone(), &config).await;
+            // Group coordination follows the `__consumer_offsets` leadership (from the
+            // first image on: the runtime diffs against the partitions it serves).
+            self.groups.follow(&image).await;
             if !Arc::ptr_eq(&image, &last) {
-                self.apply_role_changes(&last, &image).await;
                 // A topic created or deleted: the consumer groups' topic patterns follow.
                 if last.topic_names_by_id != image.topic_names_by_id {
                     self.consumer_topics_changed(&image);
@@ -255,41 +282,6 @@ impl Broker {
         for (name, served) in &self.tls {
             if let Some(next) = config.listener_tls.get(name) {
                 served.update(next, reread_files);
-            }
-        }
-    }
-
-    async fn apply_role_changes(&self, old: &MetadataImage, new: &MetadataImage) {
-        use crate::coordinator::group::records::OFFSETS_TOPIC;
-        use crate::partition::delta::{role_changes, RoleChange};
-        let mut led_offsets = std::collections::BTreeSet::new();
-        let mut lost_offsets = std::collections::BTreeSet::new();
-        for ((topic, partition), change) in role_changes(old, new, self.node_id) {
-            let led = matches!(change, RoleChange::BecomeLeader { .. });
-            if change == RoleChange::UpdateAssignment {
-                continue;
-            }
-            if topic == OFFSETS_TOPIC {
-                if led {
-                    &mut led_offsets
-                } else {
-                    &mut lost_offsets
-                }
-                .insert(partition);
-            }
-        }
-        let count = new
-            .topic(OFFSETS_TOPIC)
-            .map_or(0, |t| i32::try_from(t.partitions.len()).unwrap_or(0));
-        if count == 0 {
-            return;
-        }
-        if !lost_offsets.is_empty() {
-            self.groups.unload_partitions(&lost_offsets, count);
-        }
-        if !led_offsets.is_empty() {
-            if let Err(e) = self.groups.load_partitions(&led_offsets, count).await {
-                tracing::error!(error = %e, "loading groups of newly led __consumer_offsets partitions failed");
             }
         }
     }

@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::broker::Broker;
 use crate::coordinator::group::GroupState;
+use crate::coordinator::handles::{CoordinatorHandles, CoordinatorHost};
 use crate::metrics;
 
 /// How often the figures are refreshed.
@@ -25,20 +25,20 @@ const STATES: [GroupState; 5] = [
     GroupState::Dead,
 ];
 
-pub async fn run(broker: Arc<Broker>, shutdown: CancellationToken) {
+pub async fn run<H: CoordinatorHost>(host: Arc<H>, shutdown: CancellationToken) {
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => return,
             _ = tokio::time::sleep(INTERVAL) => {}
         }
-        publish(&broker);
+        publish(&host.coordinator_handles());
     }
 }
 
 /// One refresh; cheap (in-memory group state, atomics for log end offsets).
-pub fn publish(broker: &Broker) {
-    for (group_id, _protocol_type, state) in broker.groups.list() {
-        let (members, generation) = broker
+pub fn publish(cx: &CoordinatorHandles<'_>) {
+    for (group_id, _protocol_type, state) in cx.groups.list() {
+        let (members, generation) = cx
             .groups
             .with_group(&group_id, |g| g.map(|g| (g.members.len(), g.generation_id)))
             .unwrap_or((0, 0));
@@ -46,8 +46,8 @@ pub fn publish(broker: &Broker) {
         for s in STATES {
             metrics::set_group_state(&group_id, s.name(), s == state);
         }
-        for ((topic, partition), committed) in broker.groups.fetch_offsets(&group_id) {
-            if let Some(log) = broker.replicas.existing(&topic, partition) {
+        for ((topic, partition), committed) in cx.groups.fetch_offsets(&group_id) {
+            if let Some(log) = cx.writer.replicas().existing(&topic, partition) {
                 let lag = (log.high_watermark() - committed.offset).max(0);
                 metrics::set_consumer_lag(&group_id, &topic, partition, lag);
             }

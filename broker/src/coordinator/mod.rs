@@ -1,10 +1,21 @@
 //! Coordinators: producer ids, classic and KIP-848 consumer groups, transactions.
+//!
+//! The group and transaction coordinators keep their state in partitions of their own
+//! topics and share the machinery Kafka's coordinator-common gives its coordinators:
+//! they write through the `writer` (append as leader, wait for the high watermark), load a
+//! partition's state on the `runtime` when this broker starts leading it (replaying its
+//! log with `log_reader`) and unload it when it stops, and reach the rest of the broker
+//! only through `handles`.
 
 pub mod consumer_group;
 pub mod group;
 pub mod group_metrics;
+pub mod handles;
+pub mod log_reader;
 pub mod producer_id;
+pub mod runtime;
 pub mod txn;
+pub mod writer;
 
 /// The coordinators' writes (offset commits, transaction log records, markers): `records`
 /// as one uncompressed v2 batch, base offset 0 (the log stamps the real one).

@@ -11,6 +11,7 @@ use brook_protocol::kafka_protocol::messages::{AddOffsetsToTxnRequest, AddOffset
 use crate::auth::Access;
 use crate::broker::Broker;
 use crate::coordinator::group::records::{group_partition_index, OFFSETS_TOPIC};
+use crate::coordinator::handles::CoordinatorHost;
 use crate::coordinator::txn::TxnError;
 use crate::coordinator::txn::TRANSACTIONS_V1;
 use crate::error::{fenced_for_version, BrokerError};
@@ -46,7 +47,7 @@ async fn add(broker: &Broker, req: &AddOffsetsToTxnRequest) -> Result<(), Broker
     broker
         .txn
         .add_partitions(
-            broker,
+            &broker.coordinator_handles(),
             &req.transactional_id,
             req.producer_id.0,
             req.producer_epoch,

@@ -21,6 +21,7 @@ use brook_protocol::kafka_protocol::messages::{
 use crate::auth::acl::AclOperation;
 use crate::auth::Access;
 use crate::broker::Broker;
+use crate::coordinator::handles::CoordinatorHost;
 use crate::coordinator::txn::state::TopicPartition;
 use crate::coordinator::txn::{TRANSACTIONS_V1, TRANSACTION_VERSION_2};
 use crate::error::{fenced_for_version, BrokerError, Denied, PartitionError, TxnError};
@@ -141,7 +142,7 @@ async fn add(
     let code = match broker
         .txn
         .add_partitions(
-            broker,
+            &broker.coordinator_handles(),
             id,
             producer_id,
             producer_epoch,
@@ -169,7 +170,7 @@ fn verify(
         TxnError::InvalidTxnState
     };
     match broker.txn.verify_partitions(
-        broker,
+        &broker.coordinator_handles(),
         &txn.transactional_id,
         txn.producer_id.0,
         txn.producer_epoch,

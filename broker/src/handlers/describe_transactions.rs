@@ -19,6 +19,7 @@ use brook_protocol::kafka_protocol::protocol::StrBytes;
 use crate::auth::acl::AclOperation;
 use crate::auth::Access;
 use crate::broker::Broker;
+use crate::coordinator::handles::CoordinatorHost;
 use crate::error::{BrokerError, Denied};
 use crate::server::session::Session;
 
@@ -43,7 +44,7 @@ pub fn handle(
                 .with_producer_id(ProducerId(-1))
                 .with_producer_epoch(-1)
                 .with_transaction_start_time_ms(-1);
-            match broker.txn.describe(broker, id) {
+            match broker.txn.describe(&broker.coordinator_handles(), id) {
                 Ok(view) => {
                     let mut by_topic: BTreeMap<String, Vec<i32>> = BTreeMap::new();
                     for (topic, partition) in view

@@ -10,6 +10,7 @@ use brook_protocol::kafka_protocol::messages::{EndTxnRequest, EndTxnResponse, Pr
 use crate::auth::acl::AclOperation;
 use crate::auth::Access;
 use crate::broker::Broker;
+use crate::coordinator::handles::CoordinatorHost;
 use crate::coordinator::txn::{TRANSACTIONS_V1, TRANSACTION_VERSION_2};
 use crate::error::{fenced_for_version, BrokerError, Denied};
 use crate::server::session::Session;
@@ -34,7 +35,7 @@ pub async fn handle(
     let result = broker
         .txn
         .end_txn(
-            broker,
+            &broker.coordinator_handles(),
             &req.transactional_id,
             req.producer_id.0,
             req.producer_epoch,

@@ -13,6 +13,7 @@ use brook_protocol::kafka_protocol::ResponseError;
 use crate::auth::acl::AclOperation;
 use crate::auth::Access;
 use crate::broker::Broker;
+use crate::coordinator::handles::CoordinatorHost;
 use crate::error::{fenced_for_version, BrokerError, Denied};
 use crate::metadata::txn_state_topic;
 use crate::server::session::Session;
@@ -44,7 +45,12 @@ pub async fn handle(
         let result = match txn_state_topic::ensure(broker).await {
             Ok(()) => broker
                 .txn
-                .init_producer_id(broker, id, req.transaction_timeout_ms, expected)
+                .init_producer_id(
+                    &broker.coordinator_handles(),
+                    id,
+                    req.transaction_timeout_ms,
+                    expected,
+                )
                 .await
                 .map_err(BrokerError::from),
             Err(e) => {

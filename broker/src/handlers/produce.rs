@@ -29,6 +29,7 @@ use crate::auth::acl::AclOperation;
 use crate::auth::Access;
 use crate::broker::Broker;
 use crate::coordinator::group::records::OFFSETS_TOPIC;
+use crate::coordinator::handles::CoordinatorHost;
 use crate::coordinator::txn::partition_check::{ensure_in_transaction, Operation, Producer};
 use crate::coordinator::txn::records::TXN_STATE_TOPIC;
 use crate::error::{BrokerError, Denied};
@@ -285,7 +286,7 @@ async fn append(
                 producer_epoch,
             };
             ensure_in_transaction(
-                broker,
+                &broker.coordinator_handles(),
                 producer,
                 &(topic.to_string(), partition),
                 Operation::for_produce(request.version),

@@ -27,6 +27,7 @@ use crate::auth::Access;
 use crate::broker::Broker;
 use crate::coordinator::group::records::{group_partition_index, OFFSETS_TOPIC};
 use crate::coordinator::group::{TxnCommitter, TxnProducer};
+use crate::coordinator::handles::CoordinatorHost;
 use crate::coordinator::txn::partition_check::{ensure_in_transaction, Operation, Producer};
 use crate::error::{Denied, GroupError, TxnError};
 use crate::server::session::Session;
@@ -127,7 +128,7 @@ async fn in_transaction(
         producer_epoch: req.producer_epoch,
     };
     ensure_in_transaction(
-        broker,
+        &broker.coordinator_handles(),
         producer,
         &tp,
         operation,

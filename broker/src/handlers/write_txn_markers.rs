@@ -20,6 +20,7 @@ use futures_util::future::join_all;
 use crate::auth::acl::AclOperation;
 use crate::auth::Access;
 use crate::broker::Broker;
+use crate::coordinator::handles::CoordinatorHost;
 use crate::coordinator::txn::markers::{write_local, Marker};
 use crate::error::{BrokerError, Denied};
 use crate::server::session::Session;
@@ -45,7 +46,7 @@ pub async fn handle(
         // Every partition's marker at once: each waits for its own replication.
         let codes = join_all(m.topics.iter().flat_map(|topic| {
             topic.partition_indexes.iter().map(move |&partition| async move {
-                match write_local(broker, &topic.name, partition, &marker).await {
+                match write_local(&broker.coordinator_handles(), &topic.name, partition, &marker).await {
                     Ok(()) => 0,
                     Err(e) => {
                         tracing::debug!(topic = %topic.name.0, partition, error = %e, "transaction marker not written");

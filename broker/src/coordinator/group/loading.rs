@@ -1,7 +1,9 @@
 //! Loading and unloading groups as this broker gains and loses the leadership of
 //! `__consumer_offsets` partitions (Kafka's `GroupMetadataManager.loadGroupsForPartition`
-//! / `removeGroupsForPartition`): a new leader replays the partition's log into the offset
-//! store, then reads the partition's groups and commits back into memory; a broker that
+//! / `removeGroupsForPartition`), on the coordinator runtime (`coordinator::runtime`): a
+//! new leader replays the partition's log into the offset store (the store is the
+//! shard's state: a cache of the log), then reads the partition's groups and commits back
+//! into memory; a broker that
 //! stops leading a partition drops its groups from memory (their members rejoin at the
 //! new coordinator; nothing is deleted from disk). The replay also rebuilds the
 //! partition's open transactions (pending transactional offsets, see `txn_offsets`);
@@ -10,13 +12,18 @@
 use std::collections::{BTreeSet, HashMap};
 use std::time::Instant;
 
+use brook_protocol::kafka_protocol::records::Record;
+use brook_raft::MetadataImage;
 use brook_storage::offsets::OffsetStore;
+use brook_storage::LogHandle;
 use tracing::{error, info};
 
 use super::records::{partition_for, OFFSETS_TOPIC};
+use super::replay::StoreReplay;
 use super::txn_offsets::TxnOffsets;
-use super::{replay, snapshot, Group, GroupCoordinator, OffsetMap};
+use super::{snapshot, Group, GroupCoordinator, OffsetMap, Shared};
 use crate::coordinator::consumer_group::image::StoredRecords;
+use crate::coordinator::runtime::CoordinatorShards;
 use crate::error::BrokerError;
 
 /// What `read_groups` found.
@@ -92,30 +99,121 @@ pub(super) fn add_groups_with_pending_offsets(
     }
 }
 
+/// A `__consumer_offsets` partition being loaded: its log replayed into the store, in the
+/// partition's write order (held from the start of the replay to the hand-over).
+pub(crate) struct GroupShard {
+    replay: StoreReplay,
+    _ordered: tokio::sync::OwnedMutexGuard<()>,
+}
+
+impl CoordinatorShards for Shared {
+    type Shard = GroupShard;
+
+    async fn begin_load(&self, log: &LogHandle) -> Result<(GroupShard, i64), BrokerError> {
+        let offsets_log = self
+            .log
+            .as_ref()
+            .ok_or_else(|| BrokerError::ServerFault("no offsets log to load from".into()))?;
+        // In write order with appends and transaction completions of the partition.
+        let ordered = offsets_log.lock_partition(log.partition()).await;
+        let (replay, from) = StoreReplay::start(&self.store, log).await?;
+        Ok((
+            GroupShard {
+                replay,
+                _ordered: ordered,
+            },
+            from,
+        ))
+    }
+
+    async fn replay(
+        &self,
+        shard: &mut GroupShard,
+        records: Vec<Record>,
+        next: i64,
+    ) -> Result<(), BrokerError> {
+        shard.replay.apply(&self.store, records, next).await
+    }
+
+    fn loaded(&self, partition: i32, _epoch: i32, _count: i32, shard: GroupShard) {
+        let replayed = shard.replay.finish();
+        self.txns
+            .lock()
+            .load_partition(partition, replayed.open, replayed.processed);
+    }
+
+    /// Forgets the partitions' groups (parked joins and syncs end with
+    /// COORDINATOR_NOT_AVAILABLE and the members find the new coordinator).
+    fn unload(&self, partitions: &BTreeSet<i32>, count: i32) {
+        let owned = |g: &str| partitions.contains(&partition_for(g, count));
+        let removed = {
+            let mut groups = self.groups.lock();
+            let before = groups.len();
+            groups.retain(|id, _| !owned(id));
+            before - groups.len()
+        } + self.consumer.unload(owned);
+        self.offsets.lock().retain(|id, _| !owned(id));
+        {
+            let mut txns = self.txns.lock();
+            for &partition in partitions {
+                txns.unload_partition(partition);
+            }
+        }
+        if removed > 0 {
+            info!(topic = OFFSETS_TOPIC, partitions = ?partitions, groups = removed, "unloaded groups of partitions led elsewhere");
+        }
+    }
+}
+
 impl GroupCoordinator {
-    /// This broker now leads `partitions` of `__consumer_offsets` (of `count`): replay
-    /// their logs into the store and load their groups. Groups already in memory (this
-    /// broker coordinated them all along) are kept as they are.
-    pub async fn load_partitions(
+    /// Follows `image` on the coordinator runtime: the `__consumer_offsets` partitions
+    /// this broker newly leads (or leads at a new epoch) have their logs replayed into
+    /// the store and their groups and commits read back into memory (groups already in
+    /// memory, which this broker coordinated all along, are kept as they are); those it
+    /// stops leading are unloaded. A load that fails is retried at the next image.
+    pub async fn follow(&self, image: &MetadataImage) {
+        let Some(log) = &self.shared.log else {
+            return;
+        };
+        let shards: &Shared = &self.shared;
+        let followed = log.runtime.follow(image, shards);
+        let mut loaded = BTreeSet::new();
+        for (&partition, &epoch) in &followed.to_load {
+            let result = match log.led_log(partition).await {
+                Ok(handle) => {
+                    log.runtime
+                        .load(shards, &handle, partition, epoch, followed.count)
+                        .await
+                }
+                Err(e) => {
+                    log.runtime.abandon(partition, epoch);
+                    Err(e)
+                }
+            };
+            match result {
+                Ok(()) => {
+                    loaded.insert(partition);
+                }
+                Err(e) => {
+                    error!(partition, error = %e, "loading groups of a newly led __consumer_offsets partition failed")
+                }
+            }
+        }
+        if loaded.is_empty() {
+            return;
+        }
+        if let Err(e) = self.read_into_memory(&loaded, followed.count).await {
+            error!(partitions = ?loaded, error = %e, "reading the groups of newly led __consumer_offsets partitions failed");
+        }
+    }
+
+    /// Reads the groups and commits of `partitions` (of `count`) from the store into
+    /// memory, keeping the groups already there.
+    async fn read_into_memory(
         &self,
         partitions: &BTreeSet<i32>,
         count: i32,
     ) -> Result<(), BrokerError> {
-        let Some(log) = &self.shared.log else {
-            return Ok(());
-        };
-        for &partition in partitions {
-            if let Some(handle) = log.open(partition).await? {
-                // In write order with appends and transaction completions of the partition.
-                let _ordered = log.lock_partition(partition).await;
-                let replayed = replay::replay(&self.shared.store, &handle).await?;
-                self.shared.txns.lock().load_partition(
-                    partition,
-                    replayed.open,
-                    replayed.processed,
-                );
-            }
-        }
         let wanted = partitions.clone();
         let stored = read_groups(&self.shared.store, move |g| {
             wanted.contains(&partition_for(g, count))
@@ -147,27 +245,5 @@ impl GroupCoordinator {
         }
         info!(topic = OFFSETS_TOPIC, partitions = ?partitions, groups = loaded, "loaded group coordinator partitions");
         Ok(())
-    }
-
-    /// This broker no longer leads `partitions`: forget their groups (parked joins and
-    /// syncs end with COORDINATOR_NOT_AVAILABLE and the members find the new coordinator).
-    pub fn unload_partitions(&self, partitions: &BTreeSet<i32>, count: i32) {
-        let owned = |g: &str| partitions.contains(&partition_for(g, count));
-        let removed = {
-            let mut groups = self.shared.groups.lock();
-            let before = groups.len();
-            groups.retain(|id, _| !owned(id));
-            before - groups.len()
-        } + self.shared.consumer.unload(owned);
-        self.shared.offsets.lock().retain(|id, _| !owned(id));
-        {
-            let mut txns = self.shared.txns.lock();
-            for &partition in partitions {
-                txns.unload_partition(partition);
-            }
-        }
-        if removed > 0 {
-            info!(topic = OFFSETS_TOPIC, partitions = ?partitions, groups = removed, "unloaded groups of partitions led elsewhere");
-        }
     }
 }

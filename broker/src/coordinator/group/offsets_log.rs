@@ -27,13 +27,15 @@ use brook_storage::offsets::{OffsetRecord, OffsetStore};
 use brook_storage::LogHandle;
 use bytes::{Bytes, BytesMut};
 use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
 
 use super::records::{self, OFFSETS_TOPIC};
 use super::txn_offsets::TxnOffsets;
 use super::Shared;
+use crate::coordinator::runtime::{CoordinatorRuntime, OnNewEpoch};
+use crate::coordinator::writer::{Durability, PartitionWriter, WriteError};
 use crate::error::BrokerError;
-use crate::partition::ReplicaManager;
-use crate::replication::acks::{self, NotReplicated};
+use crate::replication::acks::NotReplicated;
 
 /// How long a coordinator write waits for the ISR (Kafka's `offsets.commit.timeout.ms`).
 const COMMIT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
@@ -47,33 +49,33 @@ pub struct TxnProducer {
 
 /// Writes the coordinator's records to `__consumer_offsets` and applies them.
 pub struct OffsetsLog {
-    replicas: ReplicaManager,
+    writer: PartitionWriter,
     images: watch::Receiver<Arc<MetadataImage>>,
     node_id: i32,
     locks: parking_lot::Mutex<HashMap<i32, Arc<tokio::sync::Mutex<()>>>>,
+    /// Which partitions this broker serves, and their loads (`loading`).
+    pub(super) runtime: CoordinatorRuntime,
 }
 
 impl OffsetsLog {
     pub fn new(
-        replicas: ReplicaManager,
+        writer: PartitionWriter,
         images: watch::Receiver<Arc<MetadataImage>>,
         node_id: i32,
     ) -> Self {
         OffsetsLog {
-            replicas,
+            writer,
             images,
             node_id,
             locks: parking_lot::Mutex::new(HashMap::new()),
+            // A new epoch keeps the groups in memory: their members stay joined.
+            runtime: CoordinatorRuntime::new(OFFSETS_TOPIC, node_id, OnNewEpoch::Refresh),
         }
     }
 
     /// The `__consumer_offsets` partition logs that were on disk at start-up.
     pub fn logs_on_disk(&self) -> Vec<LogHandle> {
-        self.replicas
-            .logs()
-            .into_iter()
-            .filter(|log| log.topic() == OFFSETS_TOPIC)
-            .collect()
+        self.writer.logs_on_disk(OFFSETS_TOPIC)
     }
 
     /// The partition count of `__consumer_offsets`, if the topic exists.
@@ -86,25 +88,11 @@ impl OffsetsLog {
     }
 
     /// The log of `partition`, which this broker leads (NOT_LEADER_OR_FOLLOWER otherwise).
-    async fn led_log(&self, partition: i32) -> Result<LogHandle, BrokerError> {
-        let replica = self
-            .replicas
-            .leader_partition(OFFSETS_TOPIC, partition, None)
-            .await?;
-        Ok(replica.log().clone())
-    }
-
-    /// The log of `partition` when this broker leads it (for loading its groups).
-    pub async fn open(&self, partition: i32) -> Result<Option<LogHandle>, BrokerError> {
-        let image = self.images.borrow().clone();
-        if image
-            .partition(OFFSETS_TOPIC, partition)
-            .is_none_or(|p| p.leader != self.node_id)
-        {
-            return Ok(None);
-        }
-        let log = self.led_log(partition).await?;
-        Ok(Some(log))
+    pub(super) async fn led_log(&self, partition: i32) -> Result<LogHandle, BrokerError> {
+        self.writer
+            .led_log(OFFSETS_TOPIC, partition)
+            .await
+            .map_err(commit_error)
     }
 
     /// Whether this broker coordinates `group_id`: it leads the group's partition of
@@ -162,39 +150,25 @@ impl OffsetsLog {
         if records.is_empty() {
             return Ok(());
         }
-        let image = self.images.borrow().clone();
-        let leader_epoch = image
-            .partition(OFFSETS_TOPIC, partition)
-            .map_or(0, |p| p.leader_epoch);
-        let replica = self
-            .replicas
-            .leader_partition(OFFSETS_TOPIC, partition, None)
-            .await?;
-        let state = replica.leader(None)?;
-        let log = replica.log().clone();
-        let leader_epoch = state.leader_epoch.max(leader_epoch);
         let now_ms = brook_storage::log_manager::now_ms();
         let batch = encode_batch(&records, now_ms, producer)?;
-        let appended = log.append(batch, leader_epoch, now_ms).await?;
         // The durability point: Kafka acknowledges a commit once every in-sync replica
         // holds it (the coordinator writes with acks=all); the log is also fsynced, so a
         // single node, with no follower to rely on, loses nothing acknowledged either.
-        log.flush(now_ms).await?;
-        state.maybe_advance_high_watermark();
-        acks::wait_for_high_watermark(
-            &replica,
-            &state,
-            appended.last_offset + 1,
-            COMMIT_TIMEOUT,
-            &tokio_util::sync::CancellationToken::new(),
-        )
-        .await
-        .map_err(|e| match e {
-            NotReplicated::Moved { .. } => BrokerError::Group(super::GroupError::NotCoordinator),
-            // Kafka's coordinator answers these (NOT_ENOUGH_REPLICAS*, REQUEST_TIMED_OUT)
-            // with COORDINATOR_NOT_AVAILABLE: the client retries.
-            _ => BrokerError::Group(super::GroupError::CoordinatorNotAvailable),
-        })?;
+        // The wait is not cut short by shutdown: a commit in flight finishes.
+        let appended = self
+            .writer
+            .write(
+                OFFSETS_TOPIC,
+                partition,
+                None,
+                batch,
+                Durability::Fsync,
+                COMMIT_TIMEOUT,
+                &CancellationToken::new(),
+            )
+            .await
+            .map_err(commit_error)?;
         let position = {
             let mut txns = txns.lock();
             match producer {
@@ -219,6 +193,23 @@ impl OffsetsLog {
             .run_blocking(move |s| s.apply(partition, &records, position))
             .await?;
         Ok(())
+    }
+}
+
+/// Kafka's `offsets.commit` error mapping of a coordinator write: the partition's own
+/// errors (not the leader, unknown, storage) as they are, the group API's handlers
+/// translating them; a write the leadership lost NOT_COORDINATOR.
+fn commit_error(e: WriteError) -> BrokerError {
+    match e {
+        WriteError::Partition(e) => e,
+        WriteError::EpochChanged { .. } | WriteError::NotCommitted(NotReplicated::Moved { .. }) => {
+            BrokerError::Group(super::GroupError::NotCoordinator)
+        }
+        // Kafka's coordinator answers these (NOT_ENOUGH_REPLICAS*, REQUEST_TIMED_OUT) with
+        // COORDINATOR_NOT_AVAILABLE: the client retries.
+        WriteError::NotCommitted(_) => {
+            BrokerError::Group(super::GroupError::CoordinatorNotAvailable)
+        }
     }
 }
 

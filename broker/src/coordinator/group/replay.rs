@@ -14,18 +14,15 @@
 use std::collections::BTreeMap;
 use std::slice;
 
-use brook_protocol::kafka_protocol::records::RecordBatchDecoder;
-use brook_storage::log::MinOneBatch;
+use brook_protocol::kafka_protocol::records::Record;
 use brook_storage::offsets::{OffsetRecord, OffsetStore};
 use brook_storage::LogHandle;
 use tracing::{info, warn};
 
-use super::records::{self, OFFSETS_TOPIC};
+use super::records;
 use super::txn_offsets::{OpenTxn, TxnOffsets};
+use crate::coordinator::log_reader::LogCursor;
 use crate::error::BrokerError;
-
-/// How much of a partition one replay read returns.
-const REPLAY_READ_BYTES: usize = 1 << 20;
 
 /// What replaying one `__consumer_offsets` log found.
 #[derive(Debug, Default)]
@@ -52,47 +49,71 @@ pub(super) fn marker_is_commit(key: Option<&[u8]>) -> Option<bool> {
 /// store's applied position, completing or dropping transactional commits at their
 /// markers; returns what it applied and the transactions left open.
 pub async fn replay(store: &OffsetStore, log: &LogHandle) -> Result<Replayed, BrokerError> {
-    let partition = log.partition();
-    let applied = store
-        .run_blocking(move |s| s.applied_position_of(partition))
-        .await?;
-    let log_end = log.log_end_offset();
-    let mut next = match applied {
-        // The store saw records the log no longer has (the log was truncated or
-        // recreated): start over from the log's beginning.
-        Some(p) if p >= log_end => {
-            warn!(
-                partition,
-                applied = p,
-                log_end,
-                "offsets store ahead of its log; replaying all"
-            );
-            log.log_start_offset()
-        }
-        Some(p) => (p + 1).max(log.log_start_offset()),
-        None => log.log_start_offset(),
-    };
-    let mut txns = TxnOffsets::default();
-    let mut total = 0u64;
-    while next < log_end {
-        let read = log
-            .read(next, REPLAY_READ_BYTES, log_end, MinOneBatch::Yes)
+    let (mut replay, from) = StoreReplay::start(store, log).await?;
+    let mut cursor = LogCursor::new(log, from);
+    while let Some(records) = cursor.next_chunk().await? {
+        replay.apply(store, records, cursor.next_offset()).await?;
+    }
+    Ok(replay.finish())
+}
+
+/// One partition's replay into the store, chunk by chunk (the start-up replay above, and
+/// the coordinator runtime's load of a partition this broker starts leading).
+pub(super) struct StoreReplay {
+    partition: i32,
+    txns: TxnOffsets,
+    total: u64,
+    /// The offset after the last record processed.
+    next: i64,
+}
+
+impl StoreReplay {
+    /// The replay of `log` and the offset it starts at: one past the store's applied
+    /// position of the partition.
+    pub(super) async fn start(
+        store: &OffsetStore,
+        log: &LogHandle,
+    ) -> Result<(StoreReplay, i64), BrokerError> {
+        let partition = log.partition();
+        let applied = store
+            .run_blocking(move |s| s.applied_position_of(partition))
             .await?;
-        let mut bytes = read.records;
-        if bytes.is_empty() {
-            break;
-        }
-        let sets = RecordBatchDecoder::decode_all(&mut bytes).map_err(|e| {
-            BrokerError::ServerFault(format!("{OFFSETS_TOPIC}-{partition} unreadable: {e}"))
-        })?;
-        let mut changes = Vec::new();
-        let mut last = next - 1;
-        for record in sets.into_iter().flat_map(|s| s.records) {
-            if record.offset < next {
-                last = last.max(record.offset);
-                continue;
+        let log_end = log.log_end_offset();
+        let from = match applied {
+            // The store saw records the log no longer has (the log was truncated or
+            // recreated): start over from the log's beginning.
+            Some(p) if p >= log_end => {
+                warn!(
+                    partition,
+                    applied = p,
+                    log_end,
+                    "offsets store ahead of its log; replaying all"
+                );
+                log.log_start_offset()
             }
-            last = record.offset;
+            Some(p) => p + 1,
+            None => log.log_start_offset(),
+        };
+        let replay = StoreReplay {
+            partition,
+            txns: TxnOffsets::default(),
+            total: 0,
+            next: from.max(log.log_start_offset()),
+        };
+        Ok((replay, from))
+    }
+
+    /// Applies `records` (in offset order; `next`: the offset after them) to `store`.
+    pub(super) async fn apply(
+        &mut self,
+        store: &OffsetStore,
+        records: Vec<Record>,
+        next: i64,
+    ) -> Result<(), BrokerError> {
+        let partition = self.partition;
+        let txns = &mut self.txns;
+        let mut changes = Vec::new();
+        for record in records {
             if record.control {
                 match marker_is_commit(record.key.as_deref()) {
                     Some(commit) => {
@@ -141,29 +162,34 @@ pub async fn replay(store: &OffsetStore, log: &LogHandle) -> Result<Replayed, Br
                 }
             }
         }
-        if last < next {
-            break;
-        }
+        let last = next - 1;
         txns.processed(partition, last);
         let position = txns.position(partition).unwrap_or(last);
-        total += changes.len() as u64;
+        self.total += changes.len() as u64;
+        self.next = next;
         store
             .run_blocking(move |s| s.apply(partition, &changes, position))
             .await?;
-        next = last + 1;
+        Ok(())
     }
-    let open = txns.take_partition(partition);
-    if total > 0 || !open.is_empty() {
-        info!(
-            partition,
-            records = total,
-            open_transactions = open.len(),
-            "offsets log tail replayed into the store"
-        );
+
+    /// What the replay found: the transactions still open, the last offset processed.
+    pub(super) fn finish(mut self) -> Replayed {
+        let partition = self.partition;
+        let open = self.txns.take_partition(partition);
+        if self.total > 0 || !open.is_empty() {
+            info!(
+                partition,
+                records = self.total,
+                open_transactions = open.len(),
+                "offsets log tail replayed into the store"
+            );
+        }
+        let next = self.next;
+        Replayed {
+            applied: self.total,
+            open,
+            processed: (next > 0).then(|| next - 1),
+        }
     }
-    Ok(Replayed {
-        applied: total,
-        open,
-        processed: (next > 0).then(|| next - 1),
-    })
 }

@@ -541,7 +541,11 @@ impl Node {
         replicas.apply(image, &broker_config).await;
         // A stopped node's coordinator tasks may still hold the database a moment.
         let coordinator = once_released(|| {
-            let log = super::offsets_log::OffsetsLog::new(replicas.clone(), rx.clone(), 1);
+            let log = super::offsets_log::OffsetsLog::new(
+                crate::coordinator::writer::PartitionWriter::new(replicas.clone()),
+                rx.clone(),
+                1,
+            );
             GroupCoordinator::start(dir.path().join("store"), config(), Some(log))
         })
         .await;

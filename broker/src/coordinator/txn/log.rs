@@ -1,8 +1,8 @@
 //! The coordinator's persistence through `__transaction_state`: one record per change,
 //! appended by the partition's leader as a plain uncompressed batch, fsynced and waited
 //! to the high watermark (Kafka's coordinator writes with acks=all) before the change is
-//! applied in memory and the client answered; and the load of a partition's records into
-//! memory when this broker starts leading it.
+//! applied in memory and the client answered; and the reading of one record back, for the
+//! load of a partition (`shards`).
 //!
 //! A tokio mutex per partition keeps the appends of one partition in the order their
 //! changes were decided; it is the only lock held across `.await`.
@@ -11,23 +11,21 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use brook_protocol::kafka_protocol::records::{Record, RecordBatchDecoder, TimestampType};
-use brook_storage::log::MinOneBatch;
-use brook_storage::{LogHandle, StorageError};
+use brook_protocol::kafka_protocol::records::{Record, TimestampType};
+use brook_storage::StorageError;
 use bytes::{Bytes, BytesMut};
+use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
 use super::records::{self, TxnLogValue, TXN_STATE_TOPIC};
 use super::state::TxnMetadata;
 use super::TxnError;
-use crate::broker::Broker;
+use crate::coordinator::writer::{Durability, PartitionWriter, WriteError};
 use crate::error::BrokerError;
-use crate::replication::acks::{self, NotReplicated};
+use crate::replication::acks::NotReplicated;
 
 /// How long a coordinator write waits for the ISR.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
-/// How much of a partition one load read returns.
-const LOAD_READ_BYTES: usize = 1 << 20;
 
 /// The per-partition append locks.
 #[derive(Default)]
@@ -42,7 +40,8 @@ impl PartitionLocks {
 /// Appends the record of `transactional_id` (`None`: a tombstone) to `partition`, which
 /// this broker must lead at `coordinator_epoch`, and returns once it is durable.
 pub async fn write(
-    broker: &Broker,
+    writer: &PartitionWriter,
+    stopping: &CancellationToken,
     locks: &PartitionLocks,
     partition: i32,
     coordinator_epoch: i32,
@@ -51,54 +50,42 @@ pub async fn write(
 ) -> Result<(), TxnError> {
     let lock = locks.get(partition);
     let _ordered = lock.lock().await;
-    let replica = broker
-        .replicas
-        .leader_partition(TXN_STATE_TOPIC, partition, None)
-        .await
-        .map_err(write_error)?;
-    let state = replica.leader(None).map_err(write_error)?;
-    if state.leader_epoch != coordinator_epoch {
-        return Err(TxnError::NotCoordinator);
-    }
     let now_ms = brook_storage::log_manager::now_ms();
     let batch = encode_batch(transactional_id, value, now_ms)?;
-    let appended = replica
-        .append_batch(&state, batch, now_ms)
+    writer
+        .write(
+            TXN_STATE_TOPIC,
+            partition,
+            Some(coordinator_epoch),
+            batch,
+            Durability::Fsync,
+            WRITE_TIMEOUT,
+            stopping,
+        )
         .await
-        .map_err(write_error)?;
-    // The durability point: with no follower to rely on, a single node must not lose a
-    // state it answered with (a kill -9 right after is replayed from here).
-    replica
-        .log()
-        .flush(now_ms)
-        .await
-        .map_err(|e| write_error(e.into()))?;
-    acks::wait_for_high_watermark(
-        &replica,
-        &state,
-        appended.last_offset + 1,
-        WRITE_TIMEOUT,
-        &broker.stopping,
-    )
-    .await
-    .map_err(|e| match e {
-        NotReplicated::Moved { .. } => TxnError::NotCoordinator,
-        // Kafka's `appendTransactionToLog` answers NOT_ENOUGH_REPLICAS* and timeouts with
-        // COORDINATOR_NOT_AVAILABLE: the client retries.
-        _ => TxnError::CoordinatorNotAvailable,
-    })
+        .map(drop)
+        .map_err(write_error)
 }
 
 /// Kafka's `appendTransactionToLog` error mapping.
-fn write_error(e: BrokerError) -> TxnError {
+fn write_error(e: WriteError) -> TxnError {
     match e {
-        BrokerError::NotLeaderOrFollower { .. } => TxnError::NotCoordinator,
-        BrokerError::UnknownTopicOrPartition { .. } => TxnError::CoordinatorNotAvailable,
-        BrokerError::Storage(
-            StorageError::RecordTooLarge { .. } | StorageError::RecordBatchTooLarge { .. },
-        ) => TxnError::Internal(e.to_string()),
-        // KAFKA_STORAGE_ERROR and the like: another replica may take over.
-        _ => TxnError::NotCoordinator,
+        WriteError::Partition(e) => match e {
+            BrokerError::NotLeaderOrFollower { .. } => TxnError::NotCoordinator,
+            BrokerError::UnknownTopicOrPartition { .. } => TxnError::CoordinatorNotAvailable,
+            BrokerError::Storage(
+                StorageError::RecordTooLarge { .. } | StorageError::RecordBatchTooLarge { .. },
+            ) => TxnError::Internal(e.to_string()),
+            // KAFKA_STORAGE_ERROR and the like: another replica may take over.
+            _ => TxnError::NotCoordinator,
+        },
+        // Another leadership than the one that decided the change.
+        WriteError::EpochChanged { .. } | WriteError::NotCommitted(NotReplicated::Moved { .. }) => {
+            TxnError::NotCoordinator
+        }
+        // Kafka answers NOT_ENOUGH_REPLICAS* and timeouts with COORDINATOR_NOT_AVAILABLE:
+        // the client retries.
+        WriteError::NotCommitted(_) => TxnError::CoordinatorNotAvailable,
     }
 }
 
@@ -125,45 +112,6 @@ pub fn encode_batch(
     };
     crate::coordinator::encode_uncompressed_batch(std::slice::from_ref(&record))
         .map_err(|e| TxnError::Internal(format!("encoding a transaction log record: {e}")))
-}
-
-/// Every transactional id's latest state in `log` (tombstoned ids are absent), read from
-/// the log start to the log end, as Kafka's `loadTransactionMetadata` does.
-pub async fn load(log: &LogHandle) -> Result<HashMap<String, TxnMetadata>, BrokerError> {
-    let partition = log.partition();
-    let log_end = log.log_end_offset();
-    let mut next = log.log_start_offset();
-    let mut out = HashMap::new();
-    while next < log_end {
-        let read = log
-            .read(next, LOAD_READ_BYTES, log_end, MinOneBatch::Yes)
-            .await?;
-        let mut bytes = read.records;
-        if bytes.is_empty() {
-            break;
-        }
-        let sets = RecordBatchDecoder::decode_all(&mut bytes).map_err(|e| {
-            BrokerError::ServerFault(format!("{TXN_STATE_TOPIC}-{partition} unreadable: {e}"))
-        })?;
-        let mut last = next - 1;
-        for record in sets.into_iter().flat_map(|s| s.records) {
-            last = last.max(record.offset);
-            if record.offset < next || record.control {
-                continue;
-            }
-            apply_record(
-                &mut out,
-                record.key.as_deref(),
-                record.value.as_deref(),
-                || format!("{TXN_STATE_TOPIC}-{partition} offset {}", record.offset),
-            );
-        }
-        if last < next {
-            break;
-        }
-        next = last + 1;
-    }
-    Ok(out)
 }
 
 /// Applies one log record to the loaded states; unreadable records are skipped with a

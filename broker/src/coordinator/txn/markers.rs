@@ -30,10 +30,10 @@ use futures_util::future::join_all;
 use tracing::{debug, warn};
 
 use super::state::TopicPartition;
-use crate::broker::Broker;
 use crate::coordinator::group::records::OFFSETS_TOPIC;
+use crate::coordinator::handles::CoordinatorHandles;
+use crate::coordinator::writer::{Durability, WriteError};
 use crate::error::BrokerError;
-use crate::replication::acks;
 use crate::replication::client::PeerConnection;
 
 /// How long a marker waits for the ISR (Kafka's coordinator uses `request.timeout.ms`).
@@ -88,45 +88,55 @@ pub fn encode(marker: &Marker, now_ms: i64) -> Result<BytesMut, BrokerError> {
 /// Appends `marker` to `topic`-`partition`, which this broker must lead, and waits until
 /// it is replicated; then completes the transaction's offsets on `__consumer_offsets`.
 pub async fn write_local(
-    broker: &Broker,
+    cx: &CoordinatorHandles<'_>,
     topic: &str,
     partition: i32,
     marker: &Marker,
 ) -> Result<(), BrokerError> {
-    let replica = broker
-        .replicas
-        .leader_partition(topic, partition, None)
-        .await?;
-    let state = replica.leader(None)?;
     let now_ms = brook_storage::log_manager::now_ms();
     let batch = encode(marker, now_ms)?;
-    let appended = replica.append_batch(&state, batch, now_ms).await?;
-    acks::wait_for_high_watermark(
-        &replica,
-        &state,
-        appended.last_offset + 1,
-        MARKER_TIMEOUT,
-        &broker.stopping,
-    )
-    .await
-    .map_err(BrokerError::NotReplicated)?;
+    cx.writer
+        .write(
+            topic,
+            partition,
+            None,
+            batch,
+            Durability::Replicated,
+            MARKER_TIMEOUT,
+            cx.stopping,
+        )
+        .await
+        .map_err(marker_error)?;
     if topic == OFFSETS_TOPIC {
-        broker
-            .groups
+        cx.groups
             .complete_transaction(partition, marker.producer_id, marker.commit)
             .await?;
     }
     Ok(())
 }
 
+/// WriteTxnMarkers' answers: the leader's own error, or the wait's as an acks=all
+/// produce's (NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS_AFTER_APPEND, REQUEST_TIMED_OUT).
+fn marker_error(e: WriteError) -> BrokerError {
+    match e {
+        WriteError::Partition(e) => e,
+        WriteError::NotCommitted(e) => BrokerError::NotReplicated(e),
+        // Not reached: markers are written at whatever epoch this broker leads.
+        WriteError::EpochChanged { expected, current } => BrokerError::FencedLeaderEpoch {
+            requested: expected,
+            current,
+        },
+    }
+}
+
 /// Writes `marker` to every partition in `partitions`; returns those still to do (the
 /// caller retries them after a pause). Partitions whose topic is gone are done.
 pub async fn write_all(
-    broker: &Broker,
+    cx: &CoordinatorHandles<'_>,
     marker: &Marker,
     partitions: &BTreeSet<TopicPartition>,
 ) -> BTreeSet<TopicPartition> {
-    let image = broker.image();
+    let image = cx.image();
     let mut by_leader: BTreeMap<i32, Vec<&TopicPartition>> = BTreeMap::new();
     let mut left = BTreeSet::new();
     for tp in partitions {
@@ -141,11 +151,11 @@ pub async fn write_all(
         }
     }
     // Every leader at once, and every local partition at once (Kafka keeps one marker
-    // channel per destination broker): the transaction stays Prepare* until the slowest
+    // channel per destination cx): the transaction stays Prepare* until the slowest
     // one is replicated, and a producer's next transaction waits for that.
-    let local = by_leader.remove(&broker.node_id).unwrap_or_default();
+    let local = by_leader.remove(&cx.node_id).unwrap_or_default();
     let local = join_all(local.into_iter().map(|tp| async move {
-        match write_local(broker, &tp.0, tp.1, marker).await {
+        match write_local(cx, &tp.0, tp.1, marker).await {
             Ok(()) | Err(BrokerError::UnknownTopicOrPartition { .. }) => None,
             Err(e) => {
                 debug!(topic = %tp.0, partition = tp.1, error = %e, "marker not written; retrying");
@@ -156,7 +166,7 @@ pub async fn write_all(
     let remote = join_all(
         by_leader
             .iter()
-            .map(|(leader, tps)| write_remote(broker, *leader, marker, tps)),
+            .map(|(leader, tps)| write_remote(cx, *leader, marker, tps)),
     );
     let (local, remote) = tokio::join!(local, remote);
     left.extend(local.into_iter().flatten());
@@ -166,13 +176,13 @@ pub async fn write_all(
 
 /// Sends one WriteTxnMarkers request to `leader`; returns the partitions it did not take.
 async fn write_remote(
-    broker: &Broker,
+    cx: &CoordinatorHandles<'_>,
     leader: i32,
     marker: &Marker,
     tps: &[&TopicPartition],
 ) -> Vec<TopicPartition> {
     let all = || tps.iter().map(|tp| (*tp).clone()).collect::<Vec<_>>();
-    let image = broker.image();
+    let image = cx.image();
     let Some(endpoint) = image.broker(leader) else {
         return all();
     };
@@ -197,7 +207,7 @@ async fn write_remote(
                     .collect(),
             )]);
     let response: WriteTxnMarkersResponse = match PeerConnection::call_once(
-        &broker.peers,
+        cx.peers,
         endpoint,
         CONNECT_TIMEOUT,
         ApiKey::WriteTxnMarkers,

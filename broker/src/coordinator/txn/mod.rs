@@ -20,6 +20,7 @@ pub mod log;
 pub mod markers;
 pub mod partition_check;
 pub mod records;
+mod shards;
 pub mod state;
 #[cfg(test)]
 mod state_tests;
@@ -30,7 +31,8 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 
-use crate::broker::Broker;
+use crate::coordinator::handles::CoordinatorHandles;
+use crate::coordinator::runtime::{CoordinatorRuntime, Load, OnNewEpoch};
 pub use crate::error::TxnError;
 pub use records::TRANSACTION_VERSION_2;
 
@@ -74,12 +76,6 @@ fn millis(ms: i32) -> std::time::Duration {
     std::time::Duration::from_millis(u64::try_from(ms).unwrap_or(0))
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Load {
-    Loading { epoch: i32 },
-    Loaded { epoch: i32 },
-}
-
 /// One id as DescribeTransactions / ListTransactions show it.
 #[derive(Debug, Clone)]
 pub struct TxnView {
@@ -95,8 +91,8 @@ pub struct TxnView {
 pub struct TxnCoordinator {
     config: TxnConfig,
     txns: Mutex<HashMap<String, TxnMetadata>>,
-    /// The `__transaction_state` partitions this broker leads, by partition.
-    loads: Mutex<HashMap<i32, Load>>,
+    /// The `__transaction_state` partitions this broker leads and their loads (`shards`).
+    runtime: CoordinatorRuntime,
     locks: log::PartitionLocks,
     /// Ids whose markers the worker is writing now.
     in_flight: Mutex<HashSet<String>>,
@@ -105,11 +101,12 @@ pub struct TxnCoordinator {
 }
 
 impl TxnCoordinator {
-    pub fn new(config: TxnConfig) -> Self {
+    pub fn new(config: TxnConfig, node_id: i32) -> Self {
         TxnCoordinator {
             config,
             txns: Mutex::new(HashMap::new()),
-            loads: Mutex::new(HashMap::new()),
+            // A new coordinator epoch reloads: pending changes were decided under the old.
+            runtime: CoordinatorRuntime::new(records::TXN_STATE_TOPIC, node_id, OnNewEpoch::Reload),
             locks: log::PartitionLocks::default(),
             in_flight: Mutex::new(HashSet::new()),
             prepared: Notify::new(),
@@ -120,24 +117,29 @@ impl TxnCoordinator {
         &self.config
     }
 
+    /// The `__transaction_state` partitions this broker serves.
+    pub fn runtime(&self) -> &CoordinatorRuntime {
+        &self.runtime
+    }
+
     /// The partition and coordinator epoch of `transactional_id` when this broker
     /// coordinates it (Kafka's `getTransactionState` checks).
     pub fn coordinates(
         &self,
-        broker: &Broker,
+        cx: &CoordinatorHandles<'_>,
         transactional_id: &str,
     ) -> Result<(i32, i32), TxnError> {
-        let image = broker.image();
+        let image = cx.image();
         let (partition, part) = records::state_partition(&image, transactional_id)
             .ok_or(TxnError::CoordinatorNotAvailable)?;
         if !part.has_leader() {
             return Err(TxnError::CoordinatorNotAvailable);
         }
-        if part.leader != broker.node_id {
+        if part.leader != cx.node_id {
             return Err(TxnError::NotCoordinator);
         }
-        match self.loads.lock().get(&partition) {
-            Some(Load::Loaded { epoch }) if *epoch == part.leader_epoch => Ok((partition, *epoch)),
+        match self.runtime.status(partition) {
+            Some(Load::Loaded { epoch }) if epoch == part.leader_epoch => Ok((partition, epoch)),
             Some(_) | None => Err(TxnError::CoordinatorLoadInProgress),
         }
     }
@@ -145,18 +147,24 @@ impl TxnCoordinator {
     /// Writes `transit` of `id` and applies it. On failure the change is forgotten.
     async fn persist(
         &self,
-        broker: &Broker,
+        cx: &CoordinatorHandles<'_>,
         id: &str,
         (partition, epoch): (i32, i32),
         transit: Transit,
         fence: bool,
     ) -> Result<(), TxnError> {
         let value = (transit.state != TxnState::Dead).then(|| transit.log_value());
-        let written = log::write(broker, &self.locks, partition, epoch, id, value.as_ref()).await;
-        let still_ours = matches!(
-            self.loads.lock().get(&partition),
-            Some(Load::Loaded { epoch: e }) if *e == epoch
-        );
+        let written = log::write(
+            cx.writer,
+            cx.stopping,
+            &self.locks,
+            partition,
+            epoch,
+            id,
+            value.as_ref(),
+        )
+        .await;
+        let still_ours = self.runtime.status(partition) == Some(Load::Loaded { epoch });
         let mut txns = self.txns.lock();
         let Some(meta) = txns.get_mut(id) else {
             return written.and(Err(TxnError::NotCoordinator));
@@ -181,7 +189,7 @@ impl TxnCoordinator {
     /// request names (KIP-360), if any.
     pub async fn init_producer_id(
         &self,
-        broker: &Broker,
+        cx: &CoordinatorHandles<'_>,
         id: &str,
         timeout_ms: i32,
         expected: Option<(i64, i16)>,
@@ -192,13 +200,13 @@ impl TxnCoordinator {
         if timeout_ms <= 0 || timeout_ms > self.config.max_timeout_ms {
             return Err(TxnError::InvalidTransactionTimeout(timeout_ms));
         }
-        let at = self.coordinates(broker, id)?;
+        let at = self.coordinates(cx, id)?;
         let needs_pid = self
             .txns
             .lock()
             .get(id)
             .is_none_or(|m| m.needs_new_producer_id(expected));
-        let new_pid = allocate_producer_id_if(broker, needs_pid).await?;
+        let new_pid = allocate_producer_id_if(cx, needs_pid).await?;
         let now_ms = brook_storage::log_manager::now_ms();
         let step = {
             let mut txns = self.txns.lock();
@@ -218,11 +226,11 @@ impl TxnCoordinator {
         match step {
             InitStep::Write(transit) => {
                 let answer = (transit.producer_id, transit.producer_epoch);
-                self.persist(broker, id, at, transit, false).await?;
+                self.persist(cx, id, at, transit, false).await?;
                 Ok(answer)
             }
             InitStep::FenceAndAbort(transit) => {
-                self.persist(broker, id, at, transit, true).await?;
+                self.persist(cx, id, at, transit, true).await?;
                 self.prepared.notify_one();
                 // The client retries once the abort is complete, getting a new epoch.
                 Err(TxnError::ConcurrentTransactions)
@@ -234,7 +242,7 @@ impl TxnCoordinator {
     /// partition leader adding a partition for a Transactions V2 client (`client_version` 2).
     pub async fn add_partitions(
         &self,
-        broker: &Broker,
+        cx: &CoordinatorHandles<'_>,
         id: &str,
         producer_id: i64,
         producer_epoch: i16,
@@ -244,7 +252,7 @@ impl TxnCoordinator {
         if id.is_empty() {
             return Err(TxnError::InvalidRequest("empty transactional id".into()));
         }
-        let at = self.coordinates(broker, id)?;
+        let at = self.coordinates(cx, id)?;
         let now_ms = brook_storage::log_manager::now_ms();
         let transit = {
             let mut txns = self.txns.lock();
@@ -259,19 +267,19 @@ impl TxnCoordinator {
         };
         match transit {
             None => Ok(()),
-            Some(transit) => self.persist(broker, id, at, transit, false).await,
+            Some(transit) => self.persist(cx, id, at, transit, false).await,
         }
     }
 
     /// The v4+ `VerifyOnly` form: the partitions of the producer's ongoing transaction.
     pub fn verify_partitions(
         &self,
-        broker: &Broker,
+        cx: &CoordinatorHandles<'_>,
         id: &str,
         producer_id: i64,
         producer_epoch: i16,
     ) -> Result<BTreeSet<TopicPartition>, TxnError> {
-        self.coordinates(broker, id)?;
+        self.coordinates(cx, id)?;
         let txns = self.txns.lock();
         let meta = txns.get(id).ok_or(TxnError::InvalidProducerIdMapping)?;
         meta.verify_partitions(producer_id, producer_epoch)
@@ -282,7 +290,7 @@ impl TxnCoordinator {
     /// Transactions V2 bumps the epoch every transaction).
     pub async fn end_txn(
         &self,
-        broker: &Broker,
+        cx: &CoordinatorHandles<'_>,
         id: &str,
         producer_id: i64,
         producer_epoch: i16,
@@ -292,13 +300,13 @@ impl TxnCoordinator {
         if id.is_empty() {
             return Err(TxnError::InvalidRequest("empty transactional id".into()));
         }
-        let at = self.coordinates(broker, id)?;
+        let at = self.coordinates(cx, id)?;
         let needs_pid = self
             .txns
             .lock()
             .get(id)
             .is_some_and(|m| m.end_needs_new_producer_id(client_version));
-        let new_pid = allocate_producer_id_if(broker, needs_pid).await?;
+        let new_pid = allocate_producer_id_if(cx, needs_pid).await?;
         let now_ms = brook_storage::log_manager::now_ms();
         let step = {
             let mut txns = self.txns.lock();
@@ -315,7 +323,7 @@ impl TxnCoordinator {
                 EndStep::Write(transit) => transit,
             }
         };
-        self.persist(broker, id, at, step, false).await?;
+        self.persist(cx, id, at, step, false).await?;
         self.prepared.notify_one();
         self.txns
             .lock()
@@ -325,11 +333,11 @@ impl TxnCoordinator {
     }
 
     /// DescribeTransactions of one id.
-    pub fn describe(&self, broker: &Broker, id: &str) -> Result<TxnView, TxnError> {
+    pub fn describe(&self, cx: &CoordinatorHandles<'_>, id: &str) -> Result<TxnView, TxnError> {
         if id.is_empty() {
             return Err(TxnError::InvalidRequest("empty transactional id".into()));
         }
-        self.coordinates(broker, id)?;
+        self.coordinates(cx, id)?;
         let txns = self.txns.lock();
         let meta = txns
             .get(id)
@@ -341,12 +349,7 @@ impl TxnCoordinator {
     /// Every id of the partitions this broker coordinates (ListTransactions filters them);
     /// COORDINATOR_LOAD_IN_PROGRESS while one of them is still loading, as Kafka answers.
     pub fn list(&self) -> Result<Vec<TxnView>, TxnError> {
-        if self
-            .loads
-            .lock()
-            .values()
-            .any(|l| matches!(l, Load::Loading { .. }))
-        {
+        if self.runtime.any_loading() {
             return Err(TxnError::CoordinatorLoadInProgress);
         }
         let mut out: Vec<TxnView> = self
@@ -363,13 +366,15 @@ impl TxnCoordinator {
 
 /// A new producer id when `needed`, allocated before the id's state is locked (the
 /// allocation may wait for the metadata quorum).
-async fn allocate_producer_id_if(broker: &Broker, needed: bool) -> Result<Option<i64>, TxnError> {
+async fn allocate_producer_id_if(
+    cx: &CoordinatorHandles<'_>,
+    needed: bool,
+) -> Result<Option<i64>, TxnError> {
     if !needed {
         return Ok(None);
     }
-    broker
-        .producer_ids
-        .allocate(&broker.quorum, broker.node_id)
+    cx.producer_ids
+        .allocate(cx.quorum, cx.node_id)
         .await
         .map(Some)
         .map_err(|_| TxnError::CoordinatorNotAvailable)

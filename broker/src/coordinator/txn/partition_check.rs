@@ -42,7 +42,7 @@ use tracing::debug;
 use super::records::state_partition;
 use super::state::TopicPartition;
 use super::{TxnError, TRANSACTION_VERSION_2};
-use crate::broker::Broker;
+use crate::coordinator::handles::CoordinatorHandles;
 use crate::replication::client::PeerConnection;
 
 /// The AddPartitionsToTxn version a leader sends (the first with TRANSACTION_ABORTABLE).
@@ -83,16 +83,16 @@ pub struct Producer<'a> {
 /// API's retriable error for a coordinator that cannot answer now (Produce:
 /// NOT_ENOUGH_REPLICAS, which makes clients retry without a metadata refresh).
 pub async fn ensure_in_transaction(
-    broker: &Broker,
+    cx: &CoordinatorHandles<'_>,
     producer: Producer<'_>,
     tp: &TopicPartition,
     operation: Operation,
     retriable: ResponseError,
 ) -> Result<(), ResponseError> {
-    let config = broker.txn.config();
+    let config = cx.txn.config();
     let deadline = Instant::now() + config.add_retry_max;
     loop {
-        let answer = ask(broker, producer, tp, operation).await;
+        let answer = ask(cx, producer, tp, operation).await;
         if operation == Operation::Add
             && answer == Err(TxnError::ConcurrentTransactions)
             && Instant::now() + config.add_retry_backoff <= deadline
@@ -112,14 +112,14 @@ pub async fn ensure_in_transaction(
 
 /// One question to the id's coordinator, in-process or over the network.
 async fn ask(
-    broker: &Broker,
+    cx: &CoordinatorHandles<'_>,
     producer: Producer<'_>,
     tp: &TopicPartition,
     operation: Operation,
 ) -> Result<(), TxnError> {
-    match broker.txn.coordinates(broker, producer.transactional_id) {
-        Ok(_) => local(broker, producer, tp, operation).await,
-        Err(TxnError::NotCoordinator) => remote(broker, producer, tp, operation).await,
+    match cx.txn.coordinates(cx, producer.transactional_id) {
+        Ok(_) => local(cx, producer, tp, operation).await,
+        Err(TxnError::NotCoordinator) => remote(cx, producer, tp, operation).await,
         Err(e) => Err(e),
     }
 }
@@ -149,25 +149,25 @@ fn translate(
 }
 
 async fn local(
-    broker: &Broker,
+    cx: &CoordinatorHandles<'_>,
     producer: Producer<'_>,
     tp: &TopicPartition,
     operation: Operation,
 ) -> Result<(), TxnError> {
     let included = match operation {
-        Operation::Verify { .. } => broker
+        Operation::Verify { .. } => cx
             .txn
             .verify_partitions(
-                broker,
+                cx,
                 producer.transactional_id,
                 producer.producer_id,
                 producer.producer_epoch,
             )
             .map(|included| included.contains(tp)),
-        Operation::Add => broker
+        Operation::Add => cx
             .txn
             .add_partitions(
-                broker,
+                cx,
                 producer.transactional_id,
                 producer.producer_id,
                 producer.producer_epoch,
@@ -185,12 +185,12 @@ async fn local(
 
 /// Asks the broker leading the id's `__transaction_state` partition.
 async fn remote(
-    broker: &Broker,
+    cx: &CoordinatorHandles<'_>,
     producer: Producer<'_>,
     tp: &TopicPartition,
     operation: Operation,
 ) -> Result<(), TxnError> {
-    let image = broker.image();
+    let image = cx.image();
     let coordinator = state_partition(&image, producer.transactional_id)
         .and_then(|(_, part)| part.has_leader().then_some(part.leader));
     let Some(endpoint) = coordinator.and_then(|node| image.broker(node)) else {
@@ -210,7 +210,7 @@ async fn remote(
                 .with_partitions(vec![tp.1])]),
     ]);
     let response: AddPartitionsToTxnResponse = match PeerConnection::call_once(
-        &broker.peers,
+        cx.peers,
         endpoint,
         CONNECT_TIMEOUT,
         ApiKey::AddPartitionsToTxn,

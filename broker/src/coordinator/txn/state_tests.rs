@@ -5,8 +5,9 @@ use std::collections::{BTreeSet, HashMap};
 
 use brook_storage::{LogConfig, LogManager};
 
-use super::log::{encode_batch, load};
+use super::log::encode_batch;
 use super::records::TXN_STATE_TOPIC;
+use super::shards::load;
 use super::state::{EndStep, InitStep, Transit, TxnMetadata, TxnState, NO_PRODUCER_EPOCH};
 use super::TxnError;
 

@@ -15,7 +15,6 @@
 //! - every `transaction.remove.expired.transaction.cleanup.interval.ms` writes a tombstone
 //!   for ids idle longer than `transactional.id.expiration.ms`.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -24,19 +23,19 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use super::markers::{self, Marker};
-use super::records::{partition_for, TXN_STATE_TOPIC};
+use super::records::TXN_STATE_TOPIC;
 use super::state::TxnState;
-use super::{log, Load, TxnError};
-use crate::broker::Broker;
+use super::TxnError;
+use crate::coordinator::handles::{CoordinatorHandles, CoordinatorHost};
 
 /// How often prepared transactions are looked for even without a wake-up (retries).
 const SCAN: Duration = Duration::from_millis(250);
 /// Pause between rounds of markers some partitions refused.
 const MARKER_BACKOFF: Duration = Duration::from_millis(200);
 
-pub async fn run(broker: Arc<Broker>, shutdown: CancellationToken) {
-    let txn = &broker.txn;
-    let mut images = broker.quorum.subscribe();
+pub async fn run<H: CoordinatorHost>(host: Arc<H>, shutdown: CancellationToken) {
+    let txn = host.coordinator_handles().txn;
+    let mut images = host.coordinator_handles().quorum.subscribe();
     let mut tasks = JoinSet::new();
     let mut scan = tokio::time::interval(SCAN);
     let mut abort = tokio::time::interval(Duration::from_millis(txn.config.abort_interval_ms));
@@ -44,7 +43,7 @@ pub async fn run(broker: Arc<Broker>, shutdown: CancellationToken) {
     for timer in [&mut scan, &mut abort, &mut expire] {
         timer.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     }
-    follow_leadership(&broker, &mut tasks);
+    follow_leadership(&host, &mut tasks);
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => break,
@@ -52,16 +51,16 @@ pub async fn run(broker: Arc<Broker>, shutdown: CancellationToken) {
                 if changed.is_err() {
                     break;
                 }
-                follow_leadership(&broker, &mut tasks);
+                follow_leadership(&host, &mut tasks);
             }
-            _ = txn.prepared.notified() => complete_prepared(&broker, &mut tasks),
+            _ = txn.prepared.notified() => complete_prepared(&host, &mut tasks),
             _ = scan.tick() => {
                 // Also retries a load that failed.
-                follow_leadership(&broker, &mut tasks);
-                complete_prepared(&broker, &mut tasks);
+                follow_leadership(&host, &mut tasks);
+                complete_prepared(&host, &mut tasks);
             }
-            _ = abort.tick() => abort_timed_out(&broker, &mut tasks),
-            _ = expire.tick() => expire_idle(&broker, &mut tasks),
+            _ = abort.tick() => abort_timed_out(&host, &mut tasks),
+            _ = expire.tick() => expire_idle(&host, &mut tasks),
             Some(joined) = tasks.join_next() => {
                 if let Err(e) = joined {
                     if e.is_panic() {
@@ -74,107 +73,41 @@ pub async fn run(broker: Arc<Broker>, shutdown: CancellationToken) {
     tasks.shutdown().await;
 }
 
-/// Loads newly led `__transaction_state` partitions and drops the others.
-fn follow_leadership(broker: &Arc<Broker>, tasks: &mut JoinSet<()>) {
-    let image = broker.image();
-    let led: BTreeMap<i32, i32> = image
-        .topic(TXN_STATE_TOPIC)
-        .map(|t| {
-            t.partitions
-                .values()
-                .filter(|p| p.leader == broker.node_id)
-                .map(|p| (p.partition, p.leader_epoch))
-                .collect()
-        })
-        .unwrap_or_default();
-    let count = image
-        .topic(TXN_STATE_TOPIC)
-        .map_or(0, |t| i32::try_from(t.partitions.len()).unwrap_or(0));
-    let txn = &broker.txn;
-    let mut to_load = Vec::new();
-    {
-        let mut loads = txn.loads.lock();
-        let lost: Vec<i32> = loads
-            .iter()
-            .filter(|(p, l)| {
-                let epoch = match l {
-                    Load::Loading { epoch } | Load::Loaded { epoch } => *epoch,
-                };
-                led.get(p) != Some(&epoch)
-            })
-            .map(|(p, _)| *p)
-            .collect();
-        for p in &lost {
-            loads.remove(p);
-        }
-        if !lost.is_empty() && count > 0 {
-            txn.txns
-                .lock()
-                .retain(|id, _| !lost.contains(&partition_for(id, count)));
-            info!(partitions = ?lost, "no longer coordinating transactions of these partitions");
-        }
-        for (partition, epoch) in &led {
-            if !loads.contains_key(partition) {
-                loads.insert(*partition, Load::Loading { epoch: *epoch });
-                to_load.push((*partition, *epoch));
-            }
-        }
-    }
-    for (partition, epoch) in to_load {
-        let broker = broker.clone();
-        tasks.spawn(async move { load_partition(&broker, partition, epoch, count).await });
+/// Loads newly led `__transaction_state` partitions and drops the others (the runtime
+/// decides which).
+fn follow_leadership<H: CoordinatorHost>(host: &Arc<H>, tasks: &mut JoinSet<()>) {
+    let cx = host.coordinator_handles();
+    let followed = cx.txn.runtime.follow(&cx.image(), cx.txn);
+    for (partition, epoch) in followed.to_load {
+        let host = host.clone();
+        let count = followed.count;
+        tasks.spawn(async move {
+            load_partition(&host.coordinator_handles(), partition, epoch, count).await
+        });
     }
 }
 
-async fn load_partition(broker: &Broker, partition: i32, epoch: i32, count: i32) {
-    let txn = &broker.txn;
-    let loaded = async {
-        let replica = broker
-            .replicas
-            .leader_partition(TXN_STATE_TOPIC, partition, None)
-            .await?;
-        log::load(replica.log()).await
-    }
-    .await;
-    let states = match loaded {
-        Ok(states) => states,
+async fn load_partition(cx: &CoordinatorHandles<'_>, partition: i32, epoch: i32, count: i32) {
+    let txn = cx.txn;
+    let loaded = match cx.writer.led_log(TXN_STATE_TOPIC, partition).await {
+        Ok(log) => txn
+            .runtime
+            .load(txn, &log, partition, epoch, count)
+            .await
+            .map_err(|e| e.to_string()),
         Err(e) => {
-            warn!(partition, error = %e, "loading transaction states failed; retried at the next metadata change");
-            let mut loads = txn.loads.lock();
-            if loads.get(&partition) == Some(&Load::Loading { epoch }) {
-                loads.remove(&partition);
-            }
-            return;
+            txn.runtime.abandon(partition, epoch);
+            Err(e.to_string())
         }
     };
-    let mut loads = txn.loads.lock();
-    if loads.get(&partition) != Some(&Load::Loading { epoch }) {
-        return;
+    if let Err(e) = loaded {
+        warn!(partition, error = %e, "loading transaction states failed; retried at the next metadata change");
     }
-    let mut txns = txn.txns.lock();
-    txns.retain(|id, _| partition_for(id, count) != partition);
-    let (mut prepared, mut ongoing) = (0, 0);
-    for (id, meta) in states {
-        prepared += usize::from(meta.state.is_prepared());
-        ongoing += usize::from(meta.state == TxnState::Ongoing);
-        txns.insert(id, meta);
-    }
-    loads.insert(partition, Load::Loaded { epoch });
-    info!(
-        partition,
-        coordinator_epoch = epoch,
-        prepared,
-        ongoing,
-        "transaction states loaded"
-    );
-    drop(txns);
-    drop(loads);
-    txn.prepared.notify_one();
 }
 
 /// Starts the completion of every Prepare* transaction not being completed already.
-fn complete_prepared(broker: &Arc<Broker>, tasks: &mut JoinSet<()>) {
-    let txn = &broker.txn;
+fn complete_prepared<H: CoordinatorHost>(host: &Arc<H>, tasks: &mut JoinSet<()>) {
+    let txn = host.coordinator_handles().txn;
     let ready: Vec<String> = {
         let txns = txn.txns.lock();
         let mut in_flight = txn.in_flight.lock();
@@ -185,22 +118,23 @@ fn complete_prepared(broker: &Arc<Broker>, tasks: &mut JoinSet<()>) {
             .collect()
     };
     for id in ready {
-        let broker = broker.clone();
+        let host = host.clone();
         tasks.spawn(async move {
-            if let Err(e) = complete(&broker, &id).await {
+            let cx = host.coordinator_handles();
+            if let Err(e) = complete(&cx, &id).await {
                 debug!(transactional_id = %id, error = %e, "completing the transaction failed; retrying");
                 tokio::time::sleep(MARKER_BACKOFF).await;
             }
-            broker.txn.in_flight.lock().remove(&id);
+            cx.txn.in_flight.lock().remove(&id);
         });
     }
 }
 
 /// Writes the markers of prepared transaction `id`, then its Complete* record.
-async fn complete(broker: &Broker, id: &str) -> Result<(), TxnError> {
-    let txn = &broker.txn;
+async fn complete(cx: &CoordinatorHandles<'_>, id: &str) -> Result<(), TxnError> {
+    let txn = cx.txn;
     let started = std::time::Instant::now();
-    let at = txn.coordinates(broker, id)?;
+    let at = txn.coordinates(cx, id)?;
     let (marker, mut left) = {
         let txns = txn.txns.lock();
         let meta = txns.get(id).ok_or(TxnError::NotCoordinator)?;
@@ -216,13 +150,13 @@ async fn complete(broker: &Broker, id: &str) -> Result<(), TxnError> {
         (marker, meta.partitions.clone())
     };
     while !left.is_empty() {
-        left = markers::write_all(broker, &marker, &left).await;
+        left = markers::write_all(cx, &marker, &left).await;
         if left.is_empty() {
             break;
         }
         tokio::time::sleep(MARKER_BACKOFF).await;
         // Stop when the partition moved: its new coordinator completes the transaction.
-        if txn.coordinates(broker, id)? != at {
+        if txn.coordinates(cx, id)? != at {
             return Err(TxnError::NotCoordinator);
         }
     }
@@ -232,7 +166,7 @@ async fn complete(broker: &Broker, id: &str) -> Result<(), TxnError> {
         let meta = txns.get_mut(id).ok_or(TxnError::NotCoordinator)?;
         meta.prepare_complete(now_ms)?
     };
-    txn.persist(broker, id, at, transit, false).await?;
+    txn.persist(cx, id, at, transit, false).await?;
     debug!(
         transactional_id = %id,
         commit = marker.commit,
@@ -245,9 +179,9 @@ async fn complete(broker: &Broker, id: &str) -> Result<(), TxnError> {
 /// Fences and aborts Ongoing transactions past their timeout (Kafka's
 /// `abortTimedOutTransactions`): the epoch bump makes the late producer's EndTxn and
 /// produce fail with PRODUCER_FENCED.
-fn abort_timed_out(broker: &Arc<Broker>, tasks: &mut JoinSet<()>) {
+fn abort_timed_out<H: CoordinatorHost>(host: &Arc<H>, tasks: &mut JoinSet<()>) {
     let now_ms = brook_storage::log_manager::now_ms();
-    let txn = &broker.txn;
+    let txn = host.coordinator_handles().txn;
     let due: Vec<String> = txn
         .txns
         .lock()
@@ -256,10 +190,11 @@ fn abort_timed_out(broker: &Arc<Broker>, tasks: &mut JoinSet<()>) {
         .map(|m| m.transactional_id.clone())
         .collect();
     for id in due {
-        let broker = broker.clone();
+        let host = host.clone();
         tasks.spawn(async move {
-            let txn = &broker.txn;
-            let Ok(at) = txn.coordinates(&broker, &id) else {
+            let cx = host.coordinator_handles();
+            let txn = cx.txn;
+            let Ok(at) = txn.coordinates(&cx, &id) else {
                 return;
             };
             let transit = {
@@ -272,7 +207,7 @@ fn abort_timed_out(broker: &Arc<Broker>, tasks: &mut JoinSet<()>) {
                     Err(_) => return,
                 }
             };
-            match txn.persist(&broker, &id, at, transit, true).await {
+            match txn.persist(&cx, &id, at, transit, true).await {
                 Ok(()) => {
                     info!(transactional_id = %id, "aborting a transaction past its timeout");
                     txn.prepared.notify_one();
@@ -284,9 +219,9 @@ fn abort_timed_out(broker: &Arc<Broker>, tasks: &mut JoinSet<()>) {
 }
 
 /// Tombstones ids idle past `transactional.id.expiration.ms`.
-fn expire_idle(broker: &Arc<Broker>, tasks: &mut JoinSet<()>) {
+fn expire_idle<H: CoordinatorHost>(host: &Arc<H>, tasks: &mut JoinSet<()>) {
     let now_ms = brook_storage::log_manager::now_ms();
-    let txn = &broker.txn;
+    let txn = host.coordinator_handles().txn;
     let expiration_ms = txn.config.id_expiration_ms;
     let due: Vec<String> = txn
         .txns
@@ -298,11 +233,12 @@ fn expire_idle(broker: &Arc<Broker>, tasks: &mut JoinSet<()>) {
     if due.is_empty() {
         return;
     }
-    let broker = broker.clone();
+    let host = host.clone();
     tasks.spawn(async move {
-        let txn = &broker.txn;
+        let cx = host.coordinator_handles();
+        let txn = cx.txn;
         for id in due {
-            let Ok(at) = txn.coordinates(&broker, &id) else {
+            let Ok(at) = txn.coordinates(&cx, &id) else {
                 continue;
             };
             let transit = {
@@ -318,7 +254,7 @@ fn expire_idle(broker: &Arc<Broker>, tasks: &mut JoinSet<()>) {
                     Err(_) => continue,
                 }
             };
-            match txn.persist(&broker, &id, at, transit, false).await {
+            match txn.persist(&cx, &id, at, transit, false).await {
                 Ok(()) => info!(transactional_id = %id, "transactional id expired"),
                 Err(e) => debug!(transactional_id = %id, error = %e, "expiry not written; retried at the next sweep"),
             }

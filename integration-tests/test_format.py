@@ -120,7 +120,7 @@ def test_the_cluster_id_is_required_and_a_formatted_directory_is_refused_unless_
     missing = brook("format", "--override", f"log.dirs={data}")
     assert missing.returncode == 1 and "--cluster-id" in missing.stderr, missing.stderr
     first = brook("format", "--override", f"log.dirs={data}", "--cluster-id", CLUSTER_ID)
-    assert (first.returncode, first.stdout.strip()) == (0, f"Formatting metadata directory {data}."), first
+    assert (first.returncode, first.stdout.strip()) == (0, f"Formatting metadata directory {data} with metadata.version 4.4-IV2."), first
     again = brook("format", "--override", f"log.dirs={data}", "--cluster-id", CLUSTER_ID)
     assert again.returncode == 1, again
     assert again.stderr.strip().splitlines()[-1] == (

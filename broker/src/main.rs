@@ -59,6 +59,21 @@ struct FormatArgs {
     /// Skip an already formatted directory instead of failing.
     #[arg(long, short = 'g')]
     ignore_formatted: bool,
+    /// The release version for the initial feature levels (3.3-IV3 … 4.4-IV2, the default).
+    #[arg(long, short = 'r')]
+    release_version: Option<String>,
+    /// A feature's initial level, feature=level (e.g. `kraft.version=1`); repeatable.
+    #[arg(long = "feature", short = 'f', value_name = "FEATURE")]
+    features: Vec<String>,
+    /// Initialize this controller as a single-node dynamic quorum (KIP-853).
+    #[arg(long, short = 's', conflicts_with_all = ["no_initial_controllers", "initial_controllers"])]
+    standalone: bool,
+    /// Initialize a node of a dynamic quorum without initial voters: it joins as an observer.
+    #[arg(long, short = 'N', conflicts_with = "initial_controllers")]
+    no_initial_controllers: bool,
+    /// The initial voters of a dynamic quorum, id@host:port:directoryId,… (the same on every node).
+    #[arg(long, short = 'I')]
+    initial_controllers: Option<String>,
 }
 
 fn main() -> ExitCode {
@@ -96,6 +111,18 @@ fn main() -> ExitCode {
                 cluster_id: format.cluster_id,
                 add_scram: format.add_scram,
                 ignore_formatted: format.ignore_formatted,
+                release_version: format.release_version,
+                features: format.features,
+                quorum: match (
+                    format.standalone,
+                    format.no_initial_controllers,
+                    format.initial_controllers,
+                ) {
+                    (true, _, _) => brook::format::QuorumFlag::Standalone,
+                    (_, true, _) => brook::format::QuorumFlag::NoInitialControllers,
+                    (_, _, Some(list)) => brook::format::QuorumFlag::InitialControllers(list),
+                    _ => brook::format::QuorumFlag::None,
+                },
             })
         }
         None => None,

@@ -233,6 +233,8 @@ async fn run(
             return Ok(());
         }
     };
+    // Kafka's tools with --bootstrap-controller, on the controller listener from now on.
+    brook::cluster::controller_api::install(&broker);
     let shutdown = broker.stopping.clone();
     let tracker = TaskTracker::new();
     tracker.spawn(brook::logging::limit::report_suppressed(
@@ -344,20 +346,30 @@ async fn run(
 async fn run_controller_only(config: BrokerConfig) -> anyhow::Result<()> {
     let quorum_config = brook::cluster::quorum_config::build(&config)?;
     let quorum = brook_raft::MetadataQuorum::start(quorum_config).await?;
+    let node =
+        std::sync::Arc::new(brook::cluster::controller_api::ControllerOnly { quorum, config });
+    // Served from the start: an observer waiting to be added answers DescribeQuorum too.
+    brook::cluster::controller_api::install(&node);
     let ready = tokio::select! {
-        ready = quorum.wait_ready() => { ready?; true }
+        ready = node.quorum.wait_ready() => { ready?; true }
         _ = wait_for_signal() => false,
     };
     if ready {
-        info!(node_id = config.node_id, "controller started");
+        info!(node_id = node.config.node_id, "controller started");
         tokio::select! {
             _ = wait_for_signal() => {}
-            _ = brook_raft::controller::run(&quorum) => {}
+            _ = brook_raft::controller::run(&node.quorum) => {}
         }
     }
     info!("shutting down");
-    if let Err(e) = quorum.shutdown().await {
-        warn!(error = %e, "metadata quorum did not stop cleanly");
+    // The listener's handler holds the node weakly; a request in flight may hold it a moment.
+    match std::sync::Arc::try_unwrap(node) {
+        Ok(node) => {
+            if let Err(e) = node.quorum.shutdown().await {
+                warn!(error = %e, "metadata quorum did not stop cleanly");
+            }
+        }
+        Err(_) => warn!("controller still in use at shutdown; metadata quorum left to the runtime"),
     }
     info!("stopped");
     Ok(())

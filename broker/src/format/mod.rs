@@ -115,7 +115,8 @@ fn quorum_plan(config: &BrokerConfig, flag: &QuorumFlag) -> Result<QuorumPlan, S
             }
         }
         (QuorumFlag::InitialControllers(_), Some(voters)) => {
-            let own = voters.iter().find(|v| v.id == node_id && controller);
+            // By node id alone, as Kafka: a broker-only node listed takes its directory id too.
+            let own = voters.iter().find(|v| v.id == node_id);
             QuorumPlan {
                 directory_id: own.map(|v| v.directory_id.clone()),
                 initial_voter: own.is_some(),

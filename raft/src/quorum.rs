@@ -5,8 +5,16 @@
 //! (`<data_dir>/raft-log`) and the snapshot (`<data_dir>/metadata-snapshot`), re-apply the
 //! committed log past the snapshot, then
 //! - a voter (`process.roles` has `controller`) initializes the voter set if it has never
-//!   been part of one (every voter does; the losers get `NotAllowed`, which is fine);
-//! - a learner (`process.roles=broker`) asks the leader to add it (`learner.rs`).
+//!   been part of one (every voter does; the losers get `NotAllowed`, which is fine): the
+//!   static `controller.quorum.voters`, or a dynamic quorum's initial voters from its
+//!   bootstrap file (KIP-853, `brook format --standalone / --initial-controllers`);
+//! - a controller of a dynamic quorum that is not among its initial voters, and a learner
+//!   (`process.roles=broker`), ask the leader to add them as learners (`learner.rs`), KRaft's
+//!   observers; such a controller becomes a voter by AddRaftVoter (`voters.rs`).
+//!
+//! The peer listener is the controller listener: Kafka requests arriving there
+//! (`kafka-metadata-quorum --bootstrap-controller`) go to the handler the broker installs
+//! ([`MetadataQuorum::serve_kafka_on_controller_listener`], `network/sniff.rs`).
 //!
 //! [`MetadataQuorum::start`] returns as soon as the node runs: it never waits for peers, so
 //! down or misconfigured voters cannot make it fail. [`MetadataQuorum::wait_ready`] then
@@ -216,7 +224,6 @@ impl MetadataQuorum {
             config.node_id,
             raft.clone(),
             leader_contact,
-            config.voters.clone(),
             lease,
         ));
         let metrics = raft.metrics();

@@ -2,11 +2,12 @@
 //! requests Kafka's tools send with `--bootstrap-controller` (ApiVersions, DescribeQuorum,
 //! DescribeCluster, AddRaftVoter, …), told apart by the first frame.
 //!
-//! Both frame with a 4-byte big-endian length. A peer-RPC body is serde_json of an
-//! externally tagged enum, so its first byte is always `{` (0x7B). A Kafka request body
-//! starts with its header's `request_api_key`, a big-endian i16; every Kafka API key is
-//! below 256, so that first byte is always 0x00. The fifth byte of the connection therefore
-//! decides, with no overlap; after TLS (when the listener is SSL) the decrypted bytes are
+//! Both frame with a 4-byte big-endian length. A Kafka request body starts with its header's
+//! `request_api_key`, a big-endian i16; every Kafka API key is below 256, so that first byte
+//! is always 0x00. A peer-RPC body is serde_json of an externally tagged enum: `{` for a
+//! variant with data, `"` for a unit one (`"LeaderMetrics"`), never a NUL byte (JSON text is
+//! printable). The fifth byte of the connection therefore decides, with no overlap: 0x00 is
+//! Kafka, anything else raft; after TLS (when the listener is SSL) the decrypted bytes are
 //! looked at, so both protocols get the listener's TLS as today. Nothing is consumed: the
 //! five bytes are replayed to whichever side serves the connection ([`Prefixed`]).
 
@@ -41,10 +42,10 @@ pub enum FirstFrame {
 
 /// Decides from the connection's first [`HEAD_LEN`] bytes.
 pub fn classify(head: &[u8; HEAD_LEN]) -> FirstFrame {
-    if head[4] == b'{' {
-        FirstFrame::Raft
-    } else {
+    if head[4] == 0 {
         FirstFrame::Kafka
+    } else {
+        FirstFrame::Raft
     }
 }
 
@@ -121,9 +122,23 @@ mod tests {
         write_frame(&mut raft, &RpcRequest::LeaderMetrics)
             .await
             .expect("frame");
+        let mut attach = Vec::new();
+        write_frame(
+            &mut attach,
+            &RpcRequest::Attach {
+                broker_id: 1,
+                broker_epoch: 2,
+            },
+        )
+        .await
+        .expect("frame");
         // ApiVersions v3, correlation id 7: size, api key 18, version 3, …
         let kafka: Vec<u8> = vec![0, 0, 0, 10, 0, 18, 0, 3, 0, 0, 0, 7, 0, 0];
-        for (bytes, want) in [(raft, FirstFrame::Raft), (kafka, FirstFrame::Kafka)] {
+        for (bytes, want) in [
+            (raft, FirstFrame::Raft),
+            (attach, FirstFrame::Raft),
+            (kafka, FirstFrame::Kafka),
+        ] {
             let stream: PeerStream = Box::new(Cursorish(std::io::Cursor::new(bytes.clone())));
             let (kind, mut replayed) = sniff(stream).await.expect("read").expect("head");
             assert_eq!(kind, want);

@@ -214,6 +214,19 @@ pub fn config_code(e: &ConfigError) -> ResponseError {
     }
 }
 
+/// The Kafka code of a refused KIP-853 voter change (Kafka's `AddVoterHandler` /
+/// `RemoveVoterHandler` codes).
+pub fn voter_change_code(e: &brook_raft::voters::VoterChangeError) -> ResponseError {
+    use brook_raft::voters::VoterChangeError as V;
+    match e {
+        V::NotLeader => ResponseError::NotLeaderOrFollower,
+        V::TimedOut(_) => ResponseError::RequestTimedOut,
+        V::DuplicateVoter(_) => ResponseError::DuplicateVoter,
+        V::VoterNotFound(_) => ResponseError::VoterNotFound,
+        V::Invalid(_) => ResponseError::InvalidRequest,
+    }
+}
+
 fn storage_code(e: &StorageError) -> ResponseError {
     match e {
         StorageError::CorruptBatch { .. } | StorageError::EmptyAppend => {

@@ -59,6 +59,21 @@ struct FormatArgs {
     /// Skip an already formatted directory instead of failing.
     #[arg(long, short = 'g')]
     ignore_formatted: bool,
+    /// The release version for the initial feature levels (3.3-IV3 … 4.4-IV2, the default).
+    #[arg(long, short = 'r')]
+    release_version: Option<String>,
+    /// A feature's initial level, feature=level (e.g. `kraft.version=1`); repeatable.
+    #[arg(long = "feature", short = 'f', value_name = "FEATURE")]
+    features: Vec<String>,
+    /// Initialize this controller as a single-node dynamic quorum (KIP-853).
+    #[arg(long, short = 's', conflicts_with_all = ["no_initial_controllers", "initial_controllers"])]
+    standalone: bool,
+    /// Initialize a node of a dynamic quorum without initial voters: it joins as an observer.
+    #[arg(long, short = 'N', conflicts_with = "initial_controllers")]
+    no_initial_controllers: bool,
+    /// The initial voters of a dynamic quorum, id@host:port:directoryId,… (the same on every node).
+    #[arg(long, short = 'I')]
+    initial_controllers: Option<String>,
 }
 
 fn main() -> ExitCode {
@@ -96,6 +111,18 @@ fn main() -> ExitCode {
                 cluster_id: format.cluster_id,
                 add_scram: format.add_scram,
                 ignore_formatted: format.ignore_formatted,
+                release_version: format.release_version,
+                features: format.features,
+                quorum: match (
+                    format.standalone,
+                    format.no_initial_controllers,
+                    format.initial_controllers,
+                ) {
+                    (true, _, _) => brook::format::QuorumFlag::Standalone,
+                    (_, true, _) => brook::format::QuorumFlag::NoInitialControllers,
+                    (_, _, Some(list)) => brook::format::QuorumFlag::InitialControllers(list),
+                    _ => brook::format::QuorumFlag::None,
+                },
             })
         }
         None => None,
@@ -206,6 +233,8 @@ async fn run(
             return Ok(());
         }
     };
+    // Kafka's tools with --bootstrap-controller, on the controller listener from now on.
+    brook::cluster::controller_api::install(&broker);
     let shutdown = broker.stopping.clone();
     let tracker = TaskTracker::new();
     tracker.spawn(brook::logging::limit::report_suppressed(
@@ -317,20 +346,30 @@ async fn run(
 async fn run_controller_only(config: BrokerConfig) -> anyhow::Result<()> {
     let quorum_config = brook::cluster::quorum_config::build(&config)?;
     let quorum = brook_raft::MetadataQuorum::start(quorum_config).await?;
+    let node =
+        std::sync::Arc::new(brook::cluster::controller_api::ControllerOnly { quorum, config });
+    // Served from the start: an observer waiting to be added answers DescribeQuorum too.
+    brook::cluster::controller_api::install(&node);
     let ready = tokio::select! {
-        ready = quorum.wait_ready() => { ready?; true }
+        ready = node.quorum.wait_ready() => { ready?; true }
         _ = wait_for_signal() => false,
     };
     if ready {
-        info!(node_id = config.node_id, "controller started");
+        info!(node_id = node.config.node_id, "controller started");
         tokio::select! {
             _ = wait_for_signal() => {}
-            _ = brook_raft::controller::run(&quorum) => {}
+            _ = brook_raft::controller::run(&node.quorum) => {}
         }
     }
     info!("shutting down");
-    if let Err(e) = quorum.shutdown().await {
-        warn!(error = %e, "metadata quorum did not stop cleanly");
+    // The listener's handler holds the node weakly; a request in flight may hold it a moment.
+    match std::sync::Arc::try_unwrap(node) {
+        Ok(node) => {
+            if let Err(e) = node.quorum.shutdown().await {
+                warn!(error = %e, "metadata quorum did not stop cleanly");
+            }
+        }
+        Err(_) => warn!("controller still in use at shutdown; metadata quorum left to the runtime"),
     }
     info!("stopped");
     Ok(())

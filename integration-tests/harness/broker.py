@@ -176,6 +176,9 @@ class Broker:
         self.cluster_id = cluster_id
         # SCRAM credentials the storage is formatted with before the first start (module doc).
         self.add_scram: List[str] = []
+        # More `format` arguments, for both kinds (e.g. KIP-853's `--initial-controllers …`,
+        # `--no-initial-controllers`): brook formats with them, Kafka's script passes them on.
+        self.format_args: List[str] = []
         # Kafka's reference script puts its controller on PORT+1.
         self.port = port if port is not None else free_port(2)
         if metrics_port is None and kind == "brook":
@@ -308,9 +311,11 @@ class Broker:
             return
         if self.kind == "brook" and not paths.brook_bin().is_file():
             raise BrokerStartError(f"brook binary not found at {paths.brook_bin()} (set BROOK_BIN)")
-        if self.add_scram and self.kind == "brook":
+        if (self.add_scram or self.format_args) and self.kind == "brook":
             self._format_brook()
         env = {**os.environ, "RUST_BACKTRACE": "1"}
+        if self.format_args and self.kind == "kafka":
+            env["KAFKA_FORMAT_ARGS"] = "\n".join(self.format_args)
         if self.add_scram and self.kind == "kafka":
             if self.node_settings is None:
                 raise ValueError("add_scram on Kafka needs a cluster node (kafka-cluster-ref.sh formats)")
@@ -335,6 +340,7 @@ class Broker:
         argv = self._argv() + ["format", "--cluster-id", self.cluster_id, "--ignore-formatted"]
         for credential in self.add_scram:
             argv += ["--add-scram", credential]
+        argv += self.format_args
         result = subprocess.run(argv, capture_output=True, text=True, timeout=60,
                                 env={**os.environ, "RUST_BACKTRACE": "1"})
         with open(self.log_path, "ab") as log:

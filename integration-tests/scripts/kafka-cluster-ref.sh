@@ -31,8 +31,14 @@ add_scram=()
 while IFS= read -r credential; do
   [ -n "$credential" ] && add_scram+=(--add-scram "$credential")
 done <<< "${KAFKA_ADD_SCRAM:-}"
+# KAFKA_FORMAT_ARGS: more format arguments, one a line (harness/broker.py `format_args`), e.g.
+# KIP-853's --initial-controllers / --no-initial-controllers for a dynamic quorum.
+format_args=()
+while IFS= read -r argument; do
+  [ -n "$argument" ] && format_args+=("$argument")
+done <<< "${KAFKA_FORMAT_ARGS:-}"
 if [ ! -f "$log_dirs/meta.properties" ]; then
-  java -cp "$cp" kafka.tools.StorageTool format --cluster-id="$cluster_id" -c "$props" "${add_scram[@]}" \
+  java -cp "$cp" kafka.tools.StorageTool format --cluster-id="$cluster_id" -c "$props" "${add_scram[@]}" "${format_args[@]}" \
     >"$dir/format.log" 2>&1 || { cat "$dir/format.log" >&2; exit 1; }
 fi
 exec java $KAFKA_HEAP_OPTS -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:InitiatingHeapOccupancyPercent=35 \

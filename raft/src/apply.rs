@@ -310,13 +310,15 @@ fn bootstrap(image: &mut MetadataImage, records: &[Command], index: u64) -> Appl
     if image.bootstrapped {
         return Ok(());
     }
-    if let Some(other) = records
-        .iter()
-        .find(|r| !matches!(r, Command::AlterUserScramCredentials { .. }))
-    {
+    if let Some(other) = records.iter().find(|r| {
+        !matches!(
+            r,
+            Command::AlterUserScramCredentials { .. } | Command::UpdateFeatures { .. }
+        )
+    }) {
         return Err(ApplyError::InvalidRequest {
             reason: format!(
-                "a bootstrap record must be a SCRAM credential, not {}",
+                "a bootstrap record must be a SCRAM credential or feature levels, not {}",
                 other.kind()
             ),
         });

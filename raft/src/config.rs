@@ -60,6 +60,14 @@ pub struct QuorumConfig {
     pub broker_session_timeout: Duration,
     /// TLS on every peer connection (the controller listener mapped to SSL); `None`: TCP.
     pub tls: Option<crate::network::PeerTls>,
+    /// Kafka's `controller.quorum.bootstrap.servers` for a controller of a dynamic quorum
+    /// (no `voters`): where it asks to follow the log as an observer when its bootstrap file
+    /// names no initial voters that include it (KIP-853).
+    pub bootstrap_servers: Vec<String>,
+    /// This node's directory id (`meta.properties`), recorded in the membership.
+    pub directory_id: Option<String>,
+    /// The `host:port` of this controller's listener as peers reach it.
+    pub controller_addr: Option<String>,
 }
 
 /// Openraft builds a snapshot every this many entries and then purges the log before it
@@ -81,6 +89,9 @@ impl QuorumConfig {
             fetch_timeout_ms: 1000,
             broker_session_timeout: Duration::from_millis(9000),
             tls: None,
+            bootstrap_servers: Vec::new(),
+            directory_id: None,
+            controller_addr: None,
         }
     }
 

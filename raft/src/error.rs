@@ -8,8 +8,9 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::QuorumNode;
 use openraft::error::{Fatal, InitializeError};
-use openraft::{BasicNode, StorageError};
+use openraft::StorageError;
 
 use crate::command::ApplyError;
 
@@ -49,7 +50,7 @@ pub enum RaftError {
         source: Box<Fatal<u64>>,
     },
     #[error("initializing the metadata quorum failed")]
-    Initialize(#[source] Box<openraft::error::RaftError<u64, InitializeError<u64, BasicNode>>>),
+    Initialize(#[source] Box<openraft::error::RaftError<u64, InitializeError<u64, QuorumNode>>>),
     #[error("the raft core task failed to stop")]
     Shutdown(#[source] tokio::task::JoinError),
 }

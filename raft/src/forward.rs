@@ -220,7 +220,7 @@ impl Forwarder {
     /// The leader's raft metrics, asked of it (or read here when this node leads); one try.
     pub(crate) async fn leader_metrics(
         &self,
-    ) -> Result<openraft::RaftMetrics<u64, openraft::BasicNode>, ProposeError> {
+    ) -> Result<openraft::RaftMetrics<u64, crate::QuorumNode>, ProposeError> {
         let reply = self
             .ask_leader(
                 RpcRequest::LeaderMetrics,

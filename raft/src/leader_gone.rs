@@ -16,7 +16,7 @@
 //! paused or partitioned leader keeps its connections open and is replaced by openraft's
 //! own timeouts, as in KRaft.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -88,13 +88,19 @@ pub(crate) async fn run(
     node_id: u64,
     raft: Raft<TypeConfig>,
     contact: std::sync::Arc<LeaderContact>,
-    voters: BTreeMap<u64, String>,
     lease: Duration,
 ) {
     loop {
         let (leader, closed_at) = contact.next_close().await;
+        // The voters now (a dynamic quorum's change over time, KIP-853), in id order.
+        let voters: Vec<u64> = raft
+            .metrics()
+            .borrow()
+            .membership_config
+            .voter_ids()
+            .collect();
         let Some(rank) = voters
-            .keys()
+            .iter()
             .filter(|&&id| id != leader)
             .position(|&id| id == node_id)
         else {

@@ -11,7 +11,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use openraft::{BasicNode, RaftMetrics};
+use crate::QuorumNode;
+use openraft::RaftMetrics;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
@@ -28,6 +29,8 @@ pub(crate) struct Join {
     pub node_id: u64,
     /// The `host:port` the leader replicates to.
     pub advertised: String,
+    /// A controller observer's directory id (KIP-853); `None` for a broker.
+    pub directory_id: Option<String>,
     pub voters: BTreeMap<u64, String>,
     pub pool: Arc<PeerPool>,
     /// Set to the index to catch up to once the leader has accepted this learner.
@@ -36,7 +39,7 @@ pub(crate) struct Join {
 
 /// Joins, then watches leadership like every node. Owned by `MetadataQuorum`; aborted at
 /// shutdown (nothing to clean up at any `.await`).
-pub(crate) async fn run(join: Join, metrics: watch::Receiver<RaftMetrics<u64, BasicNode>>) {
+pub(crate) async fn run(join: Join, metrics: watch::Receiver<RaftMetrics<u64, QuorumNode>>) {
     let voters = join.voters.clone();
     let node_id = join.node_id;
     join_quorum(join).await;
@@ -47,6 +50,7 @@ async fn join_quorum(join: Join) {
     let request = RpcRequest::AddLearner {
         node_id: join.node_id,
         addr: join.advertised.clone(),
+        directory_id: join.directory_id.clone(),
     };
     let started = Instant::now();
     let mut last_warn = Instant::now();

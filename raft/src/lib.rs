@@ -41,6 +41,8 @@ pub mod quota;
 pub mod reassignment;
 mod service;
 pub mod state_machine;
+#[cfg(feature = "rocksdb")]
+pub mod voters;
 
 use std::io::Cursor;
 
@@ -63,11 +65,41 @@ pub use image::{
 };
 pub use liveness::{Heartbeat, HeartbeatReply, Liveness, REGISTRATION_PROBE};
 pub use network::PeerTls;
-pub use openraft::{BasicNode, LogId, RaftMetrics, ServerState};
+pub use openraft::{LogId, RaftMetrics, ServerState};
 #[cfg(feature = "rocksdb")]
 pub use quorum::MetadataQuorum;
 pub use quota::{ClientQuotasImage, QuotaAlteration, QuotaEntity};
 pub use reassignment::{Reassignment, ReassignmentRefusal};
+
+/// A member of the metadata quorum as the raft membership records it: its peer-RPC address
+/// and, for a controller of a dynamic quorum (KIP-853), the directory id of its
+/// `meta.properties`, which tells it from the same node id on a wiped disk. Without a
+/// directory id the JSON is openraft's `QuorumNode`'s (`{"addr": …}`), so logs and snapshots
+/// written before directory ids read unchanged, and older builds read the new ones.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct QuorumNode {
+    pub addr: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub directory_id: Option<String>,
+}
+
+impl QuorumNode {
+    pub fn new(addr: impl Into<String>) -> Self {
+        QuorumNode {
+            addr: addr.into(),
+            directory_id: None,
+        }
+    }
+}
+
+impl std::fmt::Display for QuorumNode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.directory_id {
+            Some(dir) => write!(f, "{}({dir})", self.addr),
+            None => f.write_str(&self.addr),
+        }
+    }
+}
 
 openraft::declare_raft_types!(
     /// The openraft type configuration of the metadata quorum.
@@ -75,7 +107,7 @@ openraft::declare_raft_types!(
         D = Command,
         R = ApplyResult,
         NodeId = u64,
-        Node = BasicNode,
+        Node = QuorumNode,
         Entry = openraft::Entry<TypeConfig>,
         SnapshotData = Cursor<Vec<u8>>,
         AsyncRuntime = openraft::TokioRuntime,

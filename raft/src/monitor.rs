@@ -7,7 +7,8 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use openraft::{BasicNode, RaftMetrics};
+use crate::QuorumNode;
+use openraft::RaftMetrics;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
@@ -21,7 +22,7 @@ const PROBE_TIMEOUT: Duration = Duration::from_secs(1);
 /// Runs until the raft core stops (its metrics channel closes).
 pub(crate) async fn watch_leader(
     node_id: u64,
-    mut metrics: watch::Receiver<RaftMetrics<u64, BasicNode>>,
+    mut metrics: watch::Receiver<RaftMetrics<u64, QuorumNode>>,
     voters: BTreeMap<u64, String>,
 ) {
     let mut leader = metrics.borrow_and_update().current_leader;

@@ -5,8 +5,16 @@
 //! (`<data_dir>/raft-log`) and the snapshot (`<data_dir>/metadata-snapshot`), re-apply the
 //! committed log past the snapshot, then
 //! - a voter (`process.roles` has `controller`) initializes the voter set if it has never
-//!   been part of one (every voter does; the losers get `NotAllowed`, which is fine);
-//! - a learner (`process.roles=broker`) asks the leader to add it (`learner.rs`).
+//!   been part of one (every voter does; the losers get `NotAllowed`, which is fine): the
+//!   static `controller.quorum.voters`, or a dynamic quorum's initial voters from its
+//!   bootstrap file (KIP-853, `brook format --standalone / --initial-controllers`);
+//! - a controller of a dynamic quorum that is not among its initial voters, and a learner
+//!   (`process.roles=broker`), ask the leader to add them as learners (`learner.rs`), KRaft's
+//!   observers; such a controller becomes a voter by AddRaftVoter (`voters.rs`).
+//!
+//! The peer listener is the controller listener: Kafka requests arriving there
+//! (`kafka-metadata-quorum --bootstrap-controller`) go to the handler the broker installs
+//! ([`MetadataQuorum::serve_kafka_on_controller_listener`], `network/sniff.rs`).
 //!
 //! [`MetadataQuorum::start`] returns as soon as the node runs: it never waits for peers, so
 //! down or misconfigured voters cannot make it fail. [`MetadataQuorum::wait_ready`] then
@@ -27,8 +35,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::QuorumNode;
 use openraft::error::{Fatal, InitializeError};
-use openraft::{BasicNode, Raft, RaftMetrics};
+use openraft::{Raft, RaftMetrics};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -42,6 +51,7 @@ use crate::leader_gone::{self, LeaderContact};
 use crate::liveness::{Heartbeat, HeartbeatReply, Liveness};
 use crate::log_store::LogStore;
 use crate::network::pool::PeerPool;
+use crate::network::sniff::{KafkaHandler, KafkaHandlerSlot};
 use crate::network::{serve, NetworkFactory, PeerTls, RaftServer};
 use crate::service::PeerService;
 use crate::state_machine::StateMachineStore;
@@ -60,6 +70,13 @@ pub struct MetadataQuorum {
     forwarder: Forwarder,
     /// On a learner: the index to have applied to be caught up, once the leader accepted it.
     joined: watch::Receiver<Option<u64>>,
+    /// Whether this node asked to join as a learner at this start (a broker, or a controller
+    /// of a dynamic quorum joining as an observer): `wait_ready` then waits for the join.
+    observer: bool,
+    /// Serves the Kafka requests that arrive on the controller listener (`network/sniff.rs`).
+    kafka_handler: KafkaHandlerSlot,
+    /// One voter change at a time (KIP-853), as Kafka's leader allows.
+    voter_change: tokio::sync::Mutex<()>,
     server: Option<RaftServer>,
     /// TLS for this node's own connections to voters (broker attachments).
     tls: Option<PeerTls>,
@@ -136,8 +153,14 @@ impl MetadataQuorum {
         ));
         let pool = Arc::new(PeerPool::new(config.tls.clone()));
         let (joined_tx, joined) = watch::channel(None);
+        let kafka_handler: KafkaHandlerSlot = Arc::default();
         let server = match listener {
-            Some(listener) => match serve(listener, service.clone(), config.tls.clone()) {
+            Some(listener) => match serve(
+                listener,
+                service.clone(),
+                config.tls.clone(),
+                kafka_handler.clone(),
+            ) {
                 Ok(server) => Some(server),
                 Err(source) => {
                     stop_raft(&raft).await;
@@ -153,14 +176,33 @@ impl MetadataQuorum {
         // Nothing applied yet (no cluster id, no broker, no bootstrap): a first start, or one
         // that ended before anything was committed.
         let pristine = images.borrow().same_metadata(&MetadataImage::default());
-        let joining = match config.role {
-            NodeRole::Voter => match initialize(&raft, &config, bound).await {
-                Ok(()) => bootstrap_command(&dir, pristine)
-                    .await
-                    .map(|bootstrap| (None, bootstrap)),
-                Err(e) => Err(e),
+        let joining = match read_bootstrap_file(&dir).await {
+            Ok(file) => match config.role {
+                NodeRole::Voter => match voter_start(&raft, &config, bound, file.as_ref()).await {
+                    Ok(VoterStart::Voter) => {
+                        bootstrap_command(&dir, file.map(|f| f.records), pristine)
+                            .map(|bootstrap| (None, bootstrap))
+                    }
+                    Ok(VoterStart::Observer { contacts }) => config
+                        .controller_addr
+                        .clone()
+                        .or(bound.map(|b| b.to_string()))
+                        .ok_or_else(|| RaftError::InvalidConfig {
+                            reason:
+                                "a controller joining a dynamic quorum needs a controller listener"
+                                    .into(),
+                        })
+                        .and_then(|addr| {
+                            bootstrap_command(&dir, file.map(|f| f.records), pristine)
+                                .map(|bootstrap| (Some((addr, contacts)), bootstrap))
+                        }),
+                    Err(e) => Err(e),
+                },
+                NodeRole::Learner => config
+                    .advertised_addr(bound)
+                    .map(|a| (Some((a, config.voters.clone())), None)),
             },
-            NodeRole::Learner => config.advertised_addr(bound).map(|a| (Some(a), None)),
+            Err(e) => Err(e),
         };
         let (advertised, bootstrap) = match joining {
             Ok(joined) => joined,
@@ -172,11 +214,16 @@ impl MetadataQuorum {
                 return Err(e);
             }
         };
+        // Where to find the leader before this node has a membership to look it up in.
+        let contacts = match &advertised {
+            Some((_, contacts)) if config.voters.is_empty() => contacts.clone(),
+            _ => config.voters.clone(),
+        };
+        let observer = advertised.is_some();
         let leader_gone_task = tokio::spawn(leader_gone::run(
             config.node_id,
             raft.clone(),
             leader_contact,
-            config.voters.clone(),
             lease,
         ));
         let metrics = raft.metrics();
@@ -184,21 +231,21 @@ impl MetadataQuorum {
             None => tokio::spawn(monitor::watch_leader(
                 config.node_id,
                 metrics,
-                config.voters.clone(),
+                contacts.clone(),
             )),
-            Some(advertised) => tokio::spawn(learner::run(
+            Some((advertised, voters)) => tokio::spawn(learner::run(
                 learner::Join {
                     node_id: config.node_id,
                     advertised,
-                    voters: config.voters.clone(),
+                    directory_id: config.directory_id.clone(),
+                    voters,
                     pool: pool.clone(),
                     joined: joined_tx,
                 },
                 metrics,
             )),
         };
-        let forwarder =
-            Forwarder::new(config.node_id, service, pool, config.voters, images.clone());
+        let forwarder = Forwarder::new(config.node_id, service, pool, contacts, images.clone());
         Ok(MetadataQuorum {
             node_id: config.node_id,
             role: config.role,
@@ -207,6 +254,9 @@ impl MetadataQuorum {
             liveness,
             forwarder,
             joined,
+            observer,
+            kafka_handler,
+            voter_change: tokio::sync::Mutex::new(()),
             server,
             tls: config.tls,
             bootstrap,
@@ -226,7 +276,7 @@ impl MetadataQuorum {
             source: Box::new(Fatal::Stopped),
         };
         let mut catch_up_to = 0;
-        if self.role == NodeRole::Learner {
+        if self.observer {
             let mut joined = self.joined.clone();
             catch_up_to = joined
                 .wait_for(Option::is_some)
@@ -279,7 +329,7 @@ impl MetadataQuorum {
 
     /// The metadata leader's raft metrics (its view of every voter's and observer's log
     /// position), asked of the leader once; `NotLeader` / `Unavailable` when none answers.
-    pub async fn leader_metrics(&self) -> Result<RaftMetrics<u64, BasicNode>, ProposeError> {
+    pub async fn leader_metrics(&self) -> Result<RaftMetrics<u64, QuorumNode>, ProposeError> {
         self.forwarder.leader_metrics().await
     }
 
@@ -328,7 +378,7 @@ impl MetadataQuorum {
 
     /// openraft's view: term, last log index, applied, per-node replication progress (on
     /// the leader), membership — what DescribeQuorum reports.
-    pub fn raft_metrics(&self) -> RaftMetrics<u64, BasicNode> {
+    pub fn raft_metrics(&self) -> RaftMetrics<u64, QuorumNode> {
         self.raft.metrics().borrow().clone()
     }
 
@@ -347,6 +397,44 @@ impl MetadataQuorum {
                 .collect()
         };
         crate::network::attach::hold(voters, broker_id, broker_epoch, self.tls.clone()).await;
+    }
+
+    /// KIP-853 AddRaftVoter on the leader: makes the observer `id` with `directory_id` a
+    /// voter (`voters.rs`); one change at a time.
+    pub async fn add_voter(
+        &self,
+        id: u64,
+        directory_id: &str,
+    ) -> Result<(), crate::voters::VoterChangeError> {
+        let _one = self.voter_change_slot()?;
+        crate::voters::add(&self.raft, self.node_id, id, directory_id).await
+    }
+
+    /// KIP-853 RemoveRaftVoter on the leader: voter `id` becomes an observer.
+    pub async fn remove_voter(
+        &self,
+        id: u64,
+        directory_id: Option<&str>,
+    ) -> Result<(), crate::voters::VoterChangeError> {
+        let _one = self.voter_change_slot()?;
+        crate::voters::remove(&self.raft, self.node_id, id, directory_id).await
+    }
+
+    fn voter_change_slot(
+        &self,
+    ) -> Result<tokio::sync::MutexGuard<'_, ()>, crate::voters::VoterChangeError> {
+        self.voter_change.try_lock().map_err(|_| {
+            crate::voters::VoterChangeError::TimedOut(
+                "Request timed out waiting for leader to handle previous voter change request"
+                    .into(),
+            )
+        })
+    }
+
+    /// Hands the Kafka requests that arrive on the controller listener to `handler` from now
+    /// on (the broker, once it serves; `network/sniff.rs`). Only the first call counts.
+    pub fn serve_kafka_on_controller_listener(&self, handler: KafkaHandler) {
+        let _ = self.kafka_handler.set(handler);
     }
 
     /// The voters of the current membership.
@@ -431,25 +519,31 @@ fn storage_error(context: &'static str) -> impl FnOnce(openraft::StorageError<u6
     }
 }
 
+/// The bootstrap file of this node's metadata directory (`brook format`), if any.
+async fn read_bootstrap_file(
+    dir: &std::path::Path,
+) -> Result<Option<crate::bootstrap::Bootstrap>, RaftError> {
+    let read_dir = dir.to_path_buf();
+    let read = tokio::task::spawn_blocking(move || crate::bootstrap::read_bootstrap(&read_dir))
+        .await
+        .map_err(|e| std::io::Error::other(e.to_string()))
+        .and_then(|read| read);
+    read.map_err(|source| RaftError::Bootstrap {
+        path: dir.join(crate::bootstrap::FILE),
+        source,
+    })
+}
+
 /// What this voter proposes as [`Command::Bootstrap`]: the records of its bootstrap file if
 /// its metadata was empty at start (`pristine`), as Kafka applies bootstrap metadata only to
 /// an empty metadata log; else nothing. A node never formatted proposes nothing either, so a
 /// cluster that does not use `brook format` never holds a `Bootstrap` entry (and can still
 /// be downgraded to a build without it).
-async fn bootstrap_command(
+fn bootstrap_command(
     dir: &std::path::Path,
+    records: Option<Vec<Command>>,
     pristine: bool,
 ) -> Result<Option<Command>, RaftError> {
-    let read_dir = dir.to_path_buf();
-    let read = tokio::task::spawn_blocking(move || crate::bootstrap::read(&read_dir))
-        .await
-        .map_err(|e| std::io::Error::other(e.to_string()))
-        .and_then(|read| read);
-    let path = dir.join(crate::bootstrap::FILE);
-    let records = read.map_err(|source| RaftError::Bootstrap {
-        path: path.clone(),
-        source,
-    })?;
     match records {
         Some(records) if pristine && !records.is_empty() => {
             tracing::info!(
@@ -460,12 +554,94 @@ async fn bootstrap_command(
         }
         Some(records) if !records.is_empty() => {
             tracing::info!(
-                path = %path.display(),
+                path = %dir.join(crate::bootstrap::FILE).display(),
                 "bootstrap records ignored: this node's metadata log was initialised before"
             );
             Ok(None)
         }
         _ => Ok(None),
+    }
+}
+
+/// How a controller takes part at this start.
+enum VoterStart {
+    /// A voter (or a node whose membership already exists: openraft knows its part).
+    Voter,
+    /// A controller of a dynamic quorum that is not among its initial voters: it asks
+    /// `contacts` (placeholder ids) to follow the log as an observer, and waits to be added
+    /// with AddRaftVoter (KIP-853).
+    Observer { contacts: BTreeMap<u64, String> },
+}
+
+/// Decides a controller's part and initializes the voter set when it is one of the first
+/// voters: the static `controller.quorum.voters`; else the initial voters `brook format
+/// --standalone / --initial-controllers` wrote; else, with `controller.quorum.bootstrap.servers`
+/// naming other controllers, none (an observer); else this node alone.
+async fn voter_start(
+    raft: &Raft<TypeConfig>,
+    config: &QuorumConfig,
+    bound: Option<SocketAddr>,
+    file: Option<&crate::bootstrap::Bootstrap>,
+) -> Result<VoterStart, RaftError> {
+    let initialized = raft
+        .is_initialized()
+        .await
+        .map_err(|source| RaftError::Fatal {
+            context: "reading the initial state",
+            source: Box::new(source),
+        })?;
+    if initialized || !config.voters.is_empty() {
+        initialize(raft, config, bound, None).await?;
+        return Ok(VoterStart::Voter);
+    }
+    let contacts = || -> BTreeMap<u64, String> {
+        config
+            .bootstrap_servers
+            .iter()
+            .enumerate()
+            .map(|(i, server)| (u64::MAX - i as u64, server.clone()))
+            .collect()
+    };
+    match file.and_then(|f| f.voters.as_ref()) {
+        Some(voters) if voters.iter().any(|v| v.id == config.node_id) => {
+            let initial = voters
+                .iter()
+                .map(|v| {
+                    (
+                        v.id,
+                        QuorumNode {
+                            addr: v.addr(),
+                            directory_id: Some(v.directory_id.clone()),
+                        },
+                    )
+                })
+                .collect();
+            initialize(raft, config, bound, Some(initial)).await?;
+            Ok(VoterStart::Voter)
+        }
+        Some(voters) => {
+            let mut contacts = contacts();
+            if contacts.is_empty() {
+                contacts = voters.iter().map(|v| (v.id, v.addr())).collect();
+            }
+            Ok(VoterStart::Observer { contacts })
+        }
+        None => {
+            let own = config.controller_addr.as_deref();
+            let alone = match config.bootstrap_servers.as_slice() {
+                [] => true,
+                [only] => Some(only.as_str()) == own,
+                _ => false,
+            };
+            if alone {
+                initialize(raft, config, bound, None).await?;
+                Ok(VoterStart::Voter)
+            } else {
+                Ok(VoterStart::Observer {
+                    contacts: contacts(),
+                })
+            }
+        }
     }
 }
 
@@ -475,6 +651,7 @@ async fn initialize(
     raft: &Raft<TypeConfig>,
     config: &QuorumConfig,
     bound: Option<SocketAddr>,
+    formatted: Option<BTreeMap<u64, QuorumNode>>,
 ) -> Result<(), RaftError> {
     let initialized = raft
         .is_initialized()
@@ -486,14 +663,22 @@ async fn initialize(
     if initialized {
         return Ok(());
     }
-    let voters: BTreeMap<u64, BasicNode> = if config.voters.is_empty() {
+    let voters: BTreeMap<u64, QuorumNode> = if let Some(formatted) = formatted {
+        formatted
+    } else if config.voters.is_empty() {
         let addr = bound.map(|a| a.to_string()).unwrap_or_default();
-        BTreeMap::from([(config.node_id, BasicNode { addr })])
+        BTreeMap::from([(
+            config.node_id,
+            QuorumNode {
+                addr,
+                directory_id: config.directory_id.clone(),
+            },
+        )])
     } else {
         config
             .voters
             .iter()
-            .map(|(&id, addr)| (id, BasicNode { addr: addr.clone() }))
+            .map(|(&id, addr)| (id, QuorumNode::new(addr.clone())))
             .collect()
     };
     tracing::info!(node_id = config.node_id, voters = ?voters.keys().collect::<Vec<_>>(), "initializing metadata quorum");

@@ -11,8 +11,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::QuorumNode;
 use openraft::error::{ClientWriteError, Fatal, ForwardToLeader};
-use openraft::{BasicNode, ChangeMembers, Raft, RaftMetrics};
+use openraft::{ChangeMembers, Raft, RaftMetrics};
 use tokio::sync::watch;
 
 use crate::command::Command;
@@ -25,7 +26,7 @@ use crate::TypeConfig;
 /// How long the leader works on one request before answering `Unavailable`.
 pub(crate) const LEADER_CALL_TIMEOUT: Duration = Duration::from_secs(10);
 
-type WriteError = openraft::error::RaftError<u64, ClientWriteError<u64, BasicNode>>;
+type WriteError = openraft::error::RaftError<u64, ClientWriteError<u64, QuorumNode>>;
 
 pub(crate) struct PeerService {
     node_id: u64,
@@ -65,7 +66,7 @@ impl PeerService {
         &self.raft
     }
 
-    pub(crate) fn metrics(&self) -> RaftMetrics<u64, BasicNode> {
+    pub(crate) fn metrics(&self) -> RaftMetrics<u64, QuorumNode> {
         self.raft.metrics().borrow().clone()
     }
 
@@ -118,7 +119,7 @@ impl PeerService {
 
     /// Makes `node_id` a learner reachable at `addr` (idempotent). The reply is the index
     /// the learner must apply to have caught up with the log as of its joining.
-    pub(crate) async fn add_learner(&self, node_id: u64, addr: String) -> LeaderReply<u64> {
+    pub(crate) async fn add_learner(&self, node_id: u64, node: QuorumNode) -> LeaderReply<u64> {
         if !self.is_leader() {
             return self.not_leader();
         }
@@ -129,7 +130,6 @@ impl PeerService {
                 reason: format!("node {node_id} is a voter, it cannot join as a learner"),
             };
         }
-        let node = BasicNode { addr };
         let write = match membership.get_node(&node_id) {
             // A restarted learner: nothing to change, but it must still catch up to what is
             // committed now, which a linearizable read point gives.
@@ -186,7 +186,7 @@ impl PeerService {
     }
 
     /// The leader's raft metrics (its replication view of every member).
-    pub(crate) fn leader_metrics(&self) -> LeaderReply<Box<RaftMetrics<u64, BasicNode>>> {
+    pub(crate) fn leader_metrics(&self) -> LeaderReply<Box<RaftMetrics<u64, QuorumNode>>> {
         if !self.is_leader() {
             return self.not_leader();
         }
@@ -204,7 +204,7 @@ impl PeerService {
     }
 }
 
-fn forward_reply<T>(f: ForwardToLeader<u64, BasicNode>) -> LeaderReply<T> {
+fn forward_reply<T>(f: ForwardToLeader<u64, QuorumNode>) -> LeaderReply<T> {
     LeaderReply::NotLeader {
         leader_id: f.leader_id,
         leader_addr: f.leader_node.map(|n| n.addr),

@@ -20,8 +20,8 @@ use std::sync::{Arc, Mutex};
 
 use openraft::storage::{RaftStateMachine, Snapshot, SnapshotMeta};
 use openraft::{
-    AnyError, BasicNode, EntryPayload, LogId, OptionalSend, RaftSnapshotBuilder, StorageError,
-    StorageIOError, StoredMembership,
+    AnyError, EntryPayload, LogId, OptionalSend, RaftSnapshotBuilder, StorageError, StorageIOError,
+    StoredMembership,
 };
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
@@ -29,11 +29,12 @@ use tokio::sync::watch;
 use crate::apply::apply;
 use crate::command::ApplyResult;
 use crate::image::MetadataImage;
+use crate::QuorumNode;
 use crate::TypeConfig;
 
 type NodeId = u64;
 type Entry = openraft::Entry<TypeConfig>;
-type Meta = SnapshotMeta<NodeId, BasicNode>;
+type Meta = SnapshotMeta<NodeId, QuorumNode>;
 type StResult<T> = Result<T, StorageError<NodeId>>;
 
 const SNAPSHOT_FILE: &str = "snapshot.json";
@@ -121,7 +122,7 @@ pub(crate) fn decode_snapshot(data: &[u8]) -> StResult<SnapshotFile> {
 /// The state machine openraft drives; see the module docs.
 pub struct StateMachineStore {
     image: Arc<MetadataImage>,
-    membership: StoredMembership<NodeId, BasicNode>,
+    membership: StoredMembership<NodeId, QuorumNode>,
     snapshots: Arc<SnapshotStore>,
     publisher: watch::Sender<Arc<MetadataImage>>,
     snapshot_seq: u64,
@@ -183,7 +184,7 @@ impl StateMachineStore {
 /// Builds a snapshot from a frozen copy of the state (the `Arc` is immutable).
 pub struct SnapshotBuilder {
     image: Arc<MetadataImage>,
-    membership: StoredMembership<NodeId, BasicNode>,
+    membership: StoredMembership<NodeId, QuorumNode>,
     snapshots: Arc<SnapshotStore>,
     snapshot_id: String,
 }
@@ -223,7 +224,7 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
 
     async fn applied_state(
         &mut self,
-    ) -> StResult<(Option<LogId<NodeId>>, StoredMembership<NodeId, BasicNode>)> {
+    ) -> StResult<(Option<LogId<NodeId>>, StoredMembership<NodeId, QuorumNode>)> {
         Ok((self.image.applied, self.membership.clone()))
     }
 

@@ -6,6 +6,7 @@
 //! (`quorum_config`).
 
 pub mod attachment;
+pub mod controller_api;
 pub mod heartbeat;
 pub mod placement;
 pub mod quorum_config;

@@ -1,7 +1,9 @@
 //! The metadata quorum's settings from Kafka's keys: `node.id`, `process.roles`,
 //! `controller.quorum.voters` (the raft voters, reached on their controller listeners),
 //! the controller listener (where this voter serves raft peers),
-//! `controller.quorum.{election,fetch}.timeout.ms` and `broker.session.timeout.ms`.
+//! `controller.quorum.{election,fetch}.timeout.ms` and `broker.session.timeout.ms`; for a
+//! controller of a dynamic quorum (KIP-853: no voters, `controller.quorum.bootstrap.servers`)
+//! the bootstrap servers, its advertised controller endpoint and its directory id.
 
 use std::collections::BTreeMap;
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -41,8 +43,14 @@ pub fn build(config: &BrokerConfig) -> anyhow::Result<QuorumConfig> {
     let (role, listen) = match &mode.quorum {
         QuorumRole::Voter { listener } => {
             let listen = match listener {
-                // A quorum of one needs no peers: nothing to listen on.
-                Some(l) if !voters.is_empty() => Some(resolve(&l.bind_address())?),
+                // A quorum of one needs no peers: nothing to listen on, unless it is a
+                // dynamic quorum's (bootstrap servers), which Kafka's tools reach there.
+                Some(l)
+                    if !voters.is_empty()
+                        || !config.controller_quorum_bootstrap_servers.is_empty() =>
+                {
+                    Some(resolve(&l.bind_address())?)
+                }
                 _ => None,
             };
             (NodeRole::Voter, listen)
@@ -68,6 +76,19 @@ pub fn build(config: &BrokerConfig) -> anyhow::Result<QuorumConfig> {
             (NodeRole::Learner, Some(resolve(&join(&host, 0))?))
         }
     };
+    let controller_addr = match &mode.quorum {
+        QuorumRole::Voter { listener: Some(l) } => {
+            let advertised = l.advertised();
+            Some(join(&advertised.host, advertised.port))
+        }
+        _ => None,
+    };
+    let bootstrap_servers = match &mode.quorum {
+        QuorumRole::Voter { .. } if config.controller_quorum_voters.is_empty() => {
+            config.controller_quorum_bootstrap_servers.clone()
+        }
+        _ => Vec::new(),
+    };
     let learner_addr = match (&role, listen) {
         (NodeRole::Learner, Some(addr)) => Some(addr.to_string()),
         _ => None,
@@ -83,6 +104,16 @@ pub fn build(config: &BrokerConfig) -> anyhow::Result<QuorumConfig> {
         broker_session_timeout: Duration::from_millis(config.broker_session_timeout_ms),
         learner_addr,
         tls: super::quorum_tls::build(config)?,
+        bootstrap_servers,
+        // Written by `brook format` (or a previous start); read before the quorum starts, a
+        // few bytes once.
+        directory_id: crate::metadata::meta_properties::read_directory_id(
+            config
+                .log_dirs
+                .first()
+                .context("log.dirs names no directory")?,
+        ),
+        controller_addr,
     })
 }
 

@@ -4,7 +4,8 @@
 //! A contradiction stops the node with a message naming every key involved.
 //!
 //! Brook's one deviation: with no voters and no bootstrap servers, a combined node runs a
-//! quorum of one (so a bare `brook` needs no settings).
+//! quorum of one (so a bare `brook` needs no settings). A controller with bootstrap servers
+//! and no voters is part of a dynamic quorum (KIP-853, `brook format --standalone` etc.).
 
 use super::broker::{BrokerConfig, ProcessRole};
 use super::error::ConfigError;
@@ -126,18 +127,12 @@ pub fn mode(config: &BrokerConfig) -> Result<ClusterMode, ConfigError> {
     // A controller.
     if voters.is_empty() {
         let own = controller_listener(config);
-        let standalone = match bootstrap.as_slice() {
-            [] => true,
-            [only] => own.is_some_and(|l| {
-                only.rsplit_once(':')
-                    .is_some_and(|(_, port)| port == l.port.to_string())
-            }),
-            _ => false,
-        };
-        if !standalone {
+        // With bootstrap servers this is a controller of a dynamic quorum (KIP-853): its
+        // voters come from `brook format` or from AddRaftVoter, reached on its listener.
+        if !bootstrap.is_empty() && own.is_none() {
             return Err(contradiction(
-                &["controller.quorum.voters", "controller.quorum.bootstrap.servers"],
-                "Brook does not support dynamic controller quorums (KIP-853) yet: list every voter in controller.quorum.voters",
+                &["controller.quorum.bootstrap.servers", "controller.listener.names", "listeners"],
+                "a controller of a dynamic quorum needs a controller listener in listeners, named by controller.listener.names",
             ));
         }
         if !is_broker && own.is_none() {

@@ -18,16 +18,32 @@ use crate::metadata::features;
 
 pub fn handle(broker: &Broker, _req: &ApiVersionsRequest, _version: i16) -> ApiVersionsResponse {
     let image = broker.image();
+    let (supported_features, finalized) = feature_keys(&broker.config, &image);
+    // As Kafka 4.4: the KIP-848 APIs stay listed at group.version 0 (ConsumerGroupHeartbeat
+    // then answers UNSUPPORTED_VERSION); only the rebalance protocols config removes them.
+    ApiVersionsResponse::default()
+        .with_api_keys(supported(broker.config.group_consumer_protocol_enabled))
+        .with_supported_features(supported_features)
+        .with_finalized_features_epoch(features::epoch(&image))
+        .with_finalized_features(finalized)
+}
+
+/// Each reported feature's supported range and, when above 0, its finalized level: also
+/// what the controller listener's ApiVersions reports (`cluster/controller_api`).
+pub fn feature_keys(
+    config: &crate::config::BrokerConfig,
+    image: &brook_raft::MetadataImage,
+) -> (Vec<SupportedFeatureKey>, Vec<FinalizedFeatureKey>) {
     let mut supported_features = Vec::new();
     let mut finalized = Vec::new();
-    for (name, max) in features::SUPPORTED {
+    for (name, max) in features::REPORTED {
         supported_features.push(
             SupportedFeatureKey::default()
                 .with_name(StrBytes::from_static_str(name))
                 .with_min_version(0)
                 .with_max_version(max),
         );
-        let level = features::finalized(&broker.config, &image, name);
+        let level = features::finalized(config, image, name);
         if level > 0 {
             finalized.push(
                 FinalizedFeatureKey::default()
@@ -37,13 +53,7 @@ pub fn handle(broker: &Broker, _req: &ApiVersionsRequest, _version: i16) -> ApiV
             );
         }
     }
-    // As Kafka 4.4: the KIP-848 APIs stay listed at group.version 0 (ConsumerGroupHeartbeat
-    // then answers UNSUPPORTED_VERSION); only the rebalance protocols config removes them.
-    ApiVersionsResponse::default()
-        .with_api_keys(supported(broker.config.group_consumer_protocol_enabled))
-        .with_supported_features(supported_features)
-        .with_finalized_features_epoch(features::epoch(&image))
-        .with_finalized_features(finalized)
+    (supported_features, finalized)
 }
 
 fn is_consumer_group_api(api_key: ApiKey) -> bool {

@@ -56,12 +56,30 @@ pub async fn handle(
         Ok(leader_view) => leader_view,
         Err(_) => broker.quorum.raft_metrics(),
     };
+    let listener = broker
+        .config
+        .controller_listener_names
+        .first()
+        .map_or("CONTROLLER", String::as_str);
+    quorum_response(&m, version, listener)
+}
+
+/// The answer for the quorum as `m` (the leader's raft view, when it answered) shows it:
+/// also what the controller listener answers (`cluster/controller_api`). Voters and
+/// observers carry their directory ids (v2, KIP-853) where the membership has them;
+/// `nodes` lists each voter's controller endpoint under `listener`.
+pub fn quorum_response(
+    m: &brook_raft::RaftMetrics<u64, brook_raft::QuorumNode>,
+    version: i16,
+    listener: &str,
+) -> DescribeQuorumResponse {
     let now_ms = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64);
     let own_end = m.last_log_index.map_or(-1, |i| i as i64);
     let high_watermark = m.last_applied.map_or(-1, |l| l.index as i64);
     let is_leader = m.current_leader == Some(m.id);
+    let membership = m.membership_config.membership();
     let state = |id: u64| {
         let end = if id == m.id {
             Some(own_end)
@@ -80,13 +98,18 @@ pub async fn handle(
             Some(e) if e >= high_watermark && seen > 0 => now_ms,
             _ => -1,
         };
+        let directory = membership
+            .get_node(&id)
+            .and_then(|n| n.directory_id.as_deref())
+            .and_then(crate::cluster::controller_api::kafka_uuid)
+            .unwrap_or_default();
         ReplicaState::default()
             .with_replica_id(BrokerId(i32::try_from(id).unwrap_or(-1)))
+            .with_replica_directory_id(directory)
             .with_log_end_offset(end.unwrap_or(-1))
             .with_last_fetch_timestamp(seen)
             .with_last_caught_up_timestamp(caught_up)
     };
-    let membership = m.membership_config.membership();
     let voters: Vec<ReplicaState> = membership.voter_ids().map(state).collect();
     let observers: Vec<ReplicaState> = membership.learner_ids().map(state).collect();
     let partition = PartitionData::default()
@@ -113,7 +136,7 @@ pub async fn handle(
                     Node::default()
                         .with_node_id(BrokerId(i32::try_from(id).ok()?))
                         .with_listeners(vec![Listener::default()
-                            .with_name(StrBytes::from_static_str("CONTROLLER"))
+                            .with_name(StrBytes::from_string(listener.to_owned()))
                             .with_host(StrBytes::from_string(
                                 host.trim_matches(['[', ']']).to_string(),
                             ))

@@ -24,6 +24,18 @@ pub const TRANSACTION_VERSION: &str = "transaction.version";
 /// clients use when it is finalized.
 pub const SUPPORTED: [(&str, i16); 2] = [(GROUP_VERSION, 1), (TRANSACTION_VERSION, 2)];
 
+pub const KRAFT_VERSION: &str = "kraft.version";
+
+/// The features ApiVersions reports (Kafka's `kafka-features describe` lists them): the
+/// updatable ones and `kraft.version`, 1 for a quorum formatted dynamic (`brook format
+/// --standalone / --initial-controllers / --no-initial-controllers`, KIP-853), else 0. It is
+/// set by `brook format` only: UpdateFeatures refuses it as before.
+pub const REPORTED: [(&str, i16); 3] = [
+    (GROUP_VERSION, 1),
+    (KRAFT_VERSION, 1),
+    (TRANSACTION_VERSION, 2),
+];
+
 /// The highest level Brook supports for `name` (`None`: a feature Brook does not know).
 pub fn max_supported(name: &str) -> Option<i16> {
     SUPPORTED

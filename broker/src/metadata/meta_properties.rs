@@ -1,5 +1,8 @@
 //! `meta.properties` in the first log dir, as Kafka writes it: the cluster id and node
-//! id this data belongs to. A log dir formatted for another node is refused at start.
+//! id this data belongs to, and the directory id (a random UUID naming this copy of the
+//! data: KIP-853 tells a voter from the same node id with a wiped disk by it). A log dir
+//! formatted for another node is refused at start; a file written before directory ids
+//! gets one at the next start.
 
 use std::fs;
 use std::io::Write;
@@ -35,8 +38,28 @@ pub fn read_cluster_id(dir: &Path, node_id: i32) -> anyhow::Result<Option<String
     Ok(value("cluster.id"))
 }
 
+/// The directory id stored in `dir`'s `meta.properties`, if any.
+pub fn read_directory_id(dir: &Path) -> Option<String> {
+    let text = fs::read_to_string(dir.join(FILE)).ok()?;
+    text.lines()
+        .filter_map(|l| l.split_once('='))
+        .find(|(k, _)| k.trim() == "directory.id")
+        .map(|(_, v)| v.trim().to_string())
+}
+
 /// Reads the cluster id, or creates the file with a new one (or `wanted`).
 pub fn load_or_create(dir: &Path, node_id: i32, wanted: Option<String>) -> anyhow::Result<String> {
+    load_or_create_with(dir, node_id, wanted, None)
+}
+
+/// [`load_or_create`], with the directory id a new file gets (`brook format
+/// --initial-controllers` names it); `None`: a random one.
+pub fn load_or_create_with(
+    dir: &Path,
+    node_id: i32,
+    wanted: Option<String>,
+    directory_id: Option<String>,
+) -> anyhow::Result<String> {
     fs::create_dir_all(dir).with_context(|| format!("creating log dir {}", dir.display()))?;
     let path = dir.join(FILE);
     if let Ok(text) = fs::read_to_string(&path) {
@@ -63,22 +86,41 @@ pub fn load_or_create(dir: &Path, node_id: i32, wanted: Option<String>) -> anyho
                 );
             }
         }
+        if value("directory.id").is_none() {
+            write_file(dir, &cluster_id, node_id, &random_directory_id())?;
+        }
         return Ok(cluster_id);
     }
     let cluster_id = wanted.unwrap_or_else(|| uuid_to_kafka_string(Uuid::new_v4()));
+    let directory_id = directory_id.unwrap_or_else(random_directory_id);
+    write_file(dir, &cluster_id, node_id, &directory_id)?;
+    Ok(cluster_id)
+}
+
+fn random_directory_id() -> String {
+    uuid_to_kafka_string(Uuid::new_v4())
+}
+
+/// Replaces the file atomically: tmp, fsync, rename, fsync the directory.
+fn write_file(
+    dir: &Path,
+    cluster_id: &str,
+    node_id: i32,
+    directory_id: &str,
+) -> anyhow::Result<()> {
     let tmp = dir.join(format!("{FILE}.tmp"));
     {
         let mut file =
             fs::File::create(&tmp).with_context(|| format!("writing {}", tmp.display()))?;
         write!(
             file,
-            "#\nversion=1\ncluster.id={cluster_id}\nnode.id={node_id}\n"
+            "#\nversion=1\ncluster.id={cluster_id}\nnode.id={node_id}\ndirectory.id={directory_id}\n"
         )?;
         file.sync_all()?;
     }
-    fs::rename(&tmp, &path)?;
+    fs::rename(&tmp, dir.join(FILE))?;
     fs::File::open(dir)?.sync_all()?;
-    Ok(cluster_id)
+    Ok(())
 }
 
 /// Kafka prints UUIDs (cluster ids, topic ids) as URL-safe base64 without padding.
@@ -101,5 +143,21 @@ mod tests {
         let first = load_or_create(dir.path(), 1, None).expect("create");
         assert_eq!(load_or_create(dir.path(), 1, None).expect("reload"), first);
         assert!(load_or_create(dir.path(), 2, None).is_err());
+        let directory = read_directory_id(dir.path()).expect("directory id");
+        assert_eq!(directory.len(), 22);
+        load_or_create(dir.path(), 1, None).expect("reload");
+        assert_eq!(read_directory_id(dir.path()), Some(directory));
+    }
+
+    #[test]
+    fn a_file_without_a_directory_id_gets_one_and_keeps_its_cluster_id() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        fs::write(
+            dir.path().join(FILE),
+            "version=1\ncluster.id=abc\nnode.id=1\n",
+        )
+        .expect("write");
+        assert_eq!(load_or_create(dir.path(), 1, None).expect("load"), "abc");
+        assert!(read_directory_id(dir.path()).is_some());
     }
 }

@@ -16,6 +16,7 @@ use std::time::Duration;
 use super::conn::{connect, exchange, CallError};
 use super::tls::{PeerStream, PeerTls};
 use super::{RpcRequest, RpcResponse};
+use crate::QuorumNode;
 use crate::TypeConfig;
 use openraft::error::{
     InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Unreachable,
@@ -25,10 +26,10 @@ use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
     VoteRequest, VoteResponse,
 };
-use openraft::{AnyError, BasicNode};
+use openraft::AnyError;
 
 type NodeId = u64;
-type RpcResult<T, E> = Result<T, RPCError<NodeId, BasicNode, E>>;
+type RpcResult<T, E> = Result<T, RPCError<NodeId, QuorumNode, E>>;
 
 /// Creates [`PeerClient`]s; holds only the TLS settings, so cloning is cheap.
 #[derive(Debug, Clone, Default)]
@@ -39,7 +40,7 @@ pub struct NetworkFactory {
 impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
     type Network = PeerClient;
 
-    async fn new_client(&mut self, target: NodeId, node: &BasicNode) -> PeerClient {
+    async fn new_client(&mut self, target: NodeId, node: &QuorumNode) -> PeerClient {
         PeerClient {
             target,
             addr: node.addr.clone(),
@@ -81,7 +82,7 @@ impl PeerClient {
         exchange(conn, request).await
     }
 
-    fn map_err<E: Error>(&self, err: CallError) -> RPCError<NodeId, BasicNode, E> {
+    fn map_err<E: Error>(&self, err: CallError) -> RPCError<NodeId, QuorumNode, E> {
         match err {
             CallError::Connect(e) => {
                 tracing::debug!(target_node = self.target, addr = %self.addr, error = %e, "raft peer unreachable");
@@ -98,7 +99,7 @@ impl PeerClient {
         }
     }
 
-    fn unexpected<E: Error>(&self) -> RPCError<NodeId, BasicNode, E> {
+    fn unexpected<E: Error>(&self) -> RPCError<NodeId, QuorumNode, E> {
         RPCError::Network(NetworkError::new(&AnyError::error(format!(
             "raft peer {} answered with the wrong response type",
             self.target

@@ -17,14 +17,16 @@ mod client;
 mod conn;
 pub(crate) mod pool;
 mod server;
+pub mod sniff;
 mod tls;
 
+use crate::QuorumNode;
 use openraft::error::{InstallSnapshotError, RaftError};
 use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
     VoteRequest, VoteResponse,
 };
-use openraft::{BasicNode, RaftMetrics};
+use openraft::RaftMetrics;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -33,7 +35,7 @@ pub use client::{NetworkFactory, PeerClient};
 pub(crate) use server::serve;
 pub(crate) mod attach;
 pub use server::RaftServer;
-pub use tls::PeerTls;
+pub use tls::{PeerIo, PeerStream, PeerTls};
 
 use crate::command::{ApplyResult, Command};
 use crate::liveness::{Heartbeat, HeartbeatReply};
@@ -51,10 +53,13 @@ pub enum RpcRequest {
     InstallSnapshot(InstallSnapshotRequest<TypeConfig>),
     /// Replicate this command; sent by a non-leader to the leader.
     Propose(Command),
-    /// Add the sender as a learner (non-voting member) reachable at `addr`.
+    /// Add the sender as a learner (non-voting member) reachable at `addr`; a controller of
+    /// a dynamic quorum, joining as an observer, also sends its directory id (KIP-853).
     AddLearner {
         node_id: u64,
         addr: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        directory_id: Option<String>,
     },
     /// A broker's liveness heartbeat, forwarded to the leader (the controller).
     Heartbeat(Heartbeat),
@@ -79,7 +84,7 @@ pub enum RpcResponse {
     /// `Ok(index)`: the learner is a member; it is caught up once it has applied `index`.
     AddLearner(LeaderReply<u64>),
     Heartbeat(LeaderReply<HeartbeatReply>),
-    LeaderMetrics(LeaderReply<Box<RaftMetrics<u64, BasicNode>>>),
+    LeaderMetrics(LeaderReply<Box<RaftMetrics<u64, QuorumNode>>>),
     Attach,
 }
 
@@ -184,6 +189,7 @@ mod tests {
         let add = RpcRequest::AddLearner {
             node_id: 4,
             addr: "127.0.0.1:9093".into(),
+            directory_id: None,
         };
         assert_eq!(
             serde_json::to_string(&add).expect("serializable"),

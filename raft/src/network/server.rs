@@ -14,9 +14,11 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 use tokio::task::{JoinHandle, JoinSet};
 
+use super::sniff::{self, FirstFrame, KafkaHandlerSlot};
 use super::tls::{self, PeerStream, PeerTls};
 use super::{read_frame, write_frame, LeaderReply, RpcRequest, RpcResponse};
 use crate::service::{PeerService, LEADER_CALL_TIMEOUT};
+use crate::QuorumNode;
 
 /// Connections served at once: per peer, openraft's one per target plus the forwarding
 /// pool's (at most `pool::MAX_IN_FLIGHT`), for a handful of voters and learners.
@@ -57,17 +59,23 @@ pub(crate) fn serve(
     listener: TcpListener,
     service: Arc<PeerService>,
     tls: Option<PeerTls>,
+    kafka: KafkaHandlerSlot,
 ) -> std::io::Result<RaftServer> {
     let local_addr = listener.local_addr()?;
     tracing::info!(%local_addr, tls = tls.is_some(), "raft peer listener started");
-    let accept_task = tokio::spawn(accept_loop(listener, service, tls));
+    let accept_task = tokio::spawn(accept_loop(listener, service, tls, kafka));
     Ok(RaftServer {
         local_addr,
         accept_task,
     })
 }
 
-async fn accept_loop(listener: TcpListener, service: Arc<PeerService>, tls: Option<PeerTls>) {
+async fn accept_loop(
+    listener: TcpListener,
+    service: Arc<PeerService>,
+    tls: Option<PeerTls>,
+    kafka: KafkaHandlerSlot,
+) {
     let limit = Arc::new(Semaphore::new(MAX_PEER_CONNECTIONS));
     let mut connections = JoinSet::new();
     loop {
@@ -86,8 +94,9 @@ async fn accept_loop(listener: TcpListener, service: Arc<PeerService>, tls: Opti
         };
         let service = service.clone();
         let tls = tls.clone();
+        let kafka = kafka.clone();
         connections.spawn(async move {
-            serve_connection(stream, peer, service, tls).await;
+            serve_connection(stream, peer, service, tls, kafka).await;
             drop(permit);
         });
     }
@@ -98,12 +107,13 @@ async fn serve_connection(
     peer: SocketAddr,
     service: Arc<PeerService>,
     tls: Option<PeerTls>,
+    kafka: KafkaHandlerSlot,
 ) {
     if let Err(e) = tcp.set_nodelay(true) {
         tracing::debug!(%peer, error = %e, "set_nodelay failed");
     }
     let handshake = tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, tls::server(tls.as_ref(), tcp));
-    let mut stream = match handshake.await {
+    let stream = match handshake.await {
         Ok(Ok(stream)) => stream,
         // A reachability probe (`monitor.rs`) connects and closes without a handshake.
         Ok(Err(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
@@ -116,6 +126,26 @@ async fn serve_connection(
         }
         Err(_) => {
             tracing::warn!(%peer, "raft peer TLS handshake timed out");
+            return;
+        }
+    };
+    let mut stream = match sniff::sniff(stream).await {
+        Ok(Some((FirstFrame::Raft, stream))) => stream,
+        Ok(Some((FirstFrame::Kafka, stream))) => {
+            match kafka.get() {
+                Some(handler) => handler(stream, peer).await,
+                None => {
+                    tracing::debug!(%peer, "kafka request on the controller listener before the node serves them")
+                }
+            }
+            return;
+        }
+        Ok(None) => {
+            tracing::debug!(%peer, "raft peer closed before its first frame");
+            return;
+        }
+        Err(e) => {
+            tracing::debug!(%peer, error = %e, "raft peer connection closed");
             return;
         }
     };
@@ -209,9 +239,15 @@ async fn answer(service: &PeerService, request: RpcRequest) -> RpcResponse {
                     reason: fatal.to_string(),
                 }),
         ),
-        RpcRequest::AddLearner { node_id, addr } => {
-            RpcResponse::AddLearner(service.add_learner(node_id, addr).await)
-        }
+        RpcRequest::AddLearner {
+            node_id,
+            addr,
+            directory_id,
+        } => RpcResponse::AddLearner(
+            service
+                .add_learner(node_id, QuorumNode { addr, directory_id })
+                .await,
+        ),
         RpcRequest::Heartbeat(hb) => RpcResponse::Heartbeat(service.heartbeat(&hb)),
         RpcRequest::LeaderMetrics => RpcResponse::LeaderMetrics(service.leader_metrics()),
         // Handled by the connection loop, which owns the attachment.

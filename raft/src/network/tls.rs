@@ -29,9 +29,9 @@ impl fmt::Debug for PeerTls {
 }
 
 /// A plain or TLS stream between quorum members (`Sync`: openraft shares its network clients).
-pub(crate) trait PeerIo: AsyncRead + AsyncWrite + Unpin + Send + Sync {}
+pub trait PeerIo: AsyncRead + AsyncWrite + Unpin + Send + Sync {}
 impl<T: AsyncRead + AsyncWrite + Unpin + Send + Sync> PeerIo for T {}
-pub(crate) type PeerStream = Box<dyn PeerIo>;
+pub type PeerStream = Box<dyn PeerIo>;
 
 /// The client side: `tcp`, dialled at `addr` (`host:port`), wrapped in TLS when configured.
 pub(crate) async fn client(

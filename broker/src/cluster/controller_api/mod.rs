@@ -1,0 +1,193 @@
+//! The Kafka requests a controller answers on its controller listener, beside the raft peer
+//! RPC on the same port (`brook_raft::network::sniff` tells them apart by the first frame):
+//! what `kafka-metadata-quorum --bootstrap-controller` and `kafka-features
+//! --bootstrap-controller` send — ApiVersions (with the finalized features, so DescribeFeatures
+//! works), DescribeCluster (the controllers, KIP-919), DescribeQuorum, and KIP-853's
+//! AddRaftVoter / RemoveRaftVoter / UpdateRaftVoter. Any other API closes the connection, as a
+//! Kafka controller does for an API its listener does not expose.
+//!
+//! The listener's security is what it has today: TLS (mutual when configured) when it is
+//! mapped to SSL, else plain TCP; a SASL controller listener is refused at start. There is no
+//! authorizer on this listener yet (Kafka checks ALTER on the cluster for the voter changes):
+//! protect it with mTLS.
+//!
+//! Served for both a combined node (the `Broker`) and a controller-only one
+//! ([`ControllerOnly`]), through [`ControllerNode`]; the handler holds a `Weak` so a node
+//! that stops is not kept alive by its own listener.
+
+mod cluster;
+mod voters;
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Weak};
+
+use base64::Engine as _;
+use brook_protocol::kafka_protocol::messages::{RequestKind, ResponseKind};
+use brook_protocol::request::{decode_request, Decoded};
+use brook_protocol::response::encode_response;
+use brook_raft::network::sniff::KafkaHandler;
+use brook_raft::network::PeerStream;
+use brook_raft::MetadataQuorum;
+use bytes::Bytes;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::broker::Broker;
+use crate::config::BrokerConfig;
+
+/// The largest request read (the voter APIs are small; Kafka's limit is far larger).
+const MAX_REQUEST_BYTES: usize = 1024 * 1024;
+
+/// What the controller listener's requests need from the node.
+pub trait ControllerNode: Send + Sync + 'static {
+    fn quorum(&self) -> &MetadataQuorum;
+    fn config(&self) -> &BrokerConfig;
+}
+
+impl ControllerNode for Broker {
+    fn quorum(&self) -> &MetadataQuorum {
+        &self.quorum
+    }
+    fn config(&self) -> &BrokerConfig {
+        &self.config
+    }
+}
+
+/// A controller-only node (`process.roles=controller`): its quorum and configuration.
+pub struct ControllerOnly {
+    pub quorum: MetadataQuorum,
+    pub config: BrokerConfig,
+}
+
+impl ControllerNode for ControllerOnly {
+    fn quorum(&self) -> &MetadataQuorum {
+        &self.quorum
+    }
+    fn config(&self) -> &BrokerConfig {
+        &self.config
+    }
+}
+
+/// Starts answering Kafka requests on `node`'s controller listener.
+pub fn install<N: ControllerNode>(node: &Arc<N>) {
+    let weak: Weak<N> = Arc::downgrade(node);
+    let handler: KafkaHandler = Arc::new(move |stream, peer| {
+        let weak = weak.clone();
+        Box::pin(async move { serve(stream, peer, weak).await })
+    });
+    node.quorum().serve_kafka_on_controller_listener(handler);
+}
+
+/// A Kafka UUID from its base64 text (`meta.properties`' `directory.id`).
+pub fn kafka_uuid(text: &str) -> Option<uuid::Uuid> {
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(text)
+        .ok()?;
+    uuid::Uuid::from_slice(&bytes).ok()
+}
+
+async fn serve<N: ControllerNode>(mut stream: PeerStream, peer: SocketAddr, node: Weak<N>) {
+    loop {
+        let mut len = [0u8; 4];
+        if stream.read_exact(&mut len).await.is_err() {
+            return;
+        }
+        let len = u32::from_be_bytes(len) as usize;
+        if len > MAX_REQUEST_BYTES {
+            tracing::debug!(%peer, len, "oversized request on the controller listener");
+            return;
+        }
+        let mut frame = vec![0u8; len];
+        if stream.read_exact(&mut frame).await.is_err() {
+            return;
+        }
+        let request = match decode_request(Bytes::from(frame)) {
+            Ok(Decoded::Request(request)) => request,
+            Ok(Decoded::UnsupportedVersion { api_key, header }) => {
+                // ApiVersions of a newer client is answered at v0 with the versions served.
+                if api_key != brook_protocol::kafka_protocol::messages::ApiKey::ApiVersions {
+                    return;
+                }
+                let body = cluster::unsupported_api_versions();
+                if write(&mut stream, api_key, 0, header.correlation_id, &body)
+                    .await
+                    .is_err()
+                {
+                    return;
+                }
+                continue;
+            }
+            Err(e) => {
+                tracing::debug!(%peer, error = %e, "bad request on the controller listener");
+                return;
+            }
+        };
+        let Some(node) = node.upgrade() else {
+            return;
+        };
+        let version = request.header.request_api_version;
+        let response = match request.body {
+            RequestKind::ApiVersions(_) => Some(ResponseKind::ApiVersions(cluster::api_versions(
+                node.as_ref(),
+            ))),
+            RequestKind::DescribeCluster(req) => Some(ResponseKind::DescribeCluster(
+                cluster::describe_cluster(node.as_ref(), &req).await,
+            )),
+            RequestKind::DescribeQuorum(_) => Some(ResponseKind::DescribeQuorum(
+                cluster::describe_quorum(node.as_ref(), version).await,
+            )),
+            RequestKind::AddRaftVoter(req) => Some(ResponseKind::AddRaftVoter(
+                voters::add(node.as_ref(), &req).await,
+            )),
+            RequestKind::RemoveRaftVoter(req) => Some(ResponseKind::RemoveRaftVoter(
+                voters::remove(node.as_ref(), &req).await,
+            )),
+            RequestKind::UpdateRaftVoter(req) => Some(ResponseKind::UpdateRaftVoter(
+                voters::update(node.as_ref(), &req),
+            )),
+            _ => None,
+        };
+        drop(node);
+        let Some(response) = response else {
+            tracing::debug!(%peer, api = ?request.api_key, "api not served on the controller listener");
+            return;
+        };
+        if write(
+            &mut stream,
+            request.api_key,
+            version,
+            request.header.correlation_id,
+            &response,
+        )
+        .await
+        .is_err()
+        {
+            return;
+        }
+    }
+}
+
+async fn write(
+    stream: &mut PeerStream,
+    api_key: brook_protocol::kafka_protocol::messages::ApiKey,
+    version: i16,
+    correlation_id: i32,
+    body: &ResponseKind,
+) -> std::io::Result<()> {
+    let frame = encode_response(api_key, version, correlation_id, body)
+        .map_err(|e| std::io::Error::other(e.to_string()))?;
+    stream.write_all(&frame).await?;
+    stream.flush().await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn directory_ids_read_as_kafka_uuids() {
+        let id = uuid::Uuid::new_v4();
+        let text = crate::metadata::meta_properties::uuid_to_kafka_string(id);
+        assert_eq!(kafka_uuid(&text), Some(id));
+        assert_eq!(kafka_uuid("xyz"), None);
+    }
+}

@@ -1,0 +1,222 @@
+//! Changing the voters of a dynamic quorum (KIP-853's AddRaftVoter / RemoveRaftVoter) on
+//! openraft's membership changes, which go through joint consensus, so the old and the new
+//! voter set overlap and no two leaders can be elected during the change.
+//!
+//! As Kafka's `AddVoterHandler` / `RemoveVoterHandler`: only the leader changes voters, one
+//! change at a time (another in progress, or an uncommitted joint configuration, answers
+//! "timed out"); a voter is added only once it follows the log as an observer (a raft
+//! learner added by its own `AddLearner`) with the directory id named, and is caught up; a
+//! removed voter stays a learner, an observer, as a removed Kafka controller keeps fetching.
+//! Membership lives in the raft log, so a change survives restarts.
+//!
+//! Thread-safety: the caller serializes changes (`MetadataQuorum` holds a lock); every wait
+//! is bounded.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use openraft::error::{ChangeMembershipError, ClientWriteError};
+use openraft::{ChangeMembers, Raft, RaftMetrics};
+
+use crate::{QuorumNode, TypeConfig};
+
+/// How long a new voter may take to catch up with the log before the request is refused.
+const CATCH_UP_WAIT: Duration = Duration::from_secs(5);
+/// How long the membership change may take to commit.
+const CHANGE_WAIT: Duration = Duration::from_secs(10);
+
+/// Why a voter change was refused; the broker maps each to Kafka's error code.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum VoterChangeError {
+    /// NOT_CONTROLLER: this node does not lead.
+    #[error("this controller is not the active controller")]
+    NotLeader,
+    /// REQUEST_TIMED_OUT, with Kafka's message.
+    #[error("{0}")]
+    TimedOut(String),
+    /// DUPLICATE_VOTER.
+    #[error("{0}")]
+    DuplicateVoter(String),
+    /// VOTER_NOT_FOUND.
+    #[error("{0}")]
+    VoterNotFound(String),
+    /// INVALID_REQUEST.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// Kafka's `ReplicaKey` text, as its messages print it.
+fn replica_key(id: u64, directory_id: Option<&str>) -> String {
+    match directory_id {
+        Some(dir) => format!("ReplicaKey(id={id}, directoryId=Optional[{dir}])"),
+        None => format!("ReplicaKey(id={id}, directoryId=Optional.empty)"),
+    }
+}
+
+fn voter_keys(m: &RaftMetrics<u64, QuorumNode>) -> String {
+    let membership = m.membership_config.membership();
+    let keys: Vec<String> = membership
+        .voter_ids()
+        .map(|id| {
+            let dir = membership
+                .get_node(&id)
+                .and_then(|n| n.directory_id.as_deref());
+            replica_key(id, dir)
+        })
+        .collect();
+    format!("[{}]", keys.join(", "))
+}
+
+fn check_leader_and_settled(
+    raft: &Raft<TypeConfig>,
+    node_id: u64,
+) -> Result<RaftMetrics<u64, QuorumNode>, VoterChangeError> {
+    let m = raft.metrics().borrow().clone();
+    if m.current_leader != Some(node_id) {
+        return Err(VoterChangeError::NotLeader);
+    }
+    // A joint configuration, or a membership entry past the commit point, is a change still
+    // in flight (Kafka: an uncommitted VotersRecord).
+    let committed = m.last_applied.map_or(0, |l| l.index);
+    let at = m.membership_config.log_id().map_or(0, |l| l.index);
+    if m.membership_config.membership().get_joint_config().len() > 1 || at > committed {
+        return Err(VoterChangeError::TimedOut(format!(
+            "Request timed out waiting for voters to commit the latest voter change at Optional[{at}] with HWM {committed}"
+        )));
+    }
+    Ok(m)
+}
+
+/// Makes the observer `id` (a learner with `directory_id`) a voter.
+pub(crate) async fn add(
+    raft: &Raft<TypeConfig>,
+    node_id: u64,
+    id: u64,
+    directory_id: &str,
+) -> Result<(), VoterChangeError> {
+    let key = replica_key(id, Some(directory_id));
+    let m = check_leader_and_settled(raft, node_id)?;
+    let membership = m.membership_config.membership();
+    if membership.voter_ids().any(|v| v == id) {
+        return Err(VoterChangeError::DuplicateVoter(format!(
+            "The voter id for {key} is already part of the set of voters {}.",
+            voter_keys(&m)
+        )));
+    }
+    let lagging = || {
+        VoterChangeError::TimedOut(format!(
+            "Aborted add voter operation for {key} since it is lagging behind"
+        ))
+    };
+    // Kafka adds only a replica it sees fetching with this directory id: here, a learner
+    // that joined with it.
+    match membership.get_node(&id) {
+        Some(node) if node.directory_id.as_deref() == Some(directory_id) => {}
+        _ => return Err(lagging()),
+    }
+    let target = m.last_applied.map_or(0, |l| l.index);
+    let caught_up = raft
+        .wait(Some(CATCH_UP_WAIT))
+        .metrics(
+            |m| {
+                m.replication
+                    .as_ref()
+                    .and_then(|r| r.get(&id))
+                    .and_then(|matched| *matched)
+                    .is_some_and(|l| l.index >= target)
+            },
+            "new voter caught up",
+        )
+        .await;
+    if caught_up.is_err() {
+        return Err(lagging());
+    }
+    change(
+        raft,
+        ChangeMembers::AddVoterIds(BTreeSet::from([id])),
+        format!(
+            "Unable to add {key} to the set of voters {}",
+            voter_keys(&m)
+        ),
+    )
+    .await?;
+    tracing::info!(voter = id, directory_id, "controller added to the voters");
+    Ok(())
+}
+
+/// Removes voter `id` (with `directory_id`) from the voters; it stays an observer.
+pub(crate) async fn remove(
+    raft: &Raft<TypeConfig>,
+    node_id: u64,
+    id: u64,
+    directory_id: Option<&str>,
+) -> Result<(), VoterChangeError> {
+    let key = replica_key(id, directory_id);
+    let m = check_leader_and_settled(raft, node_id)?;
+    let membership = m.membership_config.membership();
+    let known = membership.voter_ids().any(|v| v == id)
+        && membership
+            .get_node(&id)
+            .is_some_and(|n| n.directory_id.as_deref() == directory_id);
+    if !known {
+        return Err(VoterChangeError::VoterNotFound(format!(
+            "Cannot remove voter {key} from the set of voters {}",
+            voter_keys(&m)
+        )));
+    }
+    if membership.voter_ids().count() == 1 {
+        return Err(VoterChangeError::Invalid(format!(
+            "Cannot remove voter {key} from the set of voters {}: it is the only voter",
+            voter_keys(&m)
+        )));
+    }
+    change(
+        raft,
+        ChangeMembers::RemoveVoters(BTreeSet::from([id])),
+        format!(
+            "Unable to remove {key} from the set of voters {}",
+            voter_keys(&m)
+        ),
+    )
+    .await?;
+    tracing::info!(voter = id, "controller removed from the voters");
+    Ok(())
+}
+
+async fn change(
+    raft: &Raft<TypeConfig>,
+    members: ChangeMembers<u64, QuorumNode>,
+    unable: String,
+) -> Result<(), VoterChangeError> {
+    // `retain`: a removed voter stays a learner (an observer).
+    match tokio::time::timeout(CHANGE_WAIT, raft.change_membership(members, true)).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(openraft::error::RaftError::APIError(ClientWriteError::ForwardToLeader(_)))) => {
+            Err(VoterChangeError::NotLeader)
+        }
+        Ok(Err(openraft::error::RaftError::APIError(ClientWriteError::ChangeMembershipError(
+            ChangeMembershipError::InProgress(_),
+        )))) => Err(VoterChangeError::TimedOut(
+            "Request timed out waiting for leader to handle previous voter change request".into(),
+        )),
+        Ok(Err(e)) => Err(VoterChangeError::Invalid(format!("{unable}: {e}"))),
+        Err(_) => Err(VoterChangeError::TimedOut(unable)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replica_keys_print_as_kafkas() {
+        assert_eq!(
+            replica_key(4, Some("JEXY6aqzQY-32P5TStzaFg")),
+            "ReplicaKey(id=4, directoryId=Optional[JEXY6aqzQY-32P5TStzaFg])"
+        );
+        assert_eq!(
+            replica_key(1, None),
+            "ReplicaKey(id=1, directoryId=Optional.empty)"
+        );
+    }
+}

@@ -29,6 +29,10 @@ CLUSTER_ACTION), the harness's login and the application's user.
   franz-go, kafka-python, kafkajs) produces to an RF=3 topic with acks=all and reads its records
   back (keys, values, offsets).
 - The controller listener answers neither plaintext nor a TLS client without a certificate.
+- Kafka's quorum tool on the controller listener (`kafka-metadata-quorum --bootstrap-controller`)
+  is authorized as Kafka's controller authorizes it: with the nodes' certificate (a super user)
+  `describe --status` answers; with a client certificate whose principal has no ACL,
+  `describe --status` and `remove-controller` are refused with ClusterAuthorizationException.
 - A broker restarted with a wrong inter-broker password never rejoins the ISR: its peers refuse
   its login. Brook counts the refusal (`brook_inter_broker_connections_total{result=
   "authentication_failed"}`) and logs "inter-broker authentication failed"; Kafka's follower
@@ -43,7 +47,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import client_config, drivers, paths, security
+from harness import client_config, drivers, kafka_cli, paths, security
 from harness.cluster import Cluster
 from harness.security import INTERNAL_JAAS, client_bootstrap, internal_jaas
 
@@ -209,6 +213,38 @@ def test_the_controller_listener_answers_neither_plaintext_nor_a_tls_client_with
         except ssl.SSLError:
             got = b""
     assert b"Attach" not in got, got
+
+
+QUORUM_TOOL = "org.apache.kafka.tools.MetadataQuorumCommand"
+
+
+def quorum_tool_as(cluster, certs, tmp_path, keystore: str, *args):
+    """`kafka-metadata-quorum --bootstrap-controller` to node 1's controller listener over mutual
+    TLS with the PEM key store `keystore` of `certs`; (exit code, output)."""
+    props = tmp_path / f"{keystore}.properties"
+    props.write_text("\n".join([
+        "security.protocol=SSL",
+        "ssl.truststore.type=PEM", f"ssl.truststore.location={certs / 'ca.pem'}",
+        "ssl.keystore.type=PEM", f"ssl.keystore.location={certs / keystore}",
+        "ssl.endpoint.identification.algorithm=",
+    ]) + "\n")
+    controller = f"127.0.0.1:{cluster.node(1).controller_port}"
+    proc = kafka_cli.run(QUORUM_TOOL, "--bootstrap-controller", controller, "--command-config", props, *args,
+                         timeout=90, check=False)
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def test_the_quorum_tool_on_the_controller_listener_is_authorized_as_kafka_authorizes_it(cluster, certs, tmp_path):
+    code, out = quorum_tool_as(cluster, certs, tmp_path, "broker-keystore.pem", "describe", "--status")
+    assert code == 0 and "LeaderId:" in out and "CurrentVoters:" in out, out
+    code, out = quorum_tool_as(cluster, certs, tmp_path, "client-keystore.pem", "describe", "--status")
+    assert code != 0 and "ClusterAuthorizationException" in out, out
+    code, out = quorum_tool_as(cluster, certs, tmp_path, "client-keystore.pem", "remove-controller",
+                               "--controller-id", "3", "--controller-directory-id=AAAAAAAAAAAAAAAAAAAAAA")
+    assert code != 0 and "ClusterAuthorizationException" in out, out
+    # Nothing changed: the three voters are still there.
+    code, out = quorum_tool_as(cluster, certs, tmp_path, "broker-keystore.pem", "describe", "--status")
+    assert code == 0 and all(f'"id": {i}' in out for i in (1, 2, 3)), out
 
 
 def test_a_broker_with_a_wrong_inter_broker_password_never_rejoins_the_isr(cluster, replicated):

@@ -346,8 +346,9 @@ async fn run(
 async fn run_controller_only(config: BrokerConfig) -> anyhow::Result<()> {
     let quorum_config = brook::cluster::quorum_config::build(&config)?;
     let quorum = brook_raft::MetadataQuorum::start(quorum_config).await?;
-    let node =
-        std::sync::Arc::new(brook::cluster::controller_api::ControllerOnly { quorum, config });
+    let node = std::sync::Arc::new(brook::cluster::controller_api::ControllerOnly::new(
+        quorum, config,
+    ));
     // Served from the start: an observer waiting to be added answers DescribeQuorum too.
     brook::cluster::controller_api::install(&node);
     let ready = tokio::select! {

@@ -99,6 +99,12 @@ pub struct CoordinatorRuntime {
     node_id: i32,
     on_new_epoch: OnNewEpoch,
     loads: Mutex<HashMap<i32, Load>>,
+    /// Whether `follow` has seen the topic yet: the first time, the partitions this broker
+    /// does not lead are unloaded too, since a coordinator may start with state of every
+    /// partition (the group coordinator reads its whole store at start), and a copy kept
+    /// for a partition led elsewhere would go stale and be served if the leadership comes
+    /// back here (loads keep what is in memory).
+    followed_once: std::sync::atomic::AtomicBool,
 }
 
 impl CoordinatorRuntime {
@@ -108,6 +114,7 @@ impl CoordinatorRuntime {
             node_id,
             on_new_epoch,
             loads: Mutex::new(HashMap::new()),
+            followed_once: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -161,6 +168,13 @@ impl CoordinatorRuntime {
             }
             Some(_) => true,
         });
+        if !self
+            .followed_once
+            .swap(true, std::sync::atomic::Ordering::AcqRel)
+        {
+            out.unloaded
+                .extend((0..count).filter(|p| !led.contains_key(p)));
+        }
         if !out.unloaded.is_empty() && count > 0 {
             shards.unload(&out.unloaded, count);
         }

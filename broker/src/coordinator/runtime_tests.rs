@@ -148,3 +148,18 @@ async fn a_load_overtaken_by_a_leadership_change_is_dropped_and_a_new_epoch_relo
     assert_eq!(ids(&txn), ["a"]);
     node.stop().await;
 }
+
+#[test]
+fn the_first_follow_unloads_what_a_coordinator_started_with_for_partitions_led_elsewhere() {
+    let txn = coordinator();
+    let runtime = txn.runtime();
+    let first = runtime.follow(&image(2, 5, &[1, 2], &[2]), &txn);
+    assert_eq!(
+        first.unloaded,
+        BTreeSet::from([0]),
+        "state read at start for a partition another broker leads must not be kept"
+    );
+    assert!(first.to_load.is_empty());
+    let again = runtime.follow(&image(2, 5, &[1, 2], &[2]), &txn);
+    assert!(again.unloaded.is_empty() && again.to_load.is_empty());
+}

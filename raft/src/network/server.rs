@@ -113,8 +113,8 @@ async fn serve_connection(
         tracing::debug!(%peer, error = %e, "set_nodelay failed");
     }
     let handshake = tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, tls::server(tls.as_ref(), tcp));
-    let stream = match handshake.await {
-        Ok(Ok(stream)) => stream,
+    let (stream, client_cert) = match handshake.await {
+        Ok(Ok(accepted)) => accepted,
         // A reachability probe (`monitor.rs`) connects and closes without a handshake.
         Ok(Err(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
             tracing::debug!(%peer, "raft peer closed before the TLS handshake");
@@ -133,7 +133,7 @@ async fn serve_connection(
         Ok(Some((FirstFrame::Raft, stream))) => stream,
         Ok(Some((FirstFrame::Kafka, stream))) => {
             match kafka.get() {
-                Some(handler) => handler(stream, peer).await,
+                Some(handler) => handler(stream, peer, client_cert).await,
                 None => {
                     tracing::debug!(%peer, "kafka request on the controller listener before the node serves them")
                 }

@@ -26,9 +26,12 @@ use super::tls::PeerStream;
 pub const HEAD_LEN: usize = 5;
 
 /// Serves a Kafka connection on the controller listener; given the stream (its first
-/// [`HEAD_LEN`] bytes replayed) and the peer's address.
-pub type KafkaHandler =
-    Arc<dyn Fn(PeerStream, SocketAddr) -> Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync>;
+/// [`HEAD_LEN`] bytes replayed), the peer's address and its TLS client certificate (DER).
+pub type KafkaHandler = Arc<
+    dyn Fn(PeerStream, SocketAddr, Option<Vec<u8>>) -> Pin<Box<dyn Future<Output = ()> + Send>>
+        + Send
+        + Sync,
+>;
 
 /// Set once by the broker after it has started; until then Kafka connections are closed.
 pub type KafkaHandlerSlot = Arc<OnceLock<KafkaHandler>>;

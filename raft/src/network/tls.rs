@@ -49,11 +49,25 @@ pub(crate) async fn client(
     Ok(Box::new(tls.connector.connect(name, tcp).await?))
 }
 
-/// The server side: an accepted `tcp`, wrapped in TLS when configured.
-pub(crate) async fn server(tls: Option<&PeerTls>, tcp: TcpStream) -> std::io::Result<PeerStream> {
+/// The server side: an accepted `tcp`, wrapped in TLS when configured, with the client's
+/// certificate (DER) when it presented one (the Kafka requests served on the controller
+/// listener are authorized as its principal).
+pub(crate) async fn server(
+    tls: Option<&PeerTls>,
+    tcp: TcpStream,
+) -> std::io::Result<(PeerStream, Option<Vec<u8>>)> {
     match tls {
-        None => Ok(Box::new(tcp)),
-        Some(tls) => Ok(Box::new(tls.acceptor.accept(tcp).await?)),
+        None => Ok((Box::new(tcp), None)),
+        Some(tls) => {
+            let stream = tls.acceptor.accept(tcp).await?;
+            let cert = stream
+                .get_ref()
+                .1
+                .peer_certificates()
+                .and_then(|certs| certs.first())
+                .map(|cert| cert.as_ref().to_vec());
+            Ok((Box::new(stream), cert))
+        }
     }
 }
 

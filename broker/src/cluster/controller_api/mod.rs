@@ -7,14 +7,16 @@
 //! Kafka controller does for an API its listener does not expose.
 //!
 //! The listener's security is what it has today: TLS (mutual when configured) when it is
-//! mapped to SSL, else plain TCP; a SASL controller listener is refused at start. There is no
-//! authorizer on this listener yet (Kafka checks ALTER on the cluster for the voter changes):
-//! protect it with mTLS.
+//! mapped to SSL, else plain TCP; a SASL controller listener is refused at start. With an
+//! authorizer configured, requests are authorized as Kafka's controller authorizes them
+//! (`authorize`): the principal is the client certificate's, mapped by the listener's
+//! `ssl.principal.mapping.rules`, or ANONYMOUS without one.
 //!
 //! Served for both a combined node (the `Broker`) and a controller-only one
 //! ([`ControllerOnly`]), through [`ControllerNode`]; the handler holds a `Weak` so a node
 //! that stops is not kept alive by its own listener.
 
+mod authorize;
 mod cluster;
 mod voters;
 
@@ -31,8 +33,10 @@ use brook_raft::MetadataQuorum;
 use bytes::Bytes;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+use crate::auth::Authorizer;
 use crate::broker::Broker;
 use crate::config::BrokerConfig;
+use authorize::Caller;
 
 /// The largest request read (the voter APIs are small; Kafka's limit is far larger).
 const MAX_REQUEST_BYTES: usize = 1024 * 1024;
@@ -41,6 +45,7 @@ const MAX_REQUEST_BYTES: usize = 1024 * 1024;
 pub trait ControllerNode: Send + Sync + 'static {
     fn quorum(&self) -> &MetadataQuorum;
     fn config(&self) -> &BrokerConfig;
+    fn authorizer(&self) -> Option<&Authorizer>;
 }
 
 impl ControllerNode for Broker {
@@ -50,12 +55,28 @@ impl ControllerNode for Broker {
     fn config(&self) -> &BrokerConfig {
         &self.config
     }
+    fn authorizer(&self) -> Option<&Authorizer> {
+        self.authorizer.as_ref()
+    }
 }
 
-/// A controller-only node (`process.roles=controller`): its quorum and configuration.
+/// A controller-only node (`process.roles=controller`): its quorum, configuration and
+/// authorizer.
 pub struct ControllerOnly {
     pub quorum: MetadataQuorum,
     pub config: BrokerConfig,
+    pub authorizer: Option<Authorizer>,
+}
+
+impl ControllerOnly {
+    pub fn new(quorum: MetadataQuorum, config: BrokerConfig) -> Self {
+        let authorizer = config.authorizer.as_ref().map(Authorizer::new);
+        ControllerOnly {
+            quorum,
+            config,
+            authorizer,
+        }
+    }
 }
 
 impl ControllerNode for ControllerOnly {
@@ -65,14 +86,25 @@ impl ControllerNode for ControllerOnly {
     fn config(&self) -> &BrokerConfig {
         &self.config
     }
+    fn authorizer(&self) -> Option<&Authorizer> {
+        self.authorizer.as_ref()
+    }
 }
 
 /// Starts answering Kafka requests on `node`'s controller listener.
 pub fn install<N: ControllerNode>(node: &Arc<N>) {
     let weak: Weak<N> = Arc::downgrade(node);
-    let handler: KafkaHandler = Arc::new(move |stream, peer| {
+    let handler: KafkaHandler = Arc::new(move |stream, peer, client_cert| {
         let weak = weak.clone();
-        Box::pin(async move { serve(stream, peer, weak).await })
+        Box::pin(async move {
+            let Some(caller) = weak
+                .upgrade()
+                .and_then(|node| authorize::caller(node.config(), peer, client_cert.as_deref()))
+            else {
+                return;
+            };
+            serve(stream, peer, caller, weak).await
+        })
     });
     node.quorum().serve_kafka_on_controller_listener(handler);
 }
@@ -85,7 +117,12 @@ pub fn kafka_uuid(text: &str) -> Option<uuid::Uuid> {
     uuid::Uuid::from_slice(&bytes).ok()
 }
 
-async fn serve<N: ControllerNode>(mut stream: PeerStream, peer: SocketAddr, node: Weak<N>) {
+async fn serve<N: ControllerNode>(
+    mut stream: PeerStream,
+    peer: SocketAddr,
+    caller: Caller,
+    node: Weak<N>,
+) {
     loop {
         let mut len = [0u8; 4];
         if stream.read_exact(&mut len).await.is_err() {
@@ -125,6 +162,22 @@ async fn serve<N: ControllerNode>(mut stream: PeerStream, peer: SocketAddr, node
             return;
         };
         let version = request.header.request_api_version;
+        if let Some(refused) = authorize::refusal(node.as_ref(), &caller, &request.body) {
+            drop(node);
+            if write(
+                &mut stream,
+                request.api_key,
+                version,
+                request.header.correlation_id,
+                &refused,
+            )
+            .await
+            .is_err()
+            {
+                return;
+            }
+            continue;
+        }
         let response = match request.body {
             RequestKind::ApiVersions(_) => Some(ResponseKind::ApiVersions(cluster::api_versions(
                 node.as_ref(),

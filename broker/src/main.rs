@@ -49,8 +49,9 @@ struct FormatArgs {
     /// key=value, Kafka property names; beats the environment and the file.
     #[arg(long = "override", value_name = "KEY=VALUE")]
     overrides: Vec<String>,
-    /// The cluster id (default: the `cluster.id` setting).
-    #[arg(long, short = 't')]
+    /// The cluster id (default: the `cluster.id` setting). May start with '-': one random
+    /// id in 64 does (base64url), as `kafka-storage random-uuid` prints them.
+    #[arg(long, short = 't', allow_hyphen_values = true)]
     cluster_id: Option<String>,
     /// A SCRAM credential for the metadata log, e.g. 'SCRAM-SHA-512=[name=alice,password=alice-secret]'
     /// or 'SCRAM-SHA-512=[name=alice,iterations=8192,salt="N3E=",saltedpassword="YCE="]'.

@@ -25,7 +25,6 @@ started with `launch()` and waited for with `wait_ready()` separately, because a
 cluster cannot become ready before a quorum of its peers runs.
 """
 
-import base64
 import os
 import random
 import re
@@ -35,7 +34,6 @@ import struct
 import subprocess
 import time
 import urllib.request
-import uuid
 from pathlib import Path
 from typing import List, Optional
 
@@ -336,8 +334,9 @@ class Broker:
         """`brook format` with this node's settings, its cluster id and `add_scram`; a no-op
         (`--ignore-formatted`) once the node has run. The passwords stay out of the log."""
         if self.cluster_id is None:
-            self.cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
-        argv = self._argv() + ["format", "--cluster-id", self.cluster_id, "--ignore-formatted"]
+            from harness.cluster import kafka_uuid  # cluster.py imports this module
+            self.cluster_id = kafka_uuid()
+        argv = self._argv() + ["format", f"--cluster-id={self.cluster_id}", "--ignore-formatted"]
         for credential in self.add_scram:
             argv += ["--add-scram", credential]
         argv += self.format_args

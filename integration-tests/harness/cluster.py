@@ -34,8 +34,12 @@ QUORUM_TOOL = "org.apache.kafka.tools.MetadataQuorumCommand"
 
 
 def kafka_uuid() -> str:
-    """A random id in Kafka's Uuid text form (22 chars of URL-safe base64)."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+    """A random id in Kafka's Uuid text form (22 chars of URL-safe base64), never starting with
+    '-' (as Kafka's `Uuid.randomUuid` avoids it: command lines would read it as an option)."""
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        if not text.startswith("-"):
+            return text
 
 
 def wait_for(predicate: Callable[[], object], timeout: float, what="condition", interval: float = 0.1):

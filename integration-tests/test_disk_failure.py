@@ -50,6 +50,8 @@ class Ext4Disk:
         subprocess.run(["mkfs.ext4", "-q", self.device], check=True)
         self.mount_point.mkdir(parents=True, exist_ok=True)
         self.mount()
+        # Kafka refuses to start on a log dir holding a directory not named like a partition.
+        (self.mount_point / "lost+found").rmdir()
 
     def mount(self):
         subprocess.run(["mount", self.device, str(self.mount_point)], check=True)

@@ -24,10 +24,13 @@ import subprocess
 import uuid
 
 import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from harness import paths
 from harness.broker import Broker
-from test_disk_full import assert_every_acknowledged_record_reads_back, create_topic, produce_once
+from harness.members import poll_until
+from test_disk_full import KAFKA_STORAGE_ERROR, assert_every_acknowledged_record_reads_back, create_topic, produce_once
 
 # EXT4_IOC_SHUTDOWN = _IOR('X', 125, __u32); flag 0 syncs the filesystem, then fails all I/O.
 EXT4_IOC_SHUTDOWN = 0x8004587D
@@ -115,3 +118,73 @@ def test_a_broker_whose_only_log_dir_fails_halts_and_after_the_disk_is_back_ever
     b.start()
     assert_every_acknowledged_record_reads_back(b.bootstrap, topic, acked)
     assert produce_once(b.bootstrap, topic, b"disk back") == max(acked) + 1
+
+
+def create_topic_partitions(bootstrap: str, name: str, partitions: int) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def two_dir_broker(tmp_path_factory):
+    """A broker whose log.dirs are a plain directory (first: the metadata log's) and an ext4
+    disk that fails."""
+    root = tmp_path_factory.mktemp("disk-failure-jbod")
+    b = Broker(paths.target(), root / "node", {"auto.create.topics.enable": "false"})
+    disk = Ext4Disk(root / "disk.img", root / "second")
+    b.overrides["log.dirs"] = f"{b.log_dirs},{disk.mount_point}"
+    try:
+        b.start()
+        yield b, disk
+        b.stop()
+        assert not b.teardown_faults(), b.teardown_faults()
+    finally:
+        b.kill()
+        disk.remove()
+
+
+def produce_to(bootstrap: str, topic: str, partition: int, value: bytes):
+    """One acks=all record to `partition`, no retries: its offset, or the KafkaError."""
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "retries": 0, "enable.idempotence": False,
+                         "message.timeout.ms": 5000})
+    out = []
+    producer.produce(topic, value=value, partition=partition,
+                     on_delivery=lambda err, msg: out.append(err or msg.offset()))
+    producer.flush(10)
+    return out[0] if out else None
+
+
+def leader_of(bootstrap: str, topic: str, partition: int) -> int:
+    md = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=10)
+    return md.topics[topic].partitions[partition].leader
+
+
+def test_a_failed_log_dir_takes_only_its_partitions_offline_and_the_broker_serves_the_others(two_dir_broker):
+    b, disk = two_dir_broker
+    topic = f"t-jbod-{uuid.uuid4().hex[:8]}"
+    create_topic_partitions(b.bootstrap, topic, 4)
+    dirs = [b.log_dirs, disk.mount_point]
+    # Logs are created as the broker applies the new topic, after CreateTopics answers.
+    poll_until(lambda: all(any((d / f"{topic}-{p}").is_dir() for d in dirs) for p in range(4)), EXIT_DEADLINE_S,
+               lambda: "partition logs not created")
+    on_disk = [p for p in range(4) if (disk.mount_point / f"{topic}-{p}").is_dir()]
+    elsewhere = [p for p in range(4) if p not in on_disk]
+    assert on_disk and elsewhere, f"partitions in both dirs: {on_disk} on the failing disk"
+    bad, good = on_disk[0], elsewhere[0]
+    assert produce_to(b.bootstrap, topic, bad, b"before") == 0
+    assert produce_to(b.bootstrap, topic, good, b"before") == 0
+
+    disk.fail()
+    refused = produce_to(b.bootstrap, topic, bad, b"after the fault")
+    assert not isinstance(refused, int), f"acknowledged at {refused} on a failed disk"
+    if b.kind == "brook":
+        assert refused.code() == KAFKA_STORAGE_ERROR, refused
+    # Its partitions have no leader (one node: no other replica to elect), the broker serves on.
+    poll_until(lambda: all(leader_of(b.bootstrap, topic, p) == -1 for p in on_disk), EXIT_DEADLINE_S,
+               lambda: f"partitions on the failed dir still led: {on_disk}")
+    assert b.running
+    assert produce_to(b.bootstrap, topic, good, b"after the fault") == 1
+    assert all(leader_of(b.bootstrap, topic, p) >= 0 for p in elsewhere)
+    log = b.log_text()
+    assert str(disk.mount_point) in log and "Input/output error" in log
+    assert "hutdown broker" not in log

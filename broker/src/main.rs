@@ -281,6 +281,10 @@ async fn run(
         broker.clone(),
         shutdown.clone(),
     ));
+    tracker.spawn(brook::partition::log_dir_task::run(
+        broker.clone(),
+        shutdown.clone(),
+    ));
     tracker.spawn(brook::partition::retention_task::run(
         broker.clone(),
         shutdown.clone(),

@@ -314,7 +314,7 @@ impl PooledFile {
             return Ok(());
         }
         let synced = self.get().and_then(|file| {
-            file.sync_data()
+            crate::write_fault::sync_data(&file)
                 .map_err(io_err(sync_context(self.what), &self.path))
         });
         if synced.is_err() {

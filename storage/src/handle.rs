@@ -15,6 +15,10 @@
 //! kept within [log start, log end] by `set_high_watermark` and by every operation that
 //! moves those bounds (a truncation lowers it, DeleteRecords / retention raise it).
 //!
+//! A log directory that failed (`log_dir_failure`) fails every operation of its logs
+//! with `LogOffline` before the log is touched, and an operation's I/O error that fails
+//! the directory is reported to it here, the one door every log operation goes through.
+//!
 //! Cancellation: dropping a returned future does not cancel the blocking operation; an
 //! append that has started will complete and be published.
 
@@ -33,6 +37,7 @@ use crate::log::{
     AppendInfo, DueDeletions, FollowerAppend, Log, MinOneBatch, ReadPlan, ReadResult,
     RetentionOutcome, TimestampOffset,
 };
+use crate::log_dir_failure::LogDirFailures;
 use crate::producer_state::ActiveProducer;
 use crate::txn_index::{AbortedTxn, OngoingTxn};
 
@@ -62,6 +67,9 @@ struct Shared {
     topic: String,
     partition: i32,
     dir: PathBuf,
+    /// The log directory holding `dir`, and the broker's failed directories.
+    log_dir: PathBuf,
+    failures: Arc<LogDirFailures>,
     /// `None` once the log was deleted.
     log: Mutex<Option<Log>>,
     log_end_offset: AtomicI64,
@@ -169,7 +177,12 @@ pub struct LogHandle {
 impl LogHandle {
     /// A handle whose high watermark starts at the log end offset (a new log, or one
     /// whose owner sets it from a checkpoint next).
-    pub(crate) fn new(topic: &str, partition: i32, log: Log) -> Self {
+    pub(crate) fn new(
+        topic: &str,
+        partition: i32,
+        log: Log,
+        failures: Arc<LogDirFailures>,
+    ) -> Self {
         let (appends, _) = watch::channel(log.log_end_offset());
         let snapshot = Snapshot::of(&log);
         LogHandle {
@@ -177,6 +190,12 @@ impl LogHandle {
                 topic: topic.to_string(),
                 partition,
                 dir: log.dir().to_path_buf(),
+                log_dir: log
+                    .dir()
+                    .parent()
+                    .map(Path::to_path_buf)
+                    .unwrap_or_default(),
+                failures,
                 log_end_offset: AtomicI64::new(log.log_end_offset()),
                 log_start_offset: AtomicI64::new(log.log_start_offset()),
                 high_watermark: AtomicI64::new(snapshot.log_end_offset),
@@ -346,9 +365,12 @@ impl LogHandle {
     /// Runs `f` on this thread when the partition lock is free; `None` when it is taken or
     /// `f` declines (`Ok(None)`: nothing done), so the caller takes the blocking pool.
     fn try_inline<R>(&self, f: impl FnOnce(&mut Log) -> Result<Option<R>>) -> Option<Result<R>> {
+        if let Err(offline) = self.check_log_dir() {
+            return Some(Err(offline));
+        }
         let mut guard = self.shared.log.try_lock()?;
         let log = guard.as_mut()?;
-        let result = f(log).transpose()?;
+        let result = self.report(f(log)).transpose()?;
         // Published under the lock: publishes in log order, so the bounds (and the high
         // watermark clamped to them) never step back to an older operation's values.
         self.publish(Snapshot::of(log));
@@ -436,6 +458,7 @@ impl LogHandle {
     ) -> Result<PlannedRead> {
         // Inline only when the lock is free and the pool holds every file the read needs
         // open (reopening one is a syscall that may wait on the disk).
+        self.check_log_dir()?;
         let inline = self.shared.log.try_lock().and_then(|guard| {
             guard
                 .as_ref()
@@ -563,14 +586,44 @@ impl LogHandle {
     /// Runs `f` on the log from synchronous code (startup, shutdown, deletion); never
     /// call it on a runtime worker thread.
     pub fn with_log_blocking<R>(&self, f: impl FnOnce(&mut Log) -> Result<R>) -> Result<R> {
+        self.check_log_dir()?;
         let mut guard = self.shared.log.lock();
         let log = guard.as_mut().ok_or_else(|| StorageError::LogDeleted {
             dir: self.shared.dir.clone(),
         })?;
-        let result = f(log);
+        let result = self.report(f(log));
         self.publish(Snapshot::of(log)); // under the lock: see `try_append_inline`
         drop(guard);
         result
+    }
+
+    /// `LogOffline` if the log's directory has failed.
+    fn check_log_dir(&self) -> Result<()> {
+        match self.shared.failures.failure(&self.shared.log_dir) {
+            None => Ok(()),
+            Some(reason) => Err(StorageError::LogOffline {
+                topic: self.shared.topic.clone(),
+                partition: self.shared.partition,
+                reason: format!(
+                    "log directory {} failed: {reason}",
+                    self.shared.log_dir.display()
+                ),
+            }),
+        }
+    }
+
+    /// Hands an operation's error to the directory failure state (an I/O error other than
+    /// a full disk takes the directory offline), and returns the result unchanged.
+    fn report<R>(&self, result: Result<R>) -> Result<R> {
+        if let Err(e) = &result {
+            self.shared.failures.fail_on(&self.shared.log_dir, e);
+        }
+        result
+    }
+
+    /// Whether the log's directory has failed.
+    pub fn log_dir_failed(&self) -> bool {
+        self.shared.failures.failure(&self.shared.log_dir).is_some()
     }
 
     /// Takes the log out of the handle (for deletion or close); later calls fail with

@@ -19,6 +19,7 @@ pub mod fuzzing;
 pub mod handle;
 pub mod index;
 pub mod log;
+pub mod log_dir_failure;
 pub mod log_manager;
 #[cfg(feature = "rocksdb")]
 pub mod offsets;

@@ -15,7 +15,10 @@
 //! A log that cannot be opened (at start or when created) does not stop the broker: it
 //! is logged once and kept in an offline set until the next start (`LogOffline` to every
 //! later request; Kafka takes a failed log directory offline the same way), which the
-//! broker reports in Metadata. A new log costs no fsync: its directory entries are
+//! broker reports in Metadata. A log directory that fails while running (an I/O error
+//! other than a full disk from a write, an fsync or a checkpoint: `log_dir_failure`)
+//! takes all its logs offline the same way, gets no new logs, and is skipped by
+//! checkpoints. A new log costs no fsync: its directory entries are
 //! fsynced by its first flush (`Log::flush_to_end`).
 //! Methods are synchronous and do file I/O: call them at startup or from
 //! `spawn_blocking`. The map lock is held only for map operations and creation.
@@ -23,6 +26,7 @@
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use parking_lot::Mutex;
@@ -32,6 +36,7 @@ pub use crate::config::LogConfig;
 use crate::error::{io_err, Result, StorageError};
 use crate::handle::LogHandle;
 use crate::log::Log;
+use crate::log_dir_failure::LogDirFailures;
 use crate::recovery::sync_dir;
 
 /// A log and the recovery point to checkpoint for it.
@@ -79,6 +84,7 @@ fn open_threads(logs: usize) -> usize {
 fn open_all(
     found: Vec<Found>,
     config: &LogConfig,
+    failures: &Arc<LogDirFailures>,
 ) -> (
     BTreeMap<(String, i32), LogHandle>,
     BTreeMap<(String, i32), String>,
@@ -133,7 +139,7 @@ fn open_all(
         } else {
             tracing::debug!(topic = %topic, partition, log_end_offset = log.log_end_offset(), trusted_segments = stats.trusted_segments, "log loaded");
         }
-        let handle = LogHandle::new(topic, *partition, log);
+        let handle = LogHandle::new(topic, *partition, log, Arc::clone(failures));
         if let Some(hw) = f.high_watermark {
             handle.set_high_watermark(hw);
         }
@@ -153,6 +159,8 @@ pub struct LogManager {
     /// Whether `offline` has any entry: the Metadata path asks per partition and must not
     /// take a lock when, as nearly always, none failed.
     any_offline: std::sync::atomic::AtomicBool,
+    /// Which log directories failed while running.
+    failures: Arc<LogDirFailures>,
     /// Serialises checkpoint writers (they share one tmp file name per directory).
     checkpoint_lock: Mutex<()>,
 }
@@ -263,7 +271,8 @@ impl LogManager {
             }
         }
         let listed = started.elapsed();
-        let (logs, offline) = open_all(found, &default_config);
+        let failures = LogDirFailures::new(log_dirs);
+        let (logs, offline) = open_all(found, &default_config, &failures);
         let opened = started.elapsed();
         let manager = LogManager {
             log_dirs: log_dirs.to_vec(),
@@ -271,6 +280,7 @@ impl LogManager {
             logs: Mutex::new(logs),
             any_offline: (!offline.is_empty()).into(),
             offline: Mutex::new(offline),
+            failures,
             checkpoint_lock: Mutex::new(()),
         };
         // Drops entries of logs that no longer exist, so a re-created topic of the same
@@ -322,12 +332,14 @@ impl LogManager {
         for log_dir in &self.log_dirs {
             let offsets = offsets_in(log_dir, points.iter().map(|(h, point)| (h, *point)));
             // With no logs, absent and empty mean the same (nothing to recover).
-            checkpoint::write_named(
-                log_dir,
-                RECOVERY_POINT_FILE_NAME,
-                &offsets,
-                WhenEmpty::RemoveFile,
-            )?;
+            self.write_checkpoint(log_dir, |dir| {
+                checkpoint::write_named(
+                    dir,
+                    RECOVERY_POINT_FILE_NAME,
+                    &offsets,
+                    WhenEmpty::RemoveFile,
+                )
+            })?;
         }
         Ok(())
     }
@@ -340,12 +352,9 @@ impl LogManager {
         let handles = self.logs();
         for log_dir in &self.log_dirs {
             let offsets = offsets_in(log_dir, handles.iter().map(|h| (h, h.high_watermark())));
-            checkpoint::write_named(
-                log_dir,
-                REPLICATION_FILE_NAME,
-                &offsets,
-                WhenEmpty::WriteFile,
-            )?;
+            self.write_checkpoint(log_dir, |dir| {
+                checkpoint::write_named(dir, REPLICATION_FILE_NAME, &offsets, WhenEmpty::WriteFile)
+            })?;
         }
         Ok(())
     }
@@ -358,9 +367,31 @@ impl LogManager {
         for log_dir in &self.log_dirs {
             let started = handles.iter().filter(|h| h.log_start_offset() > 0);
             let offsets = offsets_in(log_dir, started.map(|h| (h, h.log_start_offset())));
-            checkpoint::write(log_dir, &offsets)?;
+            self.write_checkpoint(log_dir, |dir| checkpoint::write(dir, &offsets))?;
         }
         Ok(())
+    }
+
+    /// Runs one checkpoint write of `log_dir`, unless the directory failed. An I/O error
+    /// that fails the directory takes it offline and is not returned: the other
+    /// directories' checkpoints go on (Kafka: `LogDirFailureChannel.maybeAddOfflineLogDir`).
+    fn write_checkpoint(
+        &self,
+        log_dir: &Path,
+        write: impl FnOnce(&Path) -> Result<()>,
+    ) -> Result<()> {
+        if self.failures.failure(log_dir).is_some() {
+            return Ok(());
+        }
+        match write(log_dir) {
+            Err(e) if self.failures.fail_on(log_dir, &e) => Ok(()),
+            other => other,
+        }
+    }
+
+    /// The failure state of the log directories (which failed, a watch on new failures).
+    pub fn log_dir_failures(&self) -> &Arc<LogDirFailures> {
+        &self.failures
     }
 
     pub fn default_config(&self) -> &LogConfig {
@@ -374,24 +405,49 @@ impl LogManager {
             .cloned()
     }
 
-    /// Whether the partition's log failed to open (see the module docs). No lock while
-    /// no log failed.
+    /// Whether the partition's log failed to open or its directory failed (see the
+    /// module docs). No lock while nothing failed.
     pub fn is_offline(&self, topic: &str, partition: i32) -> bool {
-        self.offline_error(topic, partition).is_some()
+        self.in_failed_dir(topic, partition) || self.offline_error(topic, partition).is_some()
     }
 
-    /// The partitions whose log failed to open, with why.
+    /// The partitions whose log failed to open or whose directory failed, with why.
     pub fn offline_logs(&self) -> Vec<((String, i32), String)> {
-        if !self.any_offline.load(std::sync::atomic::Ordering::Acquire) {
+        if !self.failures.any_failed()
+            && !self.any_offline.load(std::sync::atomic::Ordering::Acquire)
+        {
             return Vec::new();
         }
-        self.offline
-            .lock()
+        let mut offline: Vec<_> = self
+            .logs()
             .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect()
+            .filter_map(|h| {
+                let reason = self.failures.failure(h.dir().parent()?)?;
+                Some(((h.topic().to_string(), h.partition()), reason.to_string()))
+            })
+            .collect();
+        if self.any_offline.load(std::sync::atomic::Ordering::Acquire) {
+            offline.extend(
+                self.offline
+                    .lock()
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.clone())),
+            );
+        }
+        offline
     }
 
+    /// Whether the partition's log is in a directory that failed. Takes the map lock
+    /// when some directory failed: never call it with the lock held.
+    fn in_failed_dir(&self, topic: &str, partition: i32) -> bool {
+        self.failures.any_failed()
+            && self
+                .get(topic, partition)
+                .is_some_and(|h| h.log_dir_failed())
+    }
+
+    /// The error of a partition whose log failed to open (not of a failed directory's:
+    /// its handle answers that). Called with the map lock held by `get_or_create`.
     fn offline_error(&self, topic: &str, partition: i32) -> Option<StorageError> {
         if !self.any_offline.load(std::sync::atomic::Ordering::Acquire) {
             return None;
@@ -431,7 +487,13 @@ impl LogManager {
         if let Some(offline) = self.offline_error(topic, partition) {
             return Err(offline);
         }
-        let log_dir = self.least_loaded_dir(&logs)?;
+        let Some(log_dir) = self.least_loaded_dir(&logs) else {
+            return Err(StorageError::LogOffline {
+                topic: topic.to_string(),
+                partition,
+                reason: "every log directory has failed".to_string(),
+            });
+        };
         let dir = log_dir.join(format!("{topic}-{partition}"));
         let log = match Log::open(&dir, config, now_ms()) {
             Ok(log) => log,
@@ -446,7 +508,7 @@ impl LogManager {
             }
         };
         tracing::info!(topic, partition, dir = %dir.display(), "log created");
-        let handle = LogHandle::new(topic, partition, log);
+        let handle = LogHandle::new(topic, partition, log, Arc::clone(&self.failures));
         logs.insert((topic.to_string(), partition), handle.clone());
         Ok(handle)
     }
@@ -529,14 +591,21 @@ impl LogManager {
         failures.into_iter().flatten().next().map_or(written, Err)
     }
 
-    /// The log directory holding the fewest partitions (Kafka's placement rule).
-    fn least_loaded_dir(&self, logs: &BTreeMap<(String, i32), LogHandle>) -> Result<PathBuf> {
+    /// The online log directory holding the fewest partitions (Kafka's placement rule);
+    /// `None` when every directory has failed.
+    fn least_loaded_dir(&self, logs: &BTreeMap<(String, i32), LogHandle>) -> Option<PathBuf> {
+        let online = |d: &&PathBuf| self.failures.failure(d).is_none();
         // One directory: no count (counting walks every log, which made creating N
         // partitions cost O(N^2)).
         if let [only] = self.log_dirs.as_slice() {
-            return Ok(only.clone());
+            return Some(only).filter(online).cloned();
         }
-        let mut counts: Vec<(usize, &PathBuf)> = self.log_dirs.iter().map(|d| (0, d)).collect();
+        let mut counts: Vec<(usize, &PathBuf)> = self
+            .log_dirs
+            .iter()
+            .filter(online)
+            .map(|d| (0, d))
+            .collect();
         for handle in logs.values() {
             let parent = handle.dir().parent();
             if let Some(c) = counts.iter_mut().find(|(_, d)| Some(d.as_path()) == parent) {
@@ -547,11 +616,6 @@ impl LogManager {
             .into_iter()
             .min_by_key(|(count, _)| *count)
             .map(|(_, d)| d.clone())
-            .ok_or_else(|| StorageError::Io {
-                context: "no log directory configured",
-                path: PathBuf::new(),
-                source: std::io::Error::from(std::io::ErrorKind::NotFound),
-            })
     }
 }
 

@@ -491,6 +491,11 @@ impl ReplicaManager {
         Ok(())
     }
 
+    /// Which log directories failed while running (watched by `log_dir_task`).
+    pub fn log_dir_failures(&self) -> Arc<brook_storage::log_dir_failure::LogDirFailures> {
+        Arc::clone(self.inner.logs.log_dir_failures())
+    }
+
     /// Every open log, for metrics and shutdown.
     pub fn logs(&self) -> Vec<LogHandle> {
         self.inner.logs.logs()

@@ -15,6 +15,7 @@ pub mod cleaner_task;
 pub mod compacted_keys;
 pub mod delayed;
 pub mod delta;
+pub mod log_dir_task;
 pub mod manager;
 pub mod read;
 pub mod replica;

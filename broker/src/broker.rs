@@ -232,6 +232,9 @@ impl Broker {
             self.connection_quotas.set_limits(&config.connection_limits);
             self.update_tls(&config, false);
             self.client_quotas.update(&image.client_quotas);
+            self.connection_quotas
+                .rates
+                .set_ip_quotas(&image.client_quotas);
             self.replicas.apply(image.clone(), &config).await;
             if !Arc::ptr_eq(&image, &last) {
                 self.apply_role_changes(&last, &image).await;

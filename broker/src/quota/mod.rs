@@ -290,7 +290,7 @@ impl ClientQuotas {
 }
 
 /// Milliseconds on a monotonic clock (the rate needs only differences).
-fn now_ms() -> u64 {
+pub(crate) fn now_ms() -> u64 {
     static START: OnceLock<Instant> = OnceLock::new();
     let start = *START.get_or_init(Instant::now);
     u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX)

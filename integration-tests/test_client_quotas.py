@@ -28,6 +28,9 @@ their defaults), on both targets, one broker per module.
   librdkafka sends) create every topic and answer with throttle_time_ms, which confluent-kafka's
   throttle_cb reports. The Java AdminClient retries a throttled topic after the throttle time
   while its timeout allows, then fails it with ThrottlingQuotaExceededException.
+- `request_percentage` (KIP-124): a ProducerPerformance client id under 0.001 % of a thread (100 us
+  of handling per 10 s window) sees produce-throttle-time-max > 0 and at most 1 s (Kafka bounds a
+  request-quota throttle at one window: measured 1000 ms on both targets), another client id 0.
 """
 
 import json

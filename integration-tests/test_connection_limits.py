@@ -6,7 +6,10 @@ update with `kafka-configs --entity-default`, `connections.max.idle.ms` (a silen
 closed, a busy one stays), `max.connections` (at the limit the broker stops accepting: the
 next connection is answered only once another closes), and the request memory pool
 (`queued.max.request.bytes`: while large requests hold all of it, the broker reads no further
-large request; a request handled gives its bytes back and the waiting one is read).
+large request; a request handled gives its bytes back and the waiting one is read), and the
+connection creation rates (KIP-612): an address past its `connection_creation_rate` (`kafka-configs
+--entity-type ips`) has its connections closed unserved while another address connects at the same
+speed, and past `max.connection.creation.rate` every connection is served, late.
 
 One broker for the per-address and idle tests (the broker's own connections come from
 127.0.0.1, which keeps Kafka's unlimited default), a second one for `max.connections`. Every

@@ -28,6 +28,9 @@ their defaults), on both targets, one broker per module.
   librdkafka sends) create every topic and answer with throttle_time_ms, which confluent-kafka's
   throttle_cb reports. The Java AdminClient retries a throttled topic after the throttle time
   while its timeout allows, then fails it with ThrottlingQuotaExceededException.
+- `request_percentage` (KIP-124): a ProducerPerformance client id under 0.001 % of a thread (100 us
+  of handling per 10 s window) sees produce-throttle-time-max > 0 and at most 1 s (Kafka bounds a
+  request-quota throttle at one window: measured 1000 ms on both targets), another client id 0.
 """
 
 import json
@@ -384,6 +387,31 @@ def test_consumer_perf_test_settles_under_its_client_quota(broker, quotas, perf_
     assert slow_mb_s <= 1.2 and slow_throttle > 0
     assert fast_throttle == 0 and fast_mb_s >= 2 * slow_mb_s
     assert_quota_metrics(broker, "fetch", "client-id=quota-slow-reader", 11.9 * MIB)
+
+
+def small_producer_perf(broker, topic, client):
+    """A short ProducerPerformance run (100 KB in a few requests): its produce-throttle-time-max."""
+    out = kafka_cli.run(PRODUCER_PERF, "--topic", topic, "--num-records", 100, "--record-size", 1000,
+                        "--throughput", -1, "--producer-props", f"bootstrap.servers={broker.bootstrap}",
+                        f"client.id={client}", "--print-metrics", timeout=120).stdout
+    sent = PRODUCER_SUMMARY.findall(out)[-1][0]
+    assert int(sent) == 100, out[-2000:]
+    return metric(out, "producer-metrics", "produce-throttle-time-max", client)
+
+
+def test_a_client_past_its_request_percentage_is_throttled_and_another_is_not(broker, quotas, perf_topic):
+    # 0.001 % of one thread over the 10 s window is 100 us of handling: a few requests' worth.
+    quotas({"client-id": "request-quota-slow"}, {"request_percentage": 0.001})
+    slow_throttle = small_producer_perf(broker, perf_topic, "request-quota-slow")
+    fast_throttle = small_producer_perf(broker, perf_topic, "request-quota-fast")
+    print(f"request_percentage: request-quota-slow throttle max {slow_throttle} ms, "
+          f"request-quota-fast {fast_throttle} ms")
+    # Kafka bounds a request-quota throttle at one quota window (1 s).
+    assert 0 < slow_throttle <= 1000
+    assert fast_throttle == 0
+    if paths.target() == "brook":
+        labels = {"quota": "request", "entity": "client-id=request-quota-slow"}
+        assert broker.metric("brook_quota_throttle_time_seconds_count", **labels) > 0
 
 
 def test_quotas_survive_a_broker_restart(broker, quotas):

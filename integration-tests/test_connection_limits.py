@@ -6,7 +6,10 @@ update with `kafka-configs --entity-default`, `connections.max.idle.ms` (a silen
 closed, a busy one stays), `max.connections` (at the limit the broker stops accepting: the
 next connection is answered only once another closes), and the request memory pool
 (`queued.max.request.bytes`: while large requests hold all of it, the broker reads no further
-large request; a request handled gives its bytes back and the waiting one is read).
+large request; a request handled gives its bytes back and the waiting one is read), and the
+connection creation rates (KIP-612): an address past its `connection_creation_rate` (`kafka-configs
+--entity-type ips`) has its connections closed unserved while another address connects at the same
+speed, and past `max.connection.creation.rate` every connection is served, late.
 
 One broker for the per-address and idle tests (the broker's own connections come from
 127.0.0.1, which keeps Kafka's unlimited default), a second one for `max.connections`. Every
@@ -266,3 +269,66 @@ def test_a_bad_limit_stops_the_node_naming_the_key(tmp_path, override, key):
     )
     assert result.returncode != 0
     assert key in result.stderr and override.split("=", 1)[1] in result.stderr, result.stderr[-2000:]
+
+
+# Connection creation rates (KIP-612), on the per-address broker. A new rate is measured over
+# Kafka's 10 s minimum window, so a rate of R lets about 10 × R connections through at once.
+RATED = "127.0.0.4"  # under the ips default connection_creation_rate
+UNRATED = "127.0.0.5"  # its own, high, connection_creation_rate
+
+
+def configs(broker, *args):
+    kafka_cli.run("org.apache.kafka.tools.ConfigCommand", "--bootstrap-server", broker.bootstrap, "--alter", *args)
+
+
+def served_and_closed(broker, source: str, correlation_id: int) -> bool:
+    s = served(broker, source, correlation_id)
+    if s is None:
+        return False
+    s.close()
+    return True
+
+
+def test_an_address_past_its_connection_creation_rate_is_refused_and_another_is_not(limited_broker):
+    configs(limited_broker, "--entity-type", "ips", "--entity-default", "--add-config", "connection_creation_rate=2")
+    configs(limited_broker, "--entity-type", "ips", "--entity-name", UNRATED, "--add-config", "connection_creation_rate=1000")
+    try:
+        outcomes = []
+        started = time.monotonic()
+        # Connections from one address at full speed: served until the rate is past 2/s.
+        while not outcomes or outcomes[-1]:
+            assert len(outcomes) < 60, "60 connections from one address within seconds, none refused"
+            outcomes.append(served_and_closed(limited_broker, RATED, 500 + len(outcomes)))
+        served_count = outcomes.count(True)
+        # 20 fit in the 10 s window; fewer if some of the burst fell before the quota applied.
+        assert 1 <= served_count <= 21, (served_count, time.monotonic() - started)
+        # A refused connection is held for the time the rate needs to come back under 2/s,
+        # then closed: connecting on for 3 s more gets about 2 a second served, no more.
+        later = []
+        until = time.monotonic() + 3
+        while time.monotonic() < until:
+            later.append(served_and_closed(limited_broker, RATED, 600 + len(later)))
+        assert 1 <= later.count(True) <= 9 and later.count(False) >= 1, later
+        # Another address is not affected, at the same speed.
+        assert all(served_and_closed(limited_broker, UNRATED, 700 + i) for i in range(30))
+    finally:
+        configs(limited_broker, "--entity-type", "ips", "--entity-default", "--delete-config", "connection_creation_rate")
+        configs(limited_broker, "--entity-type", "ips", "--entity-name", UNRATED, "--delete-config", "connection_creation_rate")
+    if paths.target() == "brook":
+        assert limited_broker.metric("brook_connections_closed_total", reason="connection_creation_rate") >= 2
+
+
+def test_past_max_connection_creation_rate_connections_are_served_late_not_refused(limited_broker):
+    configs(limited_broker, "--entity-type", "brokers", "--entity-default", "--add-config", "max.connection.creation.rate=5")
+    try:
+        started = time.monotonic()
+        # 70 connections: about 50 fit in the 10 s window at 5/s, each one past it waits.
+        results = [served_and_closed(limited_broker, "127.0.0.6", 800 + i) for i in range(70)]
+        elapsed = time.monotonic() - started
+        assert all(results), f"{results.count(False)} of 70 connections refused; a broker-wide rate only delays"
+        # (70 - 50) / 5 = 4 s at the least; Kafka also counts the connections made before.
+        assert elapsed >= 2.5, f"70 connections in {elapsed:.1f} s at max.connection.creation.rate=5"
+    finally:
+        configs(limited_broker, "--entity-type", "brokers", "--entity-default", "--delete-config", "max.connection.creation.rate")
+    if paths.target() == "brook":
+        assert limited_broker.metric("brook_connection_accept_throttle_seconds_count", listener="PLAINTEXT") >= 1

@@ -257,6 +257,9 @@ impl Broker {
             self.connection_quotas.set_limits(&config.connection_limits);
             self.update_tls(&config, false);
             self.client_quotas.update(&image.client_quotas);
+            self.connection_quotas
+                .rates
+                .set_ip_quotas(&image.client_quotas);
             self.replicas.apply(image.clone(), &config).await;
             // Group coordination follows the `__consumer_offsets` leadership (from the
             // first image on: the runtime diffs against the partitions it serves).

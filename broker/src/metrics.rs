@@ -180,6 +180,13 @@ pub fn record_connections_closed(reason: &'static str, n: u64) {
     counter!("brook_connections_closed_total", "reason" => reason).increment(n);
 }
 
+/// An accept held back by `max.connection.creation.rate` (Kafka's
+/// `connection-accept-throttle-time`), by listener (bounded by the configuration).
+pub fn record_accept_throttle(listener: &str, delay: std::time::Duration) {
+    histogram!("brook_connection_accept_throttle_seconds", "listener" => listener.to_owned())
+        .record(delay.as_secs_f64());
+}
+
 /// Counts a connection as active for as long as it lives.
 pub struct ConnectionGuard;
 

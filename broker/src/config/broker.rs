@@ -285,6 +285,7 @@ impl BrokerConfig {
             })
             .collect();
         process_roles.dedup();
+        let connection_limits = connection_limits(&g, &listeners)?;
         let mut config = BrokerConfig {
             node_id: g.int("node.id")?,
             process_roles,
@@ -327,13 +328,7 @@ impl BrokerConfig {
                 g.narrow("socket.request.max.bytes")?,
             )
             .map_err(|why| g.invalid("queued.max.request.bytes", why))?,
-            connection_limits: super::connections::ConnectionLimits::parse(
-                g.narrow("max.connections")?,
-                g.narrow("max.connections.per.ip")?,
-                g.text("max.connections.per.ip.overrides"),
-                g.narrow("connections.max.idle.ms")?,
-            )
-            .map_err(|(key, why)| g.invalid(key, why))?,
+            connection_limits,
             socket_send_buffer_bytes: g.socket_buffer("socket.send.buffer.bytes")?,
             socket_receive_buffer_bytes: g.socket_buffer("socket.receive.buffer.bytes")?,
             message_max_bytes: g.narrow("message.max.bytes")?,
@@ -429,6 +424,41 @@ impl Layers {
             .find_map(|layer| layer.get(name).map(String::as_str))
             .or_else(|| broker_key(name).and_then(|k| k.default))
     }
+}
+
+/// The socket limits, with `max.connection.creation.rate` broker-wide and per listener
+/// (`listener.name.<listener>.max.connection.creation.rate`, read at start).
+fn connection_limits(
+    g: &Getter<'_>,
+    listeners: &[Listener],
+) -> Result<super::connections::ConnectionLimits, ConfigError> {
+    use super::connections::{creation_rate, ConnectionLimits};
+    let mut limits = ConnectionLimits::parse(
+        g.narrow("max.connections")?,
+        g.narrow("max.connections.per.ip")?,
+        g.text("max.connections.per.ip.overrides"),
+        g.narrow("connections.max.idle.ms")?,
+    )
+    .map_err(|(key, why)| g.invalid(key, why))?;
+    limits.max_connection_creation_rate = creation_rate(g.narrow("max.connection.creation.rate")?);
+    for listener in listeners {
+        let key = format!(
+            "listener.name.{}.max.connection.creation.rate",
+            listener.name.to_ascii_lowercase()
+        );
+        let Some(text) = g.opt(&key) else { continue };
+        let rate: i64 = text
+            .parse()
+            .ok()
+            .filter(|r| *r >= 0)
+            .ok_or_else(|| ConfigError::invalid(&key, text, "Value must be at least 0"))?;
+        if let Some(rate) = creation_rate(rate) {
+            limits
+                .listener_creation_rates
+                .insert(listener.name.clone(), rate);
+        }
+    }
+    Ok(limits)
 }
 
 /// Typed reads of effective values; errors name the key and its value.

@@ -25,6 +25,11 @@ pub struct ConnectionLimits {
     pub per_ip_overrides: BTreeMap<IpAddr, usize>,
     /// `None` for a negative `connections.max.idle.ms` (never closed for idleness).
     pub max_idle: Option<Duration>,
+    /// `max.connection.creation.rate`: connections accepted per second over every client
+    /// listener; `None` for Kafka's unlimited default (`i32::MAX`).
+    pub max_connection_creation_rate: Option<u32>,
+    /// `listener.name.<listener>.max.connection.creation.rate`, by upper-case listener name.
+    pub listener_creation_rates: BTreeMap<String, u32>,
 }
 
 impl Default for ConnectionLimits {
@@ -34,6 +39,8 @@ impl Default for ConnectionLimits {
             per_ip: usize::MAX,
             per_ip_overrides: BTreeMap::new(),
             max_idle: Some(Duration::from_millis(600_000)),
+            max_connection_creation_rate: None,
+            listener_creation_rates: BTreeMap::new(),
         }
     }
 }
@@ -71,6 +78,8 @@ impl ConnectionLimits {
             per_ip: count(per_ip),
             per_ip_overrides: overrides,
             max_idle: u64::try_from(max_idle_ms).ok().map(Duration::from_millis),
+            max_connection_creation_rate: None,
+            listener_creation_rates: BTreeMap::new(),
         })
     }
 
@@ -81,6 +90,15 @@ impl ConnectionLimits {
             .get(&ip)
             .copied()
             .unwrap_or(self.per_ip)
+    }
+}
+
+/// A `max.connection.creation.rate` value: `None` for Kafka's unlimited `i32::MAX`.
+pub fn creation_rate(rate: i64) -> Option<u32> {
+    if rate >= UNLIMITED {
+        None
+    } else {
+        Some(u32::try_from(rate.max(0)).unwrap_or(0))
     }
 }
 

@@ -180,6 +180,8 @@ pub(super) static BROKER_KEYS: &[KeyDef] = &[
       "The maximum size of a single log file."),
     k("log.segment.delete.delay.ms", T::Long, Some("60000"), V::AtLeast(0), H, CW,
       "The amount of time to wait before deleting a file from the filesystem."),
+    k("max.connection.creation.rate", T::Int, Some("2147483647"), V::AtLeast(0), M, CW,
+      "The maximum connection creation rate the broker accepts over its client listeners at any time (Kafka's window: 11 samples of 1 s): past it, accepting waits (at most a second per connection) until the rate is back under it. Also settable per listener at start (listener.name.<listener>.max.connection.creation.rate)."),
     k("max.connections", T::Int, Some("2147483647"), V::AtLeast(0), M, CW,
       "The maximum number of connections the broker serves at once over its client listeners: at the limit it stops accepting (new connections wait in the listen queue) until one closes. Left at its default, Brook serves at most 10000 (each connection is a file descriptor)."),
     k("max.connections.per.ip", T::Int, Some("2147483647"), V::AtLeast(0), M, CW,

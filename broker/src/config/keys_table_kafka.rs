@@ -163,7 +163,6 @@ pub(super) static KAFKA_ONLY_BROKER_KEYS: &[KeyDef] = &[
     n("log.local.retention.ms", T::Long, Some("-2"), V::AtLeast(-2), M, CW, TieredStorage),
     n("log.remote.copy.lag.bytes", T::Long, Some("-1"), V::AtLeast(-1), M, CW, TieredStorage),
     n("log.remote.copy.lag.ms", T::Long, Some("0"), V::AtLeast(-1), M, CW, TieredStorage),
-    n("max.connection.creation.rate", T::Int, Some("2147483647"), V::AtLeast(0), M, CW, Connections),
     n("max.decompressed.message.bytes", T::Int, Some("2147483639"), V::Between(1, 2147483639), M, CW, Compression),
     n("max.incremental.fetch.session.cache.slots", T::Int, Some("1000"), V::AtLeast(0), M, RO, Tuning),
     n("max.request.partition.size.limit", T::Int, Some("2000"), V::AtLeast(1), M, RO, Tuning),

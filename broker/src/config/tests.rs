@@ -818,3 +818,23 @@ fn key_passwords_broker_wide_and_per_listener_are_described_without_their_values
         assert!(entry.synonyms.iter().all(|s| s.value.is_none()), "{name}");
     }
 }
+
+#[test]
+fn connection_creation_rates_are_read_broker_wide_and_per_listener() {
+    let config = with(&[
+        "max.connection.creation.rate=30",
+        "listeners=PLAINTEXT://:9092,INTERNAL://:9094,CONTROLLER://:9093",
+        "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "listener.name.internal.max.connection.creation.rate=7",
+    ]);
+    let limits = &config.connection_limits;
+    assert_eq!(limits.max_connection_creation_rate, Some(30));
+    assert_eq!(
+        limits.listener_creation_rates,
+        BTreeMap::from([("INTERNAL".to_owned(), 7)])
+    );
+    // Kafka's default (i32::MAX) is no limit.
+    let unlimited = with(&[]).connection_limits;
+    assert_eq!(unlimited.max_connection_creation_rate, None);
+    assert!(unlimited.listener_creation_rates.is_empty());
+}

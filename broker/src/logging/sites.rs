@@ -12,13 +12,15 @@ pub static FAILED_AUTHENTICATION: Limited = Limited::new("failed authentications
 pub static TLS_HANDSHAKE: Limited = Limited::new("failed TLS handshakes");
 pub static ADDRESS_LIMIT: Limited = Limited::new("connections refused at max.connections.per.ip");
 pub static IDLE: Limited = Limited::new("connections closed after connections.max.idle.ms");
+pub static CONNECTION_RATE: Limited =
+    Limited::new("connections refused past their address's connection_creation_rate");
 pub static AUTO_CREATION_FAILED: Limited = Limited::new("topic auto-creations refused");
 /// A full disk fails every produce to its partitions until space is freed: one ERROR line
 /// per failure would add to the disk it reports full.
 pub static APPEND_FAILED: Limited =
     Limited::new("produce appends failed with a storage error (KAFKA_STORAGE_ERROR)");
 
-pub static ALL: [&Limited; 10] = [
+pub static ALL: [&Limited; 11] = [
     &MALFORMED_FRAME,
     &TRUNCATED_FRAME,
     &BAD_REQUEST,
@@ -27,6 +29,7 @@ pub static ALL: [&Limited; 10] = [
     &TLS_HANDSHAKE,
     &ADDRESS_LIMIT,
     &IDLE,
+    &CONNECTION_RATE,
     &AUTO_CREATION_FAILED,
     &APPEND_FAILED,
 ];

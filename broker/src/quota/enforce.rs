@@ -11,6 +11,10 @@
 //! - A consumer's Fetch is capped beforehand at what its quota allows over the window
 //!   ([`cap_fetch`]), as Kafka caps `fetch.max.bytes`.
 //!
+//! - Every request a client sends is also timed against `request_percentage`
+//!   ([`record_request_time`], `quota::request_time`); a Produce or Fetch takes the longer
+//!   of its two throttles, any other response carries the request quota's.
+//!
 //! Either way dispatch gets the throttle time and the connection reads nothing more for
 //! that long after sending the response (KIP-219).
 //!
@@ -23,8 +27,10 @@ use brook_protocol::kafka_protocol::messages::{
 };
 use bytes::Bytes;
 
+use std::time::Duration;
+
 use super::mutation::{Mode, MutationQuota};
-use super::{rate, QuotaKind};
+use super::{rate, request_time, QuotaKind};
 use crate::broker::Broker;
 use crate::handlers::Reply;
 use crate::server::session::Session;
@@ -127,14 +133,41 @@ pub fn admin_throttle_ms(broker: &Broker, reply: &Reply) -> u64 {
     u64::try_from(ms).unwrap_or(0)
 }
 
-/// Records the request against its client's quota and puts the throttle time into the
-/// response (`reply` is `None` for acks=0). Returns the throttle time in ms.
+/// Records a request's handling time against its client's `request_percentage`
+/// (`request_time`) and returns the throttle time in ms (0 within its quota, under none, or
+/// when no quota is configured: one atomic load).
+pub fn record_request_time(
+    broker: &Broker,
+    session: &Session,
+    header: &RequestHeader,
+    busy: Duration,
+) -> u64 {
+    let quotas = &broker.client_quotas;
+    if !quotas.enabled() {
+        return 0;
+    }
+    let user = session.principal().name.as_str();
+    let client_id = header.client_id.as_deref().unwrap_or("");
+    let cache = &session.quotas;
+    let kind = QuotaKind::Request;
+    let throttle = quotas.record(cache, kind, user, client_id, request_time::percentage(busy));
+    if throttle > 0 {
+        quotas.throttled(cache, kind, user, client_id, throttle);
+    }
+    throttle
+}
+
+/// Records the request against its client's byte-rate quota and puts the throttle time —
+/// the longer of that and `request_throttle` (the request quota's, as Kafka takes the
+/// longer of the two) — into the response (`reply` is `None` for acks=0). Returns the
+/// throttle time in ms.
 pub fn apply(
     broker: &Broker,
     session: &Session,
     header: &RequestHeader,
     metered: Metered,
     reply: Option<&mut Reply>,
+    request_throttle: u64,
 ) -> u64 {
     let quotas = &broker.client_quotas;
     let user = session.principal().name.as_str();
@@ -143,9 +176,12 @@ pub fn apply(
     match metered {
         Metered::Produce { size } => {
             let kind = QuotaKind::Produce;
-            let throttle = quotas.record(cache, kind, user, client_id, size as f64);
+            let bandwidth = quotas.record(cache, kind, user, client_id, size as f64);
+            if bandwidth > 0 {
+                quotas.throttled(cache, kind, user, client_id, bandwidth);
+            }
+            let throttle = bandwidth.max(request_throttle);
             if throttle > 0 {
-                quotas.throttled(cache, kind, user, client_id, throttle);
                 if let Some(Reply {
                     body: ResponseKind::Produce(response),
                     ..
@@ -157,20 +193,30 @@ pub fn apply(
             throttle
         }
         Metered::Fetch { full } => {
-            let Some(reply) = reply else { return 0 };
+            let Some(reply) = reply else {
+                return request_throttle;
+            };
             let ResponseKind::Fetch(response) = &mut reply.body else {
-                return 0;
+                return request_throttle;
             };
             // Errors answered before any read (e.g. an unknown session) are not metered.
             if response.error_code != 0 {
-                return 0;
+                if request_throttle > 0 {
+                    response.throttle_time_ms = clamp(request_throttle);
+                }
+                return request_throttle;
             }
             let size = response_size(response, &reply.files) as f64;
             let kind = QuotaKind::Fetch;
-            let throttle = quotas.record(cache, kind, user, client_id, size);
+            let bandwidth = quotas.record(cache, kind, user, client_id, size);
+            if bandwidth > 0 {
+                quotas.throttled(cache, kind, user, client_id, bandwidth);
+            }
+            // Throttled by either quota, the fetch returns no data (Kafka's
+            // `getThrottledResponse`), and its bytes are taken back.
+            let throttle = bandwidth.max(request_throttle);
             if throttle > 0 {
                 quotas.unrecord(cache, kind, user, client_id, size);
-                quotas.throttled(cache, kind, user, client_id, throttle);
                 let session_id = if full { 0 } else { response.session_id };
                 *response = FetchResponse::default()
                     .with_throttle_time_ms(clamp(throttle))

@@ -1,5 +1,6 @@
 //! Client quotas (Kafka's `ClientQuotaManager` with its `DefaultQuotaCallback`): byte-rate
-//! quotas on Produce and Fetch, per broker, by user and client id with Kafka's precedence
+//! quotas on Produce and Fetch and the request-time quota (`request_percentage`) on every
+//! request a client sends, per broker, by user and client id with Kafka's precedence
 //! (`resolve`), measured over Kafka's 11 × 1 s window (`rate`), enforced KIP-219 style: the
 //! response carries `throttle_time_ms` and goes out at once, then the connection reads
 //! nothing for that long (`server::connection`).
@@ -22,6 +23,7 @@ pub mod enforce;
 pub mod entity;
 pub mod mutation;
 pub mod rate;
+pub mod request_time;
 pub mod resolve;
 
 use std::collections::HashMap;
@@ -43,6 +45,9 @@ pub enum QuotaKind {
     Produce,
     /// `consumer_byte_rate`: the size of each Fetch response.
     Fetch,
+    /// `request_percentage`: the time spent handling each request, as a percentage of one
+    /// thread's second (Kafka's `ClientRequestQuotaManager`).
+    Request,
 }
 
 impl QuotaKind {
@@ -50,6 +55,7 @@ impl QuotaKind {
         match self {
             QuotaKind::Produce => entity::PRODUCER_BYTE_RATE,
             QuotaKind::Fetch => entity::CONSUMER_BYTE_RATE,
+            QuotaKind::Request => entity::REQUEST_PERCENTAGE,
         }
     }
 
@@ -58,15 +64,17 @@ impl QuotaKind {
         match self {
             QuotaKind::Produce => "produce",
             QuotaKind::Fetch => "fetch",
+            QuotaKind::Request => "request",
         }
     }
 
-    const ALL: [QuotaKind; 2] = [QuotaKind::Produce, QuotaKind::Fetch];
+    const ALL: [QuotaKind; 3] = [QuotaKind::Produce, QuotaKind::Fetch, QuotaKind::Request];
 
     fn index(self) -> usize {
         match self {
             QuotaKind::Produce => 0,
             QuotaKind::Fetch => 1,
+            QuotaKind::Request => 2,
         }
     }
 }
@@ -93,7 +101,7 @@ struct Cached {
     generation: u64,
     user: String,
     client_id: String,
-    by_kind: [Option<Resolved>; 2],
+    by_kind: [Option<Resolved>; 3],
 }
 
 /// Per connection: the quotas its client resolved to, until the quotas or its client id
@@ -180,9 +188,18 @@ impl ClientQuotas {
         };
         let now = now_ms();
         resolved.sensor.last_ms.store(now, Ordering::Relaxed);
-        resolved.sensor.probe.bytes(value);
+        if kind != QuotaKind::Request {
+            resolved.sensor.probe.bytes(value);
+        }
         let mut rate = resolved.sensor.rate.lock();
-        rate.record_and_throttle_ms(value, resolved.bound, now)
+        let throttle = rate.record_and_throttle_ms(value, resolved.bound, now);
+        if kind == QuotaKind::Request {
+            // Kafka bounds the request quota's throttle at one window
+            // (`ClientRequestQuotaManager.throttleTime`).
+            throttle.min(rate::WINDOW_MS)
+        } else {
+            throttle
+        }
     }
 
     /// Takes back a value recorded for a request answered without it (Kafka's
@@ -254,7 +271,7 @@ impl ClientQuotas {
         let quotas = self.quotas.read().clone();
         let mut sensors = self.sensors.lock();
         let now = now_ms();
-        let mut by_kind: [Option<Resolved>; 2] = [None, None];
+        let mut by_kind: [Option<Resolved>; 3] = [None, None, None];
         for kind in QuotaKind::ALL {
             let Some(found) = resolve(&quotas, kind.key(), user, client_id) else {
                 continue;
@@ -290,7 +307,7 @@ impl ClientQuotas {
 }
 
 /// Milliseconds on a monotonic clock (the rate needs only differences).
-fn now_ms() -> u64 {
+pub(crate) fn now_ms() -> u64 {
     static START: OnceLock<Instant> = OnceLock::new();
     let start = *START.get_or_init(Instant::now);
     u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX)

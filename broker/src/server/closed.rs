@@ -31,10 +31,13 @@ pub enum CloseReason {
     AddressLimit,
     /// Nothing received for `connections.max.idle.ms`.
     Idle,
+    /// The peer's address was past its `connection_creation_rate` (closed after the
+    /// throttle time, never served).
+    ConnectionRate,
 }
 
 impl CloseReason {
-    pub const ALL: [CloseReason; 8] = [
+    pub const ALL: [CloseReason; 9] = [
         CloseReason::MalformedFrame,
         CloseReason::TruncatedFrame,
         CloseReason::BadRequest,
@@ -43,6 +46,7 @@ impl CloseReason {
         CloseReason::TlsHandshake,
         CloseReason::AddressLimit,
         CloseReason::Idle,
+        CloseReason::ConnectionRate,
     ];
 
     /// The metric label.
@@ -56,6 +60,7 @@ impl CloseReason {
             CloseReason::TlsHandshake => "tls_handshake",
             CloseReason::AddressLimit => "max_connections_per_ip",
             CloseReason::Idle => "idle",
+            CloseReason::ConnectionRate => "connection_creation_rate",
         }
     }
 
@@ -69,6 +74,7 @@ impl CloseReason {
             CloseReason::TlsHandshake => &sites::TLS_HANDSHAKE,
             CloseReason::AddressLimit => &sites::ADDRESS_LIMIT,
             CloseReason::Idle => &sites::IDLE,
+            CloseReason::ConnectionRate => &sites::CONNECTION_RATE,
         }
     }
 }
@@ -95,6 +101,10 @@ pub fn connection_closed(reason: CloseReason, peer: SocketAddr, detail: &dyn Dis
         }
         // Kafka: "Rejected connection from …, address already has the configured maximum".
         CloseReason::AddressLimit => info!(%peer, reason = label, %detail, "connection refused"),
+        // Kafka: "Delaying closing of connection from … for … ms" (debug), then closes it.
+        CloseReason::ConnectionRate => {
+            debug!(%peer, reason = label, %detail, "connection refused")
+        }
         // Routine housekeeping, as Kafka logs it (debug).
         CloseReason::Idle => debug!(%peer, reason = label, %detail, "closing idle connection"),
         _ => warn!(%peer, reason = label, %detail, "closing connection"),

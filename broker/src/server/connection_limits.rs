@@ -5,6 +5,8 @@
 //! the address already holds its limit (Kafka closes that connection at once). The limits
 //! follow dynamic updates (`kafka-configs --alter --entity-type brokers`): `set_limits`.
 //! Counts sit under one short mutex taken per accept and per close, never per request.
+//! Connection creation rates (`max.connection.creation.rate`, per listener, per IP) are
+//! measured beside the counts, in `connection_rate`.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -12,6 +14,7 @@ use std::sync::Arc;
 
 use tokio::sync::Notify;
 
+use super::connection_rate::ConnectionRates;
 use crate::config::connections::{canonical, ConnectionLimits};
 
 #[derive(Default)]
@@ -26,6 +29,8 @@ pub struct ConnectionQuotas {
     counts: parking_lot::Mutex<Counts>,
     /// Woken when a connection closes or the limits change.
     freed: Notify,
+    /// Connection creation rates: broker-wide, per listener, per IP.
+    pub rates: ConnectionRates,
 }
 
 /// A place under `max.connections`, not yet given to an address.
@@ -49,7 +54,10 @@ pub struct TooManyFromAddress {
 
 impl ConnectionQuotas {
     pub fn new(limits: ConnectionLimits) -> Arc<Self> {
+        let rates = ConnectionRates::default();
+        rates.set_limits(&limits);
         Arc::new(ConnectionQuotas {
+            rates,
             limits: parking_lot::RwLock::new(Arc::new(limits)),
             ..Default::default()
         })
@@ -60,6 +68,7 @@ impl ConnectionQuotas {
         if **self.limits.read() == *limits {
             return;
         }
+        self.rates.set_limits(limits);
         *self.limits.write() = Arc::new(limits.clone());
         self.freed.notify_waiters();
     }
@@ -165,6 +174,7 @@ mod tests {
                 .map(|(ip, n)| (ip.parse().expect("ip"), *n))
                 .collect::<BTreeMap<_, _>>(),
             max_idle: None,
+            ..ConnectionLimits::default()
         }
     }
 

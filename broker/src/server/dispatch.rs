@@ -18,7 +18,7 @@ use tracing::{debug, Instrument};
 use crate::broker::Broker;
 use crate::handlers::{self, api_versions, Reply};
 use crate::metrics;
-use crate::quota::enforce;
+use crate::quota::{enforce, request_time};
 use crate::server::session::Session;
 use crate::server::write::ResponseChunk;
 
@@ -65,11 +65,18 @@ pub async fn handle_frame(broker: &Broker, session: &Session, frame: Bytes) -> O
         client_id = header.client_id.as_deref().unwrap_or(""),
     );
     let metered = enforce::meter(broker, &body, frame_len);
+    // request_percentage: the handler's polling time, measured only under a quota.
+    let timed = broker.client_quotas.enabled() && !request_time::exempt(api_key, &body);
     let started = Instant::now();
-    let mut result = handlers::handle(broker, session, &header, body)
-        .instrument(span)
-        .await;
+    let handling =
+        std::pin::pin!(handlers::handle(broker, session, &header, body).instrument(span));
+    let (mut result, busy) = request_time::Timed::new(handling, timed).await;
     metrics::record_request(api_key, started.elapsed());
+    let request_throttle = if timed {
+        enforce::record_request_time(broker, session, &header, busy)
+    } else {
+        0
+    };
     let throttle = match (&mut result, metered) {
         (Ok(reply), Some(metered)) => Duration::from_millis(enforce::apply(
             broker,
@@ -77,8 +84,17 @@ pub async fn handle_frame(broker: &Broker, session: &Session, frame: Bytes) -> O
             &header,
             metered,
             reply.as_mut(),
+            request_throttle,
         )),
-        (Ok(Some(reply)), None) => Duration::from_millis(enforce::admin_throttle_ms(broker, reply)),
+        (Ok(Some(reply)), None) => {
+            if request_throttle > 0 {
+                let ms = i32::try_from(request_throttle).unwrap_or(i32::MAX);
+                request_time::set_throttle_time(&mut reply.body, ms);
+            }
+            let admin = enforce::admin_throttle_ms(broker, reply);
+            Duration::from_millis(admin.max(request_throttle))
+        }
+        (Ok(None), None) => Duration::from_millis(request_throttle),
         _ => Duration::ZERO,
     };
     match result {

@@ -1,6 +1,6 @@
 //! Listeners from `listeners`: bind each, accept connections under the connection limits
-//! (`connection_limits`: `max.connections`, `max.connections.per.ip`), hand each to its own
-//! task. A client that resolves `localhost` to `::1` (librdkafka may)
+//! (`connection_limits`: `max.connections`, `max.connections.per.ip`; `connection_rate`:
+//! the connection creation rates), hand each to its own task. A client that resolves `localhost` to `::1` (librdkafka may)
 //! must still connect, so a wildcard host (`0.0.0.0` or empty) binds the dual-stack
 //! `[::]` (which also accepts IPv4), falling back to `0.0.0.0` on hosts without IPv6,
 //! and `localhost` binds both `127.0.0.1` and `::1`. Each listener serves its security
@@ -9,6 +9,7 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -17,6 +18,7 @@ use tracing::{debug, info, warn};
 
 use crate::broker::Broker;
 use crate::config::{BrokerConfig, Listener};
+use crate::metrics;
 use crate::server::closed::{self, CloseReason};
 use crate::server::connection;
 use crate::server::session::SecurityProtocol;
@@ -156,6 +158,21 @@ async fn accept_loop(
         };
         match accepted {
             Ok((stream, peer)) => {
+                let rates = &broker.connection_quotas.rates;
+                // Past max.connection.creation.rate (broker-wide or this listener's) the
+                // connection is served late and nothing else is accepted meanwhile.
+                let delay = rates.accept_delay(&listener.name);
+                if !delay.is_zero() {
+                    metrics::record_accept_throttle(&listener.name, delay);
+                    tokio::select! {
+                        _ = shutdown.cancelled() => return,
+                        _ = tokio::time::sleep(delay) => {}
+                    }
+                }
+                if let Some(throttle) = rates.ip_throttle(&listener.name, peer.ip()) {
+                    hold_then_close(stream, peer, throttle, &shutdown, &tracker);
+                    continue;
+                }
                 let slot = match reservation.admit(peer.ip()) {
                     Ok(slot) => slot,
                     Err(refused) => {
@@ -178,8 +195,34 @@ async fn accept_loop(
             }
             Err(e) => {
                 warn!(error = %e, "accept failed");
-                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                tokio::time::sleep(Duration::from_millis(50)).await;
             }
         }
     }
+}
+
+/// A connection from an address past its `connection_creation_rate` is not served: Kafka
+/// holds it for the throttle time (so the client cannot reconnect at once) and then closes
+/// it. It holds no place under `max.connections` meanwhile; the wait is at most one quota
+/// window.
+fn hold_then_close(
+    stream: tokio::net::TcpStream,
+    peer: SocketAddr,
+    throttle: Duration,
+    shutdown: &CancellationToken,
+    tracker: &TaskTracker,
+) {
+    let detail = format_args!(
+        "connection creation rate of the address exceeded: closing after {} ms",
+        throttle.as_millis()
+    );
+    closed::connection_closed(CloseReason::ConnectionRate, peer, &detail);
+    let shutdown = shutdown.clone();
+    tracker.spawn(async move {
+        tokio::select! {
+            _ = shutdown.cancelled() => {}
+            _ = tokio::time::sleep(throttle) => {}
+        }
+        drop(stream);
+    });
 }

@@ -5,6 +5,7 @@
 pub mod closed;
 pub mod connection;
 pub mod connection_limits;
+pub mod connection_rate;
 pub mod dispatch;
 pub mod frame_reader;
 pub mod listener;

@@ -452,8 +452,10 @@ impl ReplicaManager {
                 state.set_min_isr(config.min_insync_replicas);
             }
             match log.set_config(log_config(config)).await {
-                // Deleted, or closed by a shutdown, since the list was taken.
-                Ok(()) | Err(StorageError::LogDeleted { .. }) => {}
+                // Deleted, or closed by a shutdown, since the list was taken; or in a failed
+                // log directory, logged once when it failed (not once per partition and image).
+                Ok(()) | Err(StorageError::LogDeleted { .. } | StorageError::LogOffline { .. }) => {
+                }
                 Err(e) => warn!(%topic, partition, error = %e, "applying topic config failed"),
             }
         }

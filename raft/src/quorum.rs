@@ -583,13 +583,7 @@ async fn voter_start(
     bound: Option<SocketAddr>,
     file: Option<&crate::bootstrap::Bootstrap>,
 ) -> Result<VoterStart, RaftError> {
-    let initialized = raft
-        .is_initialized()
-        .await
-        .map_err(|source| RaftError::Fatal {
-            context: "reading the initial state",
-            source: Box::new(source),
-        })?;
+    let initialized = is_initialized(raft).await?;
     if initialized || !config.voters.is_empty() {
         initialize(raft, config, bound, None).await?;
         return Ok(VoterStart::Voter);
@@ -645,6 +639,16 @@ async fn voter_start(
     }
 }
 
+/// Whether this node's raft state has a voter set already.
+async fn is_initialized(raft: &Raft<TypeConfig>) -> Result<bool, RaftError> {
+    raft.is_initialized()
+        .await
+        .map_err(|source| RaftError::Fatal {
+            context: "reading the initial state",
+            source: Box::new(source),
+        })
+}
+
 /// Initializes the voter set if this voter never had one: the configured voters, or this
 /// node alone at its bound address.
 async fn initialize(
@@ -653,13 +657,7 @@ async fn initialize(
     bound: Option<SocketAddr>,
     formatted: Option<BTreeMap<u64, QuorumNode>>,
 ) -> Result<(), RaftError> {
-    let initialized = raft
-        .is_initialized()
-        .await
-        .map_err(|source| RaftError::Fatal {
-            context: "reading the initial state",
-            source: Box::new(source),
-        })?;
+    let initialized = is_initialized(raft).await?;
     if initialized {
         return Ok(());
     }

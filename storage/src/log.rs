@@ -27,7 +27,7 @@ mod deletion;
 mod disk_full_tests;
 pub mod epoch_cache;
 mod follower;
-mod listing;
+pub(crate) mod listing;
 mod load;
 mod read;
 mod read_ranges;

@@ -29,6 +29,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use crate::error::{io_err, Result};
+use crate::log::listing::Listing;
 use crate::producer_state::{BatchMetadata, ProducerEntry, ProducerStateManager};
 use crate::recovery::{segment_file_name, sync_dir};
 
@@ -176,13 +177,10 @@ fn list_removing_interrupted_writes(dir: &Path) -> Result<Vec<i64>> {
 }
 
 fn list_files(dir: &Path, remove_tmp: bool) -> Result<Vec<i64>> {
-    let names: Vec<String> = fs::read_dir(dir)
-        .map_err(io_err("list log dir", dir))?
-        .map(|e| Ok(e?.file_name().into_string().ok()))
-        .filter_map(|name: std::io::Result<_>| name.transpose())
-        .collect::<std::io::Result<_>>()
-        .map_err(io_err("list log dir", dir))?;
-    offsets_in(dir, names.iter().map(String::as_str), remove_tmp)
+    let listing = Listing::read(dir)?.ok_or_else(|| {
+        io_err("list log dir", dir)(std::io::Error::from(std::io::ErrorKind::NotFound))
+    })?;
+    offsets_in(dir, listing.names(), remove_tmp)
 }
 
 /// The snapshot offsets among `names` (the entries of `dir`), ascending; with

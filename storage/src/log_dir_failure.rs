@@ -11,7 +11,10 @@
 //! A full disk (ENOSPC, EDQUOT) is not a failure here: a failed write was never
 //! acknowledged and `Segment::append` undoes it, so the log serves again once space is
 //! freed (`test_disk_full.py`). Brook does better than Kafka there, which fails the
-//! directory on any `IOException`.
+//! directory on any `IOException`. Nor is running out of file descriptors (EMFILE,
+//! ENFILE): that is the process's limit, not the disk's, and an open that failed wrote
+//! nothing; the log that could not open a file answers KAFKA_STORAGE_ERROR for that request
+//! and the file pool (`brook.log.open.files.max`) makes room (`test_scale_file_limits.py`).
 //!
 //! Thread-safe; a failure is recorded once (the first reason is kept) and never cleared.
 
@@ -23,18 +26,19 @@ use tokio::sync::watch;
 
 use crate::error::StorageError;
 
-/// ENOSPC and EDQUOT: out of space, not a broken disk.
-const OUT_OF_SPACE: [i32; 2] = [28, 122];
+/// ENOSPC and EDQUOT (out of space), EMFILE and ENFILE (out of file descriptors): limits
+/// that lift, not a broken disk.
+const NOT_A_DISK_FAILURE: [i32; 4] = [28, 122, 24, 23];
 
 /// Whether `error` fails the log directory it came from: an I/O error other than running
-/// out of space.
+/// out of space or out of file descriptors.
 pub fn fails_log_dir(error: &StorageError) -> bool {
     match error {
         StorageError::Io { source, .. } => {
             source.kind() != std::io::ErrorKind::StorageFull
                 && source
                     .raw_os_error()
-                    .is_none_or(|code| !OUT_OF_SPACE.contains(&code))
+                    .is_none_or(|code| !NOT_A_DISK_FAILURE.contains(&code))
         }
         _ => false,
     }
@@ -141,15 +145,17 @@ mod tests {
     }
 
     #[test]
-    fn an_io_error_fails_its_directory_but_a_full_disk_does_not() {
+    fn an_io_error_fails_its_directory_but_a_full_disk_or_a_file_limit_does_not() {
         let failures = LogDirFailures::new(&[PathBuf::from("/a"), PathBuf::from("/b")]);
         let mut count = failures.subscribe();
-        let enospc = StorageError::Io {
-            context: "write",
-            path: PathBuf::new(),
-            source: std::io::Error::from_raw_os_error(28),
-        };
-        assert!(!failures.fail_on(Path::new("/a"), &enospc));
+        for (context, errno) in [("write", 28), ("open segment", 24), ("open segment", 23)] {
+            let limit = StorageError::Io {
+                context,
+                path: PathBuf::new(),
+                source: std::io::Error::from_raw_os_error(errno),
+            };
+            assert!(!failures.fail_on(Path::new("/a"), &limit), "errno {errno}");
+        }
         assert!(!failures.fail_on(Path::new("/a"), &io(std::io::ErrorKind::StorageFull)));
         assert!(!failures.fail_on(Path::new("/a"), &StorageError::EmptyAppend));
         assert_eq!(failures.failure(Path::new("/a")), None);

@@ -84,12 +84,14 @@ pub fn read(log_dir: &Path) -> Result<Offsets> {
 /// as present but empty, with a WARN (callers treat a missing entry conservatively).
 pub fn read_named(log_dir: &Path, name: &str) -> Result<Option<Offsets>> {
     let path = log_dir.join(name);
-    let text = match fs::read_to_string(&path) {
-        Ok(text) => text,
+    let bytes = match fs::read(&path) {
+        Ok(bytes) => bytes,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(io_err("read checkpoint", &path)(e)),
     };
-    Ok(Some(parse(&text).unwrap_or_else(|| {
+    // Garbled bytes that are not even text are as malformed as a bad line.
+    let parsed = std::str::from_utf8(&bytes).ok().and_then(parse);
+    Ok(Some(parsed.unwrap_or_else(|| {
         tracing::warn!(path = %path.display(), "malformed offset checkpoint ignored");
         Offsets::new()
     })))
@@ -194,6 +196,10 @@ mod tests {
     fn a_corrupt_file_reads_as_empty() {
         let dir = tempfile::tempdir().expect("tempdir");
         fs::write(dir.path().join(FILE_NAME), "garbage").expect("write");
+        assert_eq!(read(dir.path()).expect("read"), Offsets::new());
+        // Not even text (a flipped high bit): malformed too, not an error that stops the
+        // broker.
+        fs::write(dir.path().join(FILE_NAME), b"0\n1\nt \xff 5\n").expect("write");
         assert_eq!(read(dir.path()).expect("read"), Offsets::new());
     }
 }

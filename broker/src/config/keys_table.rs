@@ -216,6 +216,8 @@ pub(super) static BROKER_KEYS: &[KeyDef] = &[
       "The roles that this process plays: 'broker', 'controller', or 'broker,controller' if it is both. Kafka requires it; Brook defaults to both."),
     k("queued.max.request.bytes", T::Long, Some("-1"), V::None, M, RO,
       "The number of queued bytes allowed before no more requests are read: the request memory pool. A connection leases a request's size from it before buffering a request larger than its own 16 KiB read buffer, and gives it back once the request is handled; while the pool is empty connections read nothing (their clients' bytes wait in the socket buffers). A positive value must be at least socket.request.max.bytes, as Kafka requires. Kafka takes -1 (or 0) as unbounded; Brook bounds request memory regardless and takes them as the larger of 256 MiB and socket.request.max.bytes."),
+    k("queued.max.requests", T::Int, Some("500"), V::AtLeast(1), H, RO,
+      "The number of queued requests allowed for data-plane, before blocking the network threads. Brook has no such queue: a request is handled on its connection's own task as soon as it is read, and a connection reads its next request only after answering the previous one (as Kafka mutes a channel until its response is sent). The requests in progress are therefore bounded by the connections (max.connections, max.connections.per.ip) and their bytes by queued.max.request.bytes; this key is validated and has no further effect."),
     k("replica.fetch.max.bytes", T::Int, Some("1048576"), V::AtLeast(0), M, RO,
       "The number of bytes of messages to attempt to fetch for each partition by a follower."),
     k("replica.fetch.wait.max.ms", T::Int, Some("500"), V::AtLeast(0), M, RO,

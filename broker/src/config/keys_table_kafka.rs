@@ -189,7 +189,6 @@ pub(super) static KAFKA_ONLY_BROKER_KEYS: &[KeyDef] = &[
     n("producer.id.expiration.check.interval.ms", T::Int, Some("600000"), V::AtLeast(1), L, RO, Internal),
     n("producer.id.expiration.ms", T::Int, Some("86400000"), V::AtLeast(1), L, CW, Tuning),
     n("producer.purgatory.purge.interval.requests", T::Int, Some("1000"), V::None, M, RO, Tuning),
-    n("queued.max.requests", T::Int, Some("500"), V::AtLeast(1), H, RO, Connections),
     n("quota.window.num", T::Int, Some("11"), V::AtLeast(1), L, RO, Quotas),
     n("quota.window.size.seconds", T::Int, Some("1"), V::AtLeast(1), L, RO, Quotas),
     n("remote.fetch.max.wait.ms", T::Int, Some("500"), V::AtLeast(1), M, CW, TieredStorage),

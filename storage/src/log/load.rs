@@ -112,10 +112,17 @@ impl Log {
             }
             // Decided per segment: one whose indexes are missing or inconsistent is
             // recovered by a scan, and the segments after it may still be trusted.
-            let trusted = trust_below.is_some_and(|bound| base < bound)
-                && indexes_present
-                && segment.load_trusted(&config)?
-                && trust_below.is_some_and(|bound| segment.next_offset() <= bound);
+            let mut trusted = false;
+            if trust_below.is_some_and(|bound| base < bound) && indexes_present {
+                if segment.load_trusted(&config)? {
+                    trusted = trust_below.is_some_and(|bound| segment.next_offset() <= bound);
+                } else {
+                    // Below the recovery point the files were consistent when fsynced: a
+                    // disagreement now is damage (or a full time index), worth a line.
+                    let index = dir.join(file_name(base, "index"));
+                    tracing::warn!(path = %index.display(), "segment's indexes disagree with its log; scanning it and rebuilding them");
+                }
+            }
             let mut replayed: Vec<AbortedTxn> = Vec::new();
             if trusted {
                 stats.trusted_segments += 1;

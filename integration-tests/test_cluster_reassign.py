@@ -9,6 +9,10 @@
 - A reassignment throttled to 1 B/s (`--throttle`) stays in progress (`--list` shows the adding
   and removing replicas); `--cancel` restores the original replicas and clears the throttles,
   the data is untouched and the new broker's copy is deleted.
+- The leader side of the throttle alone (`leader.replication.throttled.replicas` on the topic,
+  `leader.replication.throttled.rate` = 1 B/s as the brokers' default, no follower throttle): the new
+  replica gets empty answers once the rate is over its bound, so the move stays in progress with
+  the new replica behind; once the rate is deleted it completes with every record.
 - A broker retired as an operator retires one: every replica it holds moved away, SIGTERM,
   `kafka-cluster unregister` ("Broker 4 is no longer registered."; again: "Broker ID 4 is not
   currently registered"); it leaves every node's Metadata.
@@ -20,6 +24,8 @@
 
 One 4-node cluster for the module (four combined voters). Also passes against Apache Kafka 4.4.
 """
+
+import time
 
 import pytest
 
@@ -139,6 +145,48 @@ def test_a_throttled_reassignment_stays_in_progress_and_cancel_restores_the_repl
     assert read == [(i, f"c-{i}") for i in range(20)]
     cluster4.wait_for(lambda: not (cluster4.node(4).log_dirs / f"{topic}-0").is_dir(), 60,
                       f"broker 4's copy of {topic}-0 deleted")
+
+
+CONFIGS = "org.apache.kafka.tools.ConfigCommand"
+
+
+def configs(cluster, *args):
+    return kafka_cli.run(CONFIGS, "--bootstrap-server", cluster.bootstrap, *args, timeout=90).stdout
+
+
+def test_the_leader_side_throttle_alone_holds_a_move_back_until_it_is_lifted(cluster4, tmp_path):
+    topic = unique("leader-throttle")
+    create_topic_assigned(cluster4, 1, topic, [[1, 2, 3]])
+    assert producer_perf_test(cluster4.bootstrap, topic, 5000, record_size=1000)["sent"] == 5000
+    configs(cluster4, "--alter", "--entity-type", "topics", "--entity-name", topic,
+            "--add-config", "leader.replication.throttled.replicas=*")
+    # The cluster-wide default, as every broker's own (one tool run instead of four).
+    configs(cluster4, "--alter", "--entity-type", "brokers", "--entity-default",
+            "--add-config", "leader.replication.throttled.rate=1")
+    plan = plan_of(topic, {0: [2, 3, 4]})
+    try:
+        out = reassign(cluster4, "execute", plan, tmp_path).stdout  # no --throttle: no follower side
+        assert f"Successfully started partition reassignment for {topic}-0" in out, out
+        # Unthrottled, 5 MB move in about a second. Held back, broker 4 gets at most one
+        # fetch of replica.fetch.max.bytes (1 MiB; none on Kafka, whose rate also counts the
+        # in-sync followers' empty answers) per 11 s quota window: watched for 4 s from the
+        # creation of its replica, its copy stays under 2 MB.
+        replica = cluster4.node(4).log_dirs / f"{topic}-0"
+        cluster4.wait_for(replica.is_dir, 30, f"broker 4's replica of {topic}-0 created")
+        segment = replica / f"{0:020}.log"
+        watch_until = time.monotonic() + 4
+        while time.monotonic() < watch_until:
+            copied = segment.stat().st_size if segment.exists() else 0
+            assert copied < 2_000_000, f"broker 4 copied {copied} bytes despite the leader throttle"
+            time.sleep(0.2)
+        verify = reassign(cluster4, "verify", plan, tmp_path, "--preserve-throttles").stdout
+        assert f"Reassignment of partition {topic}-0 is still in progress." in verify, verify
+    finally:
+        configs(cluster4, "--alter", "--entity-type", "brokers", "--entity-default",
+                "--delete-config", "leader.replication.throttled.rate")
+    wait_verified(cluster4, plan, tmp_path)
+    view = wait_views(cluster4, topic, lambda v: sorted(v[0]["isr"]) == [2, 3, 4], 60, f"{topic}-0 ISR 2,3,4")
+    assert latest_offset(cluster4, view[0]["leader"], topic) == 5000
 
 
 def test_a_reassignment_in_progress_survives_a_controller_failover_and_completes_once_unthrottled(cluster4,

@@ -62,6 +62,9 @@ pub struct Broker {
     pub incarnation_id: uuid::Uuid,
     /// Client quotas (`producer_byte_rate`, `consumer_byte_rate`) as the image sets them.
     pub client_quotas: crate::quota::ClientQuotas,
+    /// The leader side of the replication throttle: bytes served to throttled followers
+    /// (`replication::throttle`, `leader.replication.throttled.rate`).
+    pub leader_replication_quota: crate::replication::throttle::ReplicationQuota,
     /// The current registration's epoch (the raft log index of its RegisterBroker).
     broker_epoch: AtomicU64,
 }
@@ -209,6 +212,7 @@ impl Broker {
             incarnation_id: uuid::Uuid::new_v4(),
             broker_epoch: AtomicU64::new(0),
             client_quotas: Default::default(),
+            leader_replication_quota: Default::default(),
             config,
         });
         Ok(broker)

@@ -313,7 +313,7 @@ pub(super) static DYNAMIC_ONLY_BROKER_KEYS: &[KeyDef] = &[
     k("follower.replication.throttled.rate", T::Long, Some("9223372036854775807"), V::AtLeast(0), M, CW,
       "A follower's bytes per second for the replicas its topics list in follower.replication.throttled.replicas (the moving replicas of a reassignment): once over it, those replicas are left out of its fetches until the rate, measured over 11 one-second samples, falls back under it. Client traffic and other replicas are never slowed."),
     k("leader.replication.throttled.rate", T::Long, Some("9223372036854775807"), V::AtLeast(0), M, CW,
-      "Accepted and stored for Kafka's tools (kafka-reassign-partitions --throttle sets it); Brook throttles reassignment traffic on the follower side only (follower.replication.throttled.rate)."),
+      "A leader's bytes per second served to followers outside the ISR for the replicas its topics list in leader.replication.throttled.replicas (the moving replicas of a reassignment): once over it, those partitions are answered without records until the rate, measured over 11 one-second samples, falls back under it. Client traffic and in-sync followers are never slowed."),
     k("replica.alter.log.dirs.io.max.bytes.per.second", T::Long, Some("9223372036854775807"), V::AtLeast(0), M, CW,
       "Accepted and stored for Kafka's tools; Brook does not move replicas between log directories."),
 ];

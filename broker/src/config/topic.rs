@@ -65,6 +65,19 @@ const fn t(
     }
 }
 
+/// A `*.replication.throttled.replicas` key: a list, empty by default, no broker synonym.
+const fn throttled_replicas(name: &'static str, validator: V, doc: &'static str) -> TopicKeyDef {
+    TopicKeyDef {
+        name,
+        config_type: T::List,
+        default: Some(""),
+        validator,
+        broker_synonym: None,
+        doc,
+        gap: None,
+    }
+}
+
 /// A Kafka 4.4 topic key Brook accepts without acting on it; `broker_synonym` as in
 /// Kafka's `ServerTopicConfigSynonyms` (empty: none).
 const fn kafka_only(
@@ -108,11 +121,13 @@ static TOPIC_KEYS: &[TopicKeyDef] = &[
       "This setting allows specifying an interval at which we will force an fsync of data written to the log."),
     t("flush.ms", T::Long, LONG_MAX, V::AtLeast(0), "log.flush.interval.ms",
       "This setting allows specifying a time interval at which we will force an fsync of data written to the log."),
-    kafka_only("follower.replication.throttled.replicas", T::List, Some(""), V::Custom(check_follower_throttled_replicas), "", Gap::Quotas),
+    throttled_replicas("follower.replication.throttled.replicas", V::Custom(check_follower_throttled_replicas),
+      "A list of replicas for which log replication should be throttled on the follower side, as [PartitionId]:[BrokerId],... or the wildcard '*'. A listed replica that is not in the ISR is fetched within its broker's follower.replication.throttled.rate."),
     t("index.interval.bytes", T::Int, "4096", V::AtLeast(0), "log.index.interval.bytes",
       "This setting controls how frequently Kafka adds entries to its offset index and, conditionally, to its time index."),
     kafka_only("internal.segment.bytes", T::Int, None, V::None, "", Gap::Internal),
-    kafka_only("leader.replication.throttled.replicas", T::List, Some(""), V::Custom(check_leader_throttled_replicas), "", Gap::Quotas),
+    throttled_replicas("leader.replication.throttled.replicas", V::Custom(check_leader_throttled_replicas),
+      "A list of replicas for which log replication should be throttled on the leader side, as [PartitionId]:[BrokerId],... or the wildcard '*'. A listed leader serves followers outside the ISR within its broker's leader.replication.throttled.rate."),
     kafka_only("local.retention.bytes", T::Long, Some("-2"), V::AtLeast(-2), "log.local.retention.bytes", Gap::TieredStorage),
     kafka_only("local.retention.ms", T::Long, Some("-2"), V::AtLeast(-2), "log.local.retention.ms", Gap::TieredStorage),
     t("max.compaction.lag.ms", T::Long, LONG_MAX, V::AtLeast(1), "log.cleaner.max.compaction.lag.ms",

@@ -1,12 +1,19 @@
-//! Replication throttles (KIP-73, what `kafka-reassign-partitions --throttle` sets): the
-//! follower side of Kafka's replication quota. A follower leaves a partition out of its
-//! fetches while its byte rate for throttled replicas is above
-//! `follower.replication.throttled.rate` (a dynamic per-broker config, bytes/s); a replica
-//! is throttled when the topic's `follower.replication.throttled.replicas` is `*` or lists
-//! `<partition>:<this broker>`, and it is not in the ISR. Only the moving replicas are
-//! listed by the tool, so client traffic and the replicas already in sync are never slowed.
-//! The leader side (`leader.replication.throttled.rate`) is accepted but not enforced: the
-//! follower's quota alone bounds a move's traffic.
+//! Replication throttles (KIP-73, what `kafka-reassign-partitions --throttle` sets), both
+//! sides of Kafka's replication quota, for the moving replicas only:
+//! - the follower leaves a partition out of its fetches while its byte rate for throttled
+//!   replicas is above `follower.replication.throttled.rate`; a replica is throttled when
+//!   the topic's `follower.replication.throttled.replicas` is `*` or lists
+//!   `<partition>:<this broker>`, and it is not in the ISR (`fetcher.rs`);
+//! - the leader answers a follower's fetch of a partition with no records while its byte
+//!   rate for throttled replicas is above `leader.replication.throttled.rate`; a partition
+//!   is throttled when the topic's `leader.replication.throttled.replicas` is `*` or lists
+//!   `<partition>:<this broker>`, and the fetching follower is not in the ISR (Kafka's
+//!   `shouldLeaderThrottle`; `handlers/fetch/leader_throttle.rs`). The records it serves
+//!   any follower of a listed partition count against the rate, as in Kafka, so in-sync
+//!   followers' traffic leaves less of it to the moving replicas.
+//!
+//! The tool lists only the replicas of the partitions being moved, so client traffic and
+//! the replicas already in sync are never slowed.
 //!
 //! The rate is measured as Kafka's quotas measure it: bytes over a window of
 //! `WINDOW_SAMPLES` one-second samples, divided by the window's length (at least
@@ -27,6 +34,10 @@ const SAMPLE_MS: i64 = 1_000;
 pub const FOLLOWER_RATE: &str = "follower.replication.throttled.rate";
 /// The topic config naming the throttled follower replicas.
 pub const FOLLOWER_REPLICAS: &str = "follower.replication.throttled.replicas";
+/// The per-broker dynamic config bounding the leader's throttled bytes per second.
+pub const LEADER_RATE: &str = "leader.replication.throttled.rate";
+/// The topic config naming the throttled leader replicas.
+pub const LEADER_REPLICAS: &str = "leader.replication.throttled.replicas";
 
 /// Whether `value` (a `*.replication.throttled.replicas` config) names replica `broker` of
 /// `partition`: `*`, or a `partition:broker` entry.
@@ -47,10 +58,19 @@ pub fn lists_replica(value: &str, partition: i32, broker: i32) -> bool {
 /// config, else the cluster default); `None` when unset (unthrottled, Kafka's
 /// `Long.MAX_VALUE`).
 pub fn follower_rate(image: &MetadataImage, node_id: i32) -> Option<u64> {
+    broker_rate(image, node_id, FOLLOWER_RATE)
+}
+
+/// This broker's `leader.replication.throttled.rate`, as [`follower_rate`].
+pub fn leader_rate(image: &MetadataImage, node_id: i32) -> Option<u64> {
+    broker_rate(image, node_id, LEADER_RATE)
+}
+
+fn broker_rate(image: &MetadataImage, node_id: i32, key: &str) -> Option<u64> {
     [Some(node_id), None].into_iter().find_map(|id| {
         image
             .broker_configs(id)
-            .and_then(|c| c.get(FOLLOWER_RATE))
+            .and_then(|c| c.get(key))
             .and_then(|v| v.trim().parse::<u64>().ok())
     })
 }
@@ -75,6 +95,27 @@ pub fn follower_throttled(
         && t.configs
             .get(FOLLOWER_REPLICAS)
             .is_some_and(|v| lists_replica(v, partition, node_id))
+}
+
+/// Whether this leader's (`node_id`) replica of `topic`-`partition` is listed in the
+/// topic's `leader.replication.throttled.replicas`: the bytes it serves any follower count
+/// against the leader's rate (Kafka's `sizeOfThrottledPartitions`, in-sync followers
+/// included).
+pub fn leader_listed(image: &MetadataImage, topic: &str, partition: i32, node_id: i32) -> bool {
+    image.topic(topic).is_some_and(|t| {
+        t.configs
+            .get(LEADER_REPLICAS)
+            .is_some_and(|v| lists_replica(v, partition, node_id))
+    })
+}
+
+/// Whether `follower` is in the ISR of `topic`-`partition`: an in-sync follower is never
+/// held back (Kafka's `shouldLeaderThrottle`).
+pub fn in_sync(image: &MetadataImage, topic: &str, partition: i32, follower: i32) -> bool {
+    image
+        .topic(topic)
+        .and_then(|t| t.partitions.get(&partition))
+        .is_some_and(|p| p.isr.contains(&follower))
 }
 
 /// A byte rate over a sliding window of one-second samples.

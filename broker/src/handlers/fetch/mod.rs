@@ -34,6 +34,7 @@ use crate::server::write::FileChunk;
 use session::SessionPartition;
 
 mod follower;
+mod leader_throttle;
 mod plan;
 mod read;
 pub mod session;

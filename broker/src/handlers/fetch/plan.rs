@@ -25,6 +25,17 @@ pub(super) enum Prepared {
     Read(PartitionData, PlannedRead),
 }
 
+impl Prepared {
+    /// The same answer without its read: offsets only, no records (a throttled follower's
+    /// fetch, `leader_throttle`).
+    pub(super) fn without_records(self) -> Self {
+        match self {
+            Prepared::Read(base, _) => Prepared::Done(base.with_records(Some(bytes::Bytes::new()))),
+            done => done,
+        }
+    }
+}
+
 /// Checks one wanted partition (topic, leadership, epochs; a follower's state) and plans
 /// its read; also returns its watch, subscribed before the bounds are read so a change
 /// after the read still wakes the fetch.

@@ -14,6 +14,7 @@ use brook_protocol::kafka_protocol::messages::fetch_response::PartitionData;
 use brook_protocol::kafka_protocol::ResponseError;
 use brook_storage::{FetchedRecords, FileRecords, MinOneBatch, PlannedRead};
 
+use super::leader_throttle::LeaderThrottle;
 use super::plan::{prepare, Prepared};
 use super::{Replica, Wanted};
 use crate::broker::Broker;
@@ -40,11 +41,22 @@ pub(super) async fn read_some(
     replica: Replica,
     zero_copy: bool,
 ) -> Vec<PartitionRead> {
+    let throttle = LeaderThrottle::for_fetch(broker, replica);
+    let mut throttled = Vec::new();
     let mut prepared = Vec::with_capacity(indexes.len());
     let mut watches = Vec::with_capacity(indexes.len());
     for &i in indexes {
         let Some(w) = wanted.get(i) else { continue };
-        let (p, watch) = prepare(broker, w, replica).await;
+        let (mut p, watch) = prepare(broker, w, replica).await;
+        if let Some(held_back) = throttle
+            .as_ref()
+            .and_then(|t| t.classify(&w.key.topic, w.key.partition))
+        {
+            if held_back {
+                p = p.without_records();
+            }
+            throttled.push(i);
+        }
         prepared.push((i, p));
         watches.push((i, watch));
     }
@@ -64,6 +76,18 @@ pub(super) async fn read_some(
                 break;
             }
         }
+    }
+    if let Some(t) = &throttle {
+        let served: u64 = watches
+            .iter()
+            .zip(&datas)
+            .filter(|((i, _), _)| throttled.contains(i))
+            .map(|(_, (data, files))| match files {
+                Some(files) => files.len(),
+                None => data.records.as_ref().map_or(0, |r| r.len() as u64),
+            })
+            .sum();
+        t.record(served);
     }
     watches
         .into_iter()

@@ -56,13 +56,15 @@ pub async fn handle(
         require_known_member_id: version >= 4,
         supports_skip_assignment: version >= 9,
         // Only a member joining a consumer group (KIP-848 migration) needs the topics.
-        topics: if broker.groups.consumer_groups().exists(&req.group_id) {
-            std::sync::Arc::new(crate::coordinator::consumer_group::topic_metas(
-                &broker.image(),
-            ))
-        } else {
-            Default::default()
-        },
+        topics: broker
+            .groups
+            .consumer_groups()
+            .exists(&req.group_id)
+            .then(|| {
+                std::sync::Arc::new(crate::coordinator::consumer_group::topic_metas(
+                    &broker.image(),
+                ))
+            }),
     };
     let base = JoinGroupResponse::default()
         .with_generation_id(-1)

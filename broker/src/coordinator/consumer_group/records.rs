@@ -9,8 +9,9 @@
 //! encoding (compact strings and arrays: unsigned-varint length + 1, tagged fields at the
 //! end of every struct). Schemas: Kafka's `ConsumerGroup*Key/Value.json` in
 //! `group-coordinator/src/main/resources/common/message/`, checked against the 4.4 jars'
-//! generated `SCHEMAS` (tagged fields: `MetadataHash` (tag 0) of type 3; Brook writes no
-//! other tag and skips the ones it reads but does not use).
+//! generated `SCHEMAS` (tagged fields: `MetadataHash` (tag 0) of type 3, a classic member's
+//! `ClassicMemberMetadata` (tag 0) of type 5, the assignment epochs of type 8; Brook skips the
+//! tags it reads but does not use).
 //!
 //! Pure: no I/O; decoding never trusts its input.
 

@@ -53,12 +53,16 @@ impl GroupCoordinator {
             protocol_type: req.protocol_type.clone(),
             protocols: req.protocols.clone(),
         };
+        // The consumer group appeared after the handler looked: the member retries.
+        let Some(topics) = req.topics.clone() else {
+            return Err(GroupError::CoordinatorNotAvailable);
+        };
         let assignor = config.default_assignor();
         let joined = self
             .shared
             .consumer
             .with_group_mut(group_id, |g| {
-                g.classic_join(&join, &req.topics, &assignor, Instant::now())
+                g.classic_join(&join, &topics, &assignor, Instant::now())
             })
             .ok_or(GroupError::CoordinatorNotAvailable)??;
         self.shared.flush_consumer_group(group_id).await?;

@@ -149,3 +149,191 @@ pub fn downgrade(consumer: &ConsumerGroup, now: Instant) -> Group {
 fn millis(ms: i32) -> Duration {
     Duration::from_millis(u64::try_from(ms).unwrap_or(0))
 }
+
+#[cfg(test)]
+mod tests {
+    use brook_protocol::kafka_protocol::messages::ConsumerProtocolSubscription;
+    use brook_protocol::kafka_protocol::protocol::{Encodable, StrBytes};
+    use bytes::{Bytes, BytesMut};
+    use uuid::Uuid;
+
+    use super::*;
+    use crate::coordinator::consumer_group::classic_member::ClassicJoin;
+    use crate::coordinator::consumer_group::member::Assignment;
+
+    const TOPIC: Uuid = Uuid::from_u128(9);
+
+    fn topics() -> BTreeMap<String, TopicMeta> {
+        BTreeMap::from([(
+            "t".to_owned(),
+            TopicMeta {
+                topic_id: TOPIC,
+                partitions: 4,
+            },
+        )])
+    }
+
+    fn subscription() -> Bytes {
+        let mut buf = BytesMut::new();
+        buf.extend_from_slice(&1i16.to_be_bytes());
+        ConsumerProtocolSubscription::default()
+            .with_topics(vec![StrBytes::from_static_str("t")])
+            .encode(&mut buf, 1)
+            .expect("encode");
+        buf.freeze()
+    }
+
+    fn parts(ps: &[i32]) -> Assignment {
+        Assignment::from([(TOPIC, ps.iter().copied().collect())])
+    }
+
+    fn member(id: &str, assigned: &[i32], now: Instant) -> Member {
+        Member {
+            member_id: id.to_owned(),
+            group_instance_id: None,
+            client_id: "c".into(),
+            client_host: "/127.0.0.1".into(),
+            session_timeout_ms: 10_000,
+            rebalance_timeout_ms: 30_000,
+            protocol_type: "consumer".into(),
+            protocols: vec![("range".into(), subscription())],
+            assignment: encode_assignment(&parts(assigned), &topics(), 1),
+            last_heartbeat: now,
+            join_waiter: None,
+            sync_waiter: None,
+        }
+    }
+
+    /// A Stable classic group at generation 4: a holds 0 and 1, b holds 2 and 3.
+    fn classic_group(now: Instant) -> Group {
+        let mut g = Group::new("g");
+        g.generation_id = 4;
+        g.protocol_type = Some("consumer".into());
+        g.protocol_name = Some("range".into());
+        g.state = GroupState::Stable;
+        g.leader = Some("a".into());
+        g.members.insert("a".into(), member("a", &[0, 1], now));
+        g.members.insert("b".into(), member("b", &[2, 3], now));
+        g
+    }
+
+    #[test]
+    fn an_upgraded_group_keeps_the_generation_and_every_members_partitions() {
+        let now = Instant::now();
+        let cg = upgrade(&classic_group(now), &topics(), now).expect("upgrade");
+        assert_eq!((cg.group_epoch, cg.assignment_epoch), (4, 4));
+        let a = &cg.members["a"];
+        assert_eq!((a.member_epoch, a.previous_member_epoch), (4, 4));
+        assert_eq!(a.assigned, parts(&[0, 1]));
+        assert_eq!(cg.target["b"], parts(&[2, 3]));
+        assert_eq!(a.subscribed_topic_names, vec!["t".to_owned()]);
+        assert_eq!(
+            a.classic.as_ref().map(|c| c.session_timeout_ms),
+            Some(10_000)
+        );
+        assert_eq!(cg.subscribed_metadata, topics());
+    }
+
+    #[test]
+    fn a_group_of_another_protocol_type_is_not_upgraded() {
+        let now = Instant::now();
+        let mut g = classic_group(now);
+        g.protocol_type = Some("connect".into());
+        let err = upgrade(&g, &topics(), now).expect_err("refused");
+        assert_eq!(
+            err.to_string(),
+            "Cannot upgrade classic group g to consumer group because the group does not use the consumer embedded protocol."
+        );
+    }
+
+    #[test]
+    fn a_classic_member_is_told_to_rejoin_and_then_synced_its_new_target() {
+        let now = Instant::now();
+        let mut cg = upgrade(&classic_group(now), &topics(), now).expect("upgrade");
+        // A third (classic) member joins: the group epoch moves, a and b must rejoin.
+        let join = |id: &str| ClassicJoin {
+            member_id: id.to_owned(),
+            instance_id: None,
+            client_id: "c".into(),
+            client_host: "/127.0.0.1".into(),
+            session_timeout_ms: 10_000,
+            rebalance_timeout_ms: 30_000,
+            protocol_type: "consumer".into(),
+            protocols: vec![("range".into(), subscription())],
+        };
+        let joined = cg
+            .classic_join(&join("c"), &topics(), "uniform", now)
+            .expect("join");
+        assert_eq!(
+            (joined.generation_id, joined.protocol_name.as_str()),
+            (5, "range")
+        );
+        assert!(matches!(
+            cg.classic_heartbeat("a", None, 4, "uniform", now),
+            Err(GroupError::RebalanceInProgress)
+        ));
+        // a rejoins owning nothing (eager): it reaches epoch 5 with its share of the target.
+        let rejoined = cg
+            .classic_join(&join("a"), &topics(), "uniform", now)
+            .expect("rejoin");
+        assert_eq!(rejoined.generation_id, 5);
+        let bytes = cg
+            .classic_sync("a", None, 5, (Some("consumer"), Some("range")), now)
+            .expect("sync");
+        let (named, _) = decode_assignment(&bytes).expect("assignment");
+        assert_eq!(by_topic_id(&named, &topics()), cg.members["a"].assigned);
+        assert!(matches!(
+            cg.classic_sync("a", None, 4, (None, None), now),
+            Err(GroupError::IllegalGeneration {
+                given: 4,
+                current: 5
+            })
+        ));
+    }
+
+    #[test]
+    fn only_a_policy_that_allows_it_takes_a_group_for_a_downgrade() {
+        use crate::coordinator::consumer_group::{
+            ConsumerGroupConfig, ConsumerGroups, MigrationPolicy,
+        };
+        assert_eq!(
+            MigrationPolicy::parse("Upgrade"),
+            Some(MigrationPolicy::Upgrade)
+        );
+        assert_eq!(MigrationPolicy::parse("sideways"), None);
+        let now = Instant::now();
+        let groups = ConsumerGroups::default();
+        for (policy, taken) in [
+            (MigrationPolicy::Disabled, false),
+            (MigrationPolicy::Upgrade, false),
+            (MigrationPolicy::Downgrade, true),
+            (MigrationPolicy::Bidirectional, true),
+        ] {
+            groups.set_config(ConsumerGroupConfig {
+                migration_policy: policy,
+                ..ConsumerGroupConfig::default()
+            });
+            groups.insert_converted(upgrade(&classic_group(now), &topics(), now).expect("upgrade"));
+            assert_eq!(
+                groups.take_for_downgrade("g").is_some(),
+                taken,
+                "{policy:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_group_of_classic_members_only_downgrades_to_a_rebalancing_classic_group() {
+        let now = Instant::now();
+        let mut cg = upgrade(&classic_group(now), &topics(), now).expect("upgrade");
+        cg.group_epoch = 7;
+        assert!(cg.only_classic_members_but(&[]));
+        let g = downgrade(&cg, now);
+        assert_eq!(g.generation_id, 7);
+        assert_eq!(g.state, GroupState::PreparingRebalance);
+        assert_eq!(g.protocol_name.as_deref(), Some("range"));
+        assert_eq!(g.leader.as_deref(), Some("a"));
+        let (named, _) = decode_assignment(&g.members["b"].assignment).expect("assignment");
+        assert_eq!(by_topic_id(&named, &topics()), parts(&[2, 3]));
+    }
+}

@@ -319,9 +319,11 @@ impl GroupCoordinator {
     }
 
     /// ConsumerGroupHeartbeat: an empty classic group of that id is replaced (as Kafka
-    /// does); a classic group with members is refused as Kafka 4.4 refuses it under
-    /// `group.consumer.migration.policy=disabled` (Brook has no online migration yet).
-    /// The group's changes are written before the answer (see `consumer_persist`).
+    /// does); a classic group with members is converted online into a consumer group when
+    /// `group.consumer.migration.policy` allows an upgrade, refused with Kafka 4.4's error
+    /// otherwise (see `migration`); a leave that leaves classic members only converts the
+    /// group back when the policy allows a downgrade. The group's changes are written
+    /// before the answer (see `consumer_persist`).
     pub async fn consumer_heartbeat(
         &self,
         group_id: &str,

@@ -86,8 +86,9 @@ pub struct JoinRequest {
     /// v9+: a static leader rejoining may skip the assignment (KIP-814).
     pub supports_skip_assignment: bool,
     /// The cluster's topics, for a member joining a consumer group (KIP-848 migration):
-    /// the coordinator assigns it and resolves the partitions it owns.
-    pub topics: std::sync::Arc<std::collections::BTreeMap<String, TopicMeta>>,
+    /// the coordinator assigns it and resolves the partitions it owns. `None` when the
+    /// handler saw no consumer group of that id.
+    pub topics: Option<std::sync::Arc<std::collections::BTreeMap<String, TopicMeta>>>,
 }
 
 /// One member of a classic group.

@@ -4,9 +4,9 @@
 One broker for the module, on both targets, with short consumer-group timers so that a killed
 member is fenced in seconds: `group.consumer.session.timeout.ms` 8000 and
 `group.consumer.heartbeat.interval.ms` 1000 (and Kafka's lower bounds for them), and
-`group.consumer.migration.policy=disabled` (Brook has no online migration between the
-protocols yet; with `disabled` Kafka 4.4 refuses a consumer member in a classic group and a
-classic member in a consumer group as Brook does).
+`group.consumer.migration.policy=disabled` (so Kafka 4.4 and Brook refuse a consumer member in
+a classic group and a classic member in a consumer group; the online migration the default
+policy allows is test_group_migration.py's).
 
 Members are Java 4.4 consumers (the driver's `group-consume --group-protocol consumer --events`)
 and, in one cell, confluent-kafka (librdkafka >= 2.12). Ownership is followed from each member's

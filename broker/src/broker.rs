@@ -189,6 +189,7 @@ impl Broker {
                 session_timeout_ms: config.group_consumer_session_timeout_ms,
                 heartbeat_interval_ms: config.group_consumer_heartbeat_interval_ms,
                 assignors: config.group_consumer_assignors.clone(),
+                migration_policy: config.group_consumer_migration_policy,
             },
         );
         let broker = Arc::new(Broker {

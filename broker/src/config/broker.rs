@@ -124,6 +124,8 @@ pub struct BrokerConfig {
     pub group_consumer_heartbeat_interval_ms: i32,
     /// `group.consumer.assignors` (Brook serves `uniform` and `range`).
     pub group_consumer_assignors: Vec<String>,
+    /// `group.consumer.migration.policy` (KIP-848 online migration).
+    pub group_consumer_migration_policy: crate::coordinator::consumer_group::MigrationPolicy,
     /// `consumer` is in `group.coordinator.rebalance.protocols`: ConsumerGroupHeartbeat and
     /// ConsumerGroupDescribe are advertised and served (KIP-848).
     pub group_consumer_protocol_enabled: bool,
@@ -352,6 +354,12 @@ impl BrokerConfig {
                 .text("group.coordinator.rebalance.protocols")
                 .split(',')
                 .any(|p| p.trim().eq_ignore_ascii_case("consumer")),
+            // Validated (case-insensitively) by the key table; the default if unreadable.
+            group_consumer_migration_policy:
+                crate::coordinator::consumer_group::MigrationPolicy::parse(
+                    g.text("group.consumer.migration.policy"),
+                )
+                .unwrap_or_default(),
             group_consumer_assignors: g
                 .text("group.consumer.assignors")
                 .split(',')

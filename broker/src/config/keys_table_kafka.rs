@@ -88,7 +88,6 @@ pub(super) static KAFKA_ONLY_BROKER_KEYS: &[KeyDef] = &[
     n("group.consumer.max.heartbeat.interval.ms", T::Int, Some("15000"), V::AtLeast(1), M, RO, ConsumerGroupProtocol),
     n("group.consumer.max.session.timeout.ms", T::Int, Some("60000"), V::AtLeast(1), M, RO, ConsumerGroupProtocol),
     n("group.consumer.max.size", T::Int, Some("2147483647"), V::AtLeast(1), M, RO, ConsumerGroupProtocol),
-    n("group.consumer.migration.policy", T::String, Some("bidirectional"), V::OneOfIgnoreCase(&["DISABLED", "DOWNGRADE", "UPGRADE", "BIDIRECTIONAL"]), M, RO, ConsumerGroupProtocol),
     n("group.consumer.min.assignment.interval.ms", T::Int, Some("0"), V::AtLeast(0), M, RO, ConsumerGroupProtocol),
     n("group.consumer.min.heartbeat.interval.ms", T::Int, Some("5000"), V::AtLeast(1), M, RO, ConsumerGroupProtocol),
     n("group.consumer.min.session.timeout.ms", T::Int, Some("45000"), V::AtLeast(1), M, RO, ConsumerGroupProtocol),

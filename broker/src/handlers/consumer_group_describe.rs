@@ -102,8 +102,8 @@ pub fn handle(
                         )))
                         .with_assignment(wire(m.assignment))
                         .with_target_assignment(wire(m.target_assignment))
-                        // 1: a member of the consumer protocol (0 would be classic).
-                        .with_member_type(1)
+                        // Kafka's `MemberType`: 0 classic protocol, 1 consumer protocol.
+                        .with_member_type(if m.classic { 0 } else { 1 })
                 })
                 .collect();
             DescribedGroup::default()

@@ -44,7 +44,7 @@ pub async fn handle(
             .as_ref()
             .map(|s| s.to_string())
             .unwrap_or_default(),
-        client_host: String::new(),
+        client_host: format!("/{}", session.peer.ip()),
         session_timeout_ms: req.session_timeout_ms,
         rebalance_timeout_ms,
         protocol_type: req.protocol_type.to_string(),
@@ -55,6 +55,16 @@ pub async fn handle(
             .collect(),
         require_known_member_id: version >= 4,
         supports_skip_assignment: version >= 9,
+        // Only a member joining a consumer group (KIP-848 migration) needs the topics.
+        topics: broker
+            .groups
+            .consumer_groups()
+            .exists(&req.group_id)
+            .then(|| {
+                std::sync::Arc::new(crate::coordinator::consumer_group::topic_metas(
+                    &broker.image(),
+                ))
+            }),
     };
     let base = JoinGroupResponse::default()
         .with_generation_id(-1)

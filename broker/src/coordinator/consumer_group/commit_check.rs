@@ -32,6 +32,14 @@ pub fn validate_offset_commit(
     if member_epoch == current {
         return Ok(());
     }
+    // A classic member commits with its generation, which must be its epoch exactly
+    // (Kafka's classic-member check: ILLEGAL_GENERATION).
+    if member.classic.is_some() {
+        return Err(GroupError::IllegalGeneration {
+            given: member_epoch,
+            current,
+        });
+    }
     if member_epoch > current {
         return Err(GroupError::StaleCommit(format!(
             "Received member epoch {member_epoch} is newer than current member epoch {current}."

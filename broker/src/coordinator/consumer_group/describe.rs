@@ -25,6 +25,8 @@ pub struct ConsumerMemberDescription {
     pub subscribed_topic_regex: Option<String>,
     pub assignment: Assignment,
     pub target_assignment: Assignment,
+    /// The member speaks the classic protocol (ConsumerGroupDescribe v1's `MemberType` 0).
+    pub classic: bool,
 }
 
 impl ConsumerGroup {
@@ -48,6 +50,7 @@ impl ConsumerGroup {
                     subscribed_topic_regex: m.subscribed_topic_regex.clone(),
                     assignment: m.assigned.clone(),
                     target_assignment: self.target.get(&m.member_id).cloned().unwrap_or_default(),
+                    classic: m.classic.is_some(),
                 })
                 .collect(),
         }

@@ -269,7 +269,12 @@ impl ConsumerGroup {
             .members
             .values()
             .filter(|m| {
-                m.session_deadline <= now || m.revocation_deadline.is_some_and(|d| d <= now)
+                m.session_deadline <= now
+                    || m.revocation_deadline.is_some_and(|d| d <= now)
+                    || m.classic
+                        .as_ref()
+                        .and_then(|c| c.rebalance_deadline)
+                        .is_some_and(|d| d <= now)
             })
             .map(|m| m.member_id.clone())
             .collect();

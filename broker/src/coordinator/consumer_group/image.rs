@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use super::assignor::TopicMeta;
 use super::group::ConsumerGroup;
-use super::member::{ConsumerMember, MemberState};
+use super::member::{ClassicMember, ConsumerMember, MemberState};
 use super::records::{self, RecordKey};
 use super::regex::ResolvedRegex;
 
@@ -94,6 +94,17 @@ pub fn image(group: &ConsumerGroup) -> RecordImage {
                 subscribed_topic_regex: member.subscribed_topic_regex.clone(),
                 rebalance_timeout_ms: member.rebalance_timeout_ms,
                 server_assignor: member.server_assignor.clone(),
+                classic: member
+                    .classic
+                    .as_ref()
+                    .map(|c| records::ClassicMemberValue {
+                        session_timeout_ms: c.session_timeout_ms,
+                        protocols: c
+                            .protocols
+                            .iter()
+                            .map(|(n, m)| (n.clone(), m.to_vec()))
+                            .collect(),
+                    }),
             }),
         );
         out.insert(
@@ -240,6 +251,20 @@ pub fn rebuild(
         member.server_assignor = m.server_assignor;
         member.rebalance_timeout_ms = m.rebalance_timeout_ms;
         member.session_deadline = now + session_timeout;
+        if let Some(c) = m.classic {
+            // A classic member's session is its own JoinGroup's timeout.
+            let ms = u64::try_from(c.session_timeout_ms).unwrap_or(0);
+            member.session_deadline = now + Duration::from_millis(ms);
+            member.classic = Some(ClassicMember {
+                session_timeout_ms: c.session_timeout_ms,
+                protocols: c
+                    .protocols
+                    .into_iter()
+                    .map(|(n, m)| (n, bytes::Bytes::from(m)))
+                    .collect(),
+                rebalance_deadline: None,
+            });
+        }
         if let Some(c) = current.remove(&member_id) {
             member.member_epoch = c.member_epoch;
             member.previous_member_epoch = c.previous_member_epoch;

@@ -52,6 +52,29 @@ pub struct ConsumerMember {
     pub session_deadline: Instant,
     /// When a member still holding partitions to revoke is fenced (its rebalance timeout).
     pub revocation_deadline: Option<Instant>,
+    /// Set for a member that speaks the classic protocol (JoinGroup/SyncGroup/Heartbeat)
+    /// inside this consumer group (KIP-848's online migration).
+    pub classic: Option<ClassicMember>,
+}
+
+/// What a classic-protocol member of a consumer group keeps besides a consumer member's
+/// fields: Kafka's `ClassicMemberMetadata` (persisted in the member's record) and the
+/// deadline of the JoinGroup or SyncGroup it owes (Kafka's join and sync timeouts: a
+/// member told to rejoin, or given a generation, that does not come back within its
+/// rebalance timeout is fenced).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClassicMember {
+    pub session_timeout_ms: i32,
+    /// (name, metadata) as the member listed them in its JoinGroup, in its order.
+    pub protocols: Vec<(String, bytes::Bytes)>,
+    pub rebalance_deadline: Option<Instant>,
+}
+
+impl ClassicMember {
+    /// The protocol the member prefers: the one its JoinGroup answer names.
+    pub fn protocol_name(&self) -> &str {
+        self.protocols.first().map_or("", |(n, _)| n.as_str())
+    }
 }
 
 impl ConsumerMember {
@@ -74,6 +97,7 @@ impl ConsumerMember {
             assignment_epochs: BTreeMap::new(),
             session_deadline: now,
             revocation_deadline: None,
+            classic: None,
         }
     }
 

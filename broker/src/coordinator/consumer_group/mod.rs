@@ -11,7 +11,9 @@
 //! classic coordinator in `super::group` owns this value and checks both kinds).
 
 pub mod assignor;
+pub mod classic_member;
 pub mod commit_check;
+pub mod consumer_protocol;
 pub mod describe;
 pub mod group;
 pub mod heartbeat;
@@ -30,6 +32,7 @@ use brook_raft::MetadataImage;
 use parking_lot::Mutex;
 use tracing::info;
 
+pub use classic_member::{ClassicJoin, ClassicJoined};
 pub use group::{ConsumerGroup, ConsumerGroupState};
 pub use heartbeat::{HeartbeatReply, HeartbeatRequest};
 pub use image::RecordChange;
@@ -48,6 +51,48 @@ pub struct ConsumerGroupConfig {
     pub heartbeat_interval_ms: i32,
     /// `group.consumer.assignors`, the first being the default.
     pub assignors: Vec<String>,
+    /// `group.consumer.migration.policy`.
+    pub migration_policy: MigrationPolicy,
+}
+
+/// Kafka's `ConsumerGroupMigrationPolicy` (`group.consumer.migration.policy`): whether a
+/// non-empty classic group is converted online to a consumer group when a consumer-protocol
+/// member joins (upgrade), and a consumer group back to a classic one when its last
+/// consumer-protocol member leaves (downgrade). Empty groups are replaced either way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MigrationPolicy {
+    Disabled,
+    Upgrade,
+    Downgrade,
+    #[default]
+    Bidirectional,
+}
+
+impl MigrationPolicy {
+    /// The config value, case-insensitive as Kafka parses it; `None` if unknown.
+    pub fn parse(value: &str) -> Option<MigrationPolicy> {
+        match value.trim().to_ascii_lowercase().as_str() {
+            "disabled" => Some(MigrationPolicy::Disabled),
+            "upgrade" => Some(MigrationPolicy::Upgrade),
+            "downgrade" => Some(MigrationPolicy::Downgrade),
+            "bidirectional" => Some(MigrationPolicy::Bidirectional),
+            _ => None,
+        }
+    }
+
+    pub fn upgrade_enabled(self) -> bool {
+        matches!(
+            self,
+            MigrationPolicy::Upgrade | MigrationPolicy::Bidirectional
+        )
+    }
+
+    pub fn downgrade_enabled(self) -> bool {
+        matches!(
+            self,
+            MigrationPolicy::Downgrade | MigrationPolicy::Bidirectional
+        )
+    }
 }
 
 impl Default for ConsumerGroupConfig {
@@ -56,6 +101,7 @@ impl Default for ConsumerGroupConfig {
             session_timeout_ms: 45_000,
             heartbeat_interval_ms: 5_000,
             assignors: assignor::ASSIGNORS.iter().map(|a| a.to_string()).collect(),
+            migration_policy: MigrationPolicy::default(),
         }
     }
 }
@@ -327,12 +373,42 @@ impl ConsumerGroups {
         }
     }
 
-    /// Whether `member_id` is a member of the consumer group `group_id`.
+    /// Whether `member_id` is a consumer-protocol member of the consumer group
+    /// `group_id` (a classic member commits with the classic protocol's versions).
     pub fn is_member(&self, group_id: &str, member_id: &str) -> bool {
         self.groups
             .lock()
             .get(group_id)
-            .is_some_and(|g| g.members.contains_key(member_id))
+            .and_then(|g| g.members.get(member_id))
+            .is_some_and(|m| m.classic.is_none())
+    }
+
+    /// Runs `f` on the group `group_id` if there is one; see the `classic_*` methods of
+    /// `ConsumerGroup`. The caller writes the group's changes afterwards.
+    pub fn with_group_mut<T>(
+        &self,
+        group_id: &str,
+        f: impl FnOnce(&mut ConsumerGroup) -> T,
+    ) -> Option<T> {
+        self.groups.lock().get_mut(group_id).map(f)
+    }
+
+    /// Adds a group converted from a classic one (an online upgrade).
+    pub fn insert_converted(&self, group: ConsumerGroup) {
+        self.groups.lock().insert(group.group_id.clone(), group);
+    }
+
+    /// Takes `group_id` out for a downgrade when its members are all classic now and the
+    /// policy allows it; `None` otherwise.
+    pub fn take_for_downgrade(&self, group_id: &str) -> Option<ConsumerGroup> {
+        if !self.config.lock().migration_policy.downgrade_enabled() {
+            return None;
+        }
+        let mut groups = self.groups.lock();
+        if !groups.get(group_id)?.only_classic_members_but(&[]) {
+            return None;
+        }
+        groups.remove(group_id)
     }
 
     pub(crate) fn with_group<T>(

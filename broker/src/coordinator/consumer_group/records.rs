@@ -9,8 +9,9 @@
 //! encoding (compact strings and arrays: unsigned-varint length + 1, tagged fields at the
 //! end of every struct). Schemas: Kafka's `ConsumerGroup*Key/Value.json` in
 //! `group-coordinator/src/main/resources/common/message/`, checked against the 4.4 jars'
-//! generated `SCHEMAS` (tagged fields: `MetadataHash` (tag 0) of type 3; Brook writes no
-//! other tag and skips the ones it reads but does not use).
+//! generated `SCHEMAS` (tagged fields: `MetadataHash` (tag 0) of type 3, a classic member's
+//! `ClassicMemberMetadata` (tag 0) of type 5, the assignment epochs of type 8; Brook skips the
+//! tags it reads but does not use).
 //!
 //! Pure: no I/O; decoding never trusts its input.
 
@@ -109,8 +110,8 @@ pub struct GroupMetadataValue {
     pub metadata_hash: i64,
 }
 
-/// `ConsumerGroupMemberMetadataValue` (the classic-member tag is never written: Brook's
-/// consumer groups have no classic members).
+/// `ConsumerGroupMemberMetadataValue`; `classic` is its `ClassicMemberMetadata` (tag 0),
+/// present for a member that speaks the classic protocol in the group.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct MemberMetadataValue {
     pub instance_id: Option<String>,
@@ -121,6 +122,15 @@ pub struct MemberMetadataValue {
     pub subscribed_topic_regex: Option<String>,
     pub rebalance_timeout_ms: i32,
     pub server_assignor: Option<String>,
+    pub classic: Option<ClassicMemberValue>,
+}
+
+/// `ClassicMemberMetadata`: the classic session timeout and the member's JoinGroup
+/// protocols, (name, metadata) in its order.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ClassicMemberValue {
+    pub session_timeout_ms: i32,
+    pub protocols: Vec<(String, Vec<u8>)>,
 }
 
 /// `ConsumerGroupCurrentMemberAssignmentValue`; `state` is Kafka's `MemberState` value
@@ -189,8 +199,44 @@ pub fn member_metadata_value(v: &MemberMetadataValue) -> Vec<u8> {
     w.nullable_string(v.subscribed_topic_regex.as_deref())
         .i32(v.rebalance_timeout_ms)
         .nullable_string(v.server_assignor.as_deref());
-    w.uvarint(0);
+    match &v.classic {
+        None => {
+            w.uvarint(0);
+        }
+        Some(classic) => {
+            // A nullable struct in a tag: its presence byte (1), then the struct.
+            let mut s = FlexWriter(Vec::new());
+            s.uvarint(1).i32(classic.session_timeout_ms);
+            s.uvarint(classic.protocols.len() as u64 + 1);
+            for (name, metadata) in &classic.protocols {
+                s.string(name).compact_bytes(metadata).uvarint(0);
+            }
+            s.uvarint(0);
+            w.uvarint(1).uvarint(0).uvarint(s.0.len() as u64);
+            w.0.extend_from_slice(&s.0);
+        }
+    }
     w.0
+}
+
+fn decode_classic_member(data: &[u8]) -> Result<Option<ClassicMemberValue>, String> {
+    let mut r = Reader(data);
+    if r.uvarint("classic member presence")? == 0 {
+        return Ok(None);
+    }
+    let session_timeout_ms = r.i32("classic session timeout")?;
+    let protocols = r.compact_array("classic protocols", |r| {
+        let name = r.compact_string("protocol name")?;
+        let metadata = r.compact_bytes("protocol metadata")?;
+        r.tagged_fields(|_, _| Ok(()))?;
+        Ok((name, metadata))
+    })?;
+    r.tagged_fields(|_, _| Ok(()))?;
+    r.end("classic member metadata")?;
+    Ok(Some(ClassicMemberValue {
+        session_timeout_ms,
+        protocols,
+    }))
 }
 
 pub fn decode_member_metadata_value(value: &[u8]) -> Result<MemberMetadataValue, String> {
@@ -205,11 +251,17 @@ pub fn decode_member_metadata_value(value: &[u8]) -> Result<MemberMetadataValue,
         subscribed_topic_regex: r.compact_nullable_string("regex")?,
         rebalance_timeout_ms: r.i32("rebalance timeout")?,
         server_assignor: r.compact_nullable_string("server assignor")?,
+        classic: None,
     };
-    // The classic-member tag (0) only matters to mixed groups, which Brook does not have.
-    r.tagged_fields(|_, _| Ok(()))?;
+    let mut classic = None;
+    r.tagged_fields(|tag, data| {
+        if tag == 0 {
+            classic = decode_classic_member(data)?;
+        }
+        Ok(())
+    })?;
     r.end("member metadata value")?;
-    Ok(v)
+    Ok(MemberMetadataValue { classic, ..v })
 }
 
 pub fn target_assignment_metadata_value(assignment_epoch: i32) -> Vec<u8> {
@@ -329,6 +381,11 @@ impl FlexWriter {
     fn string(&mut self, s: &str) -> &mut Self {
         self.uvarint(s.len() as u64 + 1);
         self.0.extend_from_slice(s.as_bytes());
+        self
+    }
+    fn compact_bytes(&mut self, b: &[u8]) -> &mut Self {
+        self.uvarint(b.len() as u64 + 1);
+        self.0.extend_from_slice(b);
         self
     }
     fn nullable_string(&mut self, s: Option<&str>) -> &mut Self {
@@ -459,6 +516,12 @@ impl<'a> Reader<'a> {
         match self.compact_len(what)? {
             None => Ok(None),
             Some(len) => Reader::utf8(self.take(len, what)?, what).map(Some),
+        }
+    }
+    fn compact_bytes(&mut self, what: &str) -> Result<Vec<u8>, String> {
+        match self.compact_len(what)? {
+            None => Err(format!("{what}: null where bytes are required")),
+            Some(len) => Ok(self.take(len, what)?.to_vec()),
         }
     }
     fn compact_string(&mut self, what: &str) -> Result<String, String> {
@@ -597,10 +660,25 @@ mod tests {
             subscribed_topic_regex: Some("x.*".into()),
             rebalance_timeout_ms: 30_000,
             server_assignor: Some("range".into()),
+            classic: None,
         };
         assert_eq!(
             decode_member_metadata_value(&member_metadata_value(&m)),
-            Ok(m)
+            Ok(m.clone())
+        );
+        let classic = MemberMetadataValue {
+            classic: Some(ClassicMemberValue {
+                session_timeout_ms: 10_000,
+                protocols: vec![
+                    ("range".into(), vec![0, 3, 1]),
+                    ("cooperative-sticky".into(), vec![]),
+                ],
+            }),
+            ..m
+        };
+        assert_eq!(
+            decode_member_metadata_value(&member_metadata_value(&classic)),
+            Ok(classic)
         );
         assert_eq!(
             decode_target_assignment_metadata_value(&target_assignment_metadata_value(4)),

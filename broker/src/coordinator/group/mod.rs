@@ -17,9 +17,11 @@
 //! transactional batches and stay pending until their transaction's marker (`txn_hook`,
 //! `txn_offsets`).
 
+mod classic_in_consumer;
 mod consumer_persist;
 mod lifecycle;
 mod loading;
+mod migration;
 mod offsets;
 pub mod offsets_log;
 #[cfg(test)]
@@ -46,7 +48,7 @@ use brook_storage::offsets::{CommittedOffset, OffsetRecord, OffsetStore};
 use parking_lot::Mutex;
 use tokio::sync::{oneshot, Notify};
 use tokio_util::sync::CancellationToken;
-use tracing::{error, warn};
+use tracing::{error, info, warn};
 
 use crate::coordinator::consumer_group::{
     Caller, ConsumerGroupConfig, ConsumerGroups, HeartbeatReply, HeartbeatRequest, TopicsView,
@@ -194,12 +196,10 @@ impl GroupCoordinator {
         let wait = Duration::from_millis(state::millis(req.rebalance_timeout_ms))
             .max(cfg.initial_rebalance_delay)
             + PARK_SLACK;
-        // A consumer group with members refuses classic members, as Kafka 4.4 does
-        // under `group.consumer.migration.policy=disabled` (Brook has no online
-        // migration; Kafka's default lets them in). An empty one gives way, its records
-        // deleted first.
+        // A consumer group with members takes the classic member in (KIP-848 migration);
+        // an empty one gives way, its records deleted first.
         if self.shared.consumer.has_members(group_id) {
-            return Err(GroupError::InconsistentGroupProtocol);
+            return self.join_consumer_group(group_id, req).await;
         }
         let replaced = self.shared.consumer.remove_if_empty(group_id);
         self.shared
@@ -233,6 +233,9 @@ impl GroupCoordinator {
     /// SyncGroup: hands out the leader's assignment, waiting for the leader if needed.
     pub async fn sync(&self, group_id: &str, req: SyncRequest) -> Result<SyncResult, GroupError> {
         self.coordinates(group_id)?;
+        if let Some(result) = self.sync_in_consumer_group(group_id, &req) {
+            return result;
+        }
         let reply = self.with_group(group_id, |g| match g {
             Some(g) => g.sync(req, Instant::now()),
             None => SyncReply::Done(Err(GroupError::UnknownMemberId)),
@@ -263,6 +266,11 @@ impl GroupCoordinator {
         generation_id: i32,
     ) -> Result<(), GroupError> {
         self.coordinates(group_id)?;
+        if let Some(result) =
+            self.heartbeat_in_consumer_group(group_id, member_id, instance_id, generation_id)
+        {
+            return result;
+        }
         self.with_group(group_id, |g| match g {
             Some(g) => g.heartbeat(member_id, instance_id, generation_id, Instant::now()),
             None => Err(GroupError::UnknownMemberId),
@@ -277,6 +285,9 @@ impl GroupCoordinator {
     ) -> Vec<Result<(), GroupError>> {
         if let Err(e) = self.coordinates(group_id) {
             return members.iter().map(|_| Err(e.clone())).collect();
+        }
+        if let Some(results) = self.leave_consumer_group(group_id, members) {
+            return results;
         }
         self.with_group(group_id, |g| match g {
             Some(g) => members
@@ -308,9 +319,11 @@ impl GroupCoordinator {
     }
 
     /// ConsumerGroupHeartbeat: an empty classic group of that id is replaced (as Kafka
-    /// does); a classic group with members is refused as Kafka 4.4 refuses it under
-    /// `group.consumer.migration.policy=disabled` (Brook has no online migration yet).
-    /// The group's changes are written before the answer (see `consumer_persist`).
+    /// does); a classic group with members is converted online into a consumer group when
+    /// `group.consumer.migration.policy` allows an upgrade, refused with Kafka 4.4's error
+    /// otherwise (see `migration`); a leave that leaves classic members only converts the
+    /// group back when the policy allows a downgrade. The group's changes are written
+    /// before the answer (see `consumer_persist`).
     pub async fn consumer_heartbeat(
         &self,
         group_id: &str,
@@ -321,6 +334,10 @@ impl GroupCoordinator {
     ) -> Result<HeartbeatReply, GroupError> {
         self.coordinates(group_id)?;
         let reply = self.consumer_heartbeat_in_memory(group_id, req, caller, view, config);
+        // A member that left may leave classic members only: back to a classic group.
+        if reply.is_ok() && req.member_epoch < 0 {
+            self.shared.downgrade_if_classic_only(group_id).await?;
+        }
         // Written even when the heartbeat failed: a fenced member's removal is a change.
         self.shared.flush_consumer_group(group_id).await?;
         reply
@@ -337,11 +354,30 @@ impl GroupCoordinator {
         let mut groups = self.shared.groups.lock();
         if let Some(classic) = groups.get(group_id) {
             if classic.state != GroupState::Empty && classic.state != GroupState::Dead {
-                return Err(GroupError::WrongGroupType(format!(
-                    "Cannot upgrade classic group {group_id} to consumer group because online upgrade is disabled."
-                )));
+                if req.member_epoch != 0 {
+                    return Err(GroupError::WrongGroupType(format!(
+                        "Group {group_id} is not a consumer group."
+                    )));
+                }
+                if !config.migration_policy.upgrade_enabled() {
+                    return Err(migration::refused(group_id, "online upgrade is disabled"));
+                }
+                let converted = migration::upgrade(classic, view.topics, Instant::now())?;
+                info!(group = %group_id, epoch = converted.group_epoch, members = converted.members.len(),
+                    "converted the classic group to a consumer group");
+                self.shared.consumer.insert_converted(converted);
             }
-            groups.remove(group_id);
+            if let Some(mut old) = groups.remove(group_id) {
+                // Kafka completes the classic group's parked requests so they rejoin.
+                for m in old.members.values_mut() {
+                    if let Some(w) = m.join_waiter.take() {
+                        let _ = w.send(Err(GroupError::RebalanceInProgress));
+                    }
+                    if let Some(w) = m.sync_waiter.take() {
+                        let _ = w.send(Err(GroupError::RebalanceInProgress));
+                    }
+                }
+            }
             self.shared
                 .pending_writes
                 .lock()
@@ -506,6 +542,7 @@ async fn tick_loop(shared: Arc<Shared>, shutdown: CancellationToken) {
             let shared = Arc::clone(&shared);
             tokio::spawn(async move {
                 // A failure is logged and the records are written with the next change.
+                let _ = shared.downgrade_if_classic_only(&group_id).await;
                 let _ = shared.flush_consumer_group(&group_id).await;
             });
         }

@@ -28,6 +28,7 @@ fn join_req(member_id: &str, instance: Option<&str>, protocols: &[&str]) -> Join
             .collect(),
         require_known_member_id: true,
         supports_skip_assignment: false,
+        topics: None,
     }
 }
 

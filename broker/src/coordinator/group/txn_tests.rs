@@ -212,6 +212,7 @@ async fn stable_member(coordinator: &GroupCoordinator, group: &str) -> (String, 
         protocols: vec![("range".into(), Bytes::from_static(b"meta"))],
         require_known_member_id: false,
         supports_skip_assignment: false,
+        topics: None,
     };
     let JoinOutcome::Joined(joined) = coordinator.join(group, req).await.expect("join") else {
         panic!("a static member joins without a member id round trip");

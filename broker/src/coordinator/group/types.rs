@@ -7,6 +7,8 @@ use std::time::Instant;
 use bytes::Bytes;
 use tokio::sync::oneshot;
 
+use crate::coordinator::consumer_group::assignor::TopicMeta;
+
 /// Kafka's `ClassicGroupState`, spelled as `ListGroups`/`DescribeGroups` report it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GroupState {
@@ -83,6 +85,10 @@ pub struct JoinRequest {
     pub require_known_member_id: bool,
     /// v9+: a static leader rejoining may skip the assignment (KIP-814).
     pub supports_skip_assignment: bool,
+    /// The cluster's topics, for a member joining a consumer group (KIP-848 migration):
+    /// the coordinator assigns it and resolves the partitions it owns. `None` when the
+    /// handler saw no consumer group of that id.
+    pub topics: Option<std::sync::Arc<std::collections::BTreeMap<String, TopicMeta>>>,
 }
 
 /// One member of a classic group.

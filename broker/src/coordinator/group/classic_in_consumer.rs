@@ -175,6 +175,12 @@ impl Shared {
     /// (Kafka's `convertToClassicGroup`) when the policy allows a downgrade: its records
     /// are tombstoned and the classic group's metadata written; the members rejoin.
     pub(super) async fn downgrade_if_classic_only(&self, group_id: &str) -> Result<(), GroupError> {
+        // Held from the consumer group's removal until its tombstones are written: the
+        // classic group's record, queued meanwhile, lands after them. A crash in between
+        // then leaves no group (its members rejoin) rather than the stale consumer group
+        // beside the classic one, which loading would prefer.
+        let partition = self.offsets_partition(group_id);
+        let _ordered = self.write_order(partition).await;
         let tombstones = {
             let mut groups = self.groups.lock();
             if groups.contains_key(group_id) {
@@ -190,7 +196,7 @@ impl Shared {
             groups.insert(group_id.to_owned(), classic);
             image::tombstones(&consumer.written)
         };
-        self.write_removed_consumer_group(group_id, tombstones)
+        self.write_removed_consumer_group_in_order(partition, group_id, tombstones)
             .await
     }
 }

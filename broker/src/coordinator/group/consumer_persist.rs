@@ -41,6 +41,21 @@ impl Shared {
         }
         let partition = self.offsets_partition(group_id);
         let _ordered = self.write_order(partition).await;
+        self.write_removed_consumer_group_in_order(partition, group_id, tombstones)
+            .await
+    }
+
+    /// [`Shared::write_removed_consumer_group`] for a caller holding the write order of the
+    /// group's `partition`.
+    pub(super) async fn write_removed_consumer_group_in_order(
+        &self,
+        partition: i32,
+        group_id: &str,
+        tombstones: Vec<RecordChange>,
+    ) -> Result<(), GroupError> {
+        if tombstones.is_empty() {
+            return Ok(());
+        }
         self.persist_in_order(partition, offset_records(group_id, &tombstones))
             .await
             .map_err(coordinator_error)

@@ -217,6 +217,15 @@ pub enum Command {
     AlterClientQuotas {
         alterations: Vec<crate::quota::QuotaAlteration>,
     },
+    /// A broker's log directory failed: its replicas of these `(topic id, partition)`s are
+    /// offline for this registration, so they lose leadership and ISR membership (Kafka's
+    /// `handleDirectoriesOffline`, see [`crate::offline_replicas`]). Proposed by the broker;
+    /// [`ApplyError::StaleBrokerEpoch`] for an older registration.
+    MarkReplicasOffline {
+        broker_id: i32,
+        broker_epoch: u64,
+        partitions: Vec<(Uuid, i32)>,
+    },
 }
 
 /// A user's new SCRAM credential for one mechanism (1 SCRAM-SHA-256, 2 SCRAM-SHA-512).
@@ -267,6 +276,7 @@ impl Command {
             Command::Bootstrap { .. } => "bootstrap",
             Command::UpdateFeatures { .. } => "update_features",
             Command::AlterClientQuotas { .. } => "alter_client_quotas",
+            Command::MarkReplicasOffline { .. } => "mark_replicas_offline",
         }
     }
 }

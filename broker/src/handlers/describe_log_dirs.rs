@@ -8,6 +8,9 @@
 //! the high watermark (0 on a leader or a caught-up follower); no future replicas (Brook
 //! does not move replicas between directories).
 //!
+//! A directory that failed is listed with KAFKA_STORAGE_ERROR and no replicas or sizes
+//! (`kafka-log-dirs` prints `"error":"org.apache.kafka.common.errors.KafkaStorageException"`).
+//!
 //! Authorization (`KafkaApis.handleDescribeLogDirsRequest`): DESCRIBE on the cluster, else
 //! CLUSTER_AUTHORIZATION_FAILED and no results.
 
@@ -19,6 +22,7 @@ use brook_protocol::kafka_protocol::messages::describe_log_dirs_response::{
 };
 use brook_protocol::kafka_protocol::messages::{DescribeLogDirsRequest, DescribeLogDirsResponse};
 use brook_protocol::kafka_protocol::protocol::StrBytes;
+use brook_protocol::kafka_protocol::ResponseError;
 use brook_storage::LogHandle;
 
 use crate::auth::acl::AclOperation;
@@ -64,9 +68,11 @@ pub async fn handle(
         .map(|p| p.log().clone())
         .collect();
     let dirs = broker.config.log_dirs.clone();
+    let failures = broker.replicas.log_dir_failures();
+    let failed: Vec<bool> = dirs.iter().map(|d| failures.failure(d).is_some()).collect();
     // Sizes come from each log's segment list under its lock, and free space from statvfs:
     // both off the runtime's worker threads.
-    let listed = tokio::task::spawn_blocking(move || describe(&dirs, &logs)).await;
+    let listed = tokio::task::spawn_blocking(move || describe(&dirs, &failed, &logs)).await;
     match listed {
         Ok(results) => DescribeLogDirsResponse::default().with_results(results),
         Err(e) => DescribeLogDirsResponse::default().with_error_code(
@@ -77,7 +83,9 @@ pub async fn handle(
     }
 }
 
-fn describe(dirs: &[PathBuf], logs: &[LogHandle]) -> Vec<DescribeLogDirsResult> {
+/// `failed[i]`: whether `dirs[i]` failed (it is listed with KAFKA_STORAGE_ERROR and
+/// nothing else, as Kafka lists an offline directory).
+fn describe(dirs: &[PathBuf], failed: &[bool], logs: &[LogHandle]) -> Vec<DescribeLogDirsResult> {
     // Each configured directory resolved once; a replica's directory is one of them
     // (`<log dir>/<topic>-<partition>`), matched as written or resolved.
     let resolved: Vec<PathBuf> = dirs.iter().map(|d| absolute(d)).collect();
@@ -86,7 +94,8 @@ fn describe(dirs: &[PathBuf], logs: &[LogHandle]) -> Vec<DescribeLogDirsResult> 
         let Ok(size) = log.with_log_blocking(|l| Ok(l.size_bytes())) else {
             continue;
         };
-        let parent = log.dir().parent().unwrap_or(log.dir());
+        let dir = log.dir();
+        let parent = dir.parent().unwrap_or(&dir);
         let index = dirs.iter().position(|d| d == parent).or_else(|| {
             let parent = absolute(parent);
             resolved.iter().position(|d| *d == parent)
@@ -104,7 +113,13 @@ fn describe(dirs: &[PathBuf], logs: &[LogHandle]) -> Vec<DescribeLogDirsResult> 
     resolved
         .iter()
         .zip(by_dir)
-        .map(|(dir, replicas)| {
+        .zip(failed)
+        .map(|((dir, replicas), &failed)| {
+            if failed {
+                return DescribeLogDirsResult::default()
+                    .with_log_dir(StrBytes::from_string(dir.display().to_string()))
+                    .with_error_code(ResponseError::KafkaStorageError.code());
+            }
             let mut topics: BTreeMap<String, Vec<DescribeLogDirsPartition>> = BTreeMap::new();
             for r in replicas {
                 topics.entry(r.topic).or_default().push(

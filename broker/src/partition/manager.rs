@@ -498,6 +498,17 @@ impl ReplicaManager {
         Arc::clone(self.inner.logs.log_dir_failures())
     }
 
+    /// This broker's partitions whose log is offline (its directory failed, or it failed
+    /// to open), for the controller (`cluster::offline_replicas`).
+    pub fn offline_logs(&self) -> Vec<(String, i32)> {
+        self.inner
+            .logs
+            .offline_logs()
+            .into_iter()
+            .map(|(key, _)| key)
+            .collect()
+    }
+
     /// Every open log, for metrics and shutdown.
     pub fn logs(&self) -> Vec<LogHandle> {
         self.inner.logs.logs()

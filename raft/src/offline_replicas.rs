@@ -185,6 +185,25 @@ mod tests {
     }
 
     #[test]
+    fn an_offline_replica_cannot_be_added_back_to_the_isr() {
+        let (mut image, id) = cluster();
+        mark_offline(&mut image, 1, 11, &[(id, 0)]).expect("applies");
+        let expand = crate::Command::AlterPartition {
+            topic_id: id,
+            partition: 0,
+            broker_id: 2,
+            broker_epoch: 12,
+            leader_epoch: 5,
+            partition_epoch: 10,
+            isr: vec![2, 3, 1],
+        };
+        assert_eq!(
+            crate::apply::apply(&mut image, &expand, 100),
+            Err(ApplyError::IneligibleReplica { broker_id: 1 })
+        );
+    }
+
+    #[test]
     fn the_last_isr_member_stays_in_the_isr_and_the_partition_waits_leaderless() {
         let (mut image, id) = cluster();
         if let Some(p) = image

@@ -5,8 +5,10 @@
 //! partitions this broker holds. Every configured directory is listed, empty or not.
 //!
 //! As Kafka's `ReplicaManager.describeLogDirs`: the lag is how far the log end is behind
-//! the high watermark (0 on a leader or a caught-up follower); no future replicas (Brook
-//! does not move replicas between directories).
+//! the high watermark (0 on a leader or a caught-up follower). A replica being moved to
+//! another directory (AlterReplicaLogDirs) is also listed there as a future replica, with
+//! the bytes copied so far and an offset lag of 0 (it is copied as files, not records, so
+//! its log end is not known until it replaces the current one).
 //!
 //! A directory that failed is listed with KAFKA_STORAGE_ERROR and no replicas or sizes
 //! (`kafka-log-dirs` prints `"error":"org.apache.kafka.common.errors.KafkaStorageException"`).
@@ -31,12 +33,14 @@ use crate::broker::Broker;
 use crate::error::{BrokerError, Denied};
 use crate::server::session::Session;
 
-/// One replica as listed: its topic, partition, size and lag.
+/// One replica as listed: its topic, partition, size and lag, and whether it is the future
+/// replica of a move to another directory.
 struct ReplicaDir {
     topic: String,
     partition: i32,
     size: i64,
     lag: i64,
+    future: bool,
 }
 
 pub async fn handle(
@@ -56,7 +60,7 @@ pub async fn handle(
             })
             .collect()
     });
-    let logs: Vec<LogHandle> = broker
+    let logs: Vec<(LogHandle, Option<PathBuf>)> = broker
         .replicas
         .partitions()
         .iter()
@@ -65,7 +69,10 @@ pub async fn handle(
                 .as_ref()
                 .is_none_or(|w| w.contains(&(p.topic().to_string(), p.index())))
         })
-        .map(|p| p.log().clone())
+        .map(|p| {
+            let future = broker.replicas.future_log_dir(p.topic(), p.index());
+            (p.log().clone(), future)
+        })
         .collect();
     let dirs = broker.config.log_dirs.clone();
     let failures = broker.replicas.log_dir_failures();
@@ -85,15 +92,32 @@ pub async fn handle(
 
 /// `failed[i]`: whether `dirs[i]` failed (it is listed with KAFKA_STORAGE_ERROR and
 /// nothing else, as Kafka lists an offline directory).
-fn describe(dirs: &[PathBuf], failed: &[bool], logs: &[LogHandle]) -> Vec<DescribeLogDirsResult> {
+fn describe(
+    dirs: &[PathBuf],
+    failed: &[bool],
+    logs: &[(LogHandle, Option<PathBuf>)],
+) -> Vec<DescribeLogDirsResult> {
     // Each configured directory resolved once; a replica's directory is one of them
     // (`<log dir>/<topic>-<partition>`), matched as written or resolved.
     let resolved: Vec<PathBuf> = dirs.iter().map(|d| absolute(d)).collect();
     let mut by_dir: Vec<Vec<ReplicaDir>> = dirs.iter().map(|_| Vec::new()).collect();
-    for log in logs {
+    for (log, future) in logs {
         let Ok(size) = log.with_log_blocking(|l| Ok(l.size_bytes())) else {
             continue;
         };
+        if let Some(target) = future {
+            let slot = dirs.iter().position(|d| d == target);
+            if let Some(slot) = slot.and_then(|i| by_dir.get_mut(i)) {
+                let copy = target.join(format!("{}-{}.future", log.topic(), log.partition()));
+                slot.push(ReplicaDir {
+                    topic: log.topic().to_string(),
+                    partition: log.partition(),
+                    size: dir_bytes(&copy),
+                    lag: 0,
+                    future: true,
+                });
+            }
+        }
         let dir = log.dir();
         let parent = dir.parent().unwrap_or(&dir);
         let index = dirs.iter().position(|d| d == parent).or_else(|| {
@@ -108,6 +132,7 @@ fn describe(dirs: &[PathBuf], failed: &[bool], logs: &[LogHandle]) -> Vec<Descri
             partition: log.partition(),
             size: i64::try_from(size).unwrap_or(i64::MAX),
             lag: (log.high_watermark() - log.log_end_offset()).max(0),
+            future: false,
         });
     }
     resolved
@@ -126,7 +151,8 @@ fn describe(dirs: &[PathBuf], failed: &[bool], logs: &[LogHandle]) -> Vec<Descri
                     DescribeLogDirsPartition::default()
                         .with_partition_index(r.partition)
                         .with_partition_size(r.size)
-                        .with_offset_lag(r.lag),
+                        .with_offset_lag(r.lag)
+                        .with_is_future_key(r.future),
                 );
             }
             let (total, usable) = space(dir);
@@ -146,6 +172,17 @@ fn describe(dirs: &[PathBuf], failed: &[bool], logs: &[LogHandle]) -> Vec<Descri
                 )
         })
         .collect()
+}
+
+/// The bytes of the files in `dir` (a future replica being copied).
+fn dir_bytes(dir: &Path) -> i64 {
+    let total: u64 = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok()?.metadata().ok())
+        .map(|m| m.len())
+        .sum();
+    i64::try_from(total).unwrap_or(i64::MAX)
 }
 
 /// Kafka reports a directory by its absolute path.

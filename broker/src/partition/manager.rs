@@ -21,6 +21,7 @@
 //! NOT_LEADER_OR_FOLLOWER with the leader it knows (KIP-951).
 
 use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -507,6 +508,21 @@ impl ReplicaManager {
             .into_iter()
             .map(|(key, _)| key)
             .collect()
+    }
+
+    /// Starts moving the partition's log into `target` (one of `log.dirs`) on a blocking
+    /// thread (AlterReplicaLogDirs); a move already under way, or a log already there, is
+    /// left alone. Failures are logged (and fail a directory if they should) by storage.
+    pub fn move_log(&self, topic: &str, partition: i32, target: PathBuf) {
+        let logs = Arc::clone(&self.inner.logs);
+        let topic = topic.to_string();
+        tokio::task::spawn_blocking(move || logs.move_log(&topic, partition, &target));
+    }
+
+    /// The log directory the partition's log is being moved into, if it is (DescribeLogDirs
+    /// lists it there as a future replica).
+    pub fn future_log_dir(&self, topic: &str, partition: i32) -> Option<PathBuf> {
+        self.inner.logs.future_dir(topic, partition)
     }
 
     /// Every open log, for metrics and shutdown.

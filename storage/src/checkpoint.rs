@@ -84,12 +84,15 @@ pub fn read(log_dir: &Path) -> Result<Offsets> {
 /// as present but empty, with a WARN (callers treat a missing entry conservatively).
 pub fn read_named(log_dir: &Path, name: &str) -> Result<Option<Offsets>> {
     let path = log_dir.join(name);
-    let text = match fs::read_to_string(&path) {
-        Ok(text) => text,
+    let bytes = match fs::read(&path) {
+        Ok(bytes) => bytes,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(io_err("read checkpoint", &path)(e)),
     };
-    Ok(Some(parse(&text).unwrap_or_else(|| {
+    // Bytes that are not even text (a flipped high bit) are malformed like any others: the
+    // broker must not refuse to start over a file it can do without.
+    let parsed = std::str::from_utf8(&bytes).ok().and_then(parse);
+    Ok(Some(parsed.unwrap_or_else(|| {
         tracing::warn!(path = %path.display(), "malformed offset checkpoint ignored");
         Offsets::new()
     })))
@@ -195,5 +198,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         fs::write(dir.path().join(FILE_NAME), "garbage").expect("write");
         assert_eq!(read(dir.path()).expect("read"), Offsets::new());
+        fs::write(dir.path().join(FILE_NAME), b"0\n1\nt 0 \xff\xfe\n").expect("write");
+        assert_eq!(read(dir.path()).expect("not UTF-8"), Offsets::new());
     }
 }

@@ -317,8 +317,9 @@ impl LogManager {
         for handle in &handles {
             match handle.with_log_blocking(Log::checkpoint_recovery_point) {
                 Ok(point) => points.push((handle.clone(), point)),
-                // Deleted since `logs()`: no longer listed.
-                Err(StorageError::LogDeleted { .. }) => {}
+                // Deleted since `logs()`: no longer listed. Or in a failed log directory:
+                // that failure was logged once, not once per log and checkpoint.
+                Err(StorageError::LogDeleted { .. } | StorageError::LogOffline { .. }) => {}
                 // One log's disk error must not cost the others their points: this one
                 // is left out, so its next open recovers it fully.
                 Err(e) => {

@@ -17,10 +17,6 @@ Once the disk is back (remounted) and the broker restarted, every acknowledged r
 back at its offset and produce works again.
 """
 
-import fcntl
-import os
-import struct
-import subprocess
 import uuid
 
 import pytest
@@ -29,52 +25,12 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from harness import paths
 from harness.broker import Broker
+from harness.disk import Ext4Disk
 from harness.members import poll_until
 from test_disk_full import KAFKA_STORAGE_ERROR, assert_every_acknowledged_record_reads_back, create_topic, produce_once
 
-# EXT4_IOC_SHUTDOWN = _IOR('X', 125, __u32); flag 0 syncs the filesystem, then fails all I/O.
-EXT4_IOC_SHUTDOWN = 0x8004587D
-EXT4_GOING_FLAGS_DEFAULT = 0
-# Sparse: Brook's RocksDB stores preallocate ~150 MB on a fresh node.
-IMAGE_BYTES = 512 * 1024 * 1024
 EXIT_DEADLINE_S = 60
 RECORDS = 200
-
-
-class Ext4Disk:
-    """An ext4 filesystem on a loop device over a sparse file, mounted at `mount_point`."""
-
-    def __init__(self, image, mount_point):
-        self.image, self.mount_point = image, mount_point
-        with open(image, "wb") as f:
-            f.truncate(IMAGE_BYTES)
-        self.device = subprocess.run(["losetup", "-f", "--show", str(image)], check=True,
-                                     capture_output=True, text=True).stdout.strip()
-        subprocess.run(["mkfs.ext4", "-q", self.device], check=True)
-        self.mount_point.mkdir(parents=True, exist_ok=True)
-        self.mount()
-        # Kafka refuses to start on a log dir holding a directory not named like a partition.
-        (self.mount_point / "lost+found").rmdir()
-
-    def mount(self):
-        subprocess.run(["mount", self.device, str(self.mount_point)], check=True)
-
-    def fail(self):
-        """Every later I/O on the filesystem fails with EIO (after a sync of what was written)."""
-        fd = os.open(self.mount_point, os.O_RDONLY)
-        try:
-            fcntl.ioctl(fd, EXT4_IOC_SHUTDOWN, struct.pack("I", EXT4_GOING_FLAGS_DEFAULT))
-        finally:
-            os.close(fd)
-
-    def replace(self):
-        """The disk back: unmount the failed filesystem and mount it again (journal replayed)."""
-        subprocess.run(["umount", str(self.mount_point)], check=True)
-        self.mount()
-
-    def remove(self):
-        subprocess.run(["umount", str(self.mount_point)], check=False)
-        subprocess.run(["losetup", "-d", self.device], check=False)
 
 
 @pytest.fixture(scope="module")

@@ -243,7 +243,8 @@ _METADATA_RESP = [
 def metadata(bootstrap: str, topics: Optional[List[str]] = None) -> dict:
     """This broker's own metadata view (no auto-creation). `topics=None`: all topics.
     Returns {"controller_id", "cluster_id", "brokers": {id: "host:port"},
-    "topics": {name: {"error": code, "partitions": {p: {"error", "leader", "epoch", "replicas", "isr"}}}}}."""
+    "topics": {name: {"error": code, "partitions": {p: {"error", "leader", "epoch", "replicas", "isr",
+    "offline"}}}}}."""
     request = {"topics": None if topics is None else [{"name": t} for t in topics],
                "allow_auto_topic_creation": False, "include_cluster_authorized_operations": False,
                "include_topic_authorized_operations": False}
@@ -257,7 +258,8 @@ def metadata(bootstrap: str, topics: Optional[List[str]] = None) -> dict:
                 "error": t["error_code"],
                 "partitions": {
                     p["partition_index"]: {"error": p["error_code"], "leader": p["leader_id"], "epoch": p["leader_epoch"],
-                                           "replicas": p["replica_nodes"], "isr": p["isr_nodes"]}
+                                           "replicas": p["replica_nodes"], "isr": p["isr_nodes"],
+                                           "offline": p["offline_replicas"]}
                     for p in t["partitions"]
                 },
             }

@@ -37,7 +37,8 @@ format_args=()
 while IFS= read -r argument; do
   [ -n "$argument" ] && format_args+=("$argument")
 done <<< "${KAFKA_FORMAT_ARGS:-}"
-if [ ! -f "$log_dirs/meta.properties" ]; then
+# The first log dir decides: `format` writes meta.properties into every one of log.dirs.
+if [ ! -f "${log_dirs%%,*}/meta.properties" ]; then
   java -cp "$cp" kafka.tools.StorageTool format --cluster-id="$cluster_id" -c "$props" "${add_scram[@]}" "${format_args[@]}" \
     >"$dir/format.log" 2>&1 || { cat "$dir/format.log" >&2; exit 1; }
 fi

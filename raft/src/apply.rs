@@ -13,6 +13,7 @@ use crate::election;
 use crate::image::{
     BrokerRegistration, MetadataImage, PartitionImage, ProducerIdBlock, TopicImage, NO_LEADER,
 };
+use crate::offline_replicas;
 use crate::reassignment;
 
 /// Apply `cmd`, the entry at raft log `index`, to `image`. On `Err`, `image` is unchanged.
@@ -262,6 +263,11 @@ pub fn apply(image: &mut MetadataImage, cmd: &Command, index: u64) -> ApplyResul
                 isr,
             },
         ),
+        Command::MarkReplicasOffline {
+            broker_id,
+            broker_epoch,
+            partitions,
+        } => offline_replicas::mark_offline(image, *broker_id, *broker_epoch, partitions),
         Command::ElectLeaders {
             partitions,
             election,
@@ -430,11 +436,10 @@ fn check_alter_partition(
             req.isr, p.replicas
         ));
     }
-    if let Some(&broker_id) = req
-        .isr
-        .iter()
-        .find(|b| !p.isr.contains(b) && !image.is_active(**b))
-    {
+    if let Some(&broker_id) = req.isr.iter().find(|b| {
+        !p.isr.contains(b)
+            && (!image.is_active(**b) || image.is_replica_offline(**b, topic_id, partition))
+    }) {
         return Err(ApplyError::IneligibleReplica { broker_id });
     }
     Ok(())

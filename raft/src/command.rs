@@ -144,8 +144,8 @@ pub enum Command {
     /// `broker_id` is the current leader ([`ApplyError::InvalidRequest`]); `partition_epoch`
     /// is the current one ([`ApplyError::InvalidUpdateVersion`]); `isr` is non-empty, holds
     /// the leader, no duplicates and only replicas ([`ApplyError::InvalidRequest`]); every
-    /// broker it adds is registered, unfenced and not shutting down
-    /// ([`ApplyError::IneligibleReplica`]). On success the ISR is replaced and the partition
+    /// broker it adds is registered, unfenced, not shutting down and has not reported its
+    /// replica offline ([`ApplyError::IneligibleReplica`]). On success the ISR is replaced and the partition
     /// epoch bumped; leader and leader epoch stay.
     AlterPartition {
         topic_id: Uuid,
@@ -217,6 +217,15 @@ pub enum Command {
     AlterClientQuotas {
         alterations: Vec<crate::quota::QuotaAlteration>,
     },
+    /// A broker's log directory failed: its replicas of these `(topic id, partition)`s are
+    /// offline for this registration, so they lose leadership and ISR membership (Kafka's
+    /// `handleDirectoriesOffline`, see [`crate::offline_replicas`]). Proposed by the broker;
+    /// [`ApplyError::StaleBrokerEpoch`] for an older registration.
+    MarkReplicasOffline {
+        broker_id: i32,
+        broker_epoch: u64,
+        partitions: Vec<(Uuid, i32)>,
+    },
 }
 
 /// A user's new SCRAM credential for one mechanism (1 SCRAM-SHA-256, 2 SCRAM-SHA-512).
@@ -267,6 +276,7 @@ impl Command {
             Command::Bootstrap { .. } => "bootstrap",
             Command::UpdateFeatures { .. } => "update_features",
             Command::AlterClientQuotas { .. } => "alter_client_quotas",
+            Command::MarkReplicasOffline { .. } => "mark_replicas_offline",
         }
     }
 }
@@ -316,8 +326,9 @@ pub enum ApplyError {
     /// INVALID_UPDATE_VERSION): the ISR changed since the sender last saw it.
     #[error("partition epoch {given} is not the current partition epoch {current}")]
     InvalidUpdateVersion { given: i32, current: i32 },
-    /// An AlterPartition adding a broker to the ISR that is not registered, fenced or in
-    /// controlled shutdown (Kafka's INELIGIBLE_REPLICA).
+    /// An AlterPartition adding a broker to the ISR that is not registered, fenced, in
+    /// controlled shutdown or whose replica is in a failed log directory (Kafka's
+    /// INELIGIBLE_REPLICA).
     #[error("broker {broker_id} is not eligible to join the ISR (unregistered, fenced or shutting down)")]
     IneligibleReplica { broker_id: i32 },
     /// A malformed or misdirected request (Kafka's INVALID_REQUEST).

@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::acl::AclsImage;
+use crate::offline_replicas::OfflineReplicas;
 use crate::quota::ClientQuotasImage;
 
 /// No leader: every in-sync replica is fenced (Kafka's `-1`).
@@ -168,6 +169,9 @@ pub struct MetadataImage {
     /// feature name; a feature never updated has no entry (the broker's default applies),
     /// one disabled is at 0.
     pub features: BTreeMap<String, i16>,
+    /// Replicas whose log directory failed, by the broker that reported them
+    /// (`offline_replicas.rs`).
+    pub offline_replicas: BTreeMap<i32, OfflineReplicas>,
     /// The last raft log entry reflected in this image (`None` before the first one).
     pub applied: Option<LogId<u64>>,
 }
@@ -235,6 +239,7 @@ impl MetadataImage {
             && self.acls == other.acls
             && self.client_quotas == other.client_quotas
             && self.bootstrapped == other.bootstrapped
+            && self.offline_replicas == other.offline_replicas
     }
 }
 
@@ -263,6 +268,8 @@ struct ImageRepr {
     bootstrapped: bool,
     #[serde(default)]
     features: BTreeMap<String, i16>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    offline_replicas: Vec<OfflineReplicas>,
     applied: Option<LogId<u64>>,
 }
 
@@ -299,6 +306,7 @@ impl From<MetadataImage> for ImageRepr {
             client_quotas: image.client_quotas,
             bootstrapped: image.bootstrapped,
             features: image.features,
+            offline_replicas: image.offline_replicas.into_values().collect(),
             applied: image.applied,
         }
     }
@@ -339,6 +347,11 @@ impl From<ImageRepr> for MetadataImage {
             client_quotas: repr.client_quotas,
             bootstrapped: repr.bootstrapped,
             features: repr.features,
+            offline_replicas: repr
+                .offline_replicas
+                .into_iter()
+                .map(|o| (o.broker_id, o))
+                .collect(),
             applied: repr.applied,
         }
     }

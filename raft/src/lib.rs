@@ -35,6 +35,7 @@ pub mod liveness;
 pub mod log_store;
 mod monitor;
 pub mod network;
+pub mod offline_replicas;
 #[cfg(feature = "rocksdb")]
 mod quorum;
 pub mod quota;

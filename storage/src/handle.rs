@@ -62,13 +62,34 @@ impl Snapshot {
     }
 }
 
+/// Where a log lives; changes only when it moves to another log directory
+/// (`log_move.rs`).
+#[derive(Debug)]
+struct Location {
+    dir: PathBuf,
+    /// The log directory holding `dir`.
+    log_dir: PathBuf,
+}
+
+impl Location {
+    fn of(log: &Log) -> Arc<Self> {
+        Arc::new(Location {
+            dir: log.dir().to_path_buf(),
+            log_dir: log
+                .dir()
+                .parent()
+                .map(Path::to_path_buf)
+                .unwrap_or_default(),
+        })
+    }
+}
+
 #[derive(Debug)]
 struct Shared {
     topic: String,
     partition: i32,
-    dir: PathBuf,
-    /// The log directory holding `dir`, and the broker's failed directories.
-    log_dir: PathBuf,
+    location: parking_lot::RwLock<Arc<Location>>,
+    /// The broker's failed directories.
     failures: Arc<LogDirFailures>,
     /// `None` once the log was deleted.
     log: Mutex<Option<Log>>,
@@ -189,12 +210,7 @@ impl LogHandle {
             shared: Arc::new(Shared {
                 topic: topic.to_string(),
                 partition,
-                dir: log.dir().to_path_buf(),
-                log_dir: log
-                    .dir()
-                    .parent()
-                    .map(Path::to_path_buf)
-                    .unwrap_or_default(),
+                location: parking_lot::RwLock::new(Location::of(&log)),
                 failures,
                 log_end_offset: AtomicI64::new(log.log_end_offset()),
                 log_start_offset: AtomicI64::new(log.log_start_offset()),
@@ -217,8 +233,12 @@ impl LogHandle {
     }
 
     /// The partition's directory.
-    pub fn dir(&self) -> &Path {
-        &self.shared.dir
+    pub fn dir(&self) -> PathBuf {
+        self.location().dir.clone()
+    }
+
+    fn location(&self) -> Arc<Location> {
+        Arc::clone(&self.shared.location.read())
     }
 
     /// The offset the next appended record will get.
@@ -588,25 +608,51 @@ impl LogHandle {
     pub fn with_log_blocking<R>(&self, f: impl FnOnce(&mut Log) -> Result<R>) -> Result<R> {
         self.check_log_dir()?;
         let mut guard = self.shared.log.lock();
-        let log = guard.as_mut().ok_or_else(|| StorageError::LogDeleted {
-            dir: self.shared.dir.clone(),
-        })?;
+        let log = guard
+            .as_mut()
+            .ok_or_else(|| StorageError::LogDeleted { dir: self.dir() })?;
         let result = self.report(f(log));
         self.publish(Snapshot::of(log)); // under the lock: see `try_append_inline`
         drop(guard);
         result
     }
 
+    /// Replaces the log, under its lock, by the one `f` makes from it (the same partition
+    /// in another log directory: `log_move.rs`); the handle serves the new one from then
+    /// on, at its directory. On an error the old log stays and serves on.
+    pub(crate) fn replace_log_blocking(
+        &self,
+        f: impl FnOnce(&mut Log) -> Result<Log>,
+    ) -> Result<()> {
+        self.check_log_dir()?;
+        let mut guard = self.shared.log.lock();
+        let old = guard
+            .as_mut()
+            .ok_or_else(|| StorageError::LogDeleted { dir: self.dir() })?;
+        // Not `report`: an error may be the target directory's (`log_move.rs` says whose).
+        let new = f(old)?;
+        *self.shared.location.write() = Location::of(&new);
+        self.publish(Snapshot::of(&new));
+        let old = guard.replace(new);
+        drop(guard);
+        drop(old);
+        Ok(())
+    }
+
     /// `LogOffline` if the log's directory has failed.
     fn check_log_dir(&self) -> Result<()> {
-        match self.shared.failures.failure(&self.shared.log_dir) {
+        if !self.shared.failures.any_failed() {
+            return Ok(());
+        }
+        let location = self.location();
+        match self.shared.failures.failure(&location.log_dir) {
             None => Ok(()),
             Some(reason) => Err(StorageError::LogOffline {
                 topic: self.shared.topic.clone(),
                 partition: self.shared.partition,
                 reason: format!(
                     "log directory {} failed: {reason}",
-                    self.shared.log_dir.display()
+                    location.log_dir.display()
                 ),
             }),
         }
@@ -616,14 +662,19 @@ impl LogHandle {
     /// a full disk takes the directory offline), and returns the result unchanged.
     fn report<R>(&self, result: Result<R>) -> Result<R> {
         if let Err(e) = &result {
-            self.shared.failures.fail_on(&self.shared.log_dir, e);
+            self.shared.failures.fail_on(&self.location().log_dir, e);
         }
         result
     }
 
     /// Whether the log's directory has failed.
     pub fn log_dir_failed(&self) -> bool {
-        self.shared.failures.failure(&self.shared.log_dir).is_some()
+        self.shared.failures.any_failed()
+            && self
+                .shared
+                .failures
+                .failure(&self.location().log_dir)
+                .is_some()
     }
 
     /// Takes the log out of the handle (for deletion or close); later calls fail with

@@ -32,6 +32,7 @@ mod load;
 mod read;
 mod read_ranges;
 mod recovery_point;
+mod relocate;
 mod truncate;
 mod txn;
 

@@ -163,6 +163,8 @@ pub struct LogManager {
     failures: Arc<LogDirFailures>,
     /// Serialises checkpoint writers (they share one tmp file name per directory).
     checkpoint_lock: Mutex<()>,
+    /// Logs being moved to another directory, with the target (`log_move.rs`).
+    moves: Mutex<BTreeMap<(String, i32), PathBuf>>,
 }
 
 /// Wall-clock milliseconds since the epoch.
@@ -282,6 +284,7 @@ impl LogManager {
             offline: Mutex::new(offline),
             failures,
             checkpoint_lock: Mutex::new(()),
+            moves: Mutex::default(),
         };
         // Drops entries of logs that no longer exist, so a re-created topic of the same
         // name never inherits an old log start offset.
@@ -314,8 +317,9 @@ impl LogManager {
         for handle in &handles {
             match handle.with_log_blocking(Log::checkpoint_recovery_point) {
                 Ok(point) => points.push((handle.clone(), point)),
-                // Deleted since `logs()`: no longer listed.
-                Err(StorageError::LogDeleted { .. }) => {}
+                // Deleted since `logs()`: no longer listed. Or in a failed log directory:
+                // that failure was logged once, not once per log and checkpoint.
+                Err(StorageError::LogDeleted { .. } | StorageError::LogOffline { .. }) => {}
                 // One log's disk error must not cost the others their points: this one
                 // is left out, so its next open recovers it fully.
                 Err(e) => {
@@ -607,7 +611,8 @@ impl LogManager {
             .map(|d| (0, d))
             .collect();
         for handle in logs.values() {
-            let parent = handle.dir().parent();
+            let dir = handle.dir();
+            let parent = dir.parent();
             if let Some(c) = counts.iter_mut().find(|(_, d)| Some(d.as_path()) == parent) {
                 c.0 += 1;
             }
@@ -618,6 +623,9 @@ impl LogManager {
             .map(|(_, d)| d.clone())
     }
 }
+
+#[path = "log_move.rs"]
+mod log_move;
 
 #[cfg(test)]
 mod tests {

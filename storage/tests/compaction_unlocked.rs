@@ -371,7 +371,7 @@ async fn fetches_and_produces_during_a_handle_clean_see_whole_correct_batches() 
         Ok(())
     })
     .expect("check");
-    no_swap_files(log.dir());
+    no_swap_files(&log.dir());
 }
 
 /// What may happen to a log while a pass is built without its lock.

@@ -103,7 +103,7 @@ fn cleanly_shut_down_log(root: &Path, batches: i32) -> (PathBuf, Vec<Vec<u8>>) {
     let written = handle
         .with_log_blocking(|log| Ok(append(log, 0..batches)))
         .expect("append");
-    let dir = handle.dir().to_path_buf();
+    let dir = handle.dir();
     manager.shutdown().expect("shutdown");
     (dir, written)
 }

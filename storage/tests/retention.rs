@@ -130,7 +130,7 @@ fn a_restart_keeps_the_log_start_offset_and_removes_deleted_files() {
         })
         .expect("delete records");
     manager.checkpoint_log_start_offsets().expect("checkpoint");
-    let partition_dir = handle.dir().to_path_buf();
+    let partition_dir = handle.dir();
     assert_eq!(deleted_files(&partition_dir).len(), 3);
     manager.shutdown().expect("shutdown");
     drop(manager);
@@ -165,7 +165,7 @@ async fn the_handle_unlinks_due_deleted_files_after_retention_and_delete_records
     handle
         .with_log_blocking(|log| Ok(fill(log, 8)))
         .expect("fill");
-    let partition_dir = handle.dir().to_path_buf();
+    let partition_dir = handle.dir();
     let outcome = handle.enforce_retention(14_500).await.expect("retention");
     assert_eq!((outcome.segments_deleted, outcome.files_unlinked), (2, 6));
     assert_eq!(handle.log_start_offset(), 16);

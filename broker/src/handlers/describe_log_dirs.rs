@@ -5,8 +5,13 @@
 //! partitions this broker holds. Every configured directory is listed, empty or not.
 //!
 //! As Kafka's `ReplicaManager.describeLogDirs`: the lag is how far the log end is behind
-//! the high watermark (0 on a leader or a caught-up follower); no future replicas (Brook
-//! does not move replicas between directories).
+//! the high watermark (0 on a leader or a caught-up follower). A replica being moved to
+//! another directory (AlterReplicaLogDirs) is also listed there as a future replica, with
+//! the bytes copied so far and an offset lag of 0 (it is copied as files, not records, so
+//! its log end is not known until it replaces the current one).
+//!
+//! A directory that failed is listed with KAFKA_STORAGE_ERROR and no replicas or sizes
+//! (`kafka-log-dirs` prints `"error":"org.apache.kafka.common.errors.KafkaStorageException"`).
 //!
 //! Authorization (`KafkaApis.handleDescribeLogDirsRequest`): DESCRIBE on the cluster, else
 //! CLUSTER_AUTHORIZATION_FAILED and no results.
@@ -19,6 +24,7 @@ use brook_protocol::kafka_protocol::messages::describe_log_dirs_response::{
 };
 use brook_protocol::kafka_protocol::messages::{DescribeLogDirsRequest, DescribeLogDirsResponse};
 use brook_protocol::kafka_protocol::protocol::StrBytes;
+use brook_protocol::kafka_protocol::ResponseError;
 use brook_storage::LogHandle;
 
 use crate::auth::acl::AclOperation;
@@ -27,12 +33,14 @@ use crate::broker::Broker;
 use crate::error::{BrokerError, Denied};
 use crate::server::session::Session;
 
-/// One replica as listed: its topic, partition, size and lag.
+/// One replica as listed: its topic, partition, size and lag, and whether it is the future
+/// replica of a move to another directory.
 struct ReplicaDir {
     topic: String,
     partition: i32,
     size: i64,
     lag: i64,
+    future: bool,
 }
 
 pub async fn handle(
@@ -52,7 +60,7 @@ pub async fn handle(
             })
             .collect()
     });
-    let logs: Vec<LogHandle> = broker
+    let logs: Vec<(LogHandle, Option<PathBuf>)> = broker
         .replicas
         .partitions()
         .iter()
@@ -61,12 +69,17 @@ pub async fn handle(
                 .as_ref()
                 .is_none_or(|w| w.contains(&(p.topic().to_string(), p.index())))
         })
-        .map(|p| p.log().clone())
+        .map(|p| {
+            let future = broker.replicas.future_log_dir(p.topic(), p.index());
+            (p.log().clone(), future)
+        })
         .collect();
     let dirs = broker.config.log_dirs.clone();
+    let failures = broker.replicas.log_dir_failures();
+    let failed: Vec<bool> = dirs.iter().map(|d| failures.failure(d).is_some()).collect();
     // Sizes come from each log's segment list under its lock, and free space from statvfs:
     // both off the runtime's worker threads.
-    let listed = tokio::task::spawn_blocking(move || describe(&dirs, &logs)).await;
+    let listed = tokio::task::spawn_blocking(move || describe(&dirs, &failed, &logs)).await;
     match listed {
         Ok(results) => DescribeLogDirsResponse::default().with_results(results),
         Err(e) => DescribeLogDirsResponse::default().with_error_code(
@@ -77,16 +90,36 @@ pub async fn handle(
     }
 }
 
-fn describe(dirs: &[PathBuf], logs: &[LogHandle]) -> Vec<DescribeLogDirsResult> {
+/// `failed[i]`: whether `dirs[i]` failed (it is listed with KAFKA_STORAGE_ERROR and
+/// nothing else, as Kafka lists an offline directory).
+fn describe(
+    dirs: &[PathBuf],
+    failed: &[bool],
+    logs: &[(LogHandle, Option<PathBuf>)],
+) -> Vec<DescribeLogDirsResult> {
     // Each configured directory resolved once; a replica's directory is one of them
     // (`<log dir>/<topic>-<partition>`), matched as written or resolved.
     let resolved: Vec<PathBuf> = dirs.iter().map(|d| absolute(d)).collect();
     let mut by_dir: Vec<Vec<ReplicaDir>> = dirs.iter().map(|_| Vec::new()).collect();
-    for log in logs {
+    for (log, future) in logs {
         let Ok(size) = log.with_log_blocking(|l| Ok(l.size_bytes())) else {
             continue;
         };
-        let parent = log.dir().parent().unwrap_or(log.dir());
+        if let Some(target) = future {
+            let slot = dirs.iter().position(|d| d == target);
+            if let Some(slot) = slot.and_then(|i| by_dir.get_mut(i)) {
+                let copy = target.join(format!("{}-{}.future", log.topic(), log.partition()));
+                slot.push(ReplicaDir {
+                    topic: log.topic().to_string(),
+                    partition: log.partition(),
+                    size: dir_bytes(&copy),
+                    lag: 0,
+                    future: true,
+                });
+            }
+        }
+        let dir = log.dir();
+        let parent = dir.parent().unwrap_or(&dir);
         let index = dirs.iter().position(|d| d == parent).or_else(|| {
             let parent = absolute(parent);
             resolved.iter().position(|d| *d == parent)
@@ -99,19 +132,27 @@ fn describe(dirs: &[PathBuf], logs: &[LogHandle]) -> Vec<DescribeLogDirsResult> 
             partition: log.partition(),
             size: i64::try_from(size).unwrap_or(i64::MAX),
             lag: (log.high_watermark() - log.log_end_offset()).max(0),
+            future: false,
         });
     }
     resolved
         .iter()
         .zip(by_dir)
-        .map(|(dir, replicas)| {
+        .zip(failed)
+        .map(|((dir, replicas), &failed)| {
+            if failed {
+                return DescribeLogDirsResult::default()
+                    .with_log_dir(StrBytes::from_string(dir.display().to_string()))
+                    .with_error_code(ResponseError::KafkaStorageError.code());
+            }
             let mut topics: BTreeMap<String, Vec<DescribeLogDirsPartition>> = BTreeMap::new();
             for r in replicas {
                 topics.entry(r.topic).or_default().push(
                     DescribeLogDirsPartition::default()
                         .with_partition_index(r.partition)
                         .with_partition_size(r.size)
-                        .with_offset_lag(r.lag),
+                        .with_offset_lag(r.lag)
+                        .with_is_future_key(r.future),
                 );
             }
             let (total, usable) = space(dir);
@@ -131,6 +172,17 @@ fn describe(dirs: &[PathBuf], logs: &[LogHandle]) -> Vec<DescribeLogDirsResult> 
                 )
         })
         .collect()
+}
+
+/// The bytes of the files in `dir` (a future replica being copied).
+fn dir_bytes(dir: &Path) -> i64 {
+    let total: u64 = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok()?.metadata().ok())
+        .map(|m| m.len())
+        .sum();
+    i64::try_from(total).unwrap_or(i64::MAX)
 }
 
 /// Kafka reports a directory by its absolute path.

@@ -99,7 +99,8 @@ pub async fn handle(
                     .with_isr_nodes(p.isr.iter().copied().map(BrokerId).collect())
                     .with_offline_replicas(super::leader_hint::offline_replicas(
                         &image,
-                        &p.replicas,
+                        &topic.topic_id,
+                        p,
                     ))
                     .with_error_code(if p.has_leader() {
                         0

@@ -7,7 +7,8 @@ use std::collections::BTreeSet;
 
 use brook_protocol::kafka_protocol::messages::BrokerId;
 use brook_protocol::kafka_protocol::protocol::StrBytes;
-use brook_raft::{BrokerRegistration, MetadataImage};
+use brook_raft::{BrokerRegistration, MetadataImage, PartitionImage};
+use uuid::Uuid;
 
 use crate::error::BrokerError;
 
@@ -45,13 +46,18 @@ pub fn endpoint_fields(b: &BrokerRegistration) -> (BrokerId, StrBytes, i32, Opti
     )
 }
 
-/// Replicas on brokers that are fenced, stopping or unregistered (Metadata v5+,
-/// DescribeTopicPartitions).
-pub fn offline_replicas(image: &MetadataImage, replicas: &[i32]) -> Vec<BrokerId> {
-    replicas
+/// Replicas on brokers that are fenced, stopping or unregistered, and replicas their broker
+/// reported offline because their log directory failed (Metadata v5+,
+/// DescribeTopicPartitions; Kafka's `KRaftMetadataCache.getOfflineReplicas`).
+pub fn offline_replicas(
+    image: &MetadataImage,
+    topic_id: &Uuid,
+    p: &PartitionImage,
+) -> Vec<BrokerId> {
+    p.replicas
         .iter()
         .copied()
-        .filter(|&r| !image.is_active(r))
+        .filter(|&r| !image.is_active(r) || image.is_replica_offline(r, topic_id, p.partition))
         .map(BrokerId)
         .collect()
 }

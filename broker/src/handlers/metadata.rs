@@ -198,7 +198,7 @@ fn topic_entry(
         .partitions
         .values()
         .map(|p| {
-            let mut offline = super::leader_hint::offline_replicas(image, &p.replicas);
+            let mut offline = super::leader_hint::offline_replicas(image, &topic.topic_id, p);
             let log_offline = p.replicas.contains(&broker.node_id)
                 && broker.replicas.is_offline(&topic.name, p.partition);
             if log_offline && !offline.contains(&BrokerId(broker.node_id)) {

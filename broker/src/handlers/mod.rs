@@ -16,6 +16,7 @@ pub mod add_partitions_to_txn;
 pub mod alter_client_quotas;
 pub mod alter_configs;
 pub mod alter_partition_reassignments;
+pub mod alter_replica_log_dirs;
 pub mod alter_user_scram_credentials;
 pub mod api_versions;
 pub mod consumer_group_describe;
@@ -91,6 +92,7 @@ pub const HANDLERS: &[ApiKey] = &[
     ApiKey::ElectLeaders,
     ApiKey::AlterPartitionReassignments,
     ApiKey::DescribeLogDirs,
+    ApiKey::AlterReplicaLogDirs,
     ApiKey::UnregisterBroker,
     ApiKey::ListPartitionReassignments,
     ApiKey::FindCoordinator,
@@ -229,6 +231,9 @@ pub async fn handle(
         RequestKind::UnregisterBroker(req) => {
             ResponseKind::UnregisterBroker(unregister_broker::handle(broker, session, req).await)
         }
+        RequestKind::AlterReplicaLogDirs(req) => ResponseKind::AlterReplicaLogDirs(
+            alter_replica_log_dirs::handle(broker, session, req).await,
+        ),
         RequestKind::DescribeLogDirs(req) => {
             ResponseKind::DescribeLogDirs(describe_log_dirs::handle(broker, session, req).await)
         }

@@ -57,7 +57,8 @@ pub async fn clean_dirtiest(replicas: &ReplicaManager, budget: usize) -> Option<
             Ok(Some(ratio)) if dirtiest.as_ref().is_none_or(|(best, _)| ratio > *best) => {
                 dirtiest = Some((ratio, log));
             }
-            Ok(_) | Err(StorageError::LogDeleted { .. }) => {}
+            // A log in a failed directory: that failure was logged once, not once per pass.
+            Ok(_) | Err(StorageError::LogDeleted { .. } | StorageError::LogOffline { .. }) => {}
             Err(e) => {
                 error!(topic = log.topic(), partition = log.partition(), error = %e, "cleaner planning failed")
             }

@@ -8,15 +8,19 @@
 //! code 1 and a message naming the directories. It does not shut down cleanly: a clean
 //! shutdown flushes and checkpoints, which is what just failed. In a cluster the
 //! controller then fences it after `broker.session.timeout.ms` and moves its
-//! partitions' leadership to the in-sync replicas.
+//! partitions' leadership to the in-sync replicas. While another directory is left, the
+//! broker keeps serving it and reports the failed directory's replicas offline, so the
+//! controller moves their leadership at once (Kafka's offline log dirs in the heartbeat).
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 use tracing::error;
 
 use crate::broker::Broker;
+use crate::cluster::offline_replicas;
 
 /// Kafka's exit code when all log directories failed (`Exit.halt(1)`).
 const HALT_CODE: i32 = 1;
@@ -47,10 +51,16 @@ fn halt_reason(
     })
 }
 
-/// Watches the log directories until `shutdown`; halts the process when it must.
+/// Pause before reporting offline replicas again after a failed proposal.
+const REPORT_RETRY: Duration = Duration::from_millis(500);
+
+/// Watches the log directories until `shutdown`; halts the process when it must, and
+/// otherwise reports the replicas of failed directories to the controller
+/// (`cluster::offline_replicas`) until the current registration lists them all.
 pub async fn run(broker: Arc<Broker>, shutdown: CancellationToken) {
     let failures = broker.replicas.log_dir_failures();
     let mut changed = failures.subscribe();
+    let mut images = broker.quorum.subscribe();
     loop {
         if let Some(reason) = halt_reason(&broker.config.log_dirs, &failures) {
             let failed: Vec<String> = failures
@@ -61,9 +71,13 @@ pub async fn run(broker: Arc<Broker>, shutdown: CancellationToken) {
             error!(failed = ?failed, "{reason}");
             std::process::exit(HALT_CODE);
         }
+        let reported = offline_replicas::report(&broker).await;
         tokio::select! {
             _ = shutdown.cancelled() => return,
             c = changed.changed() => if c.is_err() { return },
+            // A new registration (or topic) may lack what was reported: check again.
+            c = images.changed() => if c.is_err() { return },
+            _ = tokio::time::sleep(REPORT_RETRY), if !reported => {}
         }
     }
 }

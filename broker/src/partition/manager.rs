@@ -21,6 +21,7 @@
 //! NOT_LEADER_OR_FOLLOWER with the leader it knows (KIP-951).
 
 use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -496,6 +497,32 @@ impl ReplicaManager {
     /// Which log directories failed while running (watched by `log_dir_task`).
     pub fn log_dir_failures(&self) -> Arc<brook_storage::log_dir_failure::LogDirFailures> {
         Arc::clone(self.inner.logs.log_dir_failures())
+    }
+
+    /// This broker's partitions whose log is offline (its directory failed, or it failed
+    /// to open), for the controller (`cluster::offline_replicas`).
+    pub fn offline_logs(&self) -> Vec<(String, i32)> {
+        self.inner
+            .logs
+            .offline_logs()
+            .into_iter()
+            .map(|(key, _)| key)
+            .collect()
+    }
+
+    /// Starts moving the partition's log into `target` (one of `log.dirs`) on a blocking
+    /// thread (AlterReplicaLogDirs); a move already under way, or a log already there, is
+    /// left alone. Failures are logged (and fail a directory if they should) by storage.
+    pub fn move_log(&self, topic: &str, partition: i32, target: PathBuf) {
+        let logs = Arc::clone(&self.inner.logs);
+        let topic = topic.to_string();
+        tokio::task::spawn_blocking(move || logs.move_log(&topic, partition, &target));
+    }
+
+    /// The log directory the partition's log is being moved into, if it is (DescribeLogDirs
+    /// lists it there as a future replica).
+    pub fn future_log_dir(&self, topic: &str, partition: i32) -> Option<PathBuf> {
+        self.inner.logs.future_dir(topic, partition)
     }
 
     /// Every open log, for metrics and shutdown.

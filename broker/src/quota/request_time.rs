@@ -127,6 +127,7 @@ pub fn set_throttle_time(body: &mut ResponseKind, ms: i32) -> bool {
         DescribeConfigs,
         AlterConfigs,
         DescribeLogDirs,
+        AlterReplicaLogDirs,
         CreatePartitions,
         DeleteGroups,
         ElectLeaders,

@@ -84,7 +84,11 @@ fn assignments(image: &MetadataImage, node_id: i32) -> BTreeMap<i32, Assignment>
             if p.leader < 0 || p.leader == node_id || !p.replicas.contains(&node_id) {
                 continue;
             }
-            if !image.is_active(p.leader) {
+            // A replica whose log directory failed is not followed: it must not catch up
+            // into the ISR (the controller refuses it anyway) until the broker restarts.
+            if !image.is_active(p.leader)
+                || image.is_replica_offline(node_id, &topic.topic_id, p.partition)
+            {
                 continue;
             }
             out.entry(p.leader).or_default().insert(

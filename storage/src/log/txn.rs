@@ -122,6 +122,18 @@ impl TxnShared {
             .any(|t| t.producer_id == producer_id && t.producer_epoch == producer_epoch)
     }
 
+    /// Takes over `other`'s state (a log reopened elsewhere replacing the one this belongs
+    /// to: `log/relocate.rs`), so readers holding this one see the new log's.
+    pub(crate) fn take_over(&self, other: &TxnShared) {
+        let mut view = self.view.write();
+        *view = std::mem::take(&mut *other.view.write());
+        self.ongoing_first.store(
+            other.ongoing_first.load(Ordering::Acquire),
+            Ordering::Release,
+        );
+        self.set_unreplicated_len(&view);
+    }
+
     fn set_unreplicated_len(&self, view: &TxnView) {
         self.unreplicated
             .store(view.unreplicated.len(), Ordering::Release);

@@ -13,6 +13,7 @@ use crate::election;
 use crate::image::{
     BrokerRegistration, MetadataImage, PartitionImage, ProducerIdBlock, TopicImage, NO_LEADER,
 };
+use crate::partition_change::{self, Change, Election, Policy};
 use crate::reassignment;
 
 /// Apply `cmd`, the entry at raft log `index`, to `image`. On `Err`, `image` is unchanged.
@@ -189,6 +190,7 @@ pub fn apply(image: &mut MetadataImage, cmd: &Command, index: u64) -> ApplyResul
             rack,
             incarnation_id,
             listeners,
+            previous_broker_epoch,
         } => {
             // A retried proposal of the same incarnation (its first answer was lost)
             // changes nothing: the epoch the broker learned stays valid.
@@ -203,6 +205,14 @@ pub fn apply(image: &mut MetadataImage, cmd: &Command, index: u64) -> ApplyResul
                     return Ok(());
                 }
             }
+            // Kafka's clean-shutdown detection: the previous epoch the broker recorded at
+            // its clean shutdown must be the registration's current one.
+            let clean_shutdown = match previous_broker_epoch {
+                None => true,
+                Some(previous) => image.brokers.get(broker_id).is_some_and(|existing| {
+                    i64::try_from(existing.broker_epoch).is_ok_and(|e| e == *previous)
+                }),
+            };
             let registration = BrokerRegistration {
                 broker_id: *broker_id,
                 host: host.clone(),
@@ -218,7 +228,11 @@ pub fn apply(image: &mut MetadataImage, cmd: &Command, index: u64) -> ApplyResul
             // may have lost an unflushed tail); the unfence elects it again, with a new
             // leader epoch that fences requests aimed at the old process.
             image.brokers.insert(*broker_id, registration);
-            election::remove_broker(image, *broker_id);
+            if clean_shutdown {
+                election::remove_broker(image, *broker_id);
+            } else {
+                election::remove_uncleanly_shut_down_broker(image, *broker_id);
+            }
             Ok(())
         }
         Command::SetPartitionLeaderIsr {
@@ -343,6 +357,13 @@ fn alter_partition(
         .and_then(|t| t.partitions.get(&partition))
         .is_some_and(reassignment::in_progress);
     let active = reassigning.then(|| reassignment::Active::of(image));
+    let policy = image
+        .topic_by_id(topic_id)
+        .map(|t| Policy::of(image, t))
+        .ok_or(ApplyError::UnknownTopic {
+            topic_id: *topic_id,
+        })?;
+    let active_brokers: BTreeSet<i32> = image.active_brokers().map(|b| b.broker_id).collect();
     let topic = topic_mut(image, topic_id)?;
     let Some(p) = topic.partitions.get_mut(&partition) else {
         return Err(ApplyError::UnknownPartition {
@@ -350,8 +371,24 @@ fn alter_partition(
             partition,
         });
     };
-    p.isr = req.isr.to_vec();
-    p.partition_epoch = p.partition_epoch.saturating_add(1);
+    // The leader stays (it sent the change and is in the new ISR); the ELR follows the
+    // ISR: members that rejoin leave it, and it empties once the ISR reaches min ISR
+    // (KIP-966), or gains the members a shrink below min ISR drops.
+    let leader = p.leader;
+    let acceptable = |r: i32| r == leader || active_brokers.contains(&r);
+    let changed = partition_change::apply(
+        p,
+        policy,
+        &Change {
+            target_isr: req.isr.to_vec(),
+            unclean_shutdown: None,
+            acceptable: &acceptable,
+            election: Election::Online,
+        },
+    );
+    if !changed {
+        p.partition_epoch = p.partition_epoch.saturating_add(1);
+    }
     // A new replica joining the ISR may complete a reassignment (and move the leader
     // away from a removed one), in the same change, as KRaft's PartitionChangeBuilder.
     if let Some(active) = &active {
@@ -584,6 +621,8 @@ fn check_assignments(
             partition_epoch: 0,
             adding_replicas: Vec::new(),
             removing_replicas: Vec::new(),
+            elr: Vec::new(),
+            last_known_elr: Vec::new(),
         };
         if out.insert(a.partition, partition).is_some() {
             return Err(invalid(format!("partition {} given twice", a.partition)));
@@ -648,6 +687,7 @@ mod tests {
             rack: None,
             incarnation_id: Uuid::from_u128(incarnation),
             listeners: Vec::new(),
+            previous_broker_epoch: None,
         }
     }
 

@@ -20,7 +20,9 @@ moving while the ISR is below min ISR, so an ELR member holds every committed re
 own log lost an unflushed tail. A broker that restarts without a clean-shutdown record (SIGKILL,
 power loss: Kafka's `.kafka_cleanshutdown`, whose epoch goes in the registration as
 PreviousBrokerEpoch) is therefore taken out of every ELR when it registers, and would not lead
-here. The clean path is the one that shows an ELR member leading without an unclean election.
+here. The clean path is the one that shows an ELR member leading without an unclean election;
+the second test shows the other: broker 5 killed with SIGKILL is fenced into the ELR, but when
+it restarts it leaves the ELR and the partition waits for X, the member that stopped cleanly.
 
 One cluster for the module; also passes against Apache Kafka 4.4 (BROOK_TEST_TARGET=kafka).
 """
@@ -101,6 +103,38 @@ def test_an_elr_member_leads_again_after_the_isr_emptied_without_an_unclean_elec
     cluster.node(4).start()
     wait_described(cluster, other_voter, topic, 5, [4, 5, x], [], [])
 
+    got = run("franz", "consume", cluster.bootstrap, "--topic", topic, "--count", len(sent), "--partitions", 0,
+              "--from", "earliest", "--timeout-ms", 30000, timeout=90)
+    assert [(r["offset"], r["key"], r["value"]) for r in got] == \
+        [(i, s["key"], s["value"]) for i, s in enumerate(sent)]
+
+
+@pytest.mark.timeout(420)
+def test_a_member_killed_uncleanly_leaves_the_elr_when_it_returns_and_the_clean_one_leads(grown):
+    cluster = grown
+    ensure_running(cluster)
+    x = non_quorum_leaders(cluster)[0]
+    other_voter = next(n for n in (1, 2, 3) if n != x)
+    topic = unique("t-elr-kill")
+    create_topic_assigned(cluster, x, topic, [[4, 5, x]], {"min.insync.replicas": 2})
+    sent = produce(cluster, [4, 5, x], topic, 0)
+
+    cluster.node(4).stop()
+    wait_described(cluster, x, topic, 5, [5, x], [], [])
+    cluster.node(5).kill()  # SIGKILL: fenced when its session lapses, no clean-shutdown record
+    wait_described(cluster, x, topic, x, [x], [5], [])
+    cluster.node(x).stop()
+    wait_described(cluster, other_voter, topic, "none", [], [5, x], [x])
+
+    cluster.node(5).start()
+    cluster.wait_registered(STEP_S, [n for n in cluster.node_ids if n not in (4, x)])
+    # Registered again after an unclean shutdown: out of the ELR, so it may not lead.
+    wait_described(cluster, other_voter, topic, "none", [], [x], [x])
+
+    cluster.node(x).start()
+    wait_described(cluster, other_voter, topic, x, [5, x], [], [])
+    cluster.node(4).start()
+    wait_described(cluster, other_voter, topic, x, [4, 5, x], [], [])
     got = run("franz", "consume", cluster.bootstrap, "--topic", topic, "--count", len(sent), "--partitions", 0,
               "--from", "earliest", "--timeout-ms", 30000, timeout=90)
     assert [(r["offset"], r["key"], r["value"]) for r in got] == \

@@ -13,7 +13,7 @@ use crate::election;
 use crate::image::{
     BrokerRegistration, MetadataImage, PartitionImage, ProducerIdBlock, TopicImage, NO_LEADER,
 };
-use crate::partition_change::{self, Change, Election, Policy};
+use crate::partition_change::{self, Change, Election, Policy, MIN_IN_SYNC_REPLICAS};
 use crate::reassignment;
 
 /// Apply `cmd`, the entry at raft log `index`, to `image`. On `Err`, `image` is unchanged.
@@ -93,10 +93,19 @@ pub fn apply(image: &mut MetadataImage, cmd: &Command, index: u64) -> ApplyResul
             delete,
         } => {
             alter(&mut topic_mut(image, topic_id)?.configs, set, delete);
+            if touches_min_isr(set, delete) {
+                partition_change::clear_elrs(image, Some(topic_id));
+            }
             Ok(())
         }
         Command::ReplaceTopicConfigs { topic_id, configs } => {
-            topic_mut(image, topic_id)?.configs = configs.clone();
+            let topic = topic_mut(image, topic_id)?;
+            let min_isr_written = configs.contains_key(MIN_IN_SYNC_REPLICAS)
+                || topic.configs.contains_key(MIN_IN_SYNC_REPLICAS);
+            topic.configs = configs.clone();
+            if min_isr_written {
+                partition_change::clear_elrs(image, Some(topic_id));
+            }
             Ok(())
         }
         Command::AlterBrokerConfigs {
@@ -108,6 +117,9 @@ pub fn apply(image: &mut MetadataImage, cmd: &Command, index: u64) -> ApplyResul
             alter(entry, set, delete);
             if entry.is_empty() {
                 image.broker_configs.remove(broker_id);
+            }
+            if touches_min_isr(set, delete) {
+                partition_change::clear_elrs(image, None);
             }
             Ok(())
         }
@@ -176,6 +188,13 @@ pub fn apply(image: &mut MetadataImage, cmd: &Command, index: u64) -> ApplyResul
             Ok(())
         }
         Command::ReplaceBrokerConfigs { broker_id, configs } => {
+            let min_isr_written = configs.contains_key(MIN_IN_SYNC_REPLICAS)
+                || image
+                    .broker_configs(*broker_id)
+                    .is_some_and(|c| c.contains_key(MIN_IN_SYNC_REPLICAS));
+            if min_isr_written {
+                partition_change::clear_elrs(image, None);
+            }
             if configs.is_empty() {
                 image.broker_configs.remove(broker_id);
             } else {
@@ -303,6 +322,11 @@ pub fn apply(image: &mut MetadataImage, cmd: &Command, index: u64) -> ApplyResul
             Ok(())
         }
     }
+}
+
+/// Whether a config change writes `min.insync.replicas` (Kafka then clears ELRs).
+fn touches_min_isr(set: &BTreeMap<String, String>, delete: &[String]) -> bool {
+    set.contains_key(MIN_IN_SYNC_REPLICAS) || delete.iter().any(|k| k == MIN_IN_SYNC_REPLICAS)
 }
 
 /// The sender's side of an AlterPartition.

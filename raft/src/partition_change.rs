@@ -176,6 +176,28 @@ pub fn apply(p: &mut PartitionImage, policy: Policy, change: &Change<'_>) -> boo
     changed
 }
 
+/// Kafka's `ClearElrRecord`, which its controller writes when a `min.insync.replicas` config
+/// changes while ELR is on (for one topic, or, for a cluster-wide or broker value, every
+/// topic): the ELRs were measured against the old min ISR, so every ELR and last known ELR of
+/// `topic` (all topics when `None`) empties, each such partition's epoch bumped.
+pub fn clear_elrs(image: &mut MetadataImage, topic: Option<&uuid::Uuid>) {
+    if !elr_enabled(image) {
+        return;
+    }
+    for t in image.topics.values_mut() {
+        if topic.is_some_and(|id| *id != t.topic_id) {
+            continue;
+        }
+        for p in t.partitions.values_mut() {
+            if !p.elr.is_empty() || !p.last_known_elr.is_empty() {
+                p.elr.clear();
+                p.last_known_elr.clear();
+                p.partition_epoch = p.partition_epoch.saturating_add(1);
+            }
+        }
+    }
+}
+
 /// Kafka's `maybePopulateTargetElr`: at or above min ISR no ELR; below it, the ELR and the
 /// old ISR without the target ISR and an uncleanly shut down broker, in id order.
 fn populate_elr(

@@ -204,3 +204,26 @@ fn elr_is_on_unless_the_feature_is_finalized_at_zero() {
         .insert(ELIGIBLE_LEADER_REPLICAS_VERSION.into(), 1);
     assert!(elr_enabled(&image));
 }
+
+#[test]
+fn clearing_elrs_empties_one_topic_or_all_and_bumps_only_the_partitions_it_changes() {
+    let mut image = MetadataImage::default();
+    for (name, id, elr) in [("a", 1u128, vec![2]), ("b", 2, vec![3]), ("c", 3, vec![])] {
+        let mut t = topic(&[]);
+        t.name = name.into();
+        t.topic_id = Uuid::from_u128(id);
+        t.partitions.insert(0, part(1, &[1], &elr, &[]));
+        image.topic_names_by_id.insert(t.topic_id, name.into());
+        image.topics.insert(name.into(), t);
+    }
+    let state = |img: &MetadataImage, t: &str| {
+        let p = &img.topics[t].partitions[&0];
+        (p.elr.clone(), p.partition_epoch)
+    };
+    clear_elrs(&mut image, Some(&Uuid::from_u128(1)));
+    assert_eq!(state(&image, "a"), (vec![], 8));
+    assert_eq!(state(&image, "b"), (vec![3], 7));
+    clear_elrs(&mut image, None);
+    assert_eq!(state(&image, "b"), (vec![], 8));
+    assert_eq!(state(&image, "c"), (vec![], 7));
+}

@@ -32,6 +32,7 @@ const METADATA_VERSIONS: [&str; 27] = [
 const FIRST_METADATA_LEVEL: i16 = 7;
 const IBP_3_9_IV0: i16 = 21;
 const IBP_4_0_IV0: i16 = 22;
+const IBP_4_0_IV1: i16 = 23;
 const IBP_4_0_IV2: i16 = 24;
 const IBP_4_1_IV0: i16 = 26;
 
@@ -100,6 +101,14 @@ pub fn parse(release: Option<&str>, features: &[String]) -> Result<Features, Str
         };
         if !(0..=*max).contains(level) {
             return Err(format!("No feature:{name} with feature level {level}"));
+        }
+    }
+    // Kafka's feature dependency: eligible leader replicas need metadata.version 4.0-IV1.
+    if let Some(level) = explicit.get(ELIGIBLE_LEADER_REPLICAS_VERSION) {
+        if *level >= 1 && metadata_level < IBP_4_0_IV1 {
+            return Err(format!(
+                "{ELIGIBLE_LEADER_REPLICAS_VERSION} could not be set to {level} because it depends on metadata.version level {IBP_4_0_IV1}"
+            ));
         }
     }
     let kraft_version_given = explicit.remove(KRAFT_VERSION);
@@ -223,6 +232,10 @@ mod tests {
         assert_eq!(
             err(None, &["foo=1"]),
             "Unsupported feature: foo. Supported features are: eligible.leader.replicas.version, group.version, kraft.version, transaction.version"
+        );
+        assert_eq!(
+            err(Some("3.9-IV0"), &["eligible.leader.replicas.version=1"]),
+            "eligible.leader.replicas.version could not be set to 1 because it depends on metadata.version level 23"
         );
         assert_eq!(
             err(None, &["transaction.version=3"]),

@@ -1,14 +1,17 @@
 """Feature levels with Kafka's own `kafka-features` (issue 27 item 6, UpdateFeatures 57): the
-features Brook implements, `group.version` (KIP-848) and `transaction.version` (KIP-890), are
-described, upgraded, downgraded, dry-run and disabled as on Kafka 4.4, with Kafka's refusals word
-for word; a level set by the tool is kept by the metadata quorum across a restart and is what
-ApiVersions tells clients; at `group.version` 0 a KIP-848 member is refused (librdkafka's fatal
-UNSUPPORTED_VERSION, as on Kafka), and back at 1 it consumes again.
+features Brook implements, `eligible.leader.replicas.version` (KIP-966), `group.version`
+(KIP-848) and `transaction.version` (KIP-890), are described, upgraded, downgraded, dry-run and
+disabled as on Kafka 4.4, with Kafka's refusals word for word; a level set by the tool is kept by
+the metadata quorum across a restart and is what ApiVersions tells clients; at `group.version` 0
+a KIP-848 member is refused (librdkafka's fatal UNSUPPORTED_VERSION, as on Kafka), and back at 1
+it consumes again. Turning eligible leader replicas back on pins one cluster-wide
+`min.insync.replicas` (Kafka's ELR safety configs), and while they are on `kafka-configs` may
+neither set a broker's own min.insync.replicas nor remove the cluster-wide one.
 
-One broker for the module, both targets. Only the two features' lines are compared: Kafka 4.4
-also lists features Brook does not implement (metadata.version, kraft.version,
-eligible.leader.replicas.version, share.version, streams.version), and Brook refuses to
-finalize those as a Kafka controller refuses a feature it does not know.
+One broker for the module, both targets. Only these features' lines are compared: Kafka 4.4
+also lists features Brook does not implement (metadata.version, kraft.version, share.version,
+streams.version), and Brook refuses to finalize those as a Kafka controller refuses a feature it
+does not know.
 """
 
 import re
@@ -22,7 +25,10 @@ from harness import kafka_cli, paths
 from harness.broker import Broker
 
 TOOL = "org.apache.kafka.tools.FeatureCommand"
-FEATURES = ("group.version", "transaction.version")
+ELR = "eligible.leader.replicas.version"
+FEATURES = (ELR, "group.version", "transaction.version")
+DEFAULTS = {ELR: 1, "group.version": 1, "transaction.version": 2}
+CONFIGS = "org.apache.kafka.tools.ConfigCommand"
 PREAMBLE = "The update failed for all features since the following feature had an error: "
 DEADLINE_S = 30
 
@@ -37,9 +43,9 @@ def broker(tmp_path_factory):
 
 @pytest.fixture(autouse=True)
 def default_levels(broker):
-    """Each test starts from the default levels (group.version 1, transaction.version 2)."""
-    if levels(broker) != {"group.version": 1, "transaction.version": 2}:
-        features(broker, "upgrade", "--feature", "group.version=1", "--feature", "transaction.version=2")
+    """Each test starts from the default levels (ELR 1, group.version 1, transaction.version 2)."""
+    if levels(broker) != DEFAULTS:
+        features(broker, "upgrade", *[a for name, level in DEFAULTS.items() for a in ("--feature", f"{name}={level}")])
 
 
 def features(broker, *args, check=True):
@@ -69,6 +75,7 @@ def refused(broker, *args) -> str:
 
 def test_describe_lists_the_supported_ranges_and_default_levels(broker):
     assert described(broker) == {
+        ELR: {"SupportedMinVersion": "0", "SupportedMaxVersion": "1", "FinalizedVersionLevel": "1"},
         "group.version": {"SupportedMinVersion": "0", "SupportedMaxVersion": "1", "FinalizedVersionLevel": "1"},
         "transaction.version": {"SupportedMinVersion": "0", "SupportedMaxVersion": "2", "FinalizedVersionLevel": "2"},
     }
@@ -100,7 +107,7 @@ def test_refusals_carry_kafkas_messages_and_change_nothing(broker):
     assert len(lines) == 2 and all(l.endswith("only supports versions 0-1") for l in lines), out
     assert lines[0].startswith("Could not downgrade group.version to 5.") and \
         lines[1].startswith("Could not downgrade transaction.version to 1."), out
-    assert levels(broker) == {"group.version": 1, "transaction.version": 2}
+    assert levels(broker) == DEFAULTS
 
 
 def test_dry_run_downgrade_and_disable_and_the_levels_survive_a_restart(broker):
@@ -111,10 +118,10 @@ def test_dry_run_downgrade_and_disable_and_the_levels_survive_a_restart(broker):
         "transaction.version was downgraded to 1."
     assert levels(broker)["transaction.version"] == 1
     assert features(broker, "disable", "--feature", "group.version").stdout.strip() == "group.version was disabled."
-    assert levels(broker) == {"group.version": 0, "transaction.version": 1}
+    assert levels(broker) == {ELR: 1, "group.version": 0, "transaction.version": 1}
     broker.stop()
     broker.start()
-    assert levels(broker) == {"group.version": 0, "transaction.version": 1}
+    assert levels(broker) == {ELR: 1, "group.version": 0, "transaction.version": 1}
     out = features(broker, "upgrade", "--feature", "group.version=1", "--feature", "transaction.version=2").stdout
     assert sorted(out.strip().splitlines()) == ["group.version was upgraded to 1.", "transaction.version was upgraded to 2."]
 
@@ -147,3 +154,30 @@ def test_group_version_0_refuses_kip_848_members_and_1_serves_them_again(broker)
     assert "ConsumerGroupHeartbeat" in error.str() and "API version not supported" in error.str(), error.str()
     features(broker, "upgrade", "--feature", "group.version=1")
     assert consume_one(broker, topic) == b"v0"
+
+
+def configs(broker, *args, check=True):
+    return kafka_cli.run(CONFIGS, "--bootstrap-server", broker.bootstrap, "--entity-type", "brokers", *args,
+                         check=check)
+
+
+def test_eligible_leader_replicas_switch_off_and_on_and_pin_one_cluster_min_isr(broker):
+    assert features(broker, "downgrade", "--feature", f"{ELR}=0").stdout.strip() == f"{ELR} was downgraded to 0."
+    assert levels(broker)[ELR] == 0
+    # With ELR off a broker may have its own min.insync.replicas.
+    configs(broker, "--entity-name", "1", "--alter", "--add-config", "min.insync.replicas=1")
+    assert features(broker, "upgrade", "--feature", f"{ELR}=1").stdout.strip() == f"{ELR} was upgraded to 1."
+    assert levels(broker)[ELR] == 1
+    # Kafka's ELR safety configs: the cluster-wide value (the static one, default 1), no broker's own.
+    cluster_wide = configs(broker, "--entity-default", "--describe").stdout
+    assert "min.insync.replicas=1" in cluster_wide, cluster_wide
+    own = configs(broker, "--entity-name", "1", "--describe").stdout
+    assert "min.insync.replicas" not in own, own
+    refused = configs(broker, "--entity-name", "1", "--alter", "--add-config", "min.insync.replicas=2", check=False)
+    assert refused.returncode == 1 and \
+        "Broker-level min.insync.replicas cannot be altered while ELR is enabled." in refused.stdout + refused.stderr, \
+        refused.stdout + refused.stderr
+    refused = configs(broker, "--entity-default", "--alter", "--delete-config", "min.insync.replicas", check=False)
+    assert refused.returncode == 1 and \
+        "Cluster-level min.insync.replicas cannot be removed while ELR is enabled." in refused.stdout + refused.stderr, \
+        refused.stdout + refused.stderr

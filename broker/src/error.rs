@@ -131,6 +131,11 @@ pub enum ResourceError {
     /// wording; `ConfigAdminManager` answers INVALID_REQUEST).
     #[error("Invalid dynamic configuration: {0}")]
     InvalidDynamicConfig(String),
+    /// A `min.insync.replicas` change Kafka 4.4's controller refuses while eligible leader
+    /// replicas are on (KIP-966: min ISR is a topic or cluster-wide setting); the text is
+    /// Kafka's whole message.
+    #[error("{0}")]
+    MinIsrWhileElr(&'static str),
     /// A change the config rules refuse.
     #[error(transparent)]
     Refused(#[from] ConfigError),
@@ -431,7 +436,9 @@ pub fn resource_code(e: &ResourceError) -> ResponseError {
         | ResourceError::UnknownOperation(_)
         | ResourceError::InvalidDynamicConfig(_) => ResponseError::InvalidRequest,
         ResourceError::Refused(e) => config_code(e),
-        ResourceError::Undescribable(_) => ResponseError::InvalidConfig,
+        ResourceError::Undescribable(_) | ResourceError::MinIsrWhileElr(_) => {
+            ResponseError::InvalidConfig
+        }
         ResourceError::Broker(e) => e.code(),
     }
 }

@@ -308,7 +308,9 @@ async fn run(
         shutdown.cancel();
         tracker.close();
         tracker.wait().await;
-        broker.replicas.shutdown().await;
+        if broker.replicas.shutdown().await {
+            brook::cluster::registration::record_clean_shutdown(&broker).await;
+        }
         return Ok(());
     }
     // A listener that cannot bind (port taken) stops the node with that error, after the
@@ -333,7 +335,9 @@ async fn run(
     {
         warn!("connections still open after 10 s; closing anyway");
     }
-    broker.replicas.shutdown().await;
+    if broker.replicas.shutdown().await {
+        brook::cluster::registration::record_clean_shutdown(&broker).await;
+    }
     // Every task holding the broker has ended, so the quorum can be stopped in order.
     match std::sync::Arc::try_unwrap(broker) {
         Ok(broker) => {

@@ -14,6 +14,7 @@ use crate::image::{
     BrokerRegistration, MetadataImage, PartitionImage, ProducerIdBlock, TopicImage, NO_LEADER,
 };
 use crate::offline_replicas;
+use crate::partition_change::{self, Change, Election, Policy, MIN_IN_SYNC_REPLICAS};
 use crate::reassignment;
 
 /// Apply `cmd`, the entry at raft log `index`, to `image`. On `Err`, `image` is unchanged.
@@ -93,10 +94,19 @@ pub fn apply(image: &mut MetadataImage, cmd: &Command, index: u64) -> ApplyResul
             delete,
         } => {
             alter(&mut topic_mut(image, topic_id)?.configs, set, delete);
+            if touches_min_isr(set, delete) {
+                partition_change::clear_elrs(image, Some(topic_id));
+            }
             Ok(())
         }
         Command::ReplaceTopicConfigs { topic_id, configs } => {
-            topic_mut(image, topic_id)?.configs = configs.clone();
+            let topic = topic_mut(image, topic_id)?;
+            let min_isr_written = configs.contains_key(MIN_IN_SYNC_REPLICAS)
+                || topic.configs.contains_key(MIN_IN_SYNC_REPLICAS);
+            topic.configs = configs.clone();
+            if min_isr_written {
+                partition_change::clear_elrs(image, Some(topic_id));
+            }
             Ok(())
         }
         Command::AlterBrokerConfigs {
@@ -108,6 +118,9 @@ pub fn apply(image: &mut MetadataImage, cmd: &Command, index: u64) -> ApplyResul
             alter(entry, set, delete);
             if entry.is_empty() {
                 image.broker_configs.remove(broker_id);
+            }
+            if touches_min_isr(set, delete) {
+                partition_change::clear_elrs(image, None);
             }
             Ok(())
         }
@@ -176,6 +189,13 @@ pub fn apply(image: &mut MetadataImage, cmd: &Command, index: u64) -> ApplyResul
             Ok(())
         }
         Command::ReplaceBrokerConfigs { broker_id, configs } => {
+            let min_isr_written = configs.contains_key(MIN_IN_SYNC_REPLICAS)
+                || image
+                    .broker_configs(*broker_id)
+                    .is_some_and(|c| c.contains_key(MIN_IN_SYNC_REPLICAS));
+            if min_isr_written {
+                partition_change::clear_elrs(image, None);
+            }
             if configs.is_empty() {
                 image.broker_configs.remove(broker_id);
             } else {
@@ -190,6 +210,7 @@ pub fn apply(image: &mut MetadataImage, cmd: &Command, index: u64) -> ApplyResul
             rack,
             incarnation_id,
             listeners,
+            previous_broker_epoch,
         } => {
             // A retried proposal of the same incarnation (its first answer was lost)
             // changes nothing: the epoch the broker learned stays valid.
@@ -204,6 +225,14 @@ pub fn apply(image: &mut MetadataImage, cmd: &Command, index: u64) -> ApplyResul
                     return Ok(());
                 }
             }
+            // Kafka's clean-shutdown detection: the previous epoch the broker recorded at
+            // its clean shutdown must be the registration's current one.
+            let clean_shutdown = match previous_broker_epoch {
+                None => true,
+                Some(previous) => image.brokers.get(broker_id).is_some_and(|existing| {
+                    i64::try_from(existing.broker_epoch).is_ok_and(|e| e == *previous)
+                }),
+            };
             let registration = BrokerRegistration {
                 broker_id: *broker_id,
                 host: host.clone(),
@@ -219,7 +248,11 @@ pub fn apply(image: &mut MetadataImage, cmd: &Command, index: u64) -> ApplyResul
             // may have lost an unflushed tail); the unfence elects it again, with a new
             // leader epoch that fences requests aimed at the old process.
             image.brokers.insert(*broker_id, registration);
-            election::remove_broker(image, *broker_id);
+            if clean_shutdown {
+                election::remove_broker(image, *broker_id);
+            } else {
+                election::remove_uncleanly_shut_down_broker(image, *broker_id);
+            }
             Ok(())
         }
         Command::SetPartitionLeaderIsr {
@@ -297,6 +330,11 @@ pub fn apply(image: &mut MetadataImage, cmd: &Command, index: u64) -> ApplyResul
     }
 }
 
+/// Whether a config change writes `min.insync.replicas` (Kafka then clears ELRs).
+fn touches_min_isr(set: &BTreeMap<String, String>, delete: &[String]) -> bool {
+    set.contains_key(MIN_IN_SYNC_REPLICAS) || delete.iter().any(|k| k == MIN_IN_SYNC_REPLICAS)
+}
+
 /// The sender's side of an AlterPartition.
 struct AlterPartitionRequest<'a> {
     broker_id: i32,
@@ -349,6 +387,13 @@ fn alter_partition(
         .and_then(|t| t.partitions.get(&partition))
         .is_some_and(reassignment::in_progress);
     let active = reassigning.then(|| reassignment::Active::of(image));
+    let policy = image
+        .topic_by_id(topic_id)
+        .map(|t| Policy::of(image, t))
+        .ok_or(ApplyError::UnknownTopic {
+            topic_id: *topic_id,
+        })?;
+    let active_brokers: BTreeSet<i32> = image.active_brokers().map(|b| b.broker_id).collect();
     let topic = topic_mut(image, topic_id)?;
     let Some(p) = topic.partitions.get_mut(&partition) else {
         return Err(ApplyError::UnknownPartition {
@@ -356,8 +401,24 @@ fn alter_partition(
             partition,
         });
     };
-    p.isr = req.isr.to_vec();
-    p.partition_epoch = p.partition_epoch.saturating_add(1);
+    // The leader stays (it sent the change and is in the new ISR); the ELR follows the
+    // ISR: members that rejoin leave it, and it empties once the ISR reaches min ISR
+    // (KIP-966), or gains the members a shrink below min ISR drops.
+    let leader = p.leader;
+    let acceptable = |r: i32| r == leader || active_brokers.contains(&r);
+    let changed = partition_change::apply(
+        p,
+        policy,
+        &Change {
+            target_isr: req.isr.to_vec(),
+            unclean_shutdown: None,
+            acceptable: &acceptable,
+            election: Election::Online,
+        },
+    );
+    if !changed {
+        p.partition_epoch = p.partition_epoch.saturating_add(1);
+    }
     // A new replica joining the ISR may complete a reassignment (and move the leader
     // away from a removed one), in the same change, as KRaft's PartitionChangeBuilder.
     if let Some(active) = &active {
@@ -589,6 +650,8 @@ fn check_assignments(
             partition_epoch: 0,
             adding_replicas: Vec::new(),
             removing_replicas: Vec::new(),
+            elr: Vec::new(),
+            last_known_elr: Vec::new(),
         };
         if out.insert(a.partition, partition).is_some() {
             return Err(invalid(format!("partition {} given twice", a.partition)));
@@ -653,6 +716,7 @@ mod tests {
             rack: None,
             incarnation_id: Uuid::from_u128(incarnation),
             listeners: Vec::new(),
+            previous_broker_epoch: None,
         }
     }
 

@@ -97,6 +97,12 @@ pub enum Command {
         /// Every advertised client listener (see [`crate::image::ListenerEndpoint`]).
         #[serde(default)]
         listeners: Vec<ListenerEndpoint>,
+        /// The broker epoch its last clean shutdown recorded, -1 when none was (Kafka's
+        /// `PreviousBrokerEpoch`, KIP-966): a new incarnation whose previous epoch is not
+        /// the registration's current one shut down uncleanly and, with ELR on, leaves
+        /// every ISR and ELR. Absent in entries from builds before it, which count as clean.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        previous_broker_epoch: Option<i64>,
     },
     /// The controller saw no heartbeat for `broker.session.timeout.ms`, or the broker is
     /// stopping: it leads nothing (partitions it led get another in-sync leader, or with

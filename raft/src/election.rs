@@ -1,23 +1,24 @@
-//! Pure partition-leadership rules applied by the state machine when brokers are fenced,
+//! Partition-leadership rules applied by the state machine when brokers are fenced,
 //! unfenced or re-registered, and by [`Command::ElectLeaders`](crate::Command::ElectLeaders)
-//! (KRaft's `PartitionChangeBuilder`, reduced to what Brook needs so far). No I/O, no
-//! clock: every voter computes the same result.
-//!
-//! Rules, as in KRaft:
-//! - a leader comes only from the ISR, first in replica order, and must be active
-//!   (registered, not fenced, not shutting down); none → [`NO_LEADER`];
-//! - the ISR never empties: the last member stays in it while fenced (no ELR yet), so the
+//! (KRaft's `ReplicationControlManager` callers of `PartitionChangeBuilder`). No I/O, no
+//! clock: every voter computes the same result. The per-partition rules, with and without
+//! KIP-966's eligible leader replicas, are [`crate::partition_change`]'s:
+//! - a leader comes from the ISR, first in replica order, and must be active (registered,
+//!   not fenced, not shutting down); with ELR on and the ISR empty, from the ELR; then the
+//!   last known leader; none → [`NO_LEADER`];
+//! - with ELR off the ISR never empties: the last member stays in it while fenced, so the
 //!   partition waits leaderless for it rather than electing a replica that may lack data;
+//!   with ELR on it empties and its members below min ISR wait in the ELR;
 //! - unless unclean leader election is enabled for the topic
-//!   ([`unclean_leader_election_enabled`]): then a partition left leaderless with no active
-//!   ISR member by a fence, unfence or re-registration elects the first active replica in
-//!   replica order, whose ISR becomes that replica alone (acknowledged records it lacks are
-//!   lost). Only the topic's dynamic config and the cluster-wide dynamic default are read:
-//!   a static `unclean.leader.election.enable` in a broker's properties file is not part of
-//!   the image, so apply cannot see it (the broker can still propose
+//!   ([`unclean_leader_election_enabled`]): then a partition left leaderless with no
+//!   eligible member by a fence, unfence or re-registration elects the first active replica
+//!   in replica order, whose ISR becomes that replica alone (acknowledged records it lacks
+//!   are lost). Only the topic's dynamic config and the cluster-wide dynamic default are
+//!   read: a static `unclean.leader.election.enable` in a broker's properties file is not
+//!   part of the image, so apply cannot see it (the broker can still propose
 //!   [`ElectionType::Unclean`]);
 //! - the leader epoch moves only when the leader changes, the partition epoch on every
-//!   change of leader or ISR.
+//!   change of leader, ISR or ELR.
 
 use std::fmt;
 
@@ -25,6 +26,7 @@ use uuid::Uuid;
 
 use crate::command::ElectionType;
 use crate::image::{MetadataImage, PartitionImage, TopicImage, NO_LEADER};
+use crate::partition_change::{self, elr_enabled, Change, Election, Policy};
 
 /// The topic (and cluster-default) config enabling unclean leader election.
 pub const UNCLEAN_LEADER_ELECTION_ENABLE: &str = "unclean.leader.election.enable";
@@ -55,22 +57,21 @@ impl fmt::Display for ElectionRefusal {
 
 impl std::error::Error for ElectionRefusal {}
 
-/// The preferred acceptable leader among `isr`: first in replica order, active, and not
-/// `excluded`.
-pub fn elect(image: &MetadataImage, p: &PartitionImage, excluded: Option<i32>) -> i32 {
+/// The preferred acceptable leader among `isr`: first in replica order, able to lead
+/// (`MetadataImage::may_lead`), and not `excluded`.
+pub fn elect(
+    image: &MetadataImage,
+    topic_id: &Uuid,
+    partition: i32,
+    p: &PartitionImage,
+    excluded: Option<i32>,
+) -> i32 {
     p.replicas
         .iter()
         .copied()
-        .find(|&r| Some(r) != excluded && p.isr.contains(&r) && image.is_active(r))
-        .unwrap_or(NO_LEADER)
-}
-
-/// The first active replica in replica order, in the ISR or not, other than `excluded`.
-fn first_active_replica(image: &MetadataImage, p: &PartitionImage, excluded: Option<i32>) -> i32 {
-    p.replicas
-        .iter()
-        .copied()
-        .find(|&r| Some(r) != excluded && image.is_active(r))
+        .find(|&r| {
+            Some(r) != excluded && p.isr.contains(&r) && image.may_lead(r, topic_id, partition)
+        })
         .unwrap_or(NO_LEADER)
 }
 
@@ -90,7 +91,8 @@ pub fn unclean_leader_election_enabled(image: &MetadataImage, topic: &TopicImage
 }
 
 /// Whether a preferred election would change `p`'s leader: `Ok` when the first replica is
-/// in the ISR, active and not already the leader.
+/// active, not already the leader, and in the ISR (or, with ELR on and the ISR empty, in
+/// the ELR).
 pub fn preferred_leader_electable(
     image: &MetadataImage,
     p: &PartitionImage,
@@ -101,14 +103,17 @@ pub fn preferred_leader_electable(
     if p.leader == preferred {
         return Err(ElectionRefusal::ElectionNotNeeded);
     }
-    if !p.isr.contains(&preferred) || !image.is_active(preferred) {
+    let eligible = p.isr.contains(&preferred)
+        || (p.isr.is_empty() && elr_enabled(image) && p.elr.contains(&preferred));
+    if !eligible || !image.is_active(preferred) {
         return Err(ElectionRefusal::PreferredLeaderNotAvailable);
     }
     Ok(())
 }
 
 /// The leader an unclean election would give the leaderless `p`: the first active ISR
-/// member in replica order, else the first active replica.
+/// member in replica order, else (ISR empty, ELR on) the first active ELR member, else the
+/// last known leader, else the first active replica.
 pub fn unclean_electable(
     image: &MetadataImage,
     p: &PartitionImage,
@@ -116,54 +121,26 @@ pub fn unclean_electable(
     if p.has_leader() {
         return Err(ElectionRefusal::ElectionNotNeeded);
     }
-    let clean = elect(image, p, None);
-    if clean != NO_LEADER {
-        return Ok(clean);
-    }
-    match first_active_replica(image, p, None) {
+    // Min ISR only decides whether a non-empty ISR keeps an ELR, which cannot lead then.
+    let policy = Policy {
+        elr: elr_enabled(image),
+        min_isr: 1,
+        unclean: true,
+    };
+    let mut trial = p.clone();
+    partition_change::apply(
+        &mut trial,
+        policy,
+        &Change {
+            target_isr: p.isr.clone(),
+            unclean_shutdown: None,
+            acceptable: &|r| image.is_active(r),
+            election: Election::Unclean,
+        },
+    );
+    match trial.leader {
         NO_LEADER => Err(ElectionRefusal::EligibleLeadersNotAvailable),
         leader => Ok(leader),
-    }
-}
-
-/// Applies a new leader and ISR to `p`, bumping the epochs as KRaft does.
-fn change(p: &mut PartitionImage, leader: i32, isr: Vec<i32>) {
-    let mut changed = false;
-    if p.leader != leader {
-        p.leader = leader;
-        p.leader_epoch = p.leader_epoch.saturating_add(1);
-        changed = true;
-    }
-    if p.isr != isr {
-        p.isr = isr;
-        changed = true;
-    }
-    if changed {
-        p.partition_epoch = p.partition_epoch.saturating_add(1);
-    }
-}
-
-/// The leader and ISR an election of `kind` gives `p`, or `None` when it does not apply.
-/// An unclean election that finds an active ISR member is a clean one: the ISR stays.
-fn elected(
-    image: &MetadataImage,
-    p: &PartitionImage,
-    kind: ElectionType,
-) -> Option<(i32, Vec<i32>)> {
-    match kind {
-        ElectionType::Preferred => {
-            preferred_leader_electable(image, p).ok()?;
-            let preferred = *p.replicas.first()?;
-            Some((preferred, p.isr.clone()))
-        }
-        ElectionType::Unclean => {
-            let leader = unclean_electable(image, p).ok()?;
-            if p.isr.contains(&leader) {
-                Some((leader, p.isr.clone()))
-            } else {
-                Some((leader, vec![leader]))
-            }
-        }
     }
 }
 
@@ -172,102 +149,96 @@ fn elected(
 /// left alone.
 pub fn elect_leaders(image: &mut MetadataImage, partitions: &[(Uuid, i32)], kind: ElectionType) {
     for (topic_id, partition) in partitions {
-        let Some(p) = image
-            .topic_by_id(topic_id)
-            .and_then(|t| t.partitions.get(partition))
-        else {
+        let snapshot = image.clone();
+        let Some(topic) = snapshot.topic_by_id(topic_id) else {
             continue;
         };
-        let Some((leader, isr)) = elected(image, p, kind) else {
+        let Some(p) = topic.partitions.get(partition) else {
             continue;
         };
-        let Some(name) = image.topic_names_by_id.get(topic_id) else {
-            continue;
+        let election = match kind {
+            ElectionType::Preferred if preferred_leader_electable(&snapshot, p).is_ok() => {
+                Election::Preferred
+            }
+            ElectionType::Unclean if unclean_electable(&snapshot, p).is_ok() => Election::Unclean,
+            _ => continue,
+        };
+        let policy = Policy::of(&snapshot, topic);
+        let change = Change {
+            target_isr: p.isr.clone(),
+            unclean_shutdown: None,
+            acceptable: &|r| snapshot.may_lead(r, topic_id, *partition),
+            election,
         };
         if let Some(p) = image
             .topics
-            .get_mut(name)
+            .get_mut(&topic.name)
             .and_then(|t| t.partitions.get_mut(partition))
         {
-            change(p, leader, isr);
+            partition_change::apply(p, policy, &change);
         }
     }
 }
 
-/// The unclean fallback for a partition left leaderless with no active ISR member: the
-/// first active replica (not `excluded`) with the ISR reduced to it, if the topic enables
-/// unclean election and such a replica exists.
-fn unclean_fallback(
-    image: &MetadataImage,
-    unclean: bool,
-    p: &PartitionImage,
-    excluded: Option<i32>,
-) -> Option<(i32, Vec<i32>)> {
-    if !unclean {
-        return None;
-    }
-    match first_active_replica(image, p, excluded) {
-        NO_LEADER => None,
-        leader => Some((leader, vec![leader])),
-    }
+/// `broker_id` can no longer lead (fenced, stopping, unregistered, or restarted after a
+/// clean shutdown): it leaves every ISR (with ELR off, every ISR it is not the last member
+/// of; with ELR on, below min ISR it joins the ELR), and partitions it led get another
+/// leader by [`crate::partition_change`]'s order. The caller marks the broker inactive
+/// first.
+pub fn remove_broker(image: &mut MetadataImage, broker_id: i32) {
+    remove(image, broker_id, None);
 }
 
-/// `broker_id` can no longer lead (fenced, stopping or restarted): it leaves every ISR it
-/// is not the last member of, and partitions it led get another in-sync leader, or, with
-/// unclean election enabled, the first active replica; else none.
-/// The caller marks the broker inactive first, so [`elect`] skips it.
-pub fn remove_broker(image: &mut MetadataImage, broker_id: i32) {
+/// `broker_id` registered again after an unclean shutdown (no clean-shutdown record of its
+/// previous epoch): with ELR on it leaves every ISR and ELR, since its log may have lost
+/// records it had acknowledged (KIP-966); with ELR off as [`remove_broker`].
+pub fn remove_uncleanly_shut_down_broker(image: &mut MetadataImage, broker_id: i32) {
+    remove(image, broker_id, Some(broker_id));
+}
+
+fn remove(image: &mut MetadataImage, broker_id: i32, unclean_shutdown: Option<i32>) {
     let snapshot = image.clone();
     for topic in image.topics.values_mut() {
-        let unclean = unclean_leader_election_enabled(&snapshot, topic);
-        for p in topic.partitions.values_mut() {
+        let policy = Policy::of(&snapshot, topic);
+        let topic_id = topic.topic_id;
+        for (&index, p) in topic.partitions.iter_mut() {
             if !p.replicas.contains(&broker_id) {
                 continue;
             }
-            let mut isr: Vec<i32> = p.isr.iter().copied().filter(|&r| r != broker_id).collect();
-            if isr.is_empty() {
-                isr = p.isr.clone();
-            }
-            let mut next = p.clone();
-            next.isr = isr.clone();
-            let mut leader = if p.leader == broker_id || p.leader == NO_LEADER {
-                elect(&snapshot, &next, Some(broker_id))
-            } else {
-                p.leader
+            let acceptable = |r: i32| r != broker_id && snapshot.may_lead(r, &topic_id, index);
+            let change = Change {
+                target_isr: p.isr.iter().copied().filter(|&r| r != broker_id).collect(),
+                unclean_shutdown,
+                acceptable: &acceptable,
+                election: Election::keeping_online(policy),
             };
-            if leader == NO_LEADER {
-                if let Some((l, i)) = unclean_fallback(&snapshot, unclean, p, Some(broker_id)) {
-                    leader = l;
-                    isr = i;
-                }
-            }
-            change(p, leader, isr);
+            partition_change::apply(p, policy, &change);
         }
     }
 }
 
-/// `broker_id` became active: leaderless partitions whose ISR holds it get a leader from
-/// the ISR. With unclean election enabled, a leaderless partition it is a replica of whose
-/// ISR holds no active member gets the first active replica (normally `broker_id` itself)
-/// with the ISR reduced to it. The broker is never added to an ISR otherwise: it rejoins
-/// through an AlterPartition from the leader once caught up.
+/// `broker_id` became active: leaderless partitions it is a replica of elect a leader by
+/// [`crate::partition_change`]'s order (ISR; with ELR on and the ISR empty, the ELR; the
+/// last known leader; with unclean election enabled, the first active replica, normally
+/// `broker_id` itself, alone in the ISR). The broker is never added to an ISR otherwise: it
+/// rejoins through an AlterPartition from the leader once caught up.
 pub fn restore_broker(image: &mut MetadataImage, broker_id: i32) {
     let snapshot = image.clone();
     for topic in image.topics.values_mut() {
-        let unclean = unclean_leader_election_enabled(&snapshot, topic);
-        for p in topic.partitions.values_mut() {
+        let policy = Policy::of(&snapshot, topic);
+        let topic_id = topic.topic_id;
+        for (&index, p) in topic.partitions.iter_mut() {
             if p.leader != NO_LEADER || !p.replicas.contains(&broker_id) {
                 continue;
             }
-            if p.isr.contains(&broker_id) {
-                let leader = elect(&snapshot, p, None);
-                let isr = p.isr.clone();
-                change(p, leader, isr);
-            } else if elect(&snapshot, p, None) == NO_LEADER {
-                if let Some((leader, isr)) = unclean_fallback(&snapshot, unclean, p, None) {
-                    change(p, leader, isr);
-                }
-            }
+            let acceptable = |r: i32| snapshot.may_lead(r, &topic_id, index);
+            let change = Change {
+                target_isr: p.isr.clone(),
+                unclean_shutdown: None,
+                acceptable: &acceptable,
+                election: Election::keeping_online(policy),
+            };
+            partition_change::apply(p, policy, &change);
         }
     }
 }
@@ -312,7 +283,128 @@ mod tests {
         image
             .topic_names_by_id
             .insert(Uuid::from_u128(1), "t".into());
+        // These tests pin the rules without eligible leader replicas; `elr_*` tests below
+        // turn them on.
+        image.features.insert(
+            crate::partition_change::ELIGIBLE_LEADER_REPLICAS_VERSION.into(),
+            0,
+        );
         image
+    }
+
+    /// Three brokers, ELR on, the topic's min ISR 2, one partition led by 1 with ISR [1,2,3].
+    fn elr_image() -> MetadataImage {
+        let mut img = image(vec![part(0, 1, &[1, 2, 3], &[1, 2, 3])]);
+        img.features.clear();
+        with_topic_config_named(img, crate::partition_change::MIN_IN_SYNC_REPLICAS, "2")
+    }
+
+    fn with_topic_config_named(mut img: MetadataImage, name: &str, value: &str) -> MetadataImage {
+        if let Some(t) = img.topics.get_mut("t") {
+            t.configs.insert(name.into(), value.into());
+        }
+        img
+    }
+
+    fn fence(img: &mut MetadataImage, id: i32) {
+        img.brokers.insert(id, broker(id, true));
+        remove_broker(img, id);
+    }
+
+    fn unfence(img: &mut MetadataImage, id: i32) {
+        img.brokers.insert(id, broker(id, false));
+        restore_broker(img, id);
+    }
+
+    fn elr_summary(img: &MetadataImage) -> (i32, Vec<i32>, Vec<i32>, Vec<i32>) {
+        let p = p0(img);
+        (p.leader, p.isr, p.elr, p.last_known_elr)
+    }
+
+    #[test]
+    fn elr_stopping_the_leader_then_the_next_then_the_last_leaves_them_eligible() {
+        let mut img = elr_image();
+        fence(&mut img, 1);
+        assert_eq!(elr_summary(&img), (2, vec![2, 3], vec![], vec![]));
+        fence(&mut img, 2);
+        assert_eq!(elr_summary(&img), (3, vec![3], vec![2], vec![]));
+        fence(&mut img, 3);
+        assert_eq!(elr_summary(&img), (NO_LEADER, vec![], vec![2, 3], vec![3]));
+        // Broker 1 left the ISR while it was at min ISR: it may not lead.
+        unfence(&mut img, 1);
+        assert_eq!(elr_summary(&img), (NO_LEADER, vec![], vec![2, 3], vec![3]));
+        // Broker 2 is in the ELR: it leads without an unclean election.
+        unfence(&mut img, 2);
+        assert_eq!(elr_summary(&img), (2, vec![2], vec![3], vec![]));
+        let p = p0(&img);
+        assert_eq!((p.leader_epoch, p.partition_epoch), (4, 4));
+    }
+
+    #[test]
+    fn elr_a_broker_restarting_after_an_unclean_shutdown_leaves_the_elr() {
+        let mut img = elr_image();
+        for id in [1, 2, 3] {
+            fence(&mut img, id);
+        }
+        // Broker 2 re-registers without a clean-shutdown record: out of the ELR.
+        remove_uncleanly_shut_down_broker(&mut img, 2);
+        assert_eq!(elr_summary(&img), (NO_LEADER, vec![], vec![3], vec![3]));
+        unfence(&mut img, 2);
+        assert_eq!(elr_summary(&img), (NO_LEADER, vec![], vec![3], vec![3]));
+        unfence(&mut img, 3);
+        assert_eq!(elr_summary(&img), (3, vec![3], vec![], vec![]));
+    }
+
+    #[test]
+    fn elr_with_nothing_eligible_the_last_known_leader_leads_when_back() {
+        let mut img = elr_image();
+        for id in [1, 2, 3] {
+            fence(&mut img, id);
+        }
+        for id in [2, 3] {
+            remove_uncleanly_shut_down_broker(&mut img, id);
+        }
+        assert_eq!(elr_summary(&img), (NO_LEADER, vec![], vec![], vec![3]));
+        unfence(&mut img, 2);
+        assert_eq!(p0(&img).leader, NO_LEADER);
+        unfence(&mut img, 3);
+        assert_eq!(elr_summary(&img), (3, vec![3], vec![], vec![]));
+    }
+
+    #[test]
+    fn elr_unclean_election_is_the_last_resort_and_clears_the_elr() {
+        let mut img = with_topic_config(elr_image(), "true");
+        for id in [1, 2, 3] {
+            fence(&mut img, id);
+        }
+        // Fencing an unclean-enabled topic's last members: each time another replica was
+        // active, so the partition never went leaderless until all three were fenced.
+        assert_eq!(p0(&img).leader, NO_LEADER);
+        remove_uncleanly_shut_down_broker(&mut img, 2);
+        remove_uncleanly_shut_down_broker(&mut img, 3);
+        assert_eq!(elr_summary(&img), (NO_LEADER, vec![], vec![], vec![3]));
+        unfence(&mut img, 1);
+        assert_eq!(elr_summary(&img), (1, vec![1], vec![], vec![]));
+        assert_eq!(
+            unclean_electable(&img, &p0(&img)),
+            Err(ElectionRefusal::ElectionNotNeeded)
+        );
+    }
+
+    #[test]
+    fn elr_elections_report_an_elr_member_as_electable() {
+        let mut img = elr_image();
+        for id in [1, 2, 3] {
+            fence(&mut img, id);
+        }
+        img.brokers.insert(3, broker(3, false));
+        assert_eq!(unclean_electable(&img, &p0(&img)), Ok(3));
+        assert_eq!(
+            preferred_leader_electable(&img, &p0(&img)),
+            Err(ElectionRefusal::PreferredLeaderNotAvailable)
+        );
+        elect_p0(&mut img, ElectionType::Unclean);
+        assert_eq!(elr_summary(&img), (3, vec![3], vec![2], vec![]));
     }
 
     fn part(partition: i32, leader: i32, replicas: &[i32], isr: &[i32]) -> PartitionImage {
@@ -325,6 +417,8 @@ mod tests {
             partition_epoch: 0,
             adding_replicas: Vec::new(),
             removing_replicas: Vec::new(),
+            elr: Vec::new(),
+            last_known_elr: Vec::new(),
         }
     }
 

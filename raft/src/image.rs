@@ -43,6 +43,19 @@ pub struct PartitionImage {
     /// it completes (see [`crate::reassignment`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub removing_replicas: Vec<i32>,
+    /// KIP-966's eligible leader replicas: members that left the ISR while it was below
+    /// the topic's min ISR, in id order. Each holds every record up to the high watermark
+    /// (which does not move while the ISR is below min ISR), so when the ISR is empty one of
+    /// them may lead without an unclean election. Never overlaps the ISR; empty while
+    /// `eligible.leader.replicas.version` is 0 (see [`crate::partition_change`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub elr: Vec<i32>,
+    /// The partition's last leader, recorded when its ISR became empty (Kafka 4.x keeps
+    /// the last known leader here, "balanced recovery"): with ISR and ELR both empty it
+    /// leads again once it is back, before any unclean election. Cleared once a leader is
+    /// elected.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub last_known_elr: Vec<i32>,
 }
 
 impl PartitionImage {
@@ -381,6 +394,8 @@ mod tests {
                         partition_epoch: 4,
                         adding_replicas: Vec::new(),
                         removing_replicas: Vec::new(),
+                        elr: vec![2],
+                        last_known_elr: Vec::new(),
                     },
                 )]),
                 configs: BTreeMap::from([("cleanup.policy".into(), "compact".into())]),

@@ -36,6 +36,7 @@ pub mod log_store;
 mod monitor;
 pub mod network;
 pub mod offline_replicas;
+pub mod partition_change;
 #[cfg(feature = "rocksdb")]
 mod quorum;
 pub mod quota;
@@ -67,6 +68,7 @@ pub use image::{
 pub use liveness::{Heartbeat, HeartbeatReply, Liveness, REGISTRATION_PROBE};
 pub use network::PeerTls;
 pub use openraft::{LogId, RaftMetrics, ServerState};
+pub use partition_change::{elr_enabled, ELIGIBLE_LEADER_REPLICAS_VERSION, MIN_IN_SYNC_REPLICAS};
 #[cfg(feature = "rocksdb")]
 pub use quorum::MetadataQuorum;
 pub use quota::{ClientQuotasImage, QuotaAlteration, QuotaEntity};

@@ -49,6 +49,12 @@ impl MetadataImage {
             .is_some_and(|b| b.broker_epoch == entry.broker_epoch)
             && entry.partitions.contains(&(*topic_id, partition))
     }
+
+    /// Whether `broker_id` may lead `topic_id`-`partition`: active, and its replica there
+    /// not in a failed log directory (every election asks this).
+    pub fn may_lead(&self, broker_id: i32, topic_id: &Uuid, partition: i32) -> bool {
+        self.is_active(broker_id) && !self.is_replica_offline(broker_id, topic_id, partition)
+    }
 }
 
 /// [`Command::MarkReplicasOffline`](crate::Command::MarkReplicasOffline): records
@@ -100,7 +106,7 @@ pub fn mark_offline(
             continue;
         };
         if p.replicas.contains(&broker_id) {
-            move_off(&snapshot, p, broker_id);
+            move_off(&snapshot, topic_id, *partition, p, broker_id);
         }
     }
     Ok(())
@@ -109,7 +115,13 @@ pub fn mark_offline(
 /// `broker_id`'s replica of `p` is offline: it leaves the ISR unless it is the last member,
 /// and if it led, the first active ISR member in replica order leads instead (or none).
 /// The leader epoch moves with the leader, the partition epoch with any change.
-fn move_off(image: &MetadataImage, p: &mut PartitionImage, broker_id: i32) {
+fn move_off(
+    image: &MetadataImage,
+    topic_id: &Uuid,
+    partition: i32,
+    p: &mut PartitionImage,
+    broker_id: i32,
+) {
     let mut isr: Vec<i32> = p.isr.iter().copied().filter(|&r| r != broker_id).collect();
     if isr.is_empty() {
         isr = p.isr.clone();
@@ -117,7 +129,7 @@ fn move_off(image: &MetadataImage, p: &mut PartitionImage, broker_id: i32) {
     let mut next = p.clone();
     next.isr = isr.clone();
     let leader = if p.leader == broker_id || p.leader == NO_LEADER {
-        election::elect(image, &next, Some(broker_id))
+        election::elect(image, topic_id, partition, &next, Some(broker_id))
     } else {
         p.leader
     };

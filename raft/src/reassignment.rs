@@ -321,6 +321,8 @@ mod tests {
             partition_epoch: 5,
             adding_replicas: Vec::new(),
             removing_replicas: Vec::new(),
+            elr: Vec::new(),
+            last_known_elr: Vec::new(),
         };
         image.topics.insert(
             "t".into(),

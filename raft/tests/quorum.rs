@@ -73,6 +73,7 @@ async fn populate(quorum: &MetadataQuorum, orders: Uuid, payments: Uuid) -> anyh
             rack: None,
             incarnation_id: Uuid::from_u128(1),
             listeners: Vec::new(),
+            previous_broker_epoch: None,
         })
         .await?;
     Ok(())

@@ -45,7 +45,8 @@ pub async fn run(broker: Arc<Broker>, shutdown: CancellationToken) {
                     return;
                 }
                 warn!("the controller does not know this registration; registering again");
-                match super::registration::register(&broker).await {
+                let current = i64::try_from(broker.broker_epoch()).unwrap_or(-1);
+                match super::registration::register(&broker, current).await {
                     Ok(epoch) => broker.set_broker_epoch(epoch),
                     Err(e) => warn!(error = %e, "re-registration failed"),
                 }

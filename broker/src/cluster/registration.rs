@@ -16,6 +16,7 @@ use brook_raft::{
 use tracing::{info, warn};
 
 use crate::broker::Broker;
+use crate::metadata::clean_shutdown;
 
 /// Extra wait beyond the session timeout before a duplicate node id is an error.
 const DUPLICATE_GRACE: Duration = Duration::from_secs(3);
@@ -28,15 +29,24 @@ const RETRY: Duration = Duration::from_millis(300);
 /// Registers a just opened broker and brings its partitions in line with the metadata:
 /// the last step of start-up before the listeners.
 pub async fn join(broker: &Broker) -> anyhow::Result<()> {
-    let epoch = register(broker).await?;
+    let previous_broker_epoch = match broker.config.log_dirs.first() {
+        Some(dir) => {
+            let dir = dir.clone();
+            tokio::task::spawn_blocking(move || clean_shutdown::take(&dir)).await??
+        }
+        None => -1,
+    };
+    let epoch = register(broker, previous_broker_epoch).await?;
     broker.set_broker_epoch(epoch);
     broker.reconcile().await;
     info!(node_id = broker.node_id, cluster_id = %broker.cluster_id, broker_epoch = epoch, "broker started");
     Ok(())
 }
 
-/// Registers this incarnation; returns its broker epoch.
-pub async fn register(broker: &Broker) -> anyhow::Result<u64> {
+/// Registers this incarnation; returns its broker epoch. `previous_broker_epoch` is the
+/// epoch of the clean shutdown this process started after (-1 for none), or, when a running
+/// process registers again, its current epoch (its logs never stopped).
+pub async fn register(broker: &Broker, previous_broker_epoch: i64) -> anyhow::Result<u64> {
     let session = Duration::from_millis(broker.config.broker_session_timeout_ms);
     let started = Instant::now();
     let mut last_warning = Instant::now() - Duration::from_secs(60);
@@ -97,6 +107,7 @@ pub async fn register(broker: &Broker) -> anyhow::Result<u64> {
         rack: broker.config.broker_rack.clone(),
         incarnation_id: broker.incarnation_id,
         listeners,
+        previous_broker_epoch: Some(previous_broker_epoch),
     };
     loop {
         match broker.quorum.propose(cmd.clone()).await {
@@ -175,5 +186,22 @@ pub async fn controlled_shutdown(broker: &Broker) {
     {
         Ok(()) => info!(node_id = broker.node_id, "controlled shutdown recorded"),
         Err(e) => warn!(error = %e, "controlled shutdown not recorded; the session will expire"),
+    }
+}
+
+/// After every log was flushed and closed: records the clean shutdown of this incarnation
+/// for the next start's registration (see [`clean_shutdown`]).
+pub async fn record_clean_shutdown(broker: &Broker) {
+    let epoch = broker.broker_epoch();
+    let Some(dir) = broker.config.log_dirs.first().cloned() else {
+        return;
+    };
+    if epoch == 0 {
+        return; // never registered: nothing to vouch for
+    }
+    match tokio::task::spawn_blocking(move || clean_shutdown::record(&dir, epoch)).await {
+        Ok(Ok(())) => info!(broker_epoch = epoch, "clean shutdown recorded"),
+        Ok(Err(e)) => warn!(error = %e, "recording the clean shutdown failed"),
+        Err(e) => warn!(error = %e, "recording the clean shutdown failed"),
     }
 }

@@ -37,6 +37,8 @@ pub(crate) fn image(
         partition_epoch: leader_epoch,
         adding_replicas: Vec::new(),
         removing_replicas: Vec::new(),
+        elr: Vec::new(),
+        last_known_elr: Vec::new(),
     };
     image.topics.insert(
         TXN_STATE_TOPIC.into(),

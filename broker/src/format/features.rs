@@ -4,16 +4,20 @@
 //!
 //! `--release-version` names a `metadata.version` (3.3-IV3 … 4.4-IV2, Kafka 4.4's list);
 //! the features a release finalizes by default follow from it as in Kafka 4.4
-//! (`group.version` 1 from 4.0-IV0, `transaction.version` 2 from 4.0-IV2); `--feature`
-//! overrides one (the last one given wins, as in Kafka). Brook keeps the levels of the
-//! features it implements (`group.version`, `transaction.version`, and `kraft.version`, which
+//! (`group.version` 1 from 4.0-IV0, `transaction.version` 2 from 4.0-IV2,
+//! `eligible.leader.replicas.version` 1 from 4.1-IV0); `--feature` overrides one (the last one
+//! given wins, as in Kafka). Brook keeps the levels of the features it implements
+//! (`eligible.leader.replicas.version`, `group.version`, `transaction.version`, and
+//! `kraft.version`, which
 //! `mod.rs` derives from the quorum flags); `metadata.version` is checked and reported but
 //! not kept: Brook has one metadata format. Kafka's other features (`share.version`, …) are
 //! refused by name as unsupported, rather than formatted and then not honoured.
 
 use std::collections::BTreeMap;
 
-use crate::metadata::features::{GROUP_VERSION, TRANSACTION_VERSION};
+use crate::metadata::features::{
+    ELIGIBLE_LEADER_REPLICAS_VERSION, GROUP_VERSION, TRANSACTION_VERSION,
+};
 
 pub const KRAFT_VERSION: &str = "kraft.version";
 pub const METADATA_VERSION: &str = "metadata.version";
@@ -28,10 +32,13 @@ const METADATA_VERSIONS: [&str; 27] = [
 const FIRST_METADATA_LEVEL: i16 = 7;
 const IBP_3_9_IV0: i16 = 21;
 const IBP_4_0_IV0: i16 = 22;
+const IBP_4_0_IV1: i16 = 23;
 const IBP_4_0_IV2: i16 = 24;
+const IBP_4_1_IV0: i16 = 26;
 
 /// The features `--feature` accepts, in Kafka's sorted order, with their highest level.
-const FORMAT_FEATURES: [(&str, i16); 3] = [
+const FORMAT_FEATURES: [(&str, i16); 4] = [
+    (ELIGIBLE_LEADER_REPLICAS_VERSION, 1),
     (GROUP_VERSION, 1),
     (KRAFT_VERSION, 1),
     (TRANSACTION_VERSION, 2),
@@ -96,8 +103,20 @@ pub fn parse(release: Option<&str>, features: &[String]) -> Result<Features, Str
             return Err(format!("No feature:{name} with feature level {level}"));
         }
     }
+    // Kafka's feature dependency: eligible leader replicas need metadata.version 4.0-IV1.
+    if let Some(level) = explicit.get(ELIGIBLE_LEADER_REPLICAS_VERSION) {
+        if *level >= 1 && metadata_level < IBP_4_0_IV1 {
+            return Err(format!(
+                "{ELIGIBLE_LEADER_REPLICAS_VERSION} could not be set to {level} because it depends on metadata.version level {IBP_4_0_IV1}"
+            ));
+        }
+    }
     let kraft_version_given = explicit.remove(KRAFT_VERSION);
     let mut levels = BTreeMap::from([
+        (
+            ELIGIBLE_LEADER_REPLICAS_VERSION.to_owned(),
+            i16::from(metadata_level >= IBP_4_1_IV0),
+        ),
         (
             GROUP_VERSION.to_owned(),
             i16::from(metadata_level >= IBP_4_0_IV0),
@@ -159,6 +178,11 @@ mod tests {
         assert_eq!(latest.release(), "4.4-IV2");
         assert_eq!(latest.levels[GROUP_VERSION], 1);
         assert_eq!(latest.levels[TRANSACTION_VERSION], 2);
+        assert_eq!(latest.levels[ELIGIBLE_LEADER_REPLICAS_VERSION], 1);
+        let elr = |release| {
+            features(Some(release), &[]).expect("release").levels[ELIGIBLE_LEADER_REPLICAS_VERSION]
+        };
+        assert_eq!((elr("4.0-IV3"), elr("4.1-IV0")), (0, 1));
         let old = features(Some("3.9-IV0"), &[]).expect("3.9");
         assert_eq!((old.metadata_level, old.release()), (21, "3.9-IV0"));
         assert_eq!(old.levels[GROUP_VERSION], 0);
@@ -207,7 +231,11 @@ mod tests {
         );
         assert_eq!(
             err(None, &["foo=1"]),
-            "Unsupported feature: foo. Supported features are: group.version, kraft.version, transaction.version"
+            "Unsupported feature: foo. Supported features are: eligible.leader.replicas.version, group.version, kraft.version, transaction.version"
+        );
+        assert_eq!(
+            err(Some("3.9-IV0"), &["eligible.leader.replicas.version=1"]),
+            "eligible.leader.replicas.version could not be set to 1 because it depends on metadata.version level 23"
         );
         assert_eq!(
             err(None, &["transaction.version=3"]),

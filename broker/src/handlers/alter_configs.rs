@@ -15,7 +15,7 @@ use crate::config::group::normalize_group_configs;
 use crate::config::{alter::normalize_broker_update, normalize_topic_overrides};
 use crate::error::ResourceError;
 use crate::handlers::incremental_alter_configs::{
-    broker_target, check_tls_stores, propose, Target,
+    broker_target, check_min_isr_under_elr, check_tls_stores, propose, Target,
 };
 use crate::server::session::Session;
 
@@ -51,6 +51,21 @@ pub async fn handle(
                     if broker_id.is_some() {
                         check_tls_stores(broker, &configs)?;
                     }
+                    let current = broker
+                        .image()
+                        .broker_configs(broker_id)
+                        .cloned()
+                        .unwrap_or_default();
+                    let removed: Vec<&String> = current
+                        .keys()
+                        .filter(|k| !configs.contains_key(*k))
+                        .collect();
+                    check_min_isr_under_elr(
+                        broker,
+                        broker_id,
+                        configs.keys().chain(removed.iter().copied()),
+                        removed.iter().copied(),
+                    )?;
                     Command::ReplaceBrokerConfigs { broker_id, configs }
                 }
                 Target::Group(group_id) => Command::ReplaceGroupConfigs {

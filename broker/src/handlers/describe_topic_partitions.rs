@@ -1,5 +1,8 @@
 //! DescribeTopicPartitions (KIP-966): what `kafka-topics --describe` asks first, with a
-//! partition limit and a cursor for paging. An empty topic list means every topic.
+//! partition limit and a cursor for paging. An empty topic list means every topic. Each
+//! partition carries its eligible leader replicas and last known ELR from the metadata
+//! image (empty when `eligible.leader.replicas.version` is 0), which `kafka-topics`
+//! prints as `Elr:` and `LastKnownElr:`.
 //!
 //! Authorization (Kafka's `DescribeTopicPartitionsRequestHandler`), as Metadata: DESCRIBE on
 //! each topic. Listing every topic leaves out the others; a named one is
@@ -107,8 +110,12 @@ pub async fn handle(
                     } else {
                         PartitionError::LeaderNotAvailable.code().code()
                     })
-                    .with_eligible_leader_replicas(Some(Vec::new()))
-                    .with_last_known_elr(Some(Vec::new())),
+                    .with_eligible_leader_replicas(Some(
+                        p.elr.iter().copied().map(BrokerId).collect(),
+                    ))
+                    .with_last_known_elr(Some(
+                        p.last_known_elr.iter().copied().map(BrokerId).collect(),
+                    )),
             );
         }
         topics.push(

@@ -117,6 +117,17 @@ pub async fn handle(
                 Target::Broker(broker_id) => {
                     let scope = Target::broker_scope(broker_id);
                     let change = incremental_broker(&current, &ops, scope)?;
+                    let removed: Vec<&String> = change
+                        .delete
+                        .iter()
+                        .filter(|k| current.contains_key(*k))
+                        .collect();
+                    check_min_isr_under_elr(
+                        broker,
+                        broker_id,
+                        change.set.keys().chain(removed.iter().copied()),
+                        removed.iter().copied(),
+                    )?;
                     if broker_id.is_some() {
                         let mut after = current.clone();
                         after.retain(|k, _| !change.delete.contains(k));
@@ -179,6 +190,31 @@ fn read_ops(configs: &[AlterableConfig]) -> Result<Vec<(String, AlterOp)>, Resou
         ops.push((key, op));
     }
     Ok(ops)
+}
+
+/// Kafka 4.4's `isDisallowedBrokerMinIsrTransition` / `isDisallowedClusterMinIsrTransition`:
+/// while eligible leader replicas are on, a broker's own `min.insync.replicas` may not be
+/// set or removed (`changed`), nor the cluster-wide one removed (`removed`): ELR relies on
+/// one min ISR the whole cluster agrees on (KIP-966).
+pub fn check_min_isr_under_elr<'a>(
+    broker: &Broker,
+    broker_id: Option<i32>,
+    mut changed: impl Iterator<Item = &'a String>,
+    mut removed: impl Iterator<Item = &'a String>,
+) -> Result<(), ResourceError> {
+    if !brook_raft::elr_enabled(&broker.image()) {
+        return Ok(());
+    }
+    let min_isr = |k: &&String| k.as_str() == brook_raft::MIN_IN_SYNC_REPLICAS;
+    match broker_id {
+        Some(_) if changed.any(|k| min_isr(&k)) => Err(ResourceError::MinIsrWhileElr(
+            "Broker-level min.insync.replicas cannot be altered while ELR is enabled.",
+        )),
+        None if removed.any(|k| min_isr(&k)) => Err(ResourceError::MinIsrWhileElr(
+            "Cluster-level min.insync.replicas cannot be removed while ELR is enabled.",
+        )),
+        _ => Ok(()),
+    }
 }
 
 fn current_configs(broker: &Broker, target: &Target) -> BTreeMap<String, String> {

@@ -4,7 +4,8 @@
 //! refusal fails the whole request (nothing changes) with one top-level error, as Kafka's
 //! `UpdateFeaturesResponse.createWithErrors` reports it, with its controller's preamble;
 //! otherwise every level goes to the quorum in one command (none with ValidateOnly,
-//! `--dry-run`) and each feature's result is NONE.
+//! `--dry-run`) and each feature's result is NONE. Turning `eligible.leader.replicas.version`
+//! on also writes Kafka's ELR safety configs (one cluster-wide `min.insync.replicas`).
 
 use brook_protocol::kafka_protocol::messages::update_features_response::UpdatableFeatureResult;
 use brook_protocol::kafka_protocol::messages::{UpdateFeaturesRequest, UpdateFeaturesResponse};
@@ -60,6 +61,14 @@ pub async fn handle(
         if let Err(e) = broker.quorum.propose(command).await {
             return refused(BrokerError::from(e));
         }
+        let enables_elr = levels
+            .iter()
+            .any(|(name, level)| name == features::ELIGIBLE_LEADER_REPLICAS_VERSION && *level > 0);
+        if enables_elr {
+            if let Err(e) = elr_safety_records(broker).await {
+                return refused(e);
+            }
+        }
     }
     let results = levels
         .into_iter()
@@ -68,4 +77,43 @@ pub async fn handle(
         })
         .collect();
     UpdateFeaturesResponse::default().with_results(results)
+}
+
+/// Kafka 4.4's `maybeGenerateElrSafetyRecords`, after an update that turns eligible leader
+/// replicas on: the cluster gets a cluster-wide `min.insync.replicas` (this broker's static
+/// value, Kafka's controller's) if it has none, and no broker keeps its own, so every
+/// partition's ELR is measured against the one min ISR the quorum applies (KIP-966).
+async fn elr_safety_records(broker: &Broker) -> Result<(), BrokerError> {
+    let image = broker.image();
+    let key = brook_raft::MIN_IN_SYNC_REPLICAS.to_string();
+    let mut commands = Vec::new();
+    let cluster_has_it = image
+        .broker_configs(None)
+        .is_some_and(|c| c.contains_key(&key));
+    if !cluster_has_it {
+        let value = broker
+            .config
+            .static_config()
+            .get(&key)
+            .cloned()
+            .unwrap_or_else(|| "1".to_string());
+        commands.push(Command::AlterBrokerConfigs {
+            broker_id: None,
+            set: [(key.clone(), value)].into_iter().collect(),
+            delete: Vec::new(),
+        });
+    }
+    for (id, configs) in &image.broker_configs {
+        if id.is_some() && configs.contains_key(&key) {
+            commands.push(Command::AlterBrokerConfigs {
+                broker_id: *id,
+                set: Default::default(),
+                delete: vec![key.clone()],
+            });
+        }
+    }
+    for command in commands {
+        broker.quorum.propose(command).await?;
+    }
+    Ok(())
 }

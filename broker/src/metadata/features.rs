@@ -4,11 +4,13 @@
 //! A level set by UpdateFeatures lives in the metadata quorum (`MetadataImage::features`,
 //! the same on every node); a feature never updated runs at the broker's default, as if the
 //! cluster had been formatted with it: `transaction.version` at `brook.transaction.version`,
-//! `group.version` at 1 when `group.coordinator.rebalance.protocols` lists `consumer`, else 0.
+//! `group.version` at 1 when `group.coordinator.rebalance.protocols` lists `consumer`, else 0,
+//! `eligible.leader.replicas.version` at 1 (KIP-966; Kafka 4.1+ formats new clusters so, and
+//! the metadata quorum applies partition changes by the same rule: `brook_raft::elr_enabled`).
 //! Level 0 is "disabled", and ApiVersions leaves it out of the finalized features as Kafka
 //! does. The features Kafka 4.4 has and Brook does not implement (`metadata.version`,
-//! `kraft.version`, `eligible.leader.replicas.version`, `share.version`, `streams.version`)
-//! are refused as a Kafka controller refuses a feature it does not know.
+//! `kraft.version`, `share.version`, `streams.version`) are refused as a Kafka controller
+//! refuses a feature it does not know.
 
 use brook_raft::MetadataImage;
 
@@ -16,13 +18,19 @@ use crate::config::BrokerConfig;
 use crate::error::BrokerError;
 
 pub const GROUP_VERSION: &str = "group.version";
+pub const ELIGIBLE_LEADER_REPLICAS_VERSION: &str = brook_raft::ELIGIBLE_LEADER_REPLICAS_VERSION;
 pub const TRANSACTION_VERSION: &str = "transaction.version";
 
 /// The features Brook supports, with their highest level (the lowest is 0 for each):
 /// `group.version` 1 serves KIP-848's ConsumerGroupHeartbeat/ConsumerGroupDescribe;
 /// `transaction.version` 2 is Transactions V2 (KIP-890), which Java 4.x and franz-go
-/// clients use when it is finalized.
-pub const SUPPORTED: [(&str, i16); 2] = [(GROUP_VERSION, 1), (TRANSACTION_VERSION, 2)];
+/// clients use when it is finalized; `eligible.leader.replicas.version` 1 is KIP-966's
+/// eligible leader replicas.
+pub const SUPPORTED: [(&str, i16); 3] = [
+    (ELIGIBLE_LEADER_REPLICAS_VERSION, 1),
+    (GROUP_VERSION, 1),
+    (TRANSACTION_VERSION, 2),
+];
 
 pub const KRAFT_VERSION: &str = "kraft.version";
 
@@ -30,7 +38,8 @@ pub const KRAFT_VERSION: &str = "kraft.version";
 /// updatable ones and `kraft.version`, 1 for a quorum formatted dynamic (`brook format
 /// --standalone / --initial-controllers / --no-initial-controllers`, KIP-853), else 0. It is
 /// set by `brook format` only: UpdateFeatures refuses it as before.
-pub const REPORTED: [(&str, i16); 3] = [
+pub const REPORTED: [(&str, i16); 4] = [
+    (ELIGIBLE_LEADER_REPLICAS_VERSION, 1),
     (GROUP_VERSION, 1),
     (KRAFT_VERSION, 1),
     (TRANSACTION_VERSION, 2),
@@ -52,6 +61,7 @@ pub fn finalized(config: &BrokerConfig, image: &MetadataImage, name: &str) -> i1
     match name {
         GROUP_VERSION => i16::from(config.group_consumer_protocol_enabled),
         TRANSACTION_VERSION => config.transaction_version,
+        ELIGIBLE_LEADER_REPLICAS_VERSION => i16::from(brook_raft::elr_enabled(image)),
         _ => 0,
     }
 }

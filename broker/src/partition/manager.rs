@@ -531,12 +531,19 @@ impl ReplicaManager {
     }
 
     /// Flushes and closes every log (clean shutdown).
-    pub async fn shutdown(&self) {
+    /// Flushes and closes every log; `true` when all of it succeeded (a clean shutdown).
+    pub async fn shutdown(&self) -> bool {
         let logs = self.inner.logs.clone();
         match tokio::task::spawn_blocking(move || logs.shutdown()).await {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => warn!(error = %e, "flushing logs at shutdown failed"),
-            Err(e) => warn!(error = %e, "shutdown task failed"),
+            Ok(Ok(())) => true,
+            Ok(Err(e)) => {
+                warn!(error = %e, "flushing logs at shutdown failed");
+                false
+            }
+            Err(e) => {
+                warn!(error = %e, "shutdown task failed");
+                false
+            }
         }
     }
 }

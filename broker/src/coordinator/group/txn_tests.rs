@@ -508,6 +508,8 @@ fn offsets_image() -> std::sync::Arc<brook_raft::MetadataImage> {
         partition_epoch: 0,
         adding_replicas: Vec::new(),
         removing_replicas: Vec::new(),
+        elr: Vec::new(),
+        last_known_elr: Vec::new(),
     };
     image.topics.insert(
         OFFSETS_TOPIC.into(),

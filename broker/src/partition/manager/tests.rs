@@ -30,6 +30,8 @@ fn image(topic_id: u128, parts: &[Part<'_>]) -> Arc<MetadataImage> {
                     partition_epoch: 0,
                     adding_replicas: Vec::new(),
                     removing_replicas: Vec::new(),
+                    elr: Vec::new(),
+                    last_known_elr: Vec::new(),
                 },
             )
         })

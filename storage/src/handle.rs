@@ -206,7 +206,7 @@ impl LogHandle {
                 latest_epoch: AtomicI32::new(snapshot.latest_epoch),
                 compacted: AtomicBool::new(log.config().cleanup_compact),
                 txns: log.txn_shared(),
-                log: Mutex::new(Slot::Open(log)),
+                log: Mutex::new(Slot::Open(Box::new(log))),
                 appends,
             }),
         }

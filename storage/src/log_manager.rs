@@ -645,6 +645,16 @@ impl LogManager {
             .iter()
             .map(|(h, done)| (h.clone(), done.recovery_point))
             .collect();
+        // New logs' entries in their log directory, fsynced once per directory before the
+        // recovery points claim them (`Log::flush_for_shutdown_parent_deferred`).
+        for log_dir in &self.log_dirs {
+            let needed = closed.iter().any(|(h, done)| {
+                done.parent_sync_needed && h.dir().parent() == Some(log_dir.as_path())
+            });
+            if needed && self.failures.failure(log_dir).is_none() {
+                sync_dir(log_dir)?;
+            }
+        }
         // Written even if some log failed: the others then restart without a scan.
         let written = self.write_recovery_points(&points);
         let failed = failures.into_iter().flatten().next();

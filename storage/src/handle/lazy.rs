@@ -31,7 +31,8 @@ use crate::log_manager::now_ms;
 /// Where a handle's log is.
 #[derive(Debug)]
 pub(crate) enum Slot {
-    Open(Log),
+    /// Boxed: a handle never opened holds only the small `ClosedLog`.
+    Open(Box<Log>),
     /// Not opened yet: see the module docs.
     Closed(Box<ClosedLog>),
     /// Its lazy open failed for a reason other than I/O (corrupt files): offline until
@@ -115,6 +116,9 @@ impl ClosedLog {
 pub struct ShutdownClose {
     /// For `recovery-point-offset-checkpoint`.
     pub recovery_point: i64,
+    /// The log directory must be fsynced before the recovery point is persisted (a new
+    /// log's entry in it: `Log::flush_for_shutdown_parent_deferred`).
+    pub parent_sync_needed: bool,
     /// For the clean shutdown summary; `None` when the log must open eagerly next time
     /// (a transaction not yet decided and replicated, see `clean_shutdown.rs`).
     pub summary: Option<SummaryEntry>,
@@ -174,7 +178,7 @@ impl LogHandle {
     pub(super) fn ensure_open<'a>(&self, slot: &'a mut Slot) -> Result<&'a mut Log> {
         if let Slot::Closed(closed) = slot {
             match closed.open(&self.shared.txns) {
-                Ok(log) => *slot = Slot::Open(log),
+                Ok(log) => *slot = Slot::Open(Box::new(log)),
                 // Passing (out of file descriptors or space): the next use tries again.
                 Err(e) if matches!(e, StorageError::Io { .. }) && !fails_log_dir(&e) => {
                     return Err(e)
@@ -259,7 +263,7 @@ impl LogHandle {
             return None;
         };
         let e = closed.entry;
-        (e.log_start_offset == e.log_end_offset).then(|| RetentionOutcome {
+        (e.log_start_offset == e.log_end_offset).then_some(RetentionOutcome {
             segments_deleted: 0,
             reason: None,
             log_start_offset: e.log_start_offset,
@@ -278,10 +282,11 @@ impl LogHandle {
             Slot::Deleted | Slot::Unopenable(_) => Ok(None),
             Slot::Closed(closed) => Ok(Some(ShutdownClose {
                 recovery_point: closed.recovery_point,
+                parent_sync_needed: false,
                 summary: Some(closed.entry),
             })),
             Slot::Open(mut log) => {
-                let flushed = self.report(log.flush_for_shutdown(now_ms));
+                let flushed = self.report(log.flush_for_shutdown_parent_deferred(now_ms));
                 // Condemned segment files go now, not after their delay (no reader is
                 // left): an eager open would remove them at the next start, and a log
                 // opened lazily might not be opened for a long time.
@@ -293,7 +298,7 @@ impl LogHandle {
                     .first_unstable_offset(self.high_watermark())
                     .is_some();
                 let summary = match &flushed {
-                    Ok(point)
+                    Ok((point, _))
                         if *point == log.log_end_offset() && !undecided && unlinked.is_ok() =>
                     {
                         Some(SummaryEntry {
@@ -305,11 +310,12 @@ impl LogHandle {
                     }
                     _ => None,
                 };
-                let closed = self.report(log.close(now_ms));
-                let recovery_point = flushed?;
+                let closed = self.report((*log).close(now_ms));
+                let (recovery_point, parent_sync_needed) = flushed?;
                 closed?;
                 Ok(Some(ShutdownClose {
                     recovery_point,
+                    parent_sync_needed,
                     summary,
                 }))
             }

@@ -41,6 +41,10 @@ use crate::log_dir_failure::LogDirFailures;
 use crate::producer_state::ActiveProducer;
 use crate::txn_index::{AbortedTxn, OngoingTxn};
 
+mod lazy;
+pub use lazy::ShutdownClose;
+pub(crate) use lazy::{ClosedLog, Slot};
+
 /// `latest_epoch` when the log has no leader epoch (epochs are never negative).
 const NO_EPOCH: i32 = i32::MIN;
 
@@ -91,8 +95,8 @@ struct Shared {
     location: parking_lot::RwLock<Arc<Location>>,
     /// The broker's failed directories.
     failures: Arc<LogDirFailures>,
-    /// `None` once the log was deleted.
-    log: Mutex<Option<Log>>,
+    /// The log: open, not opened yet (`lazy.rs`), or deleted.
+    log: Mutex<Slot>,
     log_end_offset: AtomicI64,
     log_start_offset: AtomicI64,
     /// Within [log start, log end]; see the module docs.
@@ -218,7 +222,7 @@ impl LogHandle {
                 latest_epoch: AtomicI32::new(snapshot.latest_epoch),
                 compacted: AtomicBool::new(log.config().cleanup_compact),
                 txns: log.txn_shared(),
-                log: Mutex::new(Some(log)),
+                log: Mutex::new(Slot::Open(Box::new(log))),
                 appends,
             }),
         }
@@ -389,7 +393,8 @@ impl LogHandle {
             return Some(Err(offline));
         }
         let mut guard = self.shared.log.try_lock()?;
-        let log = guard.as_mut()?;
+        // A log not opened yet is opened on the blocking pool (file I/O), never here.
+        let log = guard.open_mut()?;
         let result = self.report(f(log)).transpose()?;
         // Published under the lock: publishes in log order, so the bounds (and the high
         // watermark clamped to them) never step back to an older operation's values.
@@ -429,7 +434,7 @@ impl LogHandle {
     pub async fn end_offset_for_epoch(&self, epoch: i32) -> Result<(i32, i64)> {
         if let Some(found) = self.shared.log.try_lock().and_then(|guard| {
             // A read: nothing to publish, unlike `try_inline`.
-            guard.as_ref().map(|log| log.end_offset_for_epoch(epoch))
+            guard.open_ref().map(|log| log.end_offset_for_epoch(epoch))
         }) {
             return Ok(found);
         }
@@ -440,11 +445,11 @@ impl LogHandle {
     /// See [`Log::assign_epoch_start`]: this broker leads from `epoch` on. Memory only,
     /// so done on this thread when the lock is free: a broker leading 100,000 partitions
     /// makes them all leader at start, and a blocking-pool hop each cost seconds.
+    /// A log not opened yet keeps the epoch to assign when it opens, without opening.
     pub async fn assign_epoch_start(&self, epoch: i32) -> Result<()> {
-        if let Some(done) = self.try_inline(|log| log.assign_epoch_start(epoch).map(Some)) {
-            return done;
-        }
-        self.run(move |log| log.assign_epoch_start(epoch)).await
+        let closed = move |log: &mut ClosedLog| log.assign_epoch_start(epoch);
+        let open = move |log: &mut Log| log.assign_epoch_start(epoch);
+        self.memory_op(closed, open).await
     }
 
     /// See [`Log::read`]: planned under the partition lock (memory only, on this thread
@@ -481,7 +486,7 @@ impl LogHandle {
         self.check_log_dir()?;
         let inline = self.shared.log.try_lock().and_then(|guard| {
             guard
-                .as_ref()
+                .open_ref()
                 .map(|log| log.plan_read_cached(offset, max_bytes, high_watermark_exclusive))
         });
         let plan = match inline {
@@ -511,7 +516,11 @@ impl LogHandle {
 
     /// See [`Log::enforce_retention`]: one retention pass with the current config; the
     /// due `.deleted` files are unlinked after the lock is released.
+    /// An empty log not opened yet passes without being opened.
     pub async fn enforce_retention(&self, now_ms: i64) -> Result<RetentionOutcome> {
+        if let Some(nothing) = self.closed_empty_retention() {
+            return Ok(nothing);
+        }
         let (mut outcome, unlinked) = self
             .run_then_unlink(move |log| log.retention_pass(now_ms))
             .await?;
@@ -530,7 +539,13 @@ impl LogHandle {
 
     /// See [`Log::cleaning_priority`]: `Some(dirty ratio)` when the log is due for
     /// compaction.
+    /// A log that is not compacted answers from the config mirror, with no lock and no
+    /// blocking-pool hop: the cleaner asks every log each pass, and at 100,000 partitions
+    /// those hops (and, for logs not opened yet, the opens) were the pass.
     pub async fn cleaning_priority(&self, now_ms: i64) -> Result<Option<f64>> {
+        if !self.is_compacted() {
+            return Ok(None);
+        }
         self.run(move |log| Ok(log.cleaning_priority(now_ms))).await
     }
 
@@ -583,24 +598,23 @@ impl LogHandle {
     /// Replaces the topic config (applies from the next append). Memory only, so done on
     /// this thread when the lock is free, and nothing at all when the config is the one
     /// the log has: metadata changes push every topic's config again.
+    /// A log not opened yet keeps the config to open with, without opening.
     pub async fn set_config(&self, config: LogConfig) -> Result<()> {
         self.shared
             .compacted
             .store(config.cleanup_compact, Ordering::Release);
-        let inline = self.try_inline(|log| {
-            if *log.config() != config {
-                log.set_config(config.clone());
-            }
-            Ok(Some(()))
-        });
-        if let Some(done) = inline {
-            return done;
-        }
-        self.run(move |log| {
-            log.set_config(config);
+        let for_closed = config.clone();
+        let closed = move |log: &mut ClosedLog| {
+            log.config = for_closed;
             Ok(())
-        })
-        .await
+        };
+        let open = move |log: &mut Log| {
+            if *log.config() != config {
+                log.set_config(config);
+            }
+            Ok(())
+        };
+        self.memory_op(closed, open).await
     }
 
     /// Runs `f` on the log from synchronous code (startup, shutdown, deletion); never
@@ -608,9 +622,7 @@ impl LogHandle {
     pub fn with_log_blocking<R>(&self, f: impl FnOnce(&mut Log) -> Result<R>) -> Result<R> {
         self.check_log_dir()?;
         let mut guard = self.shared.log.lock();
-        let log = guard
-            .as_mut()
-            .ok_or_else(|| StorageError::LogDeleted { dir: self.dir() })?;
+        let log = self.ensure_open(&mut guard)?;
         let result = self.report(f(log));
         self.publish(Snapshot::of(log)); // under the lock: see `try_append_inline`
         drop(guard);
@@ -626,14 +638,13 @@ impl LogHandle {
     ) -> Result<()> {
         self.check_log_dir()?;
         let mut guard = self.shared.log.lock();
-        let old = guard
-            .as_mut()
-            .ok_or_else(|| StorageError::LogDeleted { dir: self.dir() })?;
+        // A log not opened yet (`lazy.rs`) opens first: the move copies its files.
+        let old = self.ensure_open(&mut guard)?;
         // Not `report`: an error may be the target directory's (`log_move.rs` says whose).
         let new = f(old)?;
         *self.shared.location.write() = Location::of(&new);
         self.publish(Snapshot::of(&new));
-        let old = guard.replace(new);
+        let old = std::mem::replace(&mut *guard, Slot::Open(Box::new(new)));
         drop(guard);
         drop(old);
         Ok(())
@@ -677,10 +688,10 @@ impl LogHandle {
                 .is_some()
     }
 
-    /// Takes the log out of the handle (for deletion or close); later calls fail with
-    /// `LogDeleted`.
-    pub(crate) fn take_blocking(&self) -> Option<Log> {
-        self.shared.log.lock().take()
+    /// Takes the log out of the handle (for deletion or close), open or not; later calls
+    /// fail with `LogDeleted`.
+    pub(crate) fn take_blocking(&self) -> Slot {
+        std::mem::replace(&mut *self.shared.log.lock(), Slot::Deleted)
     }
 
     async fn run<R: Send + 'static>(

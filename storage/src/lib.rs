@@ -8,6 +8,7 @@
 
 pub mod batch;
 pub mod checkpoint;
+pub mod clean_shutdown;
 pub mod cleaner;
 pub mod config;
 pub mod control;
@@ -40,7 +41,7 @@ pub use config::LogConfig;
 pub use control::{ControlType, EndTxnMarker};
 pub use error::{Result, StorageError};
 pub use file_records::{FetchedRecords, FileRange, FileRecords, ReadWait};
-pub use handle::{LogHandle, PlannedRead};
+pub use handle::{LogHandle, PlannedRead, ShutdownClose};
 pub use log::{
     AppendInfo, FollowerAppend, LeaderEpochCache, LoadStats, Log, MinOneBatch, RangesRead,
     ReadPlan, ReadResult, RetentionOutcome, TimestampOffset,

@@ -26,15 +26,17 @@
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use parking_lot::Mutex;
 
 use crate::checkpoint::{self, WhenEmpty, RECOVERY_POINT_FILE_NAME, REPLICATION_FILE_NAME};
+use crate::clean_shutdown::{self, SummaryEntry};
 pub use crate::config::LogConfig;
 use crate::error::{io_err, Result, StorageError};
-use crate::handle::LogHandle;
+use crate::handle::{ClosedLog, LogHandle, ShutdownClose};
 use crate::log::Log;
 use crate::log_dir_failure::LogDirFailures;
 use crate::recovery::sync_dir;
@@ -69,6 +71,8 @@ struct Found {
     log_start: Option<i64>,
     /// `None`: no high watermark checkpoint in its log directory.
     high_watermark: Option<i64>,
+    /// Its clean shutdown summary entry: the log opens on first use (`handle/lazy.rs`).
+    lazy: Option<SummaryEntry>,
 }
 
 /// Threads opening logs at start: the work is mostly small reads and opens of files the
@@ -85,11 +89,30 @@ fn open_all(
     found: Vec<Found>,
     config: &LogConfig,
     failures: &Arc<LogDirFailures>,
+    any_unopenable: &Arc<AtomicBool>,
 ) -> (
     BTreeMap<(String, i32), LogHandle>,
     BTreeMap<(String, i32), String>,
 ) {
     let now = now_ms();
+    let (lazy, found): (Vec<Found>, Vec<Found>) = found.into_iter().partition(|f| f.lazy.is_some());
+    let mut logs = BTreeMap::new();
+    for f in lazy {
+        let Some(entry) = f.lazy else { continue };
+        let closed = ClosedLog {
+            dir: f.path,
+            config: config.clone(),
+            recovery_point: f.recovery_point,
+            checkpointed_log_start: f.log_start,
+            entry,
+            any_unopenable: Arc::clone(any_unopenable),
+        };
+        let handle = LogHandle::closed(&f.key.0, f.key.1, closed, Arc::clone(failures));
+        if let Some(hw) = f.high_watermark {
+            handle.set_high_watermark(hw);
+        }
+        logs.insert(f.key, handle);
+    }
     let workers = open_threads(found.len());
     let queue = Mutex::new(found.into_iter());
     let next = || queue.lock().next();
@@ -116,7 +139,6 @@ fn open_all(
             .map(|t| t.join().unwrap_or_default())
             .collect()
     });
-    let mut logs = BTreeMap::new();
     let mut offline = BTreeMap::new();
     for (f, log) in opened.into_iter().flatten() {
         let (topic, partition) = &f.key;
@@ -161,6 +183,9 @@ pub struct LogManager {
     any_offline: std::sync::atomic::AtomicBool,
     /// Which log directories failed while running.
     failures: Arc<LogDirFailures>,
+    /// Whether a log opened on first use failed to open (`handle/lazy.rs`): it is
+    /// offline as one that failed at start.
+    any_unopenable: Arc<AtomicBool>,
     /// Serialises checkpoint writers (they share one tmp file name per directory).
     checkpoint_lock: Mutex<()>,
     /// Logs being moved to another directory, with the target (`log_move.rs`).
@@ -222,6 +247,9 @@ impl LogManager {
             // recovery points) or malformed (`read_named` warns): every log starts from
             // recovery point 0, a full scan.
             let recovery_points = checkpoint::read_named(log_dir, RECOVERY_POINT_FILE_NAME)?;
+            // Before anything here is written (the deletions below): see `clean_shutdown`.
+            let mut summary = clean_shutdown::take(log_dir, recovery_points.as_ref(), &log_starts)?;
+            let dir_found_from = found.len();
             let mut warned_missing = false;
             for entry in fs::read_dir(log_dir).map_err(io_err("list log dir", log_dir))? {
                 let entry = entry.map_err(io_err("list log dir", log_dir))?;
@@ -267,14 +295,24 @@ impl LogManager {
                     high_watermark: high_watermarks
                         .as_ref()
                         .map(|hws| hws.get(&key).copied().unwrap_or(0)),
+                    lazy: summary.as_mut().and_then(|s| s.remove(&key)),
                     key,
                     path,
                 });
             }
+            // An entry whose directory is gone: the summary is not this directory's state.
+            if summary.is_some_and(|s| !s.is_empty()) {
+                tracing::warn!(dir = %log_dir.display(), "clean shutdown summary lists a log that is not there; opening every log");
+                found[dir_found_from..]
+                    .iter_mut()
+                    .for_each(|f| f.lazy = None);
+            }
         }
         let listed = started.elapsed();
+        let lazy = found.iter().filter(|f| f.lazy.is_some()).count();
         let failures = LogDirFailures::new(log_dirs);
-        let (logs, offline) = open_all(found, &default_config, &failures);
+        let any_unopenable = Arc::default();
+        let (logs, offline) = open_all(found, &default_config, &failures, &any_unopenable);
         let opened = started.elapsed();
         let manager = LogManager {
             log_dirs: log_dirs.to_vec(),
@@ -283,6 +321,7 @@ impl LogManager {
             any_offline: (!offline.is_empty()).into(),
             offline: Mutex::new(offline),
             failures,
+            any_unopenable,
             checkpoint_lock: Mutex::new(()),
             moves: Mutex::default(),
         };
@@ -298,6 +337,7 @@ impl LogManager {
         tracing::info!(
             logs = manager.logs.lock().len(),
             offline = manager.offline.lock().len(),
+            not_opened_until_used = lazy,
             listed_ms = listed.as_millis() as u64,
             opened_ms = opened.as_millis() as u64,
             total_ms = started.elapsed().as_millis() as u64,
@@ -315,7 +355,7 @@ impl LogManager {
         let handles = self.logs();
         let mut points = Vec::with_capacity(handles.len());
         for handle in &handles {
-            match handle.with_log_blocking(Log::checkpoint_recovery_point) {
+            match handle.checkpoint_recovery_point_blocking() {
                 Ok(point) => points.push((handle.clone(), point)),
                 // Deleted since `logs()`: no longer listed. Or in a failed log directory:
                 // that failure was logged once, not once per log and checkpoint.
@@ -412,13 +452,24 @@ impl LogManager {
     /// Whether the partition's log failed to open or its directory failed (see the
     /// module docs). No lock while nothing failed.
     pub fn is_offline(&self, topic: &str, partition: i32) -> bool {
-        self.in_failed_dir(topic, partition) || self.offline_error(topic, partition).is_some()
+        self.in_failed_dir(topic, partition)
+            || self.offline_error(topic, partition).is_some()
+            || (self
+                .any_unopenable
+                .load(std::sync::atomic::Ordering::Acquire)
+                && self
+                    .get(topic, partition)
+                    .is_some_and(|h| h.unopenable_reason().is_some()))
     }
 
     /// The partitions whose log failed to open or whose directory failed, with why.
     pub fn offline_logs(&self) -> Vec<((String, i32), String)> {
+        let unopenable = self
+            .any_unopenable
+            .load(std::sync::atomic::Ordering::Acquire);
         if !self.failures.any_failed()
             && !self.any_offline.load(std::sync::atomic::Ordering::Acquire)
+            && !unopenable
         {
             return Vec::new();
         }
@@ -430,6 +481,12 @@ impl LogManager {
                 Some(((h.topic().to_string(), h.partition()), reason.to_string()))
             })
             .collect();
+        if unopenable {
+            offline.extend(self.logs().iter().filter_map(|h| {
+                let reason = h.unopenable_reason()?;
+                Some(((h.topic().to_string(), h.partition()), reason))
+            }));
+        }
         if self.any_offline.load(std::sync::atomic::Ordering::Acquire) {
             offline.extend(
                 self.offline
@@ -527,13 +584,13 @@ impl LogManager {
         let Some(handle) = self.logs.lock().remove(&(topic.to_string(), partition)) else {
             return Ok(false);
         };
-        let Some(log) = handle.take_blocking() else {
+        // Open or not, its files are closed once the slot is dropped.
+        if matches!(handle.take_blocking(), crate::handle::Slot::Deleted) {
             return Ok(false);
-        };
-        let dir = log.dir().to_path_buf();
+        }
+        let dir = handle.dir().to_path_buf();
         let parent = dir.parent().map(Path::to_path_buf).unwrap_or_default();
         let doomed = parent.join(format!("{topic}-{partition}.{}{DELETE_SUFFIX}", now_ms()));
-        drop(log);
         fs::rename(&dir, &doomed).map_err(io_err("rename log for deletion", &dir))?;
         sync_dir(&parent)?;
         fs::remove_dir_all(&doomed).map_err(io_err("delete log dir", &doomed))?;
@@ -547,7 +604,9 @@ impl LogManager {
     }
 
     /// Flushes and closes every log (clean shutdown), then writes the recovery points
-    /// (each log's end, with a producer snapshot there), so the next start scans nothing.
+    /// (each log's end, with a producer snapshot there), so the next start scans nothing,
+    /// and last each directory's clean shutdown summary, so the next start opens no log
+    /// until it is used. Logs never opened since the start are closed without I/O.
     pub fn shutdown(&self) -> Result<()> {
         self.checkpoint_log_start_offsets()?;
         self.checkpoint_high_watermarks()?;
@@ -560,23 +619,19 @@ impl LogManager {
         let workers = SHUTDOWN_FLUSH_THREADS.min(handles.len()).max(1);
         let queue = Mutex::new(handles.into_iter());
         let next = || queue.lock().next();
-        let results: Vec<(Vec<RecoveryPoint>, Vec<StorageError>)> = std::thread::scope(|scope| {
+        type Closed = (LogHandle, ShutdownClose);
+        let results: Vec<(Vec<Closed>, Vec<StorageError>)> = std::thread::scope(|scope| {
             let threads: Vec<_> = (0..workers)
                 .map(|_| {
                     scope.spawn(|| {
                         let mut closed = Vec::new();
                         let mut failed = Vec::new();
                         while let Some(handle) = next() {
-                            match handle.with_log_blocking(|log| log.flush_for_shutdown(now)) {
-                                Ok(point) => closed.push((handle.clone(), point)),
-                                Err(StorageError::LogDeleted { .. }) => continue,
+                            match handle.close_for_shutdown(now) {
+                                Ok(Some(done)) => closed.push((handle, done)),
+                                Ok(None) | Err(StorageError::LogDeleted { .. }) => {}
                                 // Not listed: the next open recovers it fully.
                                 Err(e) => failed.push(e),
-                            }
-                            if let Some(log) = handle.take_blocking() {
-                                if let Err(e) = log.close(now) {
-                                    failed.push(e);
-                                }
                             }
                         }
                         (closed, failed)
@@ -588,11 +643,47 @@ impl LogManager {
                 .map(|t| t.join().unwrap_or_default())
                 .collect()
         });
-        let (points, failures): (Vec<_>, Vec<_>) = results.into_iter().unzip();
-        let points: Vec<RecoveryPoint> = points.into_iter().flatten().collect();
+        let (closed, failures): (Vec<_>, Vec<_>) = results.into_iter().unzip();
+        let closed: Vec<Closed> = closed.into_iter().flatten().collect();
+        let points: Vec<RecoveryPoint> = closed
+            .iter()
+            .map(|(h, done)| (h.clone(), done.recovery_point))
+            .collect();
+        // New logs' entries in their log directory, fsynced once per directory before the
+        // recovery points claim them (`Log::flush_for_shutdown_parent_deferred`).
+        for log_dir in &self.log_dirs {
+            let needed = closed.iter().any(|(h, done)| {
+                done.parent_sync_needed && h.dir().parent() == Some(log_dir.as_path())
+            });
+            if needed && self.failures.failure(log_dir).is_none() {
+                sync_dir(log_dir)?;
+            }
+        }
         // Written even if some log failed: the others then restart without a scan.
         let written = self.write_recovery_points(&points);
-        failures.into_iter().flatten().next().map_or(written, Err)
+        let failed = failures.into_iter().flatten().next();
+        // Only after a wholly clean close: a failed log's summary entry would be a guess.
+        if written.is_ok() && failed.is_none() {
+            self.write_summaries(&closed)?;
+        }
+        failed.map_or(written, Err)
+    }
+
+    /// Writes each log directory's clean shutdown summary (`clean_shutdown.rs`) from the
+    /// logs closed by `shutdown`.
+    fn write_summaries(&self, closed: &[(LogHandle, ShutdownClose)]) -> Result<()> {
+        let _writer = self.checkpoint_lock.lock();
+        for log_dir in &self.log_dirs {
+            let summary: clean_shutdown::Summary = closed
+                .iter()
+                .filter(|(h, _)| h.dir().parent() == Some(log_dir.as_path()))
+                .filter_map(|(h, done)| {
+                    Some(((h.topic().to_string(), h.partition()), done.summary?))
+                })
+                .collect();
+            self.write_checkpoint(log_dir, |dir| clean_shutdown::write(dir, &summary))?;
+        }
+        Ok(())
     }
 
     /// The online log directory holding the fewest partitions (Kafka's placement rule);
@@ -661,7 +752,26 @@ mod tests {
             .join(crate::segment::file_name(0, "log"));
         fs::remove_file(&segment).expect("remove");
         fs::create_dir(&segment).expect("a directory where the segment was");
+        assert!(dir
+            .path()
+            .join(crate::clean_shutdown::MARKER_FILE_NAME)
+            .exists());
 
+        // After a clean shutdown the log is opened on first use, and found broken then.
+        let manager = LogManager::open(&dirs, LogConfig::default()).expect("opens");
+        assert!(!manager.is_offline("t", 1) && manager.offline_logs().is_empty());
+        let t1 = manager.get("t", 1).expect("a handle until used");
+        assert!(matches!(
+            t1.with_log_blocking(|log| Ok(log.log_end_offset())),
+            Err(StorageError::LogOffline { partition: 1, .. })
+        ));
+        assert!(manager.is_offline("t", 1) && !manager.is_offline("t", 0));
+        assert_eq!(manager.offline_logs().len(), 1);
+        assert!(manager.log_dir_failures().failure(dir.path()).is_none());
+        drop(manager);
+
+        // The start consumed the marker, so with no shutdown since (a crash) the next
+        // start opens every log and finds this one broken at once.
         let manager = LogManager::open(&dirs, LogConfig::default()).expect("still opens");
         assert!(manager.get("t", 0).is_some());
         assert!(manager.is_offline("t", 1) && !manager.is_offline("t", 0));

@@ -102,6 +102,20 @@ impl Log {
         Ok(self.recovery_point)
     }
 
+    /// `flush_for_shutdown` for a caller that fsyncs the log directory (the parent of
+    /// this log's directory) itself afterwards: a new log's first flush fsyncs both its
+    /// own directory and the parent, and at a shutdown with thousands of new logs that was
+    /// thousands of fsyncs of one large directory; `LogManager::shutdown` does it once per
+    /// log directory. Also returns whether the parent needs that fsync for this log.
+    pub fn flush_for_shutdown_parent_deferred(&mut self, now_ms: i64) -> Result<(i64, bool)> {
+        let parent_pending = self.dir_sync_pending;
+        if parent_pending {
+            sync_dir(&self.dir)?;
+            self.dir_sync_pending = false;
+        }
+        Ok((self.flush_for_shutdown(now_ms)?, parent_pending))
+    }
+
     /// After a truncation: the recovery point goes no higher than the new end, and the
     /// snapshots above it go (durably, before anything new is appended: see
     /// `log/load.rs`).

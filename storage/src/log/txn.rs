@@ -168,6 +168,22 @@ impl Log {
         std::sync::Arc::clone(&self.txns)
     }
 
+    /// Moves this log's transaction state into `shared` and shares it from now on: a log
+    /// opened lazily (`handle/lazy.rs`) joins the `TxnShared` its handle was created with.
+    /// Called before the log is published, under the handle's lock.
+    pub(crate) fn adopt_txn_shared(&mut self, shared: &std::sync::Arc<TxnShared>) {
+        let view = std::mem::take(&mut *self.txns.view.write());
+        let mut target = shared.view.write();
+        *target = view;
+        shared.set_unreplicated_len(&target);
+        shared.ongoing_first.store(
+            self.txns.ongoing_first.load(Ordering::Acquire),
+            Ordering::Release,
+        );
+        drop(target);
+        self.txns = std::sync::Arc::clone(shared);
+    }
+
     /// The aborted entry of a transaction `completed` just ended, given the producer
     /// state after it.
     pub(crate) fn aborted_entry(&self, completed: &CompletedTxn) -> Option<AbortedTxn> {

@@ -19,15 +19,15 @@
 //! session is its JoinGroup's session timeout. Pure logic, time passed in.
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use bytes::Bytes;
 
 use super::assignor::TopicMeta;
 use super::consumer_protocol::{by_topic_id, decode_subscription, encode_assignment};
 use super::group::ConsumerGroup;
-use super::member::{Assignment, ClassicMember, ConsumerMember, MemberState};
-use super::reconcile::reconcile;
+use super::heartbeat::millis;
+use super::member::{ClassicMember, ConsumerMember, MemberState};
 use crate::error::GroupError;
 
 /// The protocol type every classic member of a consumer group must use.
@@ -113,18 +113,7 @@ impl ConsumerGroup {
 
         let owned = by_topic_id(&subscription.owned, topics);
         let member = &self.members[&member_id];
-        let empty = Assignment::new();
-        let target = self.target.get(&member_id).unwrap_or(&empty);
-        let held = |t: &uuid::Uuid, p: i32| self.held_by_other(&member_id, t, p);
-        let mut next = reconcile(member, self.assignment_epoch, target, Some(&owned), &held);
-        next.revocation_deadline = match (member.state, next.state) {
-            (MemberState::UnrevokedPartitions, MemberState::UnrevokedPartitions) => {
-                member.revocation_deadline
-            }
-            (_, MemberState::UnrevokedPartitions) => Some(now + millis(next.rebalance_timeout_ms)),
-            _ => None,
-        };
-        next.carry_assignment_epochs(&member.assignment_epochs);
+        let next = self.reconciled(member, Some(&owned), now);
         let joined = ClassicJoined {
             member_id: member_id.clone(),
             generation_id: next.member_epoch,
@@ -349,8 +338,4 @@ fn owe_rejoin(member: &mut ConsumerMember, now: Instant) {
     if let Some(c) = member.classic.as_mut() {
         c.rebalance_deadline.get_or_insert(now + timeout);
     }
-}
-
-fn millis(ms: i32) -> Duration {
-    Duration::from_millis(u64::try_from(ms).unwrap_or(0))
 }

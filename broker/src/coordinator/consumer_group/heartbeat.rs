@@ -143,24 +143,7 @@ impl ConsumerGroup {
         self.maybe_assign(&cfg.default_assignor());
 
         let member = &self.members[&member_id];
-        let empty = Assignment::new();
-        let target = self.target.get(&member_id).unwrap_or(&empty);
-        let held = |t: &uuid::Uuid, p: i32| self.held_by_other(&member_id, t, p);
-        let mut next = reconcile(
-            member,
-            self.assignment_epoch,
-            target,
-            req.owned.as_ref(),
-            &held,
-        );
-        next.revocation_deadline = match (member.state, next.state) {
-            (MemberState::UnrevokedPartitions, MemberState::UnrevokedPartitions) => {
-                member.revocation_deadline
-            }
-            (_, MemberState::UnrevokedPartitions) => Some(now + millis(next.rebalance_timeout_ms)),
-            _ => None,
-        };
-        next.carry_assignment_epochs(&member.assignment_epochs);
+        let next = self.reconciled(member, req.owned.as_ref(), now);
         let full = req.rebalance_timeout_ms != -1
             && (req.subscribed_topic_names.is_some() || req.subscribed_topic_regex.is_some())
             && req.owned.is_some();
@@ -172,6 +155,30 @@ impl ConsumerGroup {
         };
         self.members.insert(member_id, next);
         Ok(reply)
+    }
+
+    /// `member` one reconciliation step towards its target (what it reported owning:
+    /// `owned`), with its revocation deadline: kept while it is still revoking, set when it
+    /// starts to, cleared otherwise. Shared by consumer and classic members.
+    pub(super) fn reconciled(
+        &self,
+        member: &ConsumerMember,
+        owned: Option<&Assignment>,
+        now: Instant,
+    ) -> ConsumerMember {
+        let empty = Assignment::new();
+        let target = self.target.get(&member.member_id).unwrap_or(&empty);
+        let held = |t: &uuid::Uuid, p: i32| self.held_by_other(&member.member_id, t, p);
+        let mut next = reconcile(member, self.assignment_epoch, target, owned, &held);
+        next.revocation_deadline = match (member.state, next.state) {
+            (MemberState::UnrevokedPartitions, MemberState::UnrevokedPartitions) => {
+                member.revocation_deadline
+            }
+            (_, MemberState::UnrevokedPartitions) => Some(now + millis(next.rebalance_timeout_ms)),
+            _ => None,
+        };
+        next.carry_assignment_epochs(&member.assignment_epochs);
+        next
     }
 
     /// Epoch 0: a new member, a dynamic member rejoining (after it was fenced: it has
@@ -321,6 +328,6 @@ fn check_epoch(
     Ok(())
 }
 
-fn millis(ms: i32) -> Duration {
+pub(super) fn millis(ms: i32) -> Duration {
     Duration::from_millis(u64::try_from(ms).unwrap_or(0))
 }

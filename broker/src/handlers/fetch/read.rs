@@ -42,20 +42,19 @@ pub(super) async fn read_some(
     zero_copy: bool,
 ) -> Vec<PartitionRead> {
     let throttle = LeaderThrottle::for_fetch(broker, replica);
-    let mut throttled = Vec::new();
+    // Per prepared partition (same order): whether its bytes count against the throttle.
+    let mut throttled = Vec::with_capacity(if throttle.is_some() { indexes.len() } else { 0 });
     let mut prepared = Vec::with_capacity(indexes.len());
     let mut watches = Vec::with_capacity(indexes.len());
     for &i in indexes {
         let Some(w) = wanted.get(i) else { continue };
         let (mut p, watch) = prepare(broker, w, replica).await;
-        if let Some(held_back) = throttle
-            .as_ref()
-            .and_then(|t| t.classify(&w.key.topic, w.key.partition))
-        {
-            if held_back {
+        if let Some(t) = &throttle {
+            let class = t.classify(&w.key.topic, w.key.partition);
+            if class == Some(true) {
                 p = p.without_records();
             }
-            throttled.push(i);
+            throttled.push(class.is_some());
         }
         prepared.push((i, p));
         watches.push((i, watch));
@@ -78,10 +77,10 @@ pub(super) async fn read_some(
         }
     }
     if let Some(t) = &throttle {
-        let served: u64 = watches
+        let served: u64 = throttled
             .iter()
             .zip(&datas)
-            .filter(|((i, _), _)| throttled.contains(i))
+            .filter(|(counted, _)| **counted)
             .map(|(_, (data, files))| match files {
                 Some(files) => files.len(),
                 None => data.records.as_ref().map_or(0, |r| r.len() as u64),

@@ -245,10 +245,11 @@ bench-storage:
 
 # Many partitions on one node (bench/scale_partitions.py): Brook vs Kafka at 1k..100k partitions,
 # create time, first record to every partition, spread throughput, RSS/fds per partition, start-up
-# after a clean stop and kill -9, Metadata time (ARGS="--sizes 1000,10000"). Never a CI gate.
+# after a clean stop and kill -9, Metadata time (ARGS="--sizes 1000,10000"). Never a CI gate. Each run's
+# table goes to its own bench/results/<UTC>-scale.md; scale-partitions.md is the curated report.
 bench-scale:
 	$(CARGO) build --release -p brook
-	python3 bench/scale_partitions.py --out bench/results/scale-partitions.md $(ARGS)
+	python3 bench/scale_partitions.py --out bench/results/$$(date -u +%Y%m%dT%H%M%SZ)-scale.md $(ARGS)
 
 # Stop and start one node holding many partitions (bench/scale_restart.py, issue 24's "< 2 s start
 # at 100,000 partitions"): clean stop and start, idle stop and start, kill -9 start, RSS and open

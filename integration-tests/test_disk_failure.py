@@ -18,6 +18,8 @@ back at its offset and produce works again.
 """
 
 import uuid
+from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
@@ -33,11 +35,14 @@ EXIT_DEADLINE_S = 60
 RECORDS = 200
 
 
-@pytest.fixture(scope="module")
-def failing_disk_broker(tmp_path_factory):
-    root = tmp_path_factory.mktemp("disk-failure")
+@contextmanager
+def broker_with_failing_disk(root: Path, second_dir: bool):
+    """A broker whose only log dir, or with `second_dir` whose second one (the first, a plain
+    directory, keeps the metadata log), is an ext4 disk that can be made to fail."""
     b = Broker(paths.target(), root / "node", {"auto.create.topics.enable": "false"})
-    disk = Ext4Disk(root / "disk.img", b.log_dirs)
+    disk = Ext4Disk(root / "disk.img", root / "second" if second_dir else b.log_dirs)
+    if second_dir:
+        b.overrides["log.dirs"] = f"{b.log_dirs},{disk.mount_point}"
     try:
         b.start()
         yield b, disk
@@ -46,6 +51,12 @@ def failing_disk_broker(tmp_path_factory):
     finally:
         b.kill()
         disk.remove()
+
+
+@pytest.fixture(scope="module")
+def failing_disk_broker(tmp_path_factory):
+    with broker_with_failing_disk(tmp_path_factory.mktemp("disk-failure"), second_dir=False) as served:
+        yield served
 
 
 def test_a_broker_whose_only_log_dir_fails_halts_and_after_the_disk_is_back_every_acknowledged_record_reads(
@@ -83,20 +94,8 @@ def create_topic_partitions(bootstrap: str, name: str, partitions: int) -> None:
 
 @pytest.fixture(scope="module")
 def two_dir_broker(tmp_path_factory):
-    """A broker whose log.dirs are a plain directory (first: the metadata log's) and an ext4
-    disk that fails."""
-    root = tmp_path_factory.mktemp("disk-failure-jbod")
-    b = Broker(paths.target(), root / "node", {"auto.create.topics.enable": "false"})
-    disk = Ext4Disk(root / "disk.img", root / "second")
-    b.overrides["log.dirs"] = f"{b.log_dirs},{disk.mount_point}"
-    try:
-        b.start()
-        yield b, disk
-        b.stop()
-        assert not b.teardown_faults(), b.teardown_faults()
-    finally:
-        b.kill()
-        disk.remove()
+    with broker_with_failing_disk(tmp_path_factory.mktemp("disk-failure-jbod"), second_dir=True) as served:
+        yield served
 
 
 def produce_to(bootstrap: str, topic: str, partition: int, value: bytes):

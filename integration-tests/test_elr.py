@@ -76,18 +76,33 @@ def produce(cluster, node_ids, topic: str, first: int) -> list:
     return records
 
 
-@pytest.mark.timeout(420)
-def test_an_elr_member_leads_again_after_the_isr_emptied_without_an_unclean_election(grown):
-    cluster = grown
+def first_replica_stopped(cluster, prefix: str):
+    """A min-ISR-2 topic on replicas [4, 5, x] (x a broker that is not the quorum's leader) with
+    one batch acknowledged, then broker 4 stopped: 5 leads with ISR [5, x]. Returns x, a voter
+    other than x (to describe through while x is down), the topic and the records sent."""
     ensure_running(cluster)
     x = non_quorum_leaders(cluster)[0]
     other_voter = next(n for n in (1, 2, 3) if n != x)
-    topic = unique("t-elr")
+    topic = unique(prefix)
     create_topic_assigned(cluster, x, topic, [[4, 5, x]], {"min.insync.replicas": 2})
     sent = produce(cluster, [4, 5, x], topic, 0)
-
     cluster.node(4).stop()
     wait_described(cluster, x, topic, 5, [5, x], [], [])
+    return x, other_voter, topic, sent
+
+
+def assert_reads_back(cluster, topic: str, sent: list) -> None:
+    """Every acknowledged record of partition 0 at its offset, with its key and value."""
+    got = run("franz", "consume", cluster.bootstrap, "--topic", topic, "--count", len(sent), "--partitions", 0,
+              "--from", "earliest", "--timeout-ms", 30000, timeout=90)
+    assert [(r["offset"], r["key"], r["value"]) for r in got] == \
+        [(i, s["key"], s["value"]) for i, s in enumerate(sent)]
+
+
+@pytest.mark.timeout(420)
+def test_an_elr_member_leads_again_after_the_isr_emptied_without_an_unclean_election(grown):
+    cluster = grown
+    x, other_voter, topic, sent = first_replica_stopped(cluster, "t-elr")
     sent += produce(cluster, [5, x], topic, RECORDS)
 
     cluster.node(5).stop()
@@ -103,24 +118,13 @@ def test_an_elr_member_leads_again_after_the_isr_emptied_without_an_unclean_elec
     cluster.node(4).start()
     wait_described(cluster, other_voter, topic, 5, [4, 5, x], [], [])
 
-    got = run("franz", "consume", cluster.bootstrap, "--topic", topic, "--count", len(sent), "--partitions", 0,
-              "--from", "earliest", "--timeout-ms", 30000, timeout=90)
-    assert [(r["offset"], r["key"], r["value"]) for r in got] == \
-        [(i, s["key"], s["value"]) for i, s in enumerate(sent)]
+    assert_reads_back(cluster, topic, sent)
 
 
 @pytest.mark.timeout(420)
 def test_a_member_killed_uncleanly_leaves_the_elr_when_it_returns_and_the_clean_one_leads(grown):
     cluster = grown
-    ensure_running(cluster)
-    x = non_quorum_leaders(cluster)[0]
-    other_voter = next(n for n in (1, 2, 3) if n != x)
-    topic = unique("t-elr-kill")
-    create_topic_assigned(cluster, x, topic, [[4, 5, x]], {"min.insync.replicas": 2})
-    sent = produce(cluster, [4, 5, x], topic, 0)
-
-    cluster.node(4).stop()
-    wait_described(cluster, x, topic, 5, [5, x], [], [])
+    x, other_voter, topic, sent = first_replica_stopped(cluster, "t-elr-kill")
     cluster.node(5).kill()  # SIGKILL: fenced when its session lapses, no clean-shutdown record
     wait_described(cluster, x, topic, x, [x], [5], [])
     cluster.node(x).stop()
@@ -135,7 +139,4 @@ def test_a_member_killed_uncleanly_leaves_the_elr_when_it_returns_and_the_clean_
     wait_described(cluster, other_voter, topic, x, [5, x], [], [])
     cluster.node(4).start()
     wait_described(cluster, other_voter, topic, x, [4, 5, x], [], [])
-    got = run("franz", "consume", cluster.bootstrap, "--topic", topic, "--count", len(sent), "--partitions", 0,
-              "--from", "earliest", "--timeout-ms", 30000, timeout=90)
-    assert [(r["offset"], r["key"], r["value"]) for r in got] == \
-        [(i, s["key"], s["value"]) for i, s in enumerate(sent)]
+    assert_reads_back(cluster, topic, sent)

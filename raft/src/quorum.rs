@@ -146,6 +146,7 @@ impl MetadataQuorum {
         let leader_contact = Arc::new(LeaderContact::default());
         let service = Arc::new(PeerService::new(
             config.node_id,
+            config.directory_id.clone(),
             raft.clone(),
             liveness.clone(),
             images.clone(),

@@ -30,6 +30,8 @@ type WriteError = openraft::error::RaftError<u64, ClientWriteError<u64, QuorumNo
 
 pub(crate) struct PeerService {
     node_id: u64,
+    /// This node's `meta.properties` directory id (KIP-853), when it has one.
+    directory_id: Option<String>,
     raft: Raft<TypeConfig>,
     liveness: Arc<Liveness>,
     images: watch::Receiver<Arc<MetadataImage>>,
@@ -39,6 +41,7 @@ pub(crate) struct PeerService {
 impl PeerService {
     pub(crate) fn new(
         node_id: u64,
+        directory_id: Option<String>,
         raft: Raft<TypeConfig>,
         liveness: Arc<Liveness>,
         images: watch::Receiver<Arc<MetadataImage>>,
@@ -46,11 +49,18 @@ impl PeerService {
     ) -> Self {
         PeerService {
             node_id,
+            directory_id,
             raft,
             liveness,
             images,
             leader_contact,
         }
+    }
+
+    /// This node's directory id, which a [`RpcRequest::ToReplica`](crate::network::RpcRequest)
+    /// must name to be served.
+    pub(crate) fn directory_id(&self) -> Option<&str> {
+        self.directory_id.as_deref()
     }
 
     /// What the peer server saw of the leaders' connections (`leader_gone.rs`).

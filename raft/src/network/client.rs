@@ -44,6 +44,7 @@ impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
         PeerClient {
             target,
             addr: node.addr.clone(),
+            directory_id: node.directory_id.clone(),
             tls: self.tls.clone(),
             conn: None,
         }
@@ -54,12 +55,22 @@ impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
 pub struct PeerClient {
     target: NodeId,
     addr: String,
+    /// The target's directory id in the membership (KIP-853), named on every raft RPC so
+    /// that only that replica serves it; `None` in a static quorum.
+    directory_id: Option<String>,
     tls: Option<PeerTls>,
     conn: Option<PeerStream>,
 }
 
 impl PeerClient {
     async fn call(&mut self, request: RpcRequest, ttl: Duration) -> Result<RpcResponse, CallError> {
+        let request = match &self.directory_id {
+            Some(directory_id) => RpcRequest::ToReplica {
+                directory_id: directory_id.clone(),
+                rpc: Box::new(request),
+            },
+            None => request,
+        };
         let result = tokio::time::timeout(ttl, self.exchange(&request)).await;
         let result = match result {
             Ok(r) => r,
@@ -99,7 +110,21 @@ impl PeerClient {
         }
     }
 
-    fn unexpected<E: Error>(&self) -> RPCError<NodeId, QuorumNode, E> {
+    /// Any answer but the expected one. `NotThisReplica` is reported as unreachable, so
+    /// openraft backs off: another disk answers at the member's address, and only replacing
+    /// the voter (remove-controller, add-controller) changes that.
+    fn unexpected<E: Error>(&self, response: RpcResponse) -> RPCError<NodeId, QuorumNode, E> {
+        if let RpcResponse::NotThisReplica { directory_id } = response {
+            let found = directory_id.as_deref().unwrap_or("none");
+            let err = AnyError::error(format!(
+                "raft peer {} at {} has directory id {found}, not {}: its disk was formatted again",
+                self.target,
+                self.addr,
+                self.directory_id.as_deref().unwrap_or("none"),
+            ));
+            tracing::debug!(target_node = self.target, error = %err, "raft peer is another replica");
+            return RPCError::Unreachable(Unreachable::new(&err));
+        }
         RPCError::Network(NetworkError::new(&AnyError::error(format!(
             "raft peer {} answered with the wrong response type",
             self.target
@@ -122,7 +147,7 @@ impl RaftNetwork<TypeConfig> for PeerClient {
             .await
         {
             Ok(RpcResponse::AppendEntries(r)) => self.remote(r),
-            Ok(_) => Err(self.unexpected()),
+            Ok(other) => Err(self.unexpected(other)),
             Err(e) => Err(self.map_err(e)),
         }
     }
@@ -137,7 +162,7 @@ impl RaftNetwork<TypeConfig> for PeerClient {
             .await
         {
             Ok(RpcResponse::InstallSnapshot(r)) => self.remote(r),
-            Ok(_) => Err(self.unexpected()),
+            Ok(other) => Err(self.unexpected(other)),
             Err(e) => Err(self.map_err(e)),
         }
     }
@@ -149,7 +174,7 @@ impl RaftNetwork<TypeConfig> for PeerClient {
     ) -> RpcResult<VoteResponse<NodeId>, RaftError<NodeId>> {
         match self.call(RpcRequest::Vote(rpc), option.hard_ttl()).await {
             Ok(RpcResponse::Vote(r)) => self.remote(r),
-            Ok(_) => Err(self.unexpected()),
+            Ok(other) => Err(self.unexpected(other)),
             Err(e) => Err(self.map_err(e)),
         }
     }

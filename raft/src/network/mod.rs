@@ -72,6 +72,15 @@ pub enum RpcRequest {
         broker_id: i32,
         broker_epoch: u64,
     },
+    /// A raft RPC (AppendEntries, Vote, InstallSnapshot) for the member the sender's
+    /// membership knows by this directory id: KIP-853's replica key. A node whose own
+    /// directory id differs (the same node id on a disk wiped and formatted again) answers
+    /// [`RpcResponse::NotThisReplica`] instead of serving it, so a voter's empty successor
+    /// neither votes nor counts towards a commit until it is added under its new id.
+    ToReplica {
+        directory_id: String,
+        rpc: Box<RpcRequest>,
+    },
 }
 
 /// The answer to an [`RpcRequest`] of the same variant.
@@ -86,6 +95,10 @@ pub enum RpcResponse {
     Heartbeat(LeaderReply<HeartbeatReply>),
     LeaderMetrics(LeaderReply<Box<RaftMetrics<u64, QuorumNode>>>),
     Attach,
+    /// A [`RpcRequest::ToReplica`] refused: this node's directory id (if it has one).
+    NotThisReplica {
+        directory_id: Option<String>,
+    },
 }
 
 /// The answer to a request only the leader serves.
@@ -202,6 +215,14 @@ mod tests {
         assert_eq!(
             serde_json::to_string(&committed).expect("serializable"),
             r#"{"Propose":{"Ok":{"index":12,"result":{"Ok":null}}}}"#
+        );
+        let addressed = RpcRequest::ToReplica {
+            directory_id: "JEXY6aqzQY-32P5TStzaFg".into(),
+            rpc: Box::new(RpcRequest::LeaderMetrics),
+        };
+        assert_eq!(
+            serde_json::to_string(&addressed).expect("serializable"),
+            r#"{"ToReplica":{"directory_id":"JEXY6aqzQY-32P5TStzaFg","rpc":"LeaderMetrics"}}"#
         );
         let redirect: LeaderReply<u64> = LeaderReply::NotLeader {
             leader_id: Some(2),

@@ -175,6 +175,8 @@ async fn serve_requests(
     attached: &mut Option<super::attach::Attached>,
     leader_on_connection: &mut Option<u64>,
 ) {
+    // Whether this connection was already told it addresses another replica (logged once).
+    let mut refused_replica = false;
     loop {
         let request: RpcRequest = match read_frame(stream).await {
             Ok(Some(request)) => request,
@@ -190,6 +192,32 @@ async fn serve_requests(
                 tracing::warn!(%peer, error = %e, "bad raft peer frame, closing connection");
                 return;
             }
+        };
+        let request = match request {
+            RpcRequest::ToReplica { directory_id, rpc } => {
+                match addressed_here(service, &directory_id, *rpc) {
+                    Some(rpc) => rpc,
+                    None => {
+                        if !std::mem::replace(&mut refused_replica, true) {
+                            tracing::warn!(
+                                %peer,
+                                addressed = %directory_id,
+                                own = service.directory_id().unwrap_or("none"),
+                                "raft request for another replica of this node id refused: this node's disk was formatted again, so it stays an observer until the voter is replaced (kafka-metadata-quorum remove-controller, then add-controller)"
+                            );
+                        }
+                        let refusal = RpcResponse::NotThisReplica {
+                            directory_id: service.directory_id().map(str::to_owned),
+                        };
+                        if let Err(e) = write_frame(stream, &refusal).await {
+                            tracing::debug!(%peer, error = %e, "raft peer response not delivered");
+                            return;
+                        }
+                        continue;
+                    }
+                }
+            }
+            request => request,
         };
         let response = match request {
             RpcRequest::Attach {
@@ -217,6 +245,22 @@ async fn serve_requests(
             return;
         }
     }
+}
+
+/// The raft RPC inside a [`RpcRequest::ToReplica`] when this node is the replica it names
+/// (or has no directory id to tell); `None` when it is to be refused. Only raft RPCs are
+/// addressed; anything else inside is refused the same way.
+fn addressed_here(
+    service: &PeerService,
+    directory_id: &str,
+    rpc: RpcRequest,
+) -> Option<RpcRequest> {
+    let raft_rpc = matches!(
+        rpc,
+        RpcRequest::AppendEntries(_) | RpcRequest::Vote(_) | RpcRequest::InstallSnapshot(_)
+    );
+    let ours = service.directory_id().is_none_or(|own| own == directory_id);
+    (raft_rpc && ours).then_some(rpc)
 }
 
 async fn answer(service: &PeerService, request: RpcRequest) -> RpcResponse {
@@ -252,5 +296,9 @@ async fn answer(service: &PeerService, request: RpcRequest) -> RpcResponse {
         RpcRequest::LeaderMetrics => RpcResponse::LeaderMetrics(service.leader_metrics()),
         // Handled by the connection loop, which owns the attachment.
         RpcRequest::Attach { .. } => RpcResponse::Attach,
+        // Unwrapped by the connection loop; one inside another is refused.
+        RpcRequest::ToReplica { .. } => RpcResponse::NotThisReplica {
+            directory_id: service.directory_id().map(str::to_owned),
+        },
     }
 }

@@ -180,7 +180,51 @@ pub(crate) async fn remove(
     )
     .await?;
     tracing::info!(voter = id, "controller removed from the voters");
+    if id == node_id {
+        step_down(raft, node_id).await;
+    }
     Ok(())
+}
+
+/// Ends this node's leadership once it has removed itself from the voters, as a Kafka
+/// leader resigns once its own removal commits. openraft 0.9 lets a learner go on leading
+/// (its leader need not be a voter), so the node grants itself a vote request for the next
+/// term: its vote then names another node and is not committed, so it follows; with no
+/// more heartbeats the voters elect a leader among themselves, whose appends it follows as
+/// the learner it now is. The request carries the highest possible log position so that it
+/// is granted whatever this node appended since; it changes nothing but this node's vote.
+async fn step_down(raft: &Raft<TypeConfig>, node_id: u64) {
+    let (term, successor) = {
+        let m = raft.metrics();
+        let m = m.borrow();
+        let successor = m
+            .membership_config
+            .membership()
+            .voter_ids()
+            .find(|&v| v != node_id);
+        (m.vote.leader_id().term, successor)
+    };
+    let Some(successor) = successor else {
+        return; // the only voter cannot be removed (checked above)
+    };
+    let rpc = openraft::raft::VoteRequest {
+        vote: openraft::Vote::new(term + 1, successor),
+        last_log_id: Some(openraft::LogId::new(
+            openraft::CommittedLeaderId::new(term + 1, successor),
+            u64::MAX,
+        )),
+    };
+    match raft.vote(rpc).await {
+        Ok(reply) if reply.vote_granted => {
+            tracing::info!(term = term + 1, "stepped down as the metadata quorum's leader after removing itself from the voters")
+        }
+        Ok(reply) => {
+            tracing::warn!(vote = %reply.vote, "could not step down after removing itself from the voters")
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "could not step down after removing itself from the voters")
+        }
+    }
 }
 
 async fn change(

@@ -11,10 +11,18 @@ give every partition of the first `--written-topics` topics one record, then
 The machine's load average is printed beside each figure: it is shared with other builds.
 Never a CI gate.
 
+With `--reuse N` and a `--work` directory holding a data directory of a clean stop (a
+`--keep` run), nothing is created: N more clean stop / clean start rounds only, each with
+the broker log's milestones since spawn (quorum ready, logs loaded, registered, started),
+so one data directory serves before/after comparisons of start-up changes.
+
     python3 bench/scale_restart.py --partitions 100000 --written-topics 10 --brook-bin target/debug/brook
+    python3 bench/scale_restart.py --partitions 100000 --work /tmp/w --keep --brook-bin B
+    python3 bench/scale_restart.py --partitions 100000 --work /tmp/w --reuse 3 --brook-bin B
 """
 
 import argparse
+import datetime
 import os
 import resource
 import shutil
@@ -31,7 +39,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from procs import HOST, ROOT, Server, read_rss_kb  # noqa: E402
+from procs import HOST, ROOT, Server, process_cpu_s, read_rss_kb  # noqa: E402
 from scale import _recv_frame, _request  # noqa: E402
 
 PER_TOPIC = 1_000
@@ -98,14 +106,48 @@ def load() -> float:
     return os.getloadavg()[0]
 
 
+# Broker log lines that mark start-up phases, by the name printed for them.
+MILESTONES = {
+    "quorum_ready_s": "metadata quorum ready",
+    "logs_loaded_s": "partition logs loaded",
+    "registered_s": "broker registered",
+    "started_s": "broker started",
+}
+
+
+def milestones(log_path: Path, since_offset: int, spawned_wall: float) -> Dict[str, float]:
+    """Seconds from spawn to each milestone line the broker logged after `since_offset`
+    (its log's size at spawn), from the lines' UTC timestamps."""
+    found: Dict[str, float] = {}
+    with open(log_path, "rb") as f:
+        f.seek(since_offset)
+        for raw in f:
+            line = raw.decode(errors="replace")
+            for name, text in MILESTONES.items():
+                if name not in found and text in line:
+                    stamp = line.split(" ", 1)[0].strip()
+                    try:
+                        at = datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+                    except ValueError:
+                        continue
+                    found[name] = round(at - spawned_wall, 3)
+    return found
+
+
 def start(server: Server, partitions: int) -> Dict[str, float]:
+    log_offset = server.log_path.stat().st_size if server.log_path.exists() else 0
+    spawned_wall = time.time()
     t0 = time.monotonic()
     server.start()
     api = time.monotonic() - t0
+    # CPU the broker spent to get there: on a machine shared with other builds the wall
+    # clock varies 10x with the load, this much less.
+    api_cpu = process_cpu_s(server.pid or 0)
     wait_all_led(server.port, partitions)
     led = time.monotonic() - t0
-    return {"api_s": api, "all_led_s": led, "rss_mb": (read_rss_kb(server.pid) or 0) / 1024,
-            "open_fds": len(os.listdir(f"/proc/{server.pid}/fd")), "load": load()}  # fmt: skip
+    return {"api_s": api, "api_cpu_s": api_cpu, "all_led_s": led, "rss_mb": (read_rss_kb(server.pid) or 0) / 1024,
+            "open_fds": len(os.listdir(f"/proc/{server.pid}/fd")), "load": load(),
+            **milestones(server.log_path, log_offset, spawned_wall)}  # fmt: skip
 
 
 def stop(server: Server) -> Dict[str, float]:
@@ -121,11 +163,16 @@ def main() -> None:
     ap.add_argument("--brook-bin", type=Path, default=Path(os.environ.get("BROOK_BIN", ROOT / "target/release/brook")))
     ap.add_argument("--work", type=Path, default=None)
     ap.add_argument("--keep", action="store_true", help="keep the data directory and log (in --work)")
+    ap.add_argument("--reuse", type=int, default=0, metavar="N",
+                    help="on --work's data directory (a kept run's): N clean stop/start rounds only")  # fmt: skip
     args = ap.parse_args()
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     work = args.work or Path(tempfile.mkdtemp(prefix="bench-restart-"))
     data = work / "brook"
+    if args.reuse:
+        reuse(Server("brook", data, brook_bin=args.brook_bin), args.partitions, args.reuse)
+        return
     shutil.rmtree(data, ignore_errors=True)
     server = Server("brook", data, brook_bin=args.brook_bin)
     try:
@@ -161,11 +208,27 @@ def main() -> None:
         print("stop:", stop(server), flush=True)
     finally:
         server.stop()
+        if args.keep:
+            print(f"kept {data} (clean stop); --reuse N --work {work} restarts it", flush=True)
         for line in server.log_path.read_text(errors="replace").splitlines():
             if "partition logs loaded" in line or "shutdown" in line.lower():
                 print(line[:400])
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
+
+
+def reuse(server: Server, partitions: int, rounds: int) -> None:
+    """`--reuse`: the data directory is a clean stop's; start it, then stop/start `rounds` times
+    more (the first start may differ: another build stopped it, or the page cache is cold)."""
+    if not server.data_dir.is_dir():
+        raise SystemExit(f"--reuse: no data directory at {server.data_dir}")
+    try:
+        print("clean start (warm-up):", start(server, partitions), flush=True)
+        for _ in range(rounds):
+            print("stop, nothing written:", stop(server), flush=True)
+            print("clean start:", start(server, partitions), flush=True)
+    finally:
+        server.stop()  # a clean stop: the directory stays reusable
 
 
 if __name__ == "__main__":

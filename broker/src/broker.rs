@@ -119,6 +119,24 @@ impl Broker {
             tokio::task::spawn_blocking(move || meta_properties::read_cluster_id(&dir, node_id))
                 .await??
         };
+        // Before any log file is opened: the pool is sized once per process.
+        let open_files_limit = brook_storage::file_pool::raise_open_files_limit();
+        let pool_size = brook_storage::file_pool::configure(
+            config
+                .log_open_files_max
+                .unwrap_or_else(|| brook_storage::file_pool::default_capacity(open_files_limit)),
+        );
+        tracing::info!(open_files_limit, pool_size, "log file pool sized");
+        // The partition logs open on a blocking thread while the metadata quorum starts:
+        // neither reads the other's files, and at 100,000 partitions each takes most of a
+        // second of a clean start. (A start refused below, say for another cluster's id,
+        // has then consumed the clean shutdown marker: the next start recovers every log
+        // from its recovery point, as after a crash.)
+        let logs_opening = {
+            let dirs = config.log_dirs.clone();
+            let defaults = crate::partition::log_config(&config.topic_defaults);
+            tokio::task::spawn_blocking(move || LogManager::open(&dirs, defaults))
+        };
         let quorum = MetadataQuorum::start(quorum_config::build(&config)?)
             .await
             .context("starting the metadata quorum")?;
@@ -138,21 +156,7 @@ impl Broker {
             .await?
             .context("cluster.id")?;
         }
-        // Before any log file is opened: the pool is sized once per process.
-        let open_files_limit = brook_storage::file_pool::raise_open_files_limit();
-        let pool_size = brook_storage::file_pool::configure(
-            config
-                .log_open_files_max
-                .unwrap_or_else(|| brook_storage::file_pool::default_capacity(open_files_limit)),
-        );
-        tracing::info!(open_files_limit, pool_size, "log file pool sized");
-        let logs = {
-            let dirs = config.log_dirs.clone();
-            let defaults = crate::partition::log_config(&config.topic_defaults);
-            tokio::task::spawn_blocking(move || LogManager::open(&dirs, defaults))
-                .await?
-                .context("opening the partition logs")?
-        };
+        let logs = logs_opening.await?.context("opening the partition logs")?;
         let replicas = ReplicaManager::new(logs, config.node_id, quorum.subscribe());
         // Every replica this broker holds gets its partition (log open, role) before the
         // coordinators load their partitions.

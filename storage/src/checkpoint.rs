@@ -45,23 +45,42 @@ pub fn render(offsets: &Offsets) -> String {
 /// Parses the file's text; `None` if it is malformed (wrong version, count mismatch,
 /// bad line).
 pub fn parse(text: &str) -> Option<Offsets> {
+    let entries = parse_entries(text)?;
+    let offsets: Offsets = entries
+        .into_iter()
+        .map(|(topic, partition, offset)| ((topic.to_string(), partition), offset))
+        .collect();
+    // A partition listed twice counts once, as `count` must match the distinct entries.
+    (offsets.len() == entries_count(text)?).then_some(offsets)
+}
+
+/// The file's `(topic, partition, offset)` entries in file order, borrowed from `text`
+/// (no allocation per entry: `LogManager::open` reads 100,000-line files at start);
+/// `None` if it is malformed as [`parse`] defines it, except that a partition listed
+/// twice is left to the caller.
+pub(crate) fn parse_entries(text: &str) -> Option<Vec<(&str, i32, i64)>> {
     let mut lines = text.lines();
     if lines.next()?.trim() != VERSION {
         return None;
     }
     let count: usize = lines.next()?.trim().parse().ok()?;
-    let mut offsets = Offsets::new();
+    let mut entries = Vec::with_capacity(count.min(text.len() / 6));
     for line in lines.filter(|l| !l.trim().is_empty()) {
         let mut fields = line.split_whitespace();
-        let topic = fields.next()?.to_string();
+        let topic = fields.next()?;
         let partition: i32 = fields.next()?.parse().ok()?;
         let offset: i64 = fields.next()?.parse().ok()?;
         if fields.next().is_some() || partition < 0 || offset < 0 {
             return None;
         }
-        offsets.insert((topic, partition), offset);
+        entries.push((topic, partition, offset));
     }
-    (offsets.len() == count).then_some(offsets)
+    (entries.len() == count).then_some(entries)
+}
+
+/// The count line of a well-formed file.
+fn entries_count(text: &str) -> Option<usize> {
+    text.lines().nth(1)?.trim().parse().ok()
 }
 
 /// What `write_named` does when there is nothing to list.

@@ -73,8 +73,27 @@ fn render(summary: &Summary) -> (String, u32) {
     (text, crc)
 }
 
+/// A summary's entries in file order, borrowed from its text.
+pub(crate) type Entries<'t> = Vec<(&'t str, i32, SummaryEntry)>;
+
 /// Parses the summary text: the summary and its CRC, or why it is rejected.
+#[cfg(test)]
 fn parse(text: &str) -> std::result::Result<(Summary, u32), &'static str> {
+    let (entries, crc) = parse_entries(text)?;
+    let count = entries.len();
+    let summary: Summary = entries
+        .into_iter()
+        .map(|(topic, partition, e)| ((topic.to_string(), partition), e))
+        .collect();
+    if summary.len() != count {
+        return Err("count mismatch");
+    }
+    Ok((summary, crc))
+}
+
+/// [`parse`] without an allocation per entry (`LogManager::open` reads one line per
+/// partition at start); a partition listed twice is left to the caller.
+pub(crate) fn parse_entries(text: &str) -> std::result::Result<(Entries<'_>, u32), &'static str> {
     let body_len = text
         .trim_end_matches('\n')
         .rfind('\n')
@@ -97,12 +116,15 @@ fn parse(text: &str) -> std::result::Result<(Summary, u32), &'static str> {
         .next()
         .and_then(|l| l.parse().ok())
         .ok_or("bad count")?;
-    let mut summary = Summary::new();
+    let mut entries = Vec::with_capacity(count.min(body.len() / 12));
     for line in lines {
-        let f: Vec<&str> = line.split(' ').collect();
-        let [topic, partition, start, end, point, epoch] = f.as_slice() else {
+        let mut f = line.split(' ');
+        let mut next = || f.next().ok_or("bad entry");
+        let (topic, partition, start, end, point, epoch) =
+            (next()?, next()?, next()?, next()?, next()?, next()?);
+        if f.next().is_some() {
             return Err("bad entry");
-        };
+        }
         let num = |s: &str| s.parse::<i64>().map_err(|_| "bad entry");
         let epoch = num(epoch)?;
         let entry = SummaryEntry {
@@ -114,12 +136,12 @@ fn parse(text: &str) -> std::result::Result<(Summary, u32), &'static str> {
                 .transpose()?,
         };
         let partition = partition.parse::<i32>().map_err(|_| "bad entry")?;
-        summary.insert((topic.to_string(), partition), entry);
+        entries.push((topic, partition, entry));
     }
-    if summary.len() != count {
+    if entries.len() != count {
         return Err("count mismatch");
     }
-    Ok((summary, crc))
+    Ok((entries, crc))
 }
 
 /// Writes the summary durably, then the marker naming it (after a clean shutdown's last
@@ -130,15 +152,39 @@ pub fn write(log_dir: &Path, summary: &Summary) -> Result<()> {
     write_atomically(log_dir, MARKER_FILE_NAME, &format!("{crc:08x}\n"))
 }
 
-/// Reads the directory's summary if a clean shutdown left one and it is valid against
-/// the checkpoints read at this start; `None` (with the reason logged) otherwise. Either
-/// way the marker and the summary are gone afterwards, the marker's removal fsynced: call
-/// it before anything in the directory is written.
-pub fn take(
-    log_dir: &Path,
-    recovery_points: Option<&Offsets>,
-    log_starts: &Offsets,
-) -> Result<Option<Summary>> {
+/// What a start found of a clean shutdown in one log directory (see [`take_files`]).
+#[derive(Debug, Default)]
+pub(crate) struct Taken {
+    marker: Option<String>,
+    text: Option<String>,
+}
+
+impl Taken {
+    /// The summary's entries if the marker vouches for them: it exists, names the summary's
+    /// CRC and the CRC holds. Whether they agree with the checkpoints and the listing is the
+    /// caller's to judge ([`agrees`]).
+    pub(crate) fn vouched(&self) -> std::result::Result<Entries<'_>, &'static str> {
+        let marker = self.marker.as_deref().ok_or("no clean shutdown marker")?;
+        let (entries, crc) = parse_entries(self.text.as_deref().ok_or("no summary")?)?;
+        if u32::from_str_radix(marker.trim(), 16) != Ok(crc) {
+            return Err("the marker names another summary");
+        }
+        Ok(entries)
+    }
+
+    /// Logs why the summary is not used, unless there was none to use (a directory of a
+    /// crashed broker, or one from before summaries: no noise).
+    pub(crate) fn not_used(&self, log_dir: &Path, reason: &str) {
+        if self.marker.is_some() || self.text.is_some() {
+            tracing::warn!(dir = %log_dir.display(), reason, "clean shutdown summary not used; opening every log");
+        }
+    }
+}
+
+/// Reads the directory's marker and summary, then removes both, the marker's removal
+/// fsynced: call it before anything in the directory is written, so a crash after this
+/// start never finds the summary trusted again.
+pub(crate) fn take_files(log_dir: &Path) -> Result<Taken> {
     let marker_path = log_dir.join(MARKER_FILE_NAME);
     let marker = match fs::read_to_string(&marker_path) {
         Ok(marker) => Some(marker),
@@ -155,12 +201,6 @@ pub fn take(
             None
         }
     };
-    let verdict = judge(
-        marker.as_deref(),
-        text.as_deref(),
-        recovery_points,
-        log_starts,
-    );
     if marker.is_some() {
         fs::remove_file(&marker_path)
             .map_err(io_err("remove clean shutdown marker", &marker_path))?;
@@ -171,13 +211,41 @@ pub fn take(
         fs::remove_file(&summary_path)
             .map_err(io_err("remove clean shutdown summary", &summary_path))?;
     }
-    match verdict {
+    Ok(Taken { marker, text })
+}
+
+/// Whether a summary entry agrees with the checkpoints read at this start: fsynced to its
+/// log end (recovery point = log end, as checkpointed) and starting where the log start
+/// checkpoint says (absent: 0).
+pub(crate) fn agrees(
+    e: &SummaryEntry,
+    recovery_point: Option<i64>,
+    log_start: Option<i64>,
+) -> std::result::Result<(), &'static str> {
+    if e.recovery_point != e.log_end_offset || recovery_point != Some(e.recovery_point) {
+        return Err("an entry disagrees with the recovery point checkpoint");
+    }
+    if log_start.unwrap_or(0) != e.log_start_offset || e.log_start_offset > e.log_end_offset {
+        return Err("an entry disagrees with the log start offset checkpoint");
+    }
+    Ok(())
+}
+
+/// Reads the directory's summary if a clean shutdown left one and it is valid against
+/// the checkpoints read at this start; `None` (with the reason logged) otherwise. Either
+/// way the marker and the summary are gone afterwards, the marker's removal fsynced: call
+/// it before anything in the directory is written. (`LogManager::open` judges the same
+/// way per partition, in one pass with the listing.)
+pub fn take(
+    log_dir: &Path,
+    recovery_points: Option<&Offsets>,
+    log_starts: &Offsets,
+) -> Result<Option<Summary>> {
+    let taken = take_files(log_dir)?;
+    match judge(&taken, recovery_points, log_starts) {
         Ok(summary) => Ok(Some(summary)),
         Err(reason) => {
-            // A directory of a crashed broker, or one from before summaries: no noise.
-            if marker.is_some() || text.is_some() {
-                tracing::warn!(dir = %log_dir.display(), reason, "clean shutdown summary not used; opening every log");
-            }
+            taken.not_used(log_dir, reason);
             Ok(None)
         }
     }
@@ -186,27 +254,22 @@ pub fn take(
 /// The summary if the marker and the checkpoints vouch for it, or why not. The listing
 /// check is the caller's (`LogManager::open` knows the directories).
 fn judge(
-    marker: Option<&str>,
-    text: Option<&str>,
+    taken: &Taken,
     recovery_points: Option<&Offsets>,
     log_starts: &Offsets,
 ) -> std::result::Result<Summary, &'static str> {
-    let marker = marker.ok_or("no clean shutdown marker")?;
-    let (summary, crc) = parse(text.ok_or("no summary")?)?;
-    if u32::from_str_radix(marker.trim(), 16) != Ok(crc) {
-        return Err("the marker names another summary");
-    }
+    let entries = taken.vouched()?;
     let recovery_points = recovery_points.ok_or("no recovery point checkpoint")?;
-    for (key, e) in &summary {
-        if e.recovery_point != e.log_end_offset
-            || recovery_points.get(key) != Some(&e.recovery_point)
-        {
-            return Err("an entry disagrees with the recovery point checkpoint");
-        }
-        if log_starts.get(key).copied().unwrap_or(0) != e.log_start_offset
-            || e.log_start_offset > e.log_end_offset
-        {
-            return Err("an entry disagrees with the log start offset checkpoint");
+    let mut summary = Summary::new();
+    for (topic, partition, e) in entries {
+        let key = (topic.to_string(), partition);
+        agrees(
+            &e,
+            recovery_points.get(&key).copied(),
+            log_starts.get(&key).copied(),
+        )?;
+        if summary.insert(key, e).is_some() {
+            return Err("count mismatch");
         }
     }
     Ok(summary)
@@ -307,8 +370,12 @@ mod tests {
         let (points, starts) = checkpoints();
         let (text, crc) = render(&sample());
         let marker = format!("{crc:08x}");
+        let taken = |marker: &str, text: &str| Taken {
+            marker: Some(marker.to_string()),
+            text: Some(text.to_string()),
+        };
         let judged = |points: Option<&Offsets>, starts: &Offsets| {
-            judge(Some(&marker), Some(&text), points, starts)
+            judge(&taken(&marker, &text), points, starts)
         };
         assert_eq!(judged(Some(&points), &starts), Ok(sample()));
         assert!(judged(None, &starts).is_err());
@@ -325,8 +392,7 @@ mod tests {
         let mut points9 = points.clone();
         points9.insert(("a-b".to_string(), 0), 9);
         assert!(judge(
-            Some(&format!("{crc:08x}")),
-            Some(&text),
+            &taken(&format!("{crc:08x}"), &text),
             Some(&points9),
             &starts
         )

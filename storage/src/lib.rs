@@ -31,6 +31,7 @@ mod recovery;
 pub mod retention;
 pub mod roll;
 pub mod segment;
+mod start_state;
 pub mod testing;
 pub mod txn_index;
 mod write_fault;

@@ -40,6 +40,7 @@ use crate::handle::{ClosedLog, LogHandle, ShutdownClose};
 use crate::log::Log;
 use crate::log_dir_failure::LogDirFailures;
 use crate::recovery::sync_dir;
+use crate::start_state::{DirFiles, DirState};
 
 /// A log and the recovery point to checkpoint for it.
 type RecoveryPoint = (LogHandle, i64);
@@ -201,9 +202,14 @@ pub fn now_ms() -> i64 {
 
 /// Splits `<topic>-<partition>` at the last '-'.
 pub fn parse_partition_dir(name: &str) -> Option<(String, i32)> {
+    split_partition_dir(name).map(|(topic, partition)| (topic.to_string(), partition))
+}
+
+/// [`parse_partition_dir`], borrowing the topic from `name`.
+fn split_partition_dir(name: &str) -> Option<(&str, i32)> {
     let (topic, partition) = name.rsplit_once('-')?;
     let partition: i32 = partition.parse().ok()?;
-    (partition >= 0 && validate_topic(topic).is_ok()).then(|| (topic.to_string(), partition))
+    (partition >= 0 && validate_topic(topic).is_ok()).then_some((topic, partition))
 }
 
 /// Kafka's topic name rule: 1-249 chars of `[a-zA-Z0-9._-]`, not "." or "..".
@@ -238,75 +244,70 @@ impl LogManager {
     pub fn open(log_dirs: &[PathBuf], default_config: LogConfig) -> Result<Self> {
         let started = std::time::Instant::now();
         let mut found: Vec<Found> = Vec::new();
-        let mut seen: BTreeMap<(String, i32), PathBuf> = BTreeMap::new();
+        // Whether every directory's checkpoints are as this start's handles would rewrite
+        // them (`start_state.rs`).
+        let mut checkpoints_current = true;
         for log_dir in log_dirs {
             fs::create_dir_all(log_dir).map_err(io_err("create log dir", log_dir))?;
-            let log_starts = checkpoint::read(log_dir)?;
-            let high_watermarks = checkpoint::read_named(log_dir, REPLICATION_FILE_NAME)?;
-            // Missing (a crash before the first checkpoint, or a directory from before
-            // recovery points) or malformed (`read_named` warns): every log starts from
-            // recovery point 0, a full scan.
-            let recovery_points = checkpoint::read_named(log_dir, RECOVERY_POINT_FILE_NAME)?;
             // Before anything here is written (the deletions below): see `clean_shutdown`.
-            let mut summary = clean_shutdown::take(log_dir, recovery_points.as_ref(), &log_starts)?;
+            let files = DirFiles::read(log_dir)?;
+            let mut state = DirState::build(log_dir, &files);
             let dir_found_from = found.len();
             let mut warned_missing = false;
             for entry in fs::read_dir(log_dir).map_err(io_err("list log dir", log_dir))? {
                 let entry = entry.map_err(io_err("list log dir", log_dir))?;
-                let path = entry.path();
                 if !entry.file_type().is_ok_and(|t| t.is_dir()) {
                     continue;
                 }
-                let Some(name) = entry.file_name().to_str().map(str::to_string) else {
+                let name = entry.file_name();
+                let Some(name) = name.to_str() else {
                     continue;
                 };
                 if name.ends_with(DELETE_SUFFIX) {
+                    let path = entry.path();
                     fs::remove_dir_all(&path).map_err(io_err("finish deleting log", &path))?;
+                    checkpoints_current = false;
                     continue;
                 }
-                let Some((topic, partition)) = parse_partition_dir(&name) else {
+                let Some((topic, partition)) = split_partition_dir(name) else {
                     continue;
                 };
-                let key = (topic, partition);
-                if let Some(first) = seen.get(&key) {
-                    return Err(StorageError::DuplicateLog {
-                        topic: key.0,
-                        partition,
-                        first: first.clone(),
-                        second: path,
-                    });
-                }
-                if recovery_points.is_none() && !warned_missing {
+                // Missing (a crash before the first checkpoint, or a directory from before
+                // recovery points) or malformed (warned): every log starts from recovery
+                // point 0, a full scan.
+                if !state.has_recovery_points() && !warned_missing {
                     warned_missing = true;
                     tracing::warn!(dir = %log_dir.display(), "no recovery point checkpoint; recovering every log fully");
                 }
-                seen.insert(key.clone(), path.clone());
+                let start = state.listed(topic, partition);
                 found.push(Found {
-                    recovery_point: recovery_points
-                        .as_ref()
-                        .and_then(|points| points.get(&key).copied())
-                        .unwrap_or(0),
-                    log_start: log_starts.get(&key).copied(),
-                    // Without a checkpoint file the directory predates replication: every
-                    // record was acknowledged by this single broker and consumers could
-                    // read up to the log end, so the high watermark stays there (`new`'s
-                    // default). With one, a partition missing from it has nothing
-                    // committed beyond its log start (Kafka reads it as 0, clamped).
-                    high_watermark: high_watermarks
-                        .as_ref()
-                        .map(|hws| hws.get(&key).copied().unwrap_or(0)),
-                    lazy: summary.as_mut().and_then(|s| s.remove(&key)),
-                    key,
-                    path,
+                    key: (topic.to_string(), partition),
+                    path: entry.path(),
+                    recovery_point: start.recovery_point,
+                    log_start: start.log_start,
+                    high_watermark: start.high_watermark,
+                    lazy: start.lazy,
                 });
             }
+            let finished = state.finish();
             // An entry whose directory is gone: the summary is not this directory's state.
-            if summary.is_some_and(|s| !s.is_empty()) {
-                tracing::warn!(dir = %log_dir.display(), "clean shutdown summary lists a log that is not there; opening every log");
+            if !finished.summary_listed {
                 found[dir_found_from..]
                     .iter_mut()
                     .for_each(|f| f.lazy = None);
             }
+            checkpoints_current &= finished.checkpoints_current;
+        }
+        // Sorted, a partition in two directories sits next to itself, and the map below is
+        // built from sorted keys.
+        found.sort_unstable_by(|a, b| a.key.cmp(&b.key));
+        if let Some(pair) = found.windows(2).find(|w| w[0].key == w[1].key) {
+            return Err(StorageError::DuplicateLog {
+                topic: pair[1].key.0.clone(),
+                partition: pair[1].key.1,
+                first: pair[0].path.clone(),
+                second: pair[1].path.clone(),
+            });
         }
         let listed = started.elapsed();
         let lazy = found.iter().filter(|f| f.lazy.is_some()).count();
@@ -325,19 +326,22 @@ impl LogManager {
             checkpoint_lock: Mutex::new(()),
             moves: Mutex::default(),
         };
-        // Drops entries of logs that no longer exist, so a re-created topic of the same
-        // name never inherits an old log start offset.
-        manager.checkpoint_log_start_offsets()?;
-        // Written at once, so a crash before the first periodic checkpoint does not make
-        // the next start take this directory for a pre-replication one.
-        manager.checkpoint_high_watermarks()?;
-        // Drops entries of logs that no longer exist (a re-created partition must never
-        // trust an old recovery point).
-        manager.checkpoint_recovery_points()?;
+        if !checkpoints_current {
+            // Drops entries of logs that no longer exist, so a re-created topic of the
+            // same name never inherits an old log start offset.
+            manager.checkpoint_log_start_offsets()?;
+            // Written at once, so a crash before the first periodic checkpoint does not
+            // make the next start take this directory for a pre-replication one.
+            manager.checkpoint_high_watermarks()?;
+            // Drops entries of logs that no longer exist (a re-created partition must
+            // never trust an old recovery point).
+            manager.checkpoint_recovery_points()?;
+        }
         tracing::info!(
             logs = manager.logs.lock().len(),
             offline = manager.offline.lock().len(),
             not_opened_until_used = lazy,
+            checkpoints_rewritten = !checkpoints_current,
             listed_ms = listed.as_millis() as u64,
             opened_ms = opened.as_millis() as u64,
             total_ms = started.elapsed().as_millis() as u64,

@@ -17,6 +17,10 @@ Kinds (weights in KINDS):
                       rotated when every broker holds it), maybe kill -9 a broker of the move
                       while it runs; wait for the move (cancel it at the deadline), then a
                       PREFERRED election for the new first replica
+  voters              take a controller out of the metadata quorum with kafka-metadata-quorum
+                      remove-controller and add it back with add-controller (voters.py: the quorum
+                      leader a third of the time, maybe a kill -9 of that node while a change
+                      runs); needs a dynamic quorum (cluster.quorum == "dynamic")
 """
 
 import random
@@ -28,10 +32,11 @@ from harness.broker import BrokerStartError
 
 from . import reassign
 from .reassign import Reassigner
+from .voters import VoterChanger
 from .workload import now_ms
 
 KINDS = {"kill-leader": 3, "kill-follower": 2, "kill-quorum-leader": 2, "pause": 1, "terminate": 2,
-         "heavy-restart": 1, "isolate": 1, "reassign": 2}
+         "heavy-restart": 1, "isolate": 1, "reassign": 2, "voters": 1}
 # A reassign fault's companion, drawn uniformly: none half the time.
 COMPANIONS = ("none", "none", "kill-target", "kill-leader")
 RESTART_ATTEMPTS = 3
@@ -50,12 +55,15 @@ class Nemesis:
             self.kinds.pop("isolate", None)
         if burst is None:
             self.kinds.pop("heavy-restart", None)
+        if getattr(cluster, "quorum", "static") != "dynamic":  # static voters cannot change
+            self.kinds.pop("voters", None)
         self.log = log
         self.faults: List[dict] = []
         self.paused: set = set()
         self.restart_failures = 0
         self._bag: List[str] = []
         self.reassigner = Reassigner(topic, self._tool_bootstrap, self.log)
+        self.voter_changer = VoterChanger(self, self.log) if getattr(cluster, "quorum", "static") == "dynamic" else None
         # Per moved partition, the replica sets (sorted) it may end with: the last move's target
         # once it completed, its original set once a cancel was confirmed, either while unsettled.
         self.expected_replicas: Dict[int, List[List[int]]] = {}
@@ -163,8 +171,8 @@ class Nemesis:
             p, node_id = self._follower(view)
         elif kind == "kill-quorum-leader":
             p, node_id = None, self._quorum_leader()
-        elif kind == "reassign":
-            p, node_id = None, None  # the companion kill's node, if any, is set by _reassign
+        elif kind in ("reassign", "voters"):
+            p, node_id = None, None  # set by _reassign (its companion's node) / the voter changer
         else:
             p, node_id = self._random_partition_leader(view)
         if kind == "kill-leader":
@@ -201,6 +209,9 @@ class Nemesis:
         elif kind == "reassign":
             self._reassign(fault, view)
             node_id = fault["node"]
+        elif kind == "voters":
+            self.voter_changer.run(fault, self.recovery_timeout_s)
+            node_id = fault["node"]
         else:
             raise ValueError(f"unknown fault kind {kind!r}")
         fault["heal_ms"] = now_ms()
@@ -219,6 +230,15 @@ class Nemesis:
                               if k in fault) + f", {fault.get('outcome')}"
             if "election" in fault:
                 detail += f", election {fault['election']}"
+        if kind == "voters":
+            where = f" ({fault.get('action', '-')}{', the quorum leader' if fault.get('was_leader') else ''}" \
+                    f", voters {fault.get('voters_before')} -> {fault.get('voters_while_out', '-')} -> " \
+                    f"{fault.get('voters_after', '-')}, companion {fault.get('companion')}" \
+                    + (f" after {fault['kill_after_ms']} ms of the {fault['kill_step']} tool" if "kill_step" in fault else "") + ")"
+            detail += "".join(f", {k.replace('_ms', '')} {fault[k]} ms" for k in
+                              ("remove_tool_ms", "gone_ms", "topic_ms", "add_tool_ms", "back_ms") if k in fault) \
+                + (f", {fault['add_attempts']} add attempts" if fault.get("add_attempts", 1) > 1 else "") \
+                + f", {fault.get('outcome')}"
         self.log(f"fault {fault['n']}: {kind} node {node_id}{where}: healed after "
                  f"{fault['heal_ms'] - fault['start_ms']} ms{detail}, all partitions led "
                  f"{fault['end_ms'] - fault['heal_ms']} ms later{' (SLOW: deadline passed)' if fault['slow_recovery'] else ''}")
@@ -341,3 +361,5 @@ class Nemesis:
                 self._start(node.node_id)
         if self.unsettled:
             self.settle_reassignments(self.recovery_timeout_s)
+        if self.voter_changer is not None:
+            self.voter_changer.settle(self.recovery_timeout_s)

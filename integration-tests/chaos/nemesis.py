@@ -237,7 +237,8 @@ class Nemesis:
                     + (f" after {fault['kill_after_ms']} ms of the {fault['kill_step']} tool" if "kill_step" in fault else "") + ")"
             detail += "".join(f", {k.replace('_ms', '')} {fault[k]} ms" for k in
                               ("remove_tool_ms", "gone_ms", "topic_ms", "add_tool_ms", "back_ms") if k in fault) \
-                + (f", {fault['add_attempts']} add attempts" if fault.get("add_attempts", 1) > 1 else "") \
+                + "".join(f", {fault[f'{step}_attempts']} {step} attempts" for step in ("remove", "add")
+                          if fault.get(f"{step}_attempts", 1) > 1) \
                 + f", {fault.get('outcome')}"
         self.log(f"fault {fault['n']}: {kind} node {node_id}{where}: healed after "
                  f"{fault['heal_ms'] - fault['start_ms']} ms{detail}, all partitions led "

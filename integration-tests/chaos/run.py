@@ -414,6 +414,7 @@ def voters_summary(faults: List[dict]) -> dict:
             "topic": _median_max([f["topic_ms"] for f in done if "topic" in f]),
             "add_tool": _median_max([f["add_tool_ms"] for f in changes if "add_tool_ms" in f]),
             "back": _median_max([f["back_ms"] for f in done]),
+            "remove_attempts_max": max([f.get("remove_attempts", 0) for f in changes] or [0]),
             "add_attempts_max": max([f.get("add_attempts", 0) for f in changes] or [0])}
 
 
@@ -477,7 +478,7 @@ def summary(report: dict) -> str:
                                             ("topic", "topic"), ("add-controller", "add_tool"), ("add->back", "back")))
         lines.append(f"voter changes: {c['n']}, outcomes {c['outcomes']}, companions {c['companions']}, "
                      f"quorum leader removed {c['quorum_leader_removed']}; {steps} (median/max), "
-                     f"add attempts max {c['add_attempts_max']}")
+                     f"attempts max: remove {c['remove_attempts_max']}, add {c['add_attempts_max']}")
     if report["voters_at_end"] is not None:
         v_end = report["voters_at_end"]
         lines.append(f"voters at the end: {v_end['voters']} full {v_end['voters_full']}; topics created while a "

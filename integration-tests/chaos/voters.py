@@ -25,7 +25,7 @@ A companion may strike half the time: kill -9 of N while one of the two tools ru
 during or just after the change), N restarted after 0.5-2.5 s. Only N is killed: while it changes,
 the other two voters keep a majority of the old and of the new voter set alike.
 
-A step that does not finish by the deadline (recovery_timeout_s) is logged and the fault ends
+A step that does not finish by the deadline (recovery_timeout_s, at least 60 s) is logged and the fault ends
 "unsettled"; the next voters fault, and at the latest the run's final heal (`settle`), adds the
 missing voter back. `final_check` gives the voter set at the end (it must be every node, each
 with its formatted directory id) and the topics created while a voter was out that are missing.
@@ -50,6 +50,9 @@ from harness.cluster import QUORUM_TOOL, parse_quorum_status
 from .reassign import _first_line
 
 TOOL_TIMEOUT_S = 60
+# A step's deadline is the run's recovery timeout, but never below this: a step is two JVM runs
+# (the change, then describe), 2-4 s each on a quiet machine, 15 s and more on a loaded one.
+MIN_STEP_TIMEOUT_S = 60
 COMPANIONS = ("none", "none", "kill-during-remove", "kill-during-add")
 # Refusals that mean "not yet", so add-controller is tried again: the observer is not caught up
 # (Kafka: "lagging behind"), another voter change or the leader's first commit is pending, the
@@ -153,6 +156,7 @@ class VoterChanger:
     # -- one fault -------------------------------------------------------------------------------------
     def run(self, fault: dict, timeout_s: float) -> None:
         """One voters fault (module doc); fills `fault` with what it did and each step's time."""
+        timeout_s = max(timeout_s, MIN_STEP_TIMEOUT_S)
         status = self.status()
         if status is None:
             fault["outcome"] = "skipped (describe --status failed)"
@@ -195,54 +199,58 @@ class VoterChanger:
         thread.join(TOOL_TIMEOUT_S + 30)
         return result.get("r", (False, "tool thread did not finish", round((time.monotonic() - t0) * 1000)))
 
-    def _remove(self, fault: dict, node_id: int, kill: bool, timeout_s: float) -> bool:
-        directory_id = self.cluster.directory_ids[node_id]
-        # `=`: a directory id may start with '-', which the tool's parser would take for an option.
-        args = ("remove-controller", "--controller-id", node_id, f"--controller-directory-id={directory_id}")
-        t0 = time.monotonic()
-        call = (lambda: self.tool(*args))
-        ok, text, fault["remove_tool_ms"] = self._with_companion(fault, node_id, "remove", call) if kill else call()
-        if not ok:
-            fault["remove_error"] = _first_line(text)
-        s = self._wait_status(lambda s: node_id not in s["voters"] and s["LeaderId"] in s["voters"], timeout_s,
-                              fault, "gone")
-        fault["gone_ms"] = round((time.monotonic() - t0) * 1000)
-        if s is None:
-            self.log(f"  voter {node_id}: not shown removed within {timeout_s:.0f} s "
-                     f"({fault.get('remove_error', 'tool ok')}; last describe: {fault['gone_last_seen']})")
-            return False
-        fault["voters_while_out"], fault["leader_while_out"] = sorted(s["voters"]), s["LeaderId"]
-        return True
-
-    def _add(self, fault: dict, node_id: int, companion: Optional[str], timeout_s: float) -> bool:
-        """add-controller until the leader takes it (a DUPLICATE_VOTER answer means an earlier
-        attempt did), then until describe shows `node_id` a voter."""
-        t0 = time.monotonic()
-        deadline = t0 + timeout_s
+    def _change(self, fault: dict, node_id: int, step: str, args: tuple, config_of: Optional[int], kill: bool,
+                done_text: tuple, timeout_s: float) -> None:
+        """Runs the remove or add tool until it succeeds, says the change is already made
+        (`done_text`: an earlier attempt that timed out got through), fails for good, or the
+        deadline passes; retriable refusals (RETRIABLE: a change or the leader's first commit
+        pending, an observer not caught up, a leader moving) are tried again a second later."""
+        deadline = time.monotonic() + timeout_s
         attempts, errors = 0, []
         while True:
             attempts += 1
-            call = (lambda: self.tool("add-controller", config_of=node_id))
-            if companion and attempts == 1:
-                ok, text, ms = self._with_companion(fault, node_id, "add", call)
-            else:
-                ok, text, ms = call()
-            fault.setdefault("add_tool_ms", ms)
-            if ok or "already part of the set of voters" in text or "DuplicateVoter" in text:
+            call = (lambda: self.tool(*args, config_of=config_of))
+            ok, text, ms = self._with_companion(fault, node_id, step, call) if kill and attempts == 1 else call()
+            fault.setdefault(f"{step}_tool_ms", ms)
+            if ok or any(t in text for t in done_text):
                 break
             errors.append(_first_line(text))
             if time.monotonic() >= deadline or not any(r in text for r in RETRIABLE):
                 break
             time.sleep(1.0)
-        fault["add_attempts"] = attempts
+        fault[f"{step}_attempts"] = attempts
         if errors:
-            fault["add_errors"] = errors[-3:]
+            fault[f"{step}_errors"] = errors[-3:]
+
+    def _remove(self, fault: dict, node_id: int, kill: bool, timeout_s: float) -> bool:
+        """remove-controller, then until describe shows `node_id` gone and a leader among the rest."""
+        directory_id = self.cluster.directory_ids[node_id]
+        # `=`: a directory id may start with '-', which the tool's parser would take for an option.
+        args = ("remove-controller", "--controller-id", node_id, f"--controller-directory-id={directory_id}")
+        t0 = time.monotonic()
+        self._change(fault, node_id, "remove", args, None, kill, ("VoterNotFound", "VOTER_NOT_FOUND"), timeout_s)
+        s = self._wait_status(lambda s: node_id not in s["voters"] and s["LeaderId"] in s["voters"],
+                              max(5.0, t0 + timeout_s - time.monotonic()), fault, "gone")
+        fault["gone_ms"] = round((time.monotonic() - t0) * 1000)
+        if s is None:
+            self.log(f"  voter {node_id}: not shown removed within {timeout_s:.0f} s "
+                     f"({(fault.get('remove_errors') or ['tool ok'])[-1]}; last describe: {fault['gone_last_seen']})")
+            return False
+        fault["voters_while_out"], fault["leader_while_out"] = sorted(s["voters"]), s["LeaderId"]
+        return True
+
+    def _add(self, fault: dict, node_id: int, companion: Optional[str], timeout_s: float) -> bool:
+        """add-controller with the node's own properties (a DUPLICATE_VOTER answer means an earlier
+        attempt got through), then until describe shows `node_id` a voter."""
+        t0 = time.monotonic()
+        self._change(fault, node_id, "add", ("add-controller",), node_id, companion is not None,
+                     ("already part of the set of voters", "DuplicateVoter"), timeout_s)
         s = self._wait_status(lambda s: node_id in s["voters"] and s["LeaderId"] in s["voters"],
-                              max(5.0, deadline - time.monotonic()), fault, "back")
+                              max(5.0, t0 + timeout_s - time.monotonic()), fault, "back")
         fault["back_ms"] = round((time.monotonic() - t0) * 1000)
         if s is None:
             self.log(f"  voter {node_id}: not a voter again within {timeout_s:.0f} s "
-                     f"({errors[-1] if errors else 'tool ok'}; last describe: {fault['back_last_seen']})")
+                     f"({(fault.get('add_errors') or ['tool ok'])[-1]}; last describe: {fault['back_last_seen']})")
             return False
         fault["voters_after"] = sorted(s["voters"])
         return True
@@ -265,6 +273,7 @@ class VoterChanger:
     # -- the end of the run ------------------------------------------------------------------------------
     def settle(self, timeout_s: float) -> None:
         """The final heal's part (every node runs): add back every node that is not a voter."""
+        timeout_s = max(timeout_s, MIN_STEP_TIMEOUT_S)
         status = self._wait_status(lambda s: True, timeout_s)
         for node_id in [n for n in self.cluster.node_ids if status is not None and n not in status["voters"]]:
             self.log(f"  voter {node_id} missing at the final heal: adding it back")

@@ -239,7 +239,7 @@ class Nemesis:
                               ("remove_tool_ms", "gone_ms", "topic_ms", "add_tool_ms", "back_ms") if k in fault) \
                 + "".join(f", {fault[f'{step}_attempts']} {step} attempts" for step in ("remove", "add")
                           if fault.get(f"{step}_attempts", 1) > 1) \
-                + f", {fault.get('outcome')}"
+                + f", {fault.get('outcome')}" + (f": {fault['describe_error']}" if "describe_error" in fault else "")
         self.log(f"fault {fault['n']}: {kind} node {node_id}{where}: healed after "
                  f"{fault['heal_ms'] - fault['start_ms']} ms{detail}, all partitions led "
                  f"{fault['end_ms'] - fault['heal_ms']} ms later{' (SLOW: deadline passed)' if fault['slow_recovery'] else ''}")

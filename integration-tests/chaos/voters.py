@@ -49,7 +49,8 @@ from harness.cluster import QUORUM_TOOL, parse_quorum_status
 
 from .reassign import _first_line
 
-TOOL_TIMEOUT_S = 60
+# A JVM tool run: 2-4 s on a quiet machine; past 45 s seen on a loaded one (load 40 on 2 cores).
+TOOL_TIMEOUT_S = 120
 # A step's deadline is the run's recovery timeout, but never below this: a step is two JVM runs
 # (the change, then describe), 2-4 s each on a quiet machine, 15 s and more on a loaded one.
 MIN_STEP_TIMEOUT_S = 60
@@ -159,7 +160,7 @@ class VoterChanger:
         timeout_s = max(timeout_s, MIN_STEP_TIMEOUT_S)
         status = self.status()
         if status is None:
-            fault["outcome"] = "skipped (describe --status failed)"
+            fault.update(outcome="skipped (describe --status failed)", describe_error=self.last_seen)
             return
         voters = sorted(status["voters"])
         fault["voters_before"], fault["quorum_leader"] = voters, status["LeaderId"]

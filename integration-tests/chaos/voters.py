@@ -108,8 +108,15 @@ class VoterChanger:
         path.write_text("".join(f"{k}={v}\n" for k, v in settings.items()))
         return path
 
+    def _up(self) -> List[int]:
+        """Running nodes neither paused nor isolated (the nemesis's `_reachable()` without its
+        shuffle: polls here draw nothing from the seeded RNG)."""
+        net = self.nemesis.net
+        return [i for i in self.cluster.running_ids()
+                if i not in self.nemesis.paused and (net is None or net.isolated != i)]
+
     def _controllers(self) -> str:
-        ids = sorted(self.nemesis._reachable()) or self.cluster.node_ids
+        ids = self._up() or self.cluster.node_ids
         return ",".join(f"{self.cluster.node(i).host}:{self.cluster.node(i).controller_port}" for i in ids)
 
     def tool(self, *args, config_of: Optional[int] = None) -> (bool, str, int):
@@ -170,7 +177,7 @@ class VoterChanger:
             fault.update(node=node_id, action="add back", companion="none")
             fault["outcome"] = "added back" if self._add(fault, node_id, None, timeout_s) else "add unsettled"
             return
-        if sorted(self.cluster.running_ids()) != self.cluster.node_ids or len(self.nemesis._reachable()) < len(voters):
+        if sorted(self.cluster.running_ids()) != self.cluster.node_ids or len(self._up()) < len(voters):
             fault["outcome"] = "skipped (not every node up)"
             return
         rng = self.nemesis.rng
@@ -260,7 +267,7 @@ class VoterChanger:
         """One topic through the brokers while a voter is out: metadata commits on the others."""
         self._topic_n += 1
         name = f"{self.nemesis.topic}-voters-{self._topic_n}"
-        bootstrap = ",".join(self.cluster.bootstrap_of(i) for i in sorted(self.nemesis._reachable()))
+        bootstrap = ",".join(self.cluster.bootstrap_of(i) for i in self._up())
         t0 = time.monotonic()
         try:
             admin = AdminClient(door.admin_config(bootstrap))

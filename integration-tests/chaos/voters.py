@@ -47,7 +47,6 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from harness import door, kafka_cli
 from harness.cluster import QUORUM_TOOL, parse_quorum_status
 
-from .reassign import _first_line
 
 # A JVM tool run: 2-4 s on a quiet machine; past 45 s seen on a loaded one (load 40 on 2 cores).
 TOOL_TIMEOUT_S = 120
@@ -61,6 +60,15 @@ COMPANIONS = ("none", "none", "kill-during-remove", "kill-during-add")
 RETRIABLE = ("lagging", "not ready", "TimeoutException", "RequestTimedOut", "REQUEST_TIMED_OUT",
              "NotLeader", "NOT_LEADER", "NotController", "NOT_CONTROLLER", "in progress",
              "UnknownServerException", "Disconnect", "Connection", "timed out")
+
+
+def error_line(text: str) -> str:
+    """What went wrong, from a tool's output: the last line naming an exception or error that
+    is not a stack frame (e.g. `java.util.NoSuchElementException: No value present`), else the
+    last line."""
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    named = [ln for ln in lines if not ln.startswith("at ") and ("Exception" in ln or "Error" in ln)]
+    return (named or lines or [""])[-1][:300]
 
 
 def voter_directory_ids(describe_status: str) -> Dict[int, Optional[str]]:
@@ -139,7 +147,7 @@ class VoterChanger:
         except ValueError:
             status = None
         if status is None:
-            self.last_seen = f"describe failed after {ms} ms: {_first_line(text)}"
+            self.last_seen = f"describe failed after {ms} ms: {error_line(text)}"
             return None
         status["voters"] = voter_directory_ids(text)
         self.last_seen = f"voters {sorted(status['voters'])} leader {status['LeaderId']} ({ms} ms)"
@@ -222,7 +230,7 @@ class VoterChanger:
             fault.setdefault(f"{step}_tool_ms", ms)
             if ok or any(t in text for t in done_text):
                 break
-            errors.append(_first_line(text))
+            errors.append(error_line(text))
             if time.monotonic() >= deadline or not any(r in text for r in RETRIABLE):
                 break
             time.sleep(1.0)
@@ -306,4 +314,4 @@ class VoterChanger:
                 "topics_missing": sorted(set(self.topics) - listed)}
 
 
-__all__ = ["VoterChanger", "voter_directory_ids"]
+__all__ = ["VoterChanger", "voter_directory_ids", "error_line"]

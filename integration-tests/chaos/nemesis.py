@@ -46,7 +46,7 @@ class Nemesis:
     def __init__(self, cluster, topic: str, partitions: int, rng: random.Random, net=None,
                  burst: Optional[Callable[[], object]] = None, session_s: float = 6.0,
                  recovery_timeout_s: float = 60.0, kinds: Optional[Dict[str, int]] = None,
-                 log: Callable[[str], None] = print):
+                 log: Callable[[str], None] = print, voters_remove_leader: bool = True):
         self.cluster, self.topic, self.partitions = cluster, topic, partitions
         self.rng, self.net, self.burst, self.session_s = rng, net, burst, session_s
         self.recovery_timeout_s = recovery_timeout_s
@@ -63,7 +63,8 @@ class Nemesis:
         self.restart_failures = 0
         self._bag: List[str] = []
         self.reassigner = Reassigner(topic, self._tool_bootstrap, self.log)
-        self.voter_changer = VoterChanger(self, self.log) if getattr(cluster, "quorum", "static") == "dynamic" else None
+        self.voter_changer = VoterChanger(self, self.log, voters_remove_leader) \
+            if getattr(cluster, "quorum", "static") == "dynamic" else None
         # Per moved partition, the replica sets (sorted) it may end with: the last move's target
         # once it completed, its original set once a cancel was confirmed, either while unsettled.
         self.expected_replicas: Dict[int, List[List[int]]] = {}

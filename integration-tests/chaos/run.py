@@ -66,6 +66,8 @@ class Options:
     # "dynamic": the quorum formatted with --initial-controllers (KIP-853), so voters faults can
     # change it; "static": controller.quorum.voters, no voters faults.
     quorum: str = "dynamic"
+    # Whether a voters fault may remove the quorum leader itself (a third of them do).
+    voters_remove_leader: bool = True
 
 
 def poll_deadline(done, timeout_s: float, interval_s: float = 0.2) -> bool:
@@ -161,7 +163,8 @@ def run_chaos(opts: Options, log: Callable[[str], None] = print) -> dict:
         nemesis = Nemesis(cluster, topic, opts.partitions, rng, net=net,
                           burst=burst if "heavy-restart" in opts.kinds else None,
                           session_s=SESSION_TIMEOUT_MS / 1000, recovery_timeout_s=opts.recovery_timeout_s, kinds=opts.kinds,
-                          log=lambda line: log(f"[{time.monotonic() - t_begin:7.1f}s] {line}"))
+                          log=lambda line: log(f"[{time.monotonic() - t_begin:7.1f}s] {line}"),
+                          voters_remove_leader=opts.voters_remove_leader)
         deadline = time.monotonic() + 60
         while not nemesis.isr_full() and time.monotonic() < deadline:
             time.sleep(0.2)

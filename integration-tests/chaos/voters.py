@@ -9,8 +9,8 @@ metadata directory). One fault:
   1. `describe --status`: the voters and the leader. Only with every node running and a voter
      does it remove one (3 controllers: one at a time, never below a majority of live voters);
      a voter missing from an earlier fault that did not finish is added back instead.
-  2. `remove-controller --controller-id N --controller-directory-id D` for a random voter, the
-     quorum leader a third of the time; polled through `describe --status` until N is gone and
+  2. `remove-controller --controller-id N --controller-directory-id D` for a voter: the quorum
+     leader a third of the time (unless `remove_leader` is off), else another one; polled through `describe --status` until N is gone and
      a leader among the others is shown (gone_ms, from the tool's start).
   3. While N is out (an observer of the metadata log, its broker still serving), a topic is
      created through the brokers (topic_ms): the two remaining voters commit metadata. The run
@@ -85,8 +85,9 @@ class VoterChanger:
     """The `voters` fault for the nemesis (chaos/nemesis.py gives itself: its cluster, rng,
     reachable nodes and node restarts)."""
 
-    def __init__(self, nemesis, log: Callable[[str], None]):
+    def __init__(self, nemesis, log: Callable[[str], None], remove_leader: bool = True):
         self.nemesis, self.cluster, self.log = nemesis, nemesis.cluster, log
+        self.remove_leader = remove_leader
         self.dir = Path(tempfile.mkdtemp(prefix="brook-chaos-voters-"))
         self.topics: List[str] = []  # created (acknowledged) while a voter was out
         self._topic_n = 0
@@ -190,7 +191,11 @@ class VoterChanger:
             return
         rng = self.nemesis.rng
         leader = status["LeaderId"]
-        node_id = leader if leader in voters and rng.random() < 1 / 3 else rng.choice(voters)
+        others = [v for v in voters if v != leader]
+        if not others or (self.remove_leader and leader in voters and rng.random() < 1 / 3):
+            node_id = leader
+        else:
+            node_id = rng.choice(others)
         companion = rng.choice(COMPANIONS)
         fault.update(node=node_id, action="remove and add", was_leader=node_id == leader, companion=companion)
         if not self._remove(fault, node_id, companion == "kill-during-remove", timeout_s):

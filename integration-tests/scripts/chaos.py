@@ -100,6 +100,8 @@ def main() -> int:
     parser.add_argument("--quorum", choices=["dynamic", "static"], default="dynamic",
                         help="dynamic: the controllers formatted with --initial-controllers (KIP-853), so voters "
                              "faults change them; static: controller.quorum.voters, no voters faults")
+    parser.add_argument("--voters-keep-leader", action="store_true",
+                        help="voters faults never remove the quorum leader itself (default: a third of them do)")
     parser.add_argument("--keep", action="store_true", help="keep the cluster's data directory even when OK")
     parser.add_argument("--secured", action="store_true",
                         help="SASL_SSL (SCRAM-SHA-512) clients, SASL_SSL inter-broker, mutual TLS quorum "
@@ -108,7 +110,8 @@ def main() -> int:
     opts = Options(target=args.target, faults=args.faults, duration_s=args.duration, seed=args.seed, out=args.out,
                    partitions=args.partitions, nodes=args.nodes, rate=args.rate, interval_s=args.interval, kinds=args.kinds,
                    network=args.network, recovery_timeout_s=args.recovery_timeout, keep=args.keep,
-                   settled=args.settled, secured=args.secured, quorum=args.quorum)
+                   settled=args.settled, secured=args.secured, quorum=args.quorum,
+                   voters_remove_leader=not args.voters_keep_leader)
     try:
         report = run_chaos(opts, log=lambda line: print(line, flush=True))
     except Exception:

@@ -57,6 +57,8 @@ class Nemesis:
             self.kinds.pop("heavy-restart", None)
         if getattr(cluster, "quorum", "static") != "dynamic":  # static voters cannot change
             self.kinds.pop("voters", None)
+        if not self.kinds:
+            raise ValueError("no fault kind left to inject (isolate needs nftables, voters a dynamic quorum)")
         self.log = log
         self.faults: List[dict] = []
         self.paused: set = set()

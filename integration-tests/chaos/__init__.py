@@ -4,7 +4,10 @@ a seeded nemesis, and a checker of the recorded history.
 
   workload.py  producers (`produce-stream`), bursts, tailing and group consumers, history files
   nemesis.py   the faults: kill -9 (partition leader, follower, quorum leader), SIGSTOP, SIGTERM,
-               restart after heavy writes, network isolation (netfault.py)
+               restart after heavy writes, network isolation (netfault.py), partition
+               reassignment (reassign.py), controller voter changes (voters.py)
+  reassign.py  kafka-reassign-partitions moves for the nemesis
+  voters.py    kafka-metadata-quorum remove-controller / add-controller for the nemesis
   netfault.py  isolating a broker on loopback: per-node cgroups + nftables `socket cgroupv2`
   checker.py   rules over the history (lost, duplicated, reordered, read-then-vanished, ...)
   replicas.py  replicas compared on disk: batch headers (offsets, epochs, CRCs) below the HW

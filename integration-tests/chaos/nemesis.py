@@ -17,6 +17,10 @@ Kinds (weights in KINDS):
                       rotated when every broker holds it), maybe kill -9 a broker of the move
                       while it runs; wait for the move (cancel it at the deadline), then a
                       PREFERRED election for the new first replica
+  voters              take a controller out of the metadata quorum with kafka-metadata-quorum
+                      remove-controller and add it back with add-controller (voters.py: the quorum
+                      leader a third of the time, maybe a kill -9 of that node while a change
+                      runs); needs a dynamic quorum (cluster.quorum == "dynamic")
 """
 
 import random
@@ -28,10 +32,11 @@ from harness.broker import BrokerStartError
 
 from . import reassign
 from .reassign import Reassigner
+from .voters import VoterChanger
 from .workload import now_ms
 
 KINDS = {"kill-leader": 3, "kill-follower": 2, "kill-quorum-leader": 2, "pause": 1, "terminate": 2,
-         "heavy-restart": 1, "isolate": 1, "reassign": 2}
+         "heavy-restart": 1, "isolate": 1, "reassign": 2, "voters": 1}
 # A reassign fault's companion, drawn uniformly: none half the time.
 COMPANIONS = ("none", "none", "kill-target", "kill-leader")
 RESTART_ATTEMPTS = 3
@@ -41,7 +46,7 @@ class Nemesis:
     def __init__(self, cluster, topic: str, partitions: int, rng: random.Random, net=None,
                  burst: Optional[Callable[[], object]] = None, session_s: float = 6.0,
                  recovery_timeout_s: float = 60.0, kinds: Optional[Dict[str, int]] = None,
-                 log: Callable[[str], None] = print):
+                 log: Callable[[str], None] = print, voters_remove_leader: bool = True):
         self.cluster, self.topic, self.partitions = cluster, topic, partitions
         self.rng, self.net, self.burst, self.session_s = rng, net, burst, session_s
         self.recovery_timeout_s = recovery_timeout_s
@@ -50,12 +55,18 @@ class Nemesis:
             self.kinds.pop("isolate", None)
         if burst is None:
             self.kinds.pop("heavy-restart", None)
+        if getattr(cluster, "quorum", "static") != "dynamic":  # static voters cannot change
+            self.kinds.pop("voters", None)
+        if not self.kinds:
+            raise ValueError("no fault kind left to inject (isolate needs nftables, voters a dynamic quorum)")
         self.log = log
         self.faults: List[dict] = []
         self.paused: set = set()
         self.restart_failures = 0
         self._bag: List[str] = []
         self.reassigner = Reassigner(topic, self._tool_bootstrap, self.log)
+        self.voter_changer = VoterChanger(self, self.log, voters_remove_leader) \
+            if getattr(cluster, "quorum", "static") == "dynamic" else None
         # Per moved partition, the replica sets (sorted) it may end with: the last move's target
         # once it completed, its original set once a cancel was confirmed, either while unsettled.
         self.expected_replicas: Dict[int, List[List[int]]] = {}
@@ -163,8 +174,8 @@ class Nemesis:
             p, node_id = self._follower(view)
         elif kind == "kill-quorum-leader":
             p, node_id = None, self._quorum_leader()
-        elif kind == "reassign":
-            p, node_id = None, None  # the companion kill's node, if any, is set by _reassign
+        elif kind in ("reassign", "voters"):
+            p, node_id = None, None  # set by _reassign (its companion's node) / the voter changer
         else:
             p, node_id = self._random_partition_leader(view)
         if kind == "kill-leader":
@@ -201,6 +212,9 @@ class Nemesis:
         elif kind == "reassign":
             self._reassign(fault, view)
             node_id = fault["node"]
+        elif kind == "voters":
+            self.voter_changer.run(fault, self.recovery_timeout_s)
+            node_id = fault["node"]
         else:
             raise ValueError(f"unknown fault kind {kind!r}")
         fault["heal_ms"] = now_ms()
@@ -219,6 +233,16 @@ class Nemesis:
                               if k in fault) + f", {fault.get('outcome')}"
             if "election" in fault:
                 detail += f", election {fault['election']}"
+        if kind == "voters":
+            where = f" ({fault.get('action', '-')}{', the quorum leader' if fault.get('was_leader') else ''}" \
+                    f", voters {fault.get('voters_before')} -> {fault.get('voters_while_out', '-')} -> " \
+                    f"{fault.get('voters_after', '-')}, companion {fault.get('companion')}" \
+                    + (f" after {fault['kill_after_ms']} ms of the {fault['kill_step']} tool" if "kill_step" in fault else "") + ")"
+            detail += "".join(f", {k.replace('_ms', '')} {fault[k]} ms" for k in
+                              ("remove_tool_ms", "gone_ms", "topic_ms", "add_tool_ms", "back_ms") if k in fault) \
+                + "".join(f", {fault[f'{step}_attempts']} {step} attempts" for step in ("remove", "add")
+                          if fault.get(f"{step}_attempts", 1) > 1) \
+                + f", {fault.get('outcome')}" + (f": {fault['describe_error']}" if "describe_error" in fault else "")
         self.log(f"fault {fault['n']}: {kind} node {node_id}{where}: healed after "
                  f"{fault['heal_ms'] - fault['start_ms']} ms{detail}, all partitions led "
                  f"{fault['end_ms'] - fault['heal_ms']} ms later{' (SLOW: deadline passed)' if fault['slow_recovery'] else ''}")
@@ -341,3 +365,5 @@ class Nemesis:
                 self._start(node.node_id)
         if self.unsettled:
             self.settle_reassignments(self.recovery_timeout_s)
+        if self.voter_changer is not None:
+            self.voter_changer.settle(self.recovery_timeout_s)

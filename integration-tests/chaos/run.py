@@ -63,7 +63,11 @@ class Options:
     # with SCRAM-SHA-512 over SASL_SSL, brokers replicate over SASL_SSL, the quorum talks mutual
     # TLS; the harness goes in through harness/door.py.
     secured: bool = False
-
+    # "dynamic": the quorum formatted with --initial-controllers (KIP-853), so voters faults can
+    # change it; "static": controller.quorum.voters, no voters faults.
+    quorum: str = "dynamic"
+    # Whether a voters fault may remove the quorum leader itself (a third of them do).
+    voters_remove_leader: bool = True
 
 
 def poll_deadline(done, timeout_s: float, interval_s: float = 0.2) -> bool:
@@ -101,7 +105,7 @@ def run_chaos(opts: Options, log: Callable[[str], None] = print) -> dict:
         (out / stale).unlink(missing_ok=True)
     base = Path(tempfile.mkdtemp(prefix="brook-chaos-"))
     history = History(out)
-    cluster = Cluster(opts.target, base, opts.nodes, CLUSTER_OVERRIDES)
+    cluster = Cluster(opts.target, base, opts.nodes, CLUSTER_OVERRIDES, quorum=opts.quorum)
     config = None  # the workload's --client-config (secured: its SASL_SSL login)
     if opts.secured:
         certs = security.make_certificates(base / "certs", security.CLUSTER_PASSWORD)
@@ -127,7 +131,7 @@ def run_chaos(opts: Options, log: Callable[[str], None] = print) -> dict:
             if opts.network == "on":
                 raise RuntimeError(f"network partitions requested but unavailable: {reason}")
     log(f"chaos: target={opts.target} seed={opts.seed} faults={opts.faults} duration={opts.duration_s} "
-        f"out={out} data={base}; network partitions {net_note}; secured {opts.secured}")
+        f"out={out} data={base}; network partitions {net_note}; secured {opts.secured}; {opts.quorum} quorum")
 
     topic = f"chaos-{uuid.uuid4().hex[:8]}"
     producers: List[Producer] = []
@@ -159,7 +163,8 @@ def run_chaos(opts: Options, log: Callable[[str], None] = print) -> dict:
         nemesis = Nemesis(cluster, topic, opts.partitions, rng, net=net,
                           burst=burst if "heavy-restart" in opts.kinds else None,
                           session_s=SESSION_TIMEOUT_MS / 1000, recovery_timeout_s=opts.recovery_timeout_s, kinds=opts.kinds,
-                          log=lambda line: log(f"[{time.monotonic() - t_begin:7.1f}s] {line}"))
+                          log=lambda line: log(f"[{time.monotonic() - t_begin:7.1f}s] {line}"),
+                          voters_remove_leader=opts.voters_remove_leader)
         deadline = time.monotonic() + 60
         while not nemesis.isr_full() and time.monotonic() < deadline:
             time.sleep(0.2)
@@ -280,6 +285,13 @@ def run_chaos(opts: Options, log: Callable[[str], None] = print) -> dict:
             log(f"reassignments still listed at the end:\n{in_progress_at_end}")
         replica_check = replicas.compare({n.node_id: n.log_dirs for n in cluster.nodes}, topic, hws,
                                          replica_sets or None)
+        # The voter set is whole again (every node, under the directory id it was formatted
+        # with) and the topics created while a voter was out are all still there.
+        voters_at_end = nemesis.voter_changer.final_check() if nemesis.voter_changer is not None else None
+        if voters_at_end is not None:
+            log(f"voters at the end: {voters_at_end['voters']} (leader {voters_at_end['leader']}); "
+                f"{voters_at_end['topics_created']} topics created while a voter was out, "
+                f"missing: {voters_at_end['topics_missing']}")
     finally:
         for proc in [*producers, *consumers, *bursts]:
             if proc.alive:
@@ -295,6 +307,8 @@ def run_chaos(opts: Options, log: Callable[[str], None] = print) -> dict:
         history.close()
         if nemesis is not None:
             shutil.rmtree(nemesis.reassigner.dir, ignore_errors=True)
+            if nemesis.voter_changer is not None:
+                shutil.rmtree(nemesis.voter_changer.dir, ignore_errors=True)
 
     sends = [r for p in producers for r in p.records] + [r for b in bursts for r in b.records]
     result = checker.check(sends, shared_reads.index, final, check_unseen=True)
@@ -327,6 +341,9 @@ def run_chaos(opts: Options, log: Callable[[str], None] = print) -> dict:
     violations["replica_mismatches"] = len(replica_check["mismatches"])
     violations["replica_sets_unexpected"] = len(unexpected_sets)
     violations["reassignments_in_progress_at_end"] = len((in_progress_at_end or "").splitlines())
+    if voters_at_end is not None:
+        violations["voter_set_not_full_at_end"] = 0 if voters_at_end["voters_full"] else 1
+        violations["voter_topics_missing"] = len(voters_at_end["topics_missing"])
     report = {
         "target": opts.target, "seed": opts.seed, "topic": topic, "partitions": opts.partitions,
         "secured": opts.secured,
@@ -350,6 +367,7 @@ def run_chaos(opts: Options, log: Callable[[str], None] = print) -> dict:
         "replica_sets_at_end": replica_sets, "replica_sets_unexpected": unexpected_sets,
         "reassignments": reassignment_summary(faults),
         "reassignments_in_progress_at_end": in_progress_at_end,
+        "quorum": opts.quorum, "voter_changes": voters_summary(faults), "voters_at_end": voters_at_end,
         "replica_mismatch_examples": replica_check["mismatches"][:10],
         "process_restarts": restarts,
         "examples": result["examples"],
@@ -379,6 +397,28 @@ def reassignment_summary(faults: List[dict]) -> dict:
             "elections": sum(1 for f in moves if str(f.get("election", "")).startswith("ok")),
             "move": _median_max([f["move_ms"] for f in done if "move_ms" in f]),
             "execute": _median_max([f["execute_ms"] for f in moves if "execute_ms" in f])}
+
+
+def voters_summary(faults: List[dict]) -> dict:
+    """The voters faults in figures: outcomes, companions, quorum leaders removed, and per step
+    (median/max): remove-controller's run, its start to `describe` showing the voter gone, the
+    topic created meanwhile, add-controller's first run, its start to the voter shown back."""
+    changes = [f for f in faults if f["kind"] == "voters"]
+    outcomes: Dict[str, int] = {}
+    companions: Dict[str, int] = {}
+    for f in changes:
+        outcomes[f.get("outcome", "?")] = outcomes.get(f.get("outcome", "?"), 0) + 1
+        companions[f.get("companion", "?")] = companions.get(f.get("companion", "?"), 0) + 1
+    done = [f for f in changes if f.get("outcome") == "completed"]
+    return {"n": len(changes), "outcomes": outcomes, "companions": companions,
+            "quorum_leader_removed": sum(1 for f in done if f.get("was_leader")),
+            "remove_tool": _median_max([f["remove_tool_ms"] for f in changes if "remove_tool_ms" in f]),
+            "gone": _median_max([f["gone_ms"] for f in done]),
+            "topic": _median_max([f["topic_ms"] for f in done if "topic" in f]),
+            "add_tool": _median_max([f["add_tool_ms"] for f in changes if "add_tool_ms" in f]),
+            "back": _median_max([f["back_ms"] for f in done]),
+            "remove_attempts_max": max([f.get("remove_attempts", 0) for f in changes] or [0]),
+            "add_attempts_max": max([f.get("add_attempts", 0) for f in changes] or [0])}
 
 
 def config_flag(config: Optional[str]) -> List[str]:
@@ -434,6 +474,18 @@ def summary(report: dict) -> str:
                      f"preferred elections {r['elections']}; --execute median {e.get('median_ms')} ms, "
                      f"execute->moved median {m.get('median_ms')} ms, max {m.get('max_ms')} ms; "
                      f"replica sets at the end {report['replica_sets_at_end']}")
+    c = report["voter_changes"]
+    if c["n"]:
+        steps = ", ".join(f"{name} {c[key].get('median_ms')}/{c[key].get('max_ms')} ms"
+                          for name, key in (("remove-controller", "remove_tool"), ("removed->gone", "gone"),
+                                            ("topic", "topic"), ("add-controller", "add_tool"), ("add->back", "back")))
+        lines.append(f"voter changes: {c['n']}, outcomes {c['outcomes']}, companions {c['companions']}, "
+                     f"quorum leader removed {c['quorum_leader_removed']}; {steps} (median/max), "
+                     f"attempts max: remove {c['remove_attempts_max']}, add {c['add_attempts_max']}")
+    if report["voters_at_end"] is not None:
+        v_end = report["voters_at_end"]
+        lines.append(f"voters at the end: {v_end['voters']} full {v_end['voters_full']}; topics created while a "
+                     f"voter was out {v_end['topics_created']}, missing {len(v_end['topics_missing'])}")
     lines.append("time without acknowledgements (fault start -> every partition acked a record sent after it):")
     for kind, s in report["unavailability_ms"].items():
         if s.get("n"):

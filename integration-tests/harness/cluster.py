@@ -2,7 +2,11 @@
 
 Every node is a combined broker+controller (`process.roles=broker,controller`) with its own
 client port, controller port and data directory; the controllers form one static quorum
-(`controller.quorum.voters`). `add_broker()` grows a running cluster by a broker-only node
+(`controller.quorum.voters`), or with `quorum="dynamic"` a KIP-853 dynamic one: no voter list,
+`controller.quorum.bootstrap.servers` naming every controller listener, each node's storage
+formatted with `--initial-controllers 1@host:port:dir1,…` (the same on every node; the directory
+ids are `directory_ids`), so `kafka-metadata-quorum add-controller / remove-controller` can change
+the voters (chaos/voters.py). `add_broker()` grows a running cluster by a broker-only node
 (`process.roles=broker`, no controller port) that follows that quorum without voting. Both
 kinds get the same Kafka-named settings (issue #10's contract, `node_settings` below); brook
 takes them as `--override`s, Kafka as a server.properties written by
@@ -62,18 +66,23 @@ def wait_for(predicate: Callable[[], object], timeout: float, what="condition", 
         time.sleep(interval)
 
 
-def node_settings(node_id: int, client_port: int, controller_port: Optional[int], voters: str) -> dict:
+def node_settings(node_id: int, client_port: int, controller_port: Optional[int], voters: Optional[str],
+                  bootstrap_servers: Optional[str] = None) -> dict:
     """Issue #10's settings of one combined broker+controller node (Kafka keys), or of a
     broker-only node when `controller_port` is None: it binds no controller listener and finds the
     controllers through `controller.quorum.voters` like the voters do (Kafka still needs the
-    CONTROLLER name and its protocol to reach them). `log.dirs` is added by its Broker."""
+    CONTROLLER name and its protocol to reach them). A dynamic quorum's node gets
+    `controller.quorum.bootstrap.servers` (`bootstrap_servers`) instead of a voter list.
+    `log.dirs` is added by its Broker."""
     listeners = f"PLAINTEXT://{HOST}:{client_port}"
     if controller_port is not None:
         listeners += f",CONTROLLER://{HOST}:{controller_port}"
+    quorum = {"controller.quorum.bootstrap.servers": bootstrap_servers} if bootstrap_servers is not None \
+        else {"controller.quorum.voters": voters}
     return {
         "process.roles": "broker,controller" if controller_port is not None else "broker",
         "node.id": str(node_id),
-        "controller.quorum.voters": voters,
+        **quorum,
         "listeners": listeners,
         "advertised.listeners": f"PLAINTEXT://{HOST}:{client_port}",
         "controller.listener.names": "CONTROLLER",
@@ -87,24 +96,36 @@ def node_settings(node_id: int, client_port: int, controller_port: Optional[int]
 
 class Cluster:
     """`size` combined broker+controller nodes of `kind` ("brook" or "kafka") under `base_dir`.
-    `overrides` (Kafka keys) apply to every node, on top of the contract's settings."""
+    `overrides` (Kafka keys) apply to every node, on top of the contract's settings. `quorum`:
+    "static" (`controller.quorum.voters`, kraft.version 0) or "dynamic" (KIP-853, module doc)."""
 
-    def __init__(self, kind: str, base_dir: Path, size: int = 3, overrides: Optional[dict] = None):
-        self.kind, self.size = kind, size
+    def __init__(self, kind: str, base_dir: Path, size: int = 3, overrides: Optional[dict] = None,
+                 quorum: str = "static"):
+        if quorum not in ("static", "dynamic"):
+            raise ValueError(f"quorum must be 'static' or 'dynamic', not {quorum!r}")
+        self.kind, self.size, self.quorum = kind, size, quorum
         self.base_dir = Path(base_dir)
         self.cluster_id = kafka_uuid()
         ports = distinct_free_ports(size * (3 if kind == "brook" else 2))
         client_ports, controller_ports = ports[:size], ports[size:2 * size]
         metrics_ports = ports[2 * size:] if kind == "brook" else [None] * size
         self.voters = ",".join(f"{n}@{HOST}:{controller_ports[n - 1]}" for n in range(1, size + 1))
+        # Dynamic quorum: every controller listener, and each voter's metadata directory id
+        # (the id `remove-controller --controller-directory-id` names it by).
+        self.controller_bootstrap = ",".join(f"{HOST}:{c}" for c in controller_ports)
+        self.directory_ids: Dict[int, str] = {n: kafka_uuid() for n in range(1, size + 1)} if quorum == "dynamic" else {}
+        initial = ",".join(f"{n}@{HOST}:{controller_ports[n - 1]}:{self.directory_ids[n]}" for n in self.directory_ids)
         self.nodes: List[Broker] = []
         for n in range(1, size + 1):
             p, c = client_ports[n - 1], controller_ports[n - 1]
-            settings = node_settings(n, p, c, self.voters)
+            settings = node_settings(n, p, c, self.voters) if quorum == "static" else \
+                node_settings(n, p, c, None, bootstrap_servers=self.controller_bootstrap)
             node = Broker(kind, self.base_dir / f"node-{n}", overrides, port=p, metrics_port=metrics_ports[n - 1],
                           node_settings=settings, cluster_id=self.cluster_id, start_timeout_s=START_TIMEOUT_S[kind])
             node.node_id = n
             node.controller_port = c
+            if quorum == "dynamic":
+                node.format_args = ["--initial-controllers", initial]
             self.nodes.append(node)
         self.overrides = overrides
 
@@ -153,14 +174,17 @@ class Cluster:
         It is given `controller.quorum.voters`, not `controller.quorum.bootstrap.servers`: a
         static-voter cluster (kraft.version 0) keeps no voter set in its log, so a Kafka broker
         that knows only bootstrap servers never learns where to register and exits ("unable to
-        register with the controller quorum"). Brook's learner accepts either."""
+        register with the controller quorum"). Brook's learner accepts either. A dynamic quorum's
+        broker-only node gets `controller.quorum.bootstrap.servers` (its voters are in the log)."""
         n = self.size + 1
         used = {b.port for b in self.nodes} | {b.metrics_port for b in self.nodes} | \
             {b.controller_port for b in self.nodes}
         port = free_port(avoid=frozenset(used))
         metrics_port = free_port(avoid=frozenset(used | {port})) if self.kind == "brook" else None
+        settings = node_settings(n, port, None, self.voters) if self.quorum == "static" else \
+            node_settings(n, port, None, None, bootstrap_servers=self.controller_bootstrap)
         node = Broker(self.kind, self.base_dir / f"node-{n}", self.overrides, port=port, metrics_port=metrics_port,
-                      node_settings=node_settings(n, port, None, self.voters), cluster_id=self.cluster_id,
+                      node_settings=settings, cluster_id=self.cluster_id,
                       start_timeout_s=START_TIMEOUT_S[self.kind])
         node.node_id, node.controller_port = n, None
         self.nodes.append(node)

@@ -27,7 +27,10 @@ or unavailable: no isolate faults); a reassignment of 1-2 partitions with kafka-
 (chaos/reassign.py: with 3 nodes the replica list rotates and a PREFERRED election moves the
 leader; with --nodes 4+ one replica moves to a broker outside the set, copying the data), maybe
 with a kill -9 of a broker of the move while it runs, cancelled if not complete by
---recovery-timeout. After each fault: every node running and every partition
+--recovery-timeout; a voter change (chaos/voters.py: a controller, sometimes the quorum leader,
+removed with kafka-metadata-quorum remove-controller, a topic created while it is out, added back
+with add-controller, maybe a kill -9 of it while a change runs; the quorum is formatted dynamic,
+KIP-853's --initial-controllers, unless --quorum static). After each fault: every node running and every partition
 led (deadline --recovery-timeout, a slow recovery is counted and the run goes on), then
 --interval seconds of quiet; with --settled, also full ISRs before the next fault.
 
@@ -38,7 +41,8 @@ replicas' batch headers on disk below the high watermark. Checks (chaos/checker.
 partition), stale offsets (a send begun after an ack got a lower offset), read-then-vanished,
 tailing session going backwards / skipping, unknown values, acked but never read by the tailing
 consumer, replica mismatches (the partitions' current replicas only), moved partitions not on
-a replica set their moves' outcomes allow, reassignments still listed at the end. Unavailability per fault: fault start -> every partition has
+a replica set their moves' outcomes allow, reassignments still listed at the end, the voter set
+not every node at the end, topics created while a voter was out missing. Unavailability per fault: fault start -> every partition has
 acknowledged a record sent after it (median/max per kind).
 
 Prints a summary, writes OUT/report.json with the histories (sends.jsonl, reads.jsonl,
@@ -93,6 +97,11 @@ def main() -> int:
                         help="before each fault, wait until every ISR is full (failover times of a healthy "
                              "cluster; without it faults follow each other's recovery at once)")
     parser.add_argument("--recovery-timeout", type=float, default=60.0)
+    parser.add_argument("--quorum", choices=["dynamic", "static"], default="dynamic",
+                        help="dynamic: the controllers formatted with --initial-controllers (KIP-853), so voters "
+                             "faults change them; static: controller.quorum.voters, no voters faults")
+    parser.add_argument("--voters-keep-leader", action="store_true",
+                        help="voters faults never remove the quorum leader itself (default: a third of them do)")
     parser.add_argument("--keep", action="store_true", help="keep the cluster's data directory even when OK")
     parser.add_argument("--secured", action="store_true",
                         help="SASL_SSL (SCRAM-SHA-512) clients, SASL_SSL inter-broker, mutual TLS quorum "
@@ -101,7 +110,8 @@ def main() -> int:
     opts = Options(target=args.target, faults=args.faults, duration_s=args.duration, seed=args.seed, out=args.out,
                    partitions=args.partitions, nodes=args.nodes, rate=args.rate, interval_s=args.interval, kinds=args.kinds,
                    network=args.network, recovery_timeout_s=args.recovery_timeout, keep=args.keep,
-                   settled=args.settled, secured=args.secured)
+                   settled=args.settled, secured=args.secured, quorum=args.quorum,
+                   voters_remove_leader=not args.voters_keep_leader)
     try:
         report = run_chaos(opts, log=lambda line: print(line, flush=True))
     except Exception:

@@ -31,12 +31,6 @@ from harness import paths
 SHORT_FAULTS = 30
 # The nemesis draws kinds from a bag of every kind by weight (15 faults): 15 runs each exactly once.
 SECURED_FAULTS = 15
-# Whether a voters fault may remove the quorum leader itself. Kafka's leader resigns once its own
-# removal is committed; Brook's keeps leading as a non-voter (`describe --status` then fails with
-# NoSuchElementException, the tool finding no voter that leads) until it is killed or restarted,
-# so a third of the voters faults would end "remove unsettled". The long run (`make chaos`) still
-# removes leaders; here only Kafka does until Brook's leader resigns.
-VOTERS_REMOVE_LEADER = paths.target() == "kafka"
 
 
 def _send(producer, seq, p, o, ok=True, t_send=None, t_ack=None):
@@ -203,14 +197,14 @@ def assert_short_run_passed(report: dict, faults: int) -> str:
 @pytest.mark.timeout(1800 if paths.target() == "kafka" else 600)  # JVM restarts take 10-30 s
 def test_short_chaos_run_loses_no_acknowledged_record(tmp_path):
     opts = Options(target=paths.target(), faults=SHORT_FAULTS, seed=11, out=tmp_path / "chaos", warmup_s=3,
-                   recovery_timeout_s=30, voters_remove_leader=VOTERS_REMOVE_LEADER)
+                   recovery_timeout_s=30)
     assert_short_run_passed(run_chaos(opts), SHORT_FAULTS)
 
 
 @pytest.mark.timeout(1200 if paths.target() == "kafka" else 600)  # one voters fault: 4-5 JVM tool runs
 def test_short_chaos_run_on_a_secured_cluster_loses_no_acknowledged_record(tmp_path):
     opts = Options(target=paths.target(), faults=SECURED_FAULTS, seed=25, out=tmp_path / "chaos", warmup_s=3,
-                   recovery_timeout_s=30, secured=True, voters_remove_leader=VOTERS_REMOVE_LEADER)
+                   recovery_timeout_s=30, secured=True)
     report = run_chaos(opts)
     assert report["secured"], summary(report)
     assert_short_run_passed(report, SECURED_FAULTS)

@@ -195,7 +195,10 @@ pub fn check_update(
                 .get(METADATA_VERSION)
                 .copied()
                 .unwrap_or(0);
-            if name == ELIGIBLE_LEADER_REPLICAS_VERSION && level >= 1 && metadata_level < IBP_4_0_IV1 {
+            if name == ELIGIBLE_LEADER_REPLICAS_VERSION
+                && level >= 1
+                && metadata_level < IBP_4_0_IV1
+            {
                 return invalid(&format!("{name} could not be set to {level} because it depends on {METADATA_VERSION} level {IBP_4_0_IV1}"));
             }
             Ok(Accepted::Level)

@@ -8,10 +8,21 @@ it consumes again. Turning eligible leader replicas back on pins one cluster-wid
 `min.insync.replicas` (Kafka's ELR safety configs), and while they are on `kafka-configs` may
 neither set a broker's own min.insync.replicas nor remove the cluster-wide one.
 
-One broker for the module, both targets. Only these features' lines are compared: Kafka 4.4
-also lists features Brook does not implement (metadata.version, kraft.version, share.version,
-streams.version), and Brook refuses to finalize those as a Kafka controller refuses a feature it
-does not know.
+`metadata.version` and `kraft.version` (the second half of the module) on a node formatted as
+Kafka's reference node is (`--standalone`, a dynamic quorum of one) but at an older release,
+`--release-version 3.9-IV0`: describe shows the release's levels; eligible leader replicas wait
+for metadata.version 4.0-IV1 (Kafka's dependency message), also within one request;
+`upgrade --release-version` sends every feature of a release at once and passes as a whole,
+and `downgrade --release-version` across a level that changed the metadata records fails as a
+whole, nothing changed; `--metadata` upgrades and downgrades as Kafka allows and refuses;
+the levels survive a restart; kraft.version cannot go back to 0.
+
+Two brokers for the module (the default one and the older release), both targets. Only the
+features Brook implements are compared: Kafka 4.4 also lists share.version and streams.version,
+which Brook supports at level 0 only, as a Kafka controller without them does. Brook-only: a
+static quorum (`controller.quorum.voters`) keeps kraft.version 0, since its voters' directory
+ids are not known (README "Feature levels"); Kafka 4.4 upgrades one once every voter has
+published its directory id.
 """
 
 import re
@@ -27,6 +38,9 @@ from harness.broker import Broker
 TOOL = "org.apache.kafka.tools.FeatureCommand"
 ELR = "eligible.leader.replicas.version"
 FEATURES = (ELR, "group.version", "transaction.version")
+QUORUM_FEATURES = ("kraft.version", "metadata.version")
+OLD_RELEASE = "3.9-IV0"
+DOWNGRADE_REFUSED = "Refusing to perform the requested downgrade because it might delete metadata information."
 DEFAULTS = {ELR: 1, "group.version": 1, "transaction.version": 2}
 CONFIGS = "org.apache.kafka.tools.ConfigCommand"
 PREAMBLE = "The update failed for all features since the following feature had an error: "
@@ -52,13 +66,13 @@ def features(broker, *args, check=True):
     return kafka_cli.run(TOOL, "--bootstrap-server", broker.bootstrap, *args, check=check)
 
 
-def described(broker) -> dict:
-    """`describe`'s fields per feature Brook implements, without the epoch."""
+def described(broker, names=FEATURES) -> dict:
+    """`describe`'s fields per feature of `names`, without the epoch."""
     out = {}
     for line in features(broker, "describe").stdout.splitlines():
         fields = dict(re.findall(r"(\w+): (\S+)", line))
         name = fields.pop("Feature", None)
-        if name in FEATURES:
+        if name in names:
             out[name] = {k: v for k, v in fields.items() if k != "Epoch"}
     return out
 
@@ -73,11 +87,16 @@ def refused(broker, *args) -> str:
     return proc.stdout.strip()
 
 
+def supported(low: str, high: str, level: str) -> dict:
+    return {"SupportedMinVersion": low, "SupportedMaxVersion": high, "FinalizedVersionLevel": level}
+
+
 def test_describe_lists_the_supported_ranges_and_default_levels(broker):
-    assert described(broker) == {
-        ELR: {"SupportedMinVersion": "0", "SupportedMaxVersion": "1", "FinalizedVersionLevel": "1"},
-        "group.version": {"SupportedMinVersion": "0", "SupportedMaxVersion": "1", "FinalizedVersionLevel": "1"},
-        "transaction.version": {"SupportedMinVersion": "0", "SupportedMaxVersion": "2", "FinalizedVersionLevel": "2"},
+    assert described(broker, FEATURES + ("metadata.version",)) == {
+        ELR: supported("0", "1", "1"),
+        "group.version": supported("0", "1", "1"),
+        "metadata.version": supported("3.3-IV3", "4.4-IV2", "4.4-IV2"),
+        "transaction.version": supported("0", "2", "2"),
     }
 
 
@@ -181,3 +200,168 @@ def test_eligible_leader_replicas_switch_off_and_on_and_pin_one_cluster_min_isr(
     assert refused.returncode == 1 and \
         "Cluster-level min.insync.replicas cannot be removed while ELR is enabled." in refused.stdout + refused.stderr, \
         refused.stdout + refused.stderr
+
+
+def standalone(node: Broker) -> Broker:
+    """`node` as Kafka's reference node runs (scripts/kafka-ref.sh): combined broker and
+    controller, its controller listener on PORT+1, formatted `--standalone` (a dynamic quorum
+    of one, kraft.version 1)."""
+    if node.kind == "brook":
+        controller = f"{node.host}:{node.port + 1}"
+        node.overrides.update({
+            "process.roles": "broker,controller",
+            "listeners": f"PLAINTEXT://{node.bootstrap},CONTROLLER://{controller}",
+            "controller.listener.names": "CONTROLLER",
+            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+            "controller.quorum.bootstrap.servers": controller,
+        })
+        node.format_args = ["--standalone"]
+    return node
+
+
+@pytest.fixture(scope="module")
+def old_release(tmp_path_factory):
+    """A node formatted at metadata.version 3.9-IV0 (`format --release-version 3.9-IV0`)."""
+    node = standalone(Broker(paths.target(), tmp_path_factory.mktemp("features-old"), {}))
+    node.format_args += ["--release-version", OLD_RELEASE]
+    node.start()
+    yield node
+    node.stop()
+
+
+def quorum_levels(node) -> dict:
+    """Every compared feature's finalized level as describe prints it."""
+    return {name: f["FinalizedVersionLevel"] for name, f in described(node, FEATURES + QUORUM_FEATURES).items()}
+
+
+def failed_lines(out: str) -> dict:
+    """`Could not <op> <feature> to <level>. <message>` lines, by feature: (level, message)."""
+    lines = {}
+    for line in out.splitlines():
+        m = re.fullmatch(r"Could not \w+ (\S+) to (\d+)\. (.*)", line)
+        if m:
+            lines[m.group(1)] = (int(m.group(2)), m.group(3))
+    return lines
+
+
+def test_a_cluster_formatted_at_an_older_release_shows_its_levels(old_release):
+    assert described(old_release, FEATURES + QUORUM_FEATURES) == {
+        ELR: supported("0", "1", "0"),
+        "group.version": supported("0", "1", "0"),
+        "kraft.version": supported("0", "1", "1"),
+        "metadata.version": supported("3.3-IV3", "4.4-IV2", OLD_RELEASE),
+        "transaction.version": supported("0", "2", "0"),
+    }
+
+
+def test_eligible_leader_replicas_need_metadata_version_4_0_iv1_even_within_one_request(old_release):
+    out = refused(old_release, "upgrade", "--feature", f"{ELR}=1")
+    assert out == (f"Could not upgrade {ELR} to 1. {PREAMBLE}Invalid update version 1 for feature {ELR}. "
+                   f"{ELR} could not be set to 1 because it depends on metadata.version level 23"), out
+    assert quorum_levels(old_release)[ELR] == "0"
+    # The level the request leaves counts: metadata.version 4.0-IV1 and ELR 1 together pass.
+    out = features(old_release, "upgrade", "--feature", "metadata.version=23", "--feature", f"{ELR}=1").stdout
+    assert sorted(out.strip().splitlines()) == [f"{ELR} was upgraded to 1.", "metadata.version was upgraded to 23."]
+    levels = quorum_levels(old_release)
+    assert (levels["metadata.version"], levels[ELR]) == ("4.0-IV1", "1"), levels
+
+
+def test_a_release_version_upgrade_passes_and_a_refused_downgrade_changes_nothing(old_release):
+    out = features(old_release, "upgrade", "--release-version", "4.0-IV3").stdout
+    # Kafka's tool sends the release's metadata.version and each feature it finalizes above 0.
+    assert sorted(out.strip().splitlines()) == [
+        "group.version was upgraded to 1.", "kraft.version was upgraded to 1.",
+        "metadata.version was upgraded to 25.", "transaction.version was upgraded to 2."], out
+    after_upgrade = quorum_levels(old_release)
+    assert after_upgrade == {ELR: "1", "group.version": "1", "kraft.version": "1",
+                             "metadata.version": "4.0-IV3", "transaction.version": "2"}
+    # Down to 3.9-IV0 crosses 4.0-IV1, which changed the metadata records: every feature of the
+    # release (share.version and streams.version at 0 too) fails with that one reason.
+    proc = features(old_release, "downgrade", "--release-version", OLD_RELEASE, check=False)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    why = f"{PREAMBLE}Unsupported metadata.version downgrade from 25 to 21. {DOWNGRADE_REFUSED}"
+    assert failed_lines(proc.stdout) == {
+        ELR: (0, why), "group.version": (0, why), "kraft.version": (1, why), "metadata.version": (21, why),
+        "share.version": (0, why), "streams.version": (0, why), "transaction.version": (0, why)}, proc.stdout
+    assert quorum_levels(old_release) == after_upgrade
+
+
+def test_metadata_version_moves_as_kafka_allows_and_its_level_survives_a_restart(old_release):
+    deprecated = " `metadata` flag is deprecated and may be removed in a future release."
+    out = features(old_release, "upgrade", "--metadata", "4.4-IV0").stdout
+    assert out.splitlines() == [deprecated, "metadata.version was upgraded to 31."], out
+    # 4.4-IV0 changed no metadata record since 4.3-IV0: that downgrade is allowed.
+    out = features(old_release, "downgrade", "--metadata", "4.3-IV0").stdout
+    assert out.splitlines() == [deprecated, "metadata.version was downgraded to 30."], out
+    out = features(old_release, "upgrade", "--feature", "metadata.version=33").stdout
+    assert out.strip() == "metadata.version was upgraded to 33.", out
+    for args, why in [
+        ((), DOWNGRADE_REFUSED),
+        (("--unsafe",), "Unsafe metadata downgrade is not supported in this version."),
+    ]:
+        out = refused(old_release, "downgrade", "--metadata", "4.4-IV1", *args)
+        assert out.splitlines()[-1] == (f"Could not downgrade metadata.version to 32. {PREAMBLE}"
+                                        f"Unsupported metadata.version downgrade from 33 to 32. {why}"), out
+    out = refused(old_release, "upgrade", "--feature", "metadata.version=34")
+    assert re.fullmatch(rf"Could not upgrade metadata.version to 34\. {PREAMBLE}Invalid update version 34 for "
+                        r"feature metadata\.version\. Local controller \d+ only supports versions 7-33", out), out
+    expected = {ELR: "1", "group.version": "1", "kraft.version": "1", "metadata.version": "4.4-IV2",
+                "transaction.version": "2"}
+    assert quorum_levels(old_release) == expected
+    old_release.stop()
+    old_release.start()
+    assert quorum_levels(old_release) == expected
+
+
+def test_kraft_version_of_a_dynamic_quorum_cannot_go_back_to_0(old_release):
+    out = refused(old_release, "downgrade", "--feature", "kraft.version=0")
+    assert out == (f"Could not downgrade kraft.version to 0. {PREAMBLE}Invalid update version 0 for feature "
+                   "kraft.version. Can't downgrade the version of this feature."), out
+    assert features(old_release, "upgrade", "--feature", "kraft.version=1").stdout.strip() == \
+        "kraft.version was upgraded to 1."
+    assert quorum_levels(old_release)["kraft.version"] == "1"
+
+
+@pytest.mark.skipif(paths.target() == "kafka", reason="Brook-only: Kafka 4.4 upgrades a static quorum once "
+                    "every voter has published its directory id (UpdateRaftVoter)")
+def test_a_static_quorum_keeps_kraft_version_0_since_its_voters_directory_ids_are_unknown(tmp_path):
+    node = Broker("brook", tmp_path / "static", {})
+    controller = f"{node.host}:{node.port + 1}"
+    node.overrides.update({
+        "process.roles": "broker,controller",
+        "listeners": f"PLAINTEXT://{node.bootstrap},CONTROLLER://{controller}",
+        "controller.listener.names": "CONTROLLER",
+        "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+        "controller.quorum.voters": f"1@{controller}",
+    })
+    node.start()
+    try:
+        assert quorum_levels(node)["kraft.version"] == "0"
+        out = refused(node, "upgrade", "--feature", "kraft.version=1")
+        assert out == (f"Could not upgrade kraft.version to 1. {PREAMBLE}Invalid upgrade of kraft.version to "
+                       "KRAFT_VERSION_1 because not all of the voters support it"), out
+        assert quorum_levels(node)["kraft.version"] == "0"
+    finally:
+        node.stop()
+
+
+@pytest.mark.skipif(paths.target() == "kafka", reason="Brook-only: a data directory formatted by a Brook that "
+                    "did not keep metadata.version")
+def test_a_node_formatted_before_metadata_version_was_kept_runs_at_4_4_iv2(tmp_path):
+    # What `brook format -r 3.9-IV0` wrote before metadata.version was kept (raft/FORMAT.md's
+    # bootstrap.json, format version 1): the release's other levels, no metadata.version.
+    node = Broker("brook", tmp_path / "formatted-before", {})
+    metadata_dir = node.log_dirs / "__cluster_metadata"
+    metadata_dir.mkdir(parents=True)
+    (node.log_dirs / "meta.properties").write_text(
+        "#\nversion=1\ncluster.id=4KeXbaNCQV-5iFRvErIIlw\nnode.id=1\ndirectory.id=6c4ADJYqTxmYZI2WxdrHjw\n")
+    (metadata_dir / "bootstrap.json").write_text(
+        '{"format_version":1,"records":[{"UpdateFeatures":{"levels":[["eligible.leader.replicas.version",0],'
+        '["group.version",0],["transaction.version",0],["kraft.version",0]]}}]}')
+    node.start()
+    try:
+        assert quorum_levels(node) == {ELR: "0", "group.version": "0", "kraft.version": "0",
+                                       "metadata.version": "4.4-IV2", "transaction.version": "0"}
+        assert features(node, "upgrade", "--feature", f"{ELR}=1").stdout.strip() == f"{ELR} was upgraded to 1."
+    finally:
+        node.stop()

@@ -28,9 +28,15 @@ PROPS
 for line in "$@"; do echo "$line" >> "$props"; done
 cp=$libs/'*'
 export KAFKA_HEAP_OPTS=${KAFKA_HEAP_OPTS:--Xmx1G -Xms1G}
+# KAFKA_FORMAT_ARGS: more format arguments, one a line (harness/broker.py `format_args`), e.g.
+# `--release-version` and `3.9-IV0` for a cluster born at an older metadata.version.
+format_args=()
+while IFS= read -r argument; do
+  [ -n "$argument" ] && format_args+=("$argument")
+done <<< "${KAFKA_FORMAT_ARGS:-}"
 if [ ! -f "$dir/logs/meta.properties" ]; then
   java -cp "$cp" kafka.tools.StorageTool format -t "$(java -cp "$cp" kafka.tools.StorageTool random-uuid)" \
-    -c "$props" --standalone >"$dir/format.log" 2>&1
+    -c "$props" --standalone "${format_args[@]}" >"$dir/format.log" 2>&1
 fi
 exec java $KAFKA_HEAP_OPTS -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:InitiatingHeapOccupancyPercent=35 \
   -Djava.awt.headless=true -Dlog4j2.configurationFile="$root/integration-tests/kafka-dist/log4j2-server.properties" \

@@ -445,6 +445,21 @@ impl MetadataQuorum {
         ids
     }
 
+    /// Whether every voter of the current membership is recorded with its directory id: true
+    /// for a quorum formatted dynamic (KIP-853) and for the one-node default, which records
+    /// its own; false for `controller.quorum.voters`, whose voters are known by address only.
+    pub fn voters_have_directory_ids(&self) -> bool {
+        let metrics = self.raft.metrics();
+        let metrics = metrics.borrow();
+        let membership = metrics.membership_config.membership();
+        let known = membership.voter_ids().all(|id| {
+            membership
+                .get_node(&id)
+                .is_some_and(|node| node.directory_id.is_some())
+        });
+        known
+    }
+
     /// The learners (broker-only nodes) of the current membership.
     pub fn learners(&self) -> Vec<u64> {
         let metrics = self.raft.metrics();

@@ -7,34 +7,21 @@
 //! (`group.version` 1 from 4.0-IV0, `transaction.version` 2 from 4.0-IV2,
 //! `eligible.leader.replicas.version` 1 from 4.1-IV0); `--feature` overrides one (the last one
 //! given wins, as in Kafka). Brook keeps the levels of the features it implements
-//! (`eligible.leader.replicas.version`, `group.version`, `transaction.version`, and
-//! `kraft.version`, which
-//! `mod.rs` derives from the quorum flags); `metadata.version` is checked and reported but
-//! not kept: Brook has one metadata format. Kafka's other features (`share.version`, …) are
-//! refused by name as unsupported, rather than formatted and then not honoured.
+//! (`metadata.version`, `eligible.leader.replicas.version`, `group.version`,
+//! `transaction.version`, and `kraft.version`, which `mod.rs` derives from the quorum flags).
+//! Kafka's other features (`share.version`, …) are refused by name as unsupported, rather
+//! than formatted and then not honoured.
 
 use std::collections::BTreeMap;
 
 use crate::metadata::features::{
-    ELIGIBLE_LEADER_REPLICAS_VERSION, GROUP_VERSION, TRANSACTION_VERSION,
+    ELIGIBLE_LEADER_REPLICAS_VERSION, GROUP_VERSION, KRAFT_VERSION, METADATA_VERSION,
+    TRANSACTION_VERSION,
 };
-
-pub const KRAFT_VERSION: &str = "kraft.version";
-pub const METADATA_VERSION: &str = "metadata.version";
-
-/// Kafka 4.4's production metadata versions, feature levels 7 (3.3-IV3) to 33 (4.4-IV2).
-const METADATA_VERSIONS: [&str; 27] = [
-    "3.3-IV3", "3.4-IV0", "3.5-IV0", "3.5-IV1", "3.5-IV2", "3.6-IV0", "3.6-IV1", "3.6-IV2",
-    "3.7-IV0", "3.7-IV1", "3.7-IV2", "3.7-IV3", "3.7-IV4", "3.8-IV0", "3.9-IV0", "4.0-IV0",
-    "4.0-IV1", "4.0-IV2", "4.0-IV3", "4.1-IV0", "4.1-IV1", "4.2-IV0", "4.2-IV1", "4.3-IV0",
-    "4.4-IV0", "4.4-IV1", "4.4-IV2",
-];
-const FIRST_METADATA_LEVEL: i16 = 7;
-const IBP_3_9_IV0: i16 = 21;
-const IBP_4_0_IV0: i16 = 22;
-const IBP_4_0_IV1: i16 = 23;
-const IBP_4_0_IV2: i16 = 24;
-const IBP_4_1_IV0: i16 = 26;
+use crate::metadata::metadata_version::{
+    self, IBP_3_9_IV0, IBP_4_0_IV0, IBP_4_0_IV1, IBP_4_0_IV2, IBP_4_1_IV0, LATEST_PRODUCTION,
+    MINIMUM,
+};
 
 /// The features `--feature` accepts, in Kafka's sorted order, with their highest level.
 const FORMAT_FEATURES: [(&str, i16); 4] = [
@@ -48,7 +35,8 @@ const FORMAT_FEATURES: [(&str, i16); 4] = [
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Features {
     pub metadata_level: i16,
-    /// Explicit `--feature` levels and release defaults, `metadata.version` excluded.
+    /// Explicit `--feature` levels and release defaults, `metadata.version` excluded (it is
+    /// `metadata_level`).
     pub levels: BTreeMap<String, i16>,
     /// Whether `--feature kraft.version=N` was given (checked against the quorum flags).
     pub kraft_version_given: Option<i16>,
@@ -57,8 +45,7 @@ pub struct Features {
 impl Features {
     /// The release's name, e.g. `4.4-IV2`.
     pub fn release(&self) -> &'static str {
-        let i = usize::try_from(self.metadata_level - FIRST_METADATA_LEVEL).unwrap_or(0);
-        METADATA_VERSIONS.get(i).copied().unwrap_or("4.4-IV2")
+        metadata_version::name(self.metadata_level).unwrap_or("4.4-IV2")
     }
 
     /// Whether the release lets a quorum change its voters (KIP-853 came with 3.9-IV0).
@@ -83,13 +70,12 @@ pub fn parse(release: Option<&str>, features: &[String]) -> Result<Features, Str
         }
         (Some(name), None) => metadata_level(name)?,
         (None, Some(level)) => {
-            let last = FIRST_METADATA_LEVEL + METADATA_VERSIONS.len() as i16 - 1;
-            if !(FIRST_METADATA_LEVEL..=last).contains(&level) {
-                return Err(format!("No MetadataVersion with feature level {level}. Valid feature levels are from {FIRST_METADATA_LEVEL} to {last}."));
+            if metadata_version::name(level).is_none() {
+                return Err(format!("No MetadataVersion with feature level {level}. Valid feature levels are from {MINIMUM} to {LATEST_PRODUCTION}."));
             }
             level
         }
-        (None, None) => FIRST_METADATA_LEVEL + METADATA_VERSIONS.len() as i16 - 1,
+        (None, None) => LATEST_PRODUCTION,
     };
     for (name, level) in &explicit {
         let Some((_, max)) = FORMAT_FEATURES.iter().find(|(n, _)| n == name) else {
@@ -135,16 +121,12 @@ pub fn parse(release: Option<&str>, features: &[String]) -> Result<Features, Str
 }
 
 fn metadata_level(name: &str) -> Result<i16, String> {
-    METADATA_VERSIONS
-        .iter()
-        .position(|v| *v == name)
-        .map(|i| FIRST_METADATA_LEVEL + i as i16)
-        .ok_or_else(|| {
-            format!(
-                "Unknown metadata.version '{name}'. Supported metadata.version are: {}",
-                METADATA_VERSIONS.join(", ")
-            )
-        })
+    metadata_version::level_of(name).ok_or_else(|| {
+        format!(
+            "Unknown metadata.version '{name}'. Supported metadata.version are: {}",
+            metadata_version::names()
+        )
+    })
 }
 
 /// Kafka's `StorageTool.parseNameAndLevel`.

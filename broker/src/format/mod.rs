@@ -4,7 +4,7 @@
 //! when it is first initialised (`brook_raft::bootstrap`): SCRAM credentials (`--add-scram`),
 //! so a cluster whose brokers log in to each other with SCRAM has their credential before any
 //! broker replicates, with no unsecured listener to create it through, and the initial feature
-//! levels (`--release-version`, `--feature`, `features.rs`).
+//! levels (`--release-version`, `--feature`, `features.rs`), `metadata.version` among them.
 //!
 //! KIP-853's quorum flags, as Kafka 4.4's tool: `--standalone` (this controller alone, a
 //! dynamic quorum of one), `--initial-controllers id@host:port:dir,…` (the initial voters;
@@ -32,6 +32,7 @@ use brook_raft::Command;
 
 use crate::cluster::quorum_config;
 use crate::config::{BrokerConfig, ProcessRole};
+use crate::metadata::features::{KRAFT_VERSION, METADATA_VERSION};
 use crate::metadata::meta_properties;
 
 /// What `brook format` was asked for, beyond the broker configuration.
@@ -190,7 +191,8 @@ pub fn run(config: &BrokerConfig, request: &FormatRequest) -> Result<String, Str
         .map(add_scram::AddScram::upsertion)
         .collect::<Result<Vec<_>, _>>()?;
     let mut levels: Vec<(String, i16)> = features.levels.clone().into_iter().collect();
-    levels.push((features::KRAFT_VERSION.to_owned(), kraft_version));
+    levels.push((KRAFT_VERSION.to_owned(), kraft_version));
+    levels.push((METADATA_VERSION.to_owned(), features.metadata_level));
     let mut records = vec![Command::UpdateFeatures { levels }];
     if !upsertions.is_empty() {
         records.push(Command::AlterUserScramCredentials {
@@ -279,6 +281,7 @@ mod tests {
             matches!(&records[..], [Command::UpdateFeatures { levels }, Command::AlterUserScramCredentials { upsertions, .. }]
             if upsertions.len() == 1 && upsertions[0].user == "admin"
                 && levels.contains(&("kraft.version".to_owned(), 0))
+                && levels.contains(&("metadata.version".to_owned(), 33))
                 && levels.contains(&("transaction.version".to_owned(), 2)))
         );
         let written =

@@ -36,11 +36,11 @@ pub fn feature_keys(
 ) -> (Vec<SupportedFeatureKey>, Vec<FinalizedFeatureKey>) {
     let mut supported_features = Vec::new();
     let mut finalized = Vec::new();
-    for (name, max) in features::REPORTED {
+    for (name, min, max) in features::SUPPORTED {
         supported_features.push(
             SupportedFeatureKey::default()
                 .with_name(StrBytes::from_static_str(name))
-                .with_min_version(0)
+                .with_min_version(min)
                 .with_max_version(max),
         );
         let level = features::finalized(config, image, name);

@@ -1,12 +1,16 @@
 //! UpdateFeatures (57, KIP-584): `kafka-features upgrade / downgrade / disable`. ALTER on
 //! the cluster; each feature checked as Kafka's controller checks it (see
-//! `metadata::features`), in request order against the levels now finalized. The first
+//! `metadata::features`), in request order against the levels now finalized and, for the
+//! dependencies between features, the levels the whole request would leave (so
+//! `--release-version`, which sends every feature of a release at once, passes or fails as
+//! one). The first
 //! refusal fails the whole request (nothing changes) with one top-level error, as Kafka's
 //! `UpdateFeaturesResponse.createWithErrors` reports it, with its controller's preamble;
 //! otherwise every level goes to the quorum in one command (none with ValidateOnly,
 //! `--dry-run`) and each feature's result is NONE. Turning `eligible.leader.replicas.version`
 //! on also writes Kafka's ELR safety configs (one cluster-wide `min.insync.replicas`).
 
+use brook_protocol::kafka_protocol::messages::update_features_request::FeatureUpdateKey;
 use brook_protocol::kafka_protocol::messages::update_features_response::UpdatableFeatureResult;
 use brook_protocol::kafka_protocol::messages::{UpdateFeaturesRequest, UpdateFeaturesResponse};
 use brook_protocol::kafka_protocol::protocol::StrBytes;
@@ -16,7 +20,7 @@ use crate::auth::acl::AclOperation;
 use crate::auth::Access;
 use crate::broker::Broker;
 use crate::error::{BrokerError, Denied};
-use crate::metadata::features::{self, UpgradeType};
+use crate::metadata::features::{self, Accepted, Checking, UpgradeType};
 use crate::server::session::Session;
 
 pub async fn handle(
@@ -36,23 +40,37 @@ pub async fn handle(
     let image = broker.image();
     // Kafka names the active controller, which checks; Brook's proposer checks.
     let controller = broker.quorum.leader().unwrap_or(broker.node_id as u64);
+    let upgrade_of = |update: &FeatureUpdateKey| match version {
+        0 if update.allow_downgrade => UpgradeType::SafeDowngrade,
+        0 => UpgradeType::Upgrade,
+        _ => UpgradeType::from_code(update.upgrade_type),
+    };
+    // Kafka's `proposedUpdatedVersions`: the levels as the whole request would leave them,
+    // against which each feature's dependencies are checked.
+    let mut proposed = features::all_finalized(&broker.config, &image);
+    for update in &req.feature_updates {
+        proposed.insert(update.feature.to_string(), update.max_version_level);
+    }
+    let checking = Checking {
+        controller,
+        proposed: &proposed,
+        voter_directory_ids_known: broker.quorum.voters_have_directory_ids(),
+    };
     let mut levels = Vec::with_capacity(req.feature_updates.len());
     for update in &req.feature_updates {
         let name = update.feature.as_str();
-        let upgrade = match version {
-            0 if update.allow_downgrade => UpgradeType::SafeDowngrade,
-            0 => UpgradeType::Upgrade,
-            _ => UpgradeType::from_code(update.upgrade_type),
-        };
         let current = features::finalized(&broker.config, &image, name);
         let level = update.max_version_level;
-        if let Err(e) = features::check_update(name, level, upgrade, current, controller) {
-            // Kafka's QuorumController says why the whole request failed.
-            return refused(BrokerError::InvalidUpdateVersion(format!(
-                "The update failed for all features since the following feature had an error: {e}"
-            )));
+        match features::check_update(name, level, upgrade_of(update), current, &checking) {
+            Ok(Accepted::Level) => levels.push((name.to_owned(), level)),
+            Ok(Accepted::Nothing) => {}
+            Err(e) => {
+                // Kafka's QuorumController says why the whole request failed.
+                return refused(BrokerError::InvalidUpdateVersion(format!(
+                    "The update failed for all features since the following feature had an error: {e}"
+                )));
+            }
         }
-        levels.push((name.to_owned(), level));
     }
     if !req.validate_only && !levels.is_empty() {
         let command = Command::UpdateFeatures {
@@ -70,11 +88,11 @@ pub async fn handle(
             }
         }
     }
-    let results = levels
-        .into_iter()
-        .map(|(name, _)| {
-            UpdatableFeatureResult::default().with_feature(StrBytes::from_string(name))
-        })
+    // Every feature of the request succeeded, whether or not it wrote a level.
+    let results = req
+        .feature_updates
+        .iter()
+        .map(|update| UpdatableFeatureResult::default().with_feature(update.feature.clone()))
         .collect();
     UpdateFeaturesResponse::default().with_results(results)
 }

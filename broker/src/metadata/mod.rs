@@ -4,6 +4,7 @@
 pub mod clean_shutdown;
 pub mod features;
 pub mod meta_properties;
+pub mod metadata_version;
 pub mod offsets_topic;
 pub mod topics;
 pub mod txn_state_topic;

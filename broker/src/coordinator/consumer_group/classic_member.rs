@@ -301,6 +301,13 @@ impl ConsumerGroup {
         // -2, its temporary leave); reconciling then brings it to the assignment epoch.
         successor.member_epoch = 0;
         successor.previous_member_epoch = 0;
+        // A consumer-protocol predecessor's copy becomes a classic member here (the join
+        // fills in the rest), or the join would refuse it as a consumer-protocol member.
+        successor.classic.get_or_insert_with(|| ClassicMember {
+            session_timeout_ms: req.session_timeout_ms,
+            protocols: req.protocols.clone(),
+            rebalance_deadline: None,
+        });
         self.members.remove(&old_id);
         if let Some(t) = self.target.remove(&old_id) {
             self.target.insert(req.member_id.clone(), t);

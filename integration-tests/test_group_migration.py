@@ -11,6 +11,13 @@ member leaves the group is a classic group again. Every produced record is consu
 members commit after each poll; a record may be read twice around a rebalance, never skipped).
 Under `disabled` the first consumer member is refused with Kafka's exact error.
 
+A static consumer-protocol member stopped (a static member's temporary leave) and replaced within
+the session timeout by a classic member with the same `group.instance.id`, while the other
+member is classic, downgrades the group at once (Kafka 4.4's `classicGroupJoinToConsumerGroup`):
+a classic group again, the newcomer holding its predecessor's partitions, every record read once.
+With `group.consumer.max.size` 2 a classic group of three is not upgraded: the consumer member
+is refused with Kafka's exact error.
+
 One broker per policy, shared by the module, on both targets, with short consumer-group timers
 (`group.consumer.heartbeat.interval.ms` 1000) and no initial rebalance delay.
 """
@@ -63,6 +70,15 @@ def broker(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
+def limits_broker(tmp_path_factory):
+    b = Broker(paths.target(), tmp_path_factory.mktemp("migration-limits"),
+               {**OVERRIDES, "group.consumer.migration.policy": "bidirectional", "group.consumer.max.size": 2})
+    b.start()
+    yield b
+    stop_broker(b)
+
+
+@pytest.fixture(scope="module")
 def disabled_broker(tmp_path_factory):
     b = start_broker(tmp_path_factory, "migration-disabled", "disabled")
     yield b
@@ -110,14 +126,33 @@ class KeyedProducer:
         return dict(self.acked)
 
 
-def classic(bootstrap, group, topic, name) -> GroupMember:
+def classic(bootstrap, group, topic, name, *extra) -> GroupMember:
     return GroupMember("java", bootstrap, group, topic, "--events", "--session-timeout-ms", 10000,
-                       "--timeout-ms", 600000, name=name)
+                       "--timeout-ms", 600000, *extra, name=name)
 
 
-def consumer(bootstrap, group, topic, name) -> GroupMember:
+def consumer(bootstrap, group, topic, name, *extra) -> GroupMember:
     return GroupMember("java", bootstrap, group, topic, "--group-protocol", "consumer", "--events",
-                       "--timeout-ms", 600000, name=name)
+                       "--timeout-ms", 600000, *extra, name=name)
+
+
+def produce_keyed(bootstrap: str, topic: str, prefix: str, count: int, partitions: int) -> dict:
+    """Writes `count` keyed records round the partitions; {(partition, offset): (key, value)}."""
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    acked, failed = {}, []
+
+    def report(err, msg):
+        if err is not None:
+            failed.append(str(err))
+        else:
+            acked[(msg.partition(), msg.offset())] = (msg.key().decode(), msg.value().decode())
+
+    for seq in range(count):
+        producer.produce(topic, key=f"k-{prefix}-{seq}".encode(), value=f"v-{prefix}-{seq}".encode(),
+                         partition=seq % partitions, on_delivery=report)
+    assert producer.flush(30) == 0
+    assert not failed and len(acked) == count, failed[:5]
+    return acked
 
 
 def owned(m: GroupMember) -> set:
@@ -175,12 +210,16 @@ def upgraded(bootstrap: str, group: str) -> list:
     return [line.split()[at] for line in lines if line.startswith(group + " ")]
 
 
-def committed(bootstrap: str, group: str, topic: str) -> dict:
-    """{partition: committed offset} of the group (OffsetFetch)."""
+def committed_of(bootstrap: str, group: str, topic: str, partitions: int) -> dict:
+    """{partition: committed offset} of the group over `partitions` partitions (OffsetFetch)."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    request = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p) for p in range(PARTITIONS)])
+    request = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p) for p in range(partitions)])
     result = admin.list_consumer_group_offsets([request])[group].result(30)
     return {tp.partition: tp.offset for tp in result.topic_partitions if tp.offset >= 0}
+
+
+def committed(bootstrap: str, group: str, topic: str) -> dict:
+    return committed_of(bootstrap, group, topic, PARTITIONS)
 
 
 def consumed(members) -> dict:
@@ -278,3 +317,80 @@ def test_with_migration_disabled_a_consumer_member_is_refused_by_a_classic_group
     assert newcomer.proc.returncode != 0
     assert ('{"error":"GroupIdNotFoundException","message":"Cannot upgrade classic group '
             f'{group} to consumer group because online upgrade is disabled."}}') in err, err
+
+
+def test_a_classic_static_member_replacing_the_last_consumer_member_downgrades_the_group(broker, topic):
+    partitions = 4
+    create_topic(broker.bootstrap, topic, partitions)
+    group = f"mig-{uuid.uuid4().hex[:10]}"
+    instance = f"seat-{group}"
+    produced = produce_keyed(broker.bootstrap, topic, "a", 200, partitions)
+    everyone = []
+    try:
+        # A consumer group: the static consumer-protocol member first, then a classic member.
+        s1 = consumer(broker.bootstrap, group, topic, "s1", "--instance-id", instance)
+        everyone.append(s1)
+        poll_until(lambda: len(owned(s1)) == partitions, DEADLINE_S, lambda: f"s1 {s1.events[-3:]}")
+        c = classic(broker.bootstrap, group, topic, "c")
+        everyone.append(c)
+        poll_until(lambda: owned(c) and len(owned(s1)) + len(owned(c)) == partitions
+                   and not owned(s1) & owned(c), DEADLINE_S,
+                   lambda: f"s1 {owned(s1)} c {owned(c)} {c.events[-3:]}")
+        assert group_type(broker.bootstrap, group) == "Consumer"
+        ends = {p: 1 + max(o for q, o in produced if q == p) for p in range(partitions)}
+        # Nothing in flight at the handover: every record read and committed.
+        poll_until(lambda: committed_of(broker.bootstrap, group, topic, partitions) == ends, DEADLINE_S,
+                   lambda: f"committed {committed_of(broker.bootstrap, group, topic, partitions)}, ends {ends}")
+
+        # The static member stops (a temporary leave: its seat is kept for the session timeout)
+        # and a classic member takes the seat: the group is a classic group at once.
+        seat = owned(s1)
+        s1.stop()
+        s2 = classic(broker.bootstrap, group, topic, "s2", "--instance-id", instance)
+        everyone.append(s2)
+        wait_type(broker.bootstrap, group, "Classic")
+        # The assignment was current: the newcomer holds its predecessor's partitions.
+        poll_until(lambda: owned(s2) == seat, DEADLINE_S, lambda: f"s2 {owned(s2)} {s2.events[-3:]}, seat {seat}")
+        assert owned(c) == set(range(partitions)) - seat
+
+        more = produce_keyed(broker.bootstrap, topic, "b", 200, partitions)
+        produced.update(more)
+        ends = {p: 1 + max(o for q, o in produced if q == p) for p in range(partitions)}
+        poll_until(lambda: committed_of(broker.bootstrap, group, topic, partitions) == ends, DEADLINE_S,
+                   lambda: f"committed {committed_of(broker.bootstrap, group, topic, partitions)}, ends {ends}")
+        assert group_type(broker.bootstrap, group) == "Classic"
+        # Every record read once, at its offset, with its key and value.
+        reads = defaultdict(list)
+        for m in everyone:
+            for r in m.snapshot():
+                reads[(r["partition"], r["offset"])].append((r["key"], r["value"]))
+        assert {k: v[0] for k, v in reads.items()} == produced
+        assert all(len(v) == 1 for v in reads.values()), {k: v for k, v in reads.items() if len(v) > 1}
+        assert len(produced) == 400
+    finally:
+        for m in everyone:
+            if m.alive:
+                m.stop()
+
+
+def test_a_classic_group_larger_than_the_consumer_max_size_is_not_upgraded(limits_broker, topic):
+    bootstrap = limits_broker.bootstrap
+    create_topic(bootstrap, topic, 3)
+    group = f"mig-{uuid.uuid4().hex[:10]}"
+    members = [classic(bootstrap, group, topic, f"c{i}") for i in range(3)]
+    try:
+        poll_until(lambda: all(len(owned(m)) == 1 for m in members), DEADLINE_S,
+                   lambda: f"{[(m.name, owned(m)) for m in members]}")
+        newcomer = consumer(bootstrap, group, topic, "newcomer")
+        newcomer.proc.wait(DEADLINE_S)
+        newcomer._join_readers()
+        err = newcomer.stderr_tail(80)
+        assert all(m.alive and len(owned(m)) == 1 for m in members), "the classic group goes on"
+        assert group_type(bootstrap, group) == "Classic"
+    finally:
+        for m in members:
+            if m.alive:
+                m.stop()
+    assert newcomer.proc.returncode != 0
+    assert ('{"error":"GroupIdNotFoundException","message":"Cannot upgrade classic group '
+            f'{group} to consumer group because the group size exceeds the consumer group maximum size."}}') in err, err

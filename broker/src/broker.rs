@@ -194,6 +194,9 @@ impl Broker {
                 heartbeat_interval_ms: config.group_consumer_heartbeat_interval_ms,
                 assignors: config.group_consumer_assignors.clone(),
                 migration_policy: config.group_consumer_migration_policy,
+                // At least 1 (the key table's validators), so the conversion is lossless.
+                consumer_max_size: usize::try_from(config.group_consumer_max_size).unwrap_or(1),
+                classic_max_size: usize::try_from(config.group_max_size).unwrap_or(1),
             },
         );
         let broker = Arc::new(Broker {

@@ -126,6 +126,10 @@ pub struct BrokerConfig {
     pub group_consumer_assignors: Vec<String>,
     /// `group.consumer.migration.policy` (KIP-848 online migration).
     pub group_consumer_migration_policy: crate::coordinator::consumer_group::MigrationPolicy,
+    /// `group.consumer.max.size` (checked when a classic group is upgraded).
+    pub group_consumer_max_size: i32,
+    /// `group.max.size` (checked when a consumer group is downgraded).
+    pub group_max_size: i32,
     /// `consumer` is in `group.coordinator.rebalance.protocols`: ConsumerGroupHeartbeat and
     /// ConsumerGroupDescribe are advertised and served (KIP-848).
     pub group_consumer_protocol_enabled: bool,
@@ -350,6 +354,8 @@ impl BrokerConfig {
             group_max_session_timeout_ms: g.int("group.max.session.timeout.ms")?,
             group_consumer_session_timeout_ms: g.int("group.consumer.session.timeout.ms")?,
             group_consumer_heartbeat_interval_ms: g.int("group.consumer.heartbeat.interval.ms")?,
+            group_consumer_max_size: g.int("group.consumer.max.size")?,
+            group_max_size: g.int("group.max.size")?,
             group_consumer_protocol_enabled: g
                 .text("group.coordinator.rebalance.protocols")
                 .split(',')

@@ -240,6 +240,26 @@ impl ConsumerGroup {
         !rest.is_empty() && rest.iter().all(|m| m.classic.is_some())
     }
 
+    /// Whether `req` is a classic static member taking the seat of the group's only
+    /// consumer-protocol member (same `group.instance.id`, another member id): Kafka's
+    /// `allMembersUseClassicProtocolExcept(replaced)`, the first condition of a downgrade
+    /// by static member replacement.
+    pub fn replaces_last_consumer_member(&self, req: &ClassicJoin) -> bool {
+        let Some(replaced) = req
+            .instance_id
+            .as_deref()
+            .and_then(|instance| self.static_member(instance))
+        else {
+            return false;
+        };
+        replaced.member_id != req.member_id
+            && replaced.classic.is_none()
+            && self
+                .members
+                .values()
+                .all(|m| m.member_id == replaced.member_id || m.classic.is_some())
+    }
+
     /// Kafka's `ConsumerGroup.supportsClassicProtocols`: the classic members (other than
     /// `member_id`) and the newcomer share a protocol name.
     fn supports_classic_protocols(&self, member_id: &str, protocols: &[(String, Bytes)]) -> bool {
@@ -277,6 +297,17 @@ impl ConsumerGroup {
         let old_id = existing.member_id.clone();
         let mut successor = existing.clone();
         successor.member_id = req.member_id.clone();
+        // Kafka copies the member at epoch 0 (a consumer-protocol predecessor may be at
+        // -2, its temporary leave); reconciling then brings it to the assignment epoch.
+        successor.member_epoch = 0;
+        successor.previous_member_epoch = 0;
+        // A consumer-protocol predecessor's copy becomes a classic member here (the join
+        // fills in the rest), or the join would refuse it as a consumer-protocol member.
+        successor.classic.get_or_insert_with(|| ClassicMember {
+            session_timeout_ms: req.session_timeout_ms,
+            protocols: req.protocols.clone(),
+            rebalance_deadline: None,
+        });
         self.members.remove(&old_id);
         if let Some(t) = self.target.remove(&old_id) {
             self.target.insert(req.member_id.clone(), t);

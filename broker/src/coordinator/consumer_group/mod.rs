@@ -42,6 +42,9 @@ use crate::config::group::ConsumerGroupOverrides;
 use crate::error::GroupError;
 use assignor::TopicMeta;
 
+/// Kafka's default `group.consumer.max.size` and `group.max.size` (`Integer.MAX_VALUE`).
+pub const MAX_SIZE_DEFAULT: usize = i32::MAX as usize;
+
 /// Kafka's `group.consumer.*` settings Brook honours.
 #[derive(Debug, Clone)]
 pub struct ConsumerGroupConfig {
@@ -53,6 +56,11 @@ pub struct ConsumerGroupConfig {
     pub assignors: Vec<String>,
     /// `group.consumer.migration.policy`.
     pub migration_policy: MigrationPolicy,
+    /// `group.consumer.max.size`: a classic group larger than this is not upgraded.
+    pub consumer_max_size: usize,
+    /// `group.max.size` (Kafka's classic group limit): a consumer group that would
+    /// become a larger classic group is not downgraded.
+    pub classic_max_size: usize,
 }
 
 /// Kafka's `ConsumerGroupMigrationPolicy` (`group.consumer.migration.policy`): whether a
@@ -102,6 +110,9 @@ impl Default for ConsumerGroupConfig {
             heartbeat_interval_ms: 5_000,
             assignors: assignor::ASSIGNORS.iter().map(|a| a.to_string()).collect(),
             migration_policy: MigrationPolicy::default(),
+            // Kafka's defaults for both: Integer.MAX_VALUE.
+            consumer_max_size: MAX_SIZE_DEFAULT,
+            classic_max_size: MAX_SIZE_DEFAULT,
         }
     }
 }
@@ -398,14 +409,25 @@ impl ConsumerGroups {
         self.groups.lock().insert(group.group_id.clone(), group);
     }
 
-    /// Takes `group_id` out for a downgrade when its members are all classic now and the
-    /// policy allows it; `None` otherwise.
+    /// Takes `group_id` out for a downgrade when its members are all classic now, the
+    /// policy allows it and the classic group would not exceed `group.max.size` (Kafka's
+    /// `validateOnlineDowngradeWith*`, asked after the leaving or replaced member is
+    /// gone: its count is Kafka's less that member); `None` otherwise.
     pub fn take_for_downgrade(&self, group_id: &str) -> Option<ConsumerGroup> {
-        if !self.config.lock().migration_policy.downgrade_enabled() {
-            return None;
-        }
+        let config = self.config();
         let mut groups = self.groups.lock();
         if !groups.get(group_id)?.only_classic_members_but(&[]) {
+            return None;
+        }
+        if !config.migration_policy.downgrade_enabled() {
+            info!(group = %group_id,
+                "cannot downgrade consumer group to classic group because the online downgrade is disabled");
+            return None;
+        }
+        let size = groups.get(group_id)?.members.len();
+        if size > config.classic_max_size {
+            info!(group = %group_id, size, max = config.classic_max_size,
+                "cannot downgrade consumer group to classic group because its group size is greater than classic group max size");
             return None;
         }
         groups.remove(group_id)

@@ -2,7 +2,9 @@
 //! group id that is a consumer group: routed to the consumer group's classic members
 //! (`consumer_group::classic_member`), the group's changed records written, and a group
 //! left with classic members only downgraded back to a classic group when
-//! `group.consumer.migration.policy` allows it (see `migration`).
+//! `group.consumer.migration.policy` and `group.max.size` allow it (see `migration`):
+//! after a member left, or at once when a classic static member replaced the last
+//! consumer-protocol member.
 //!
 //! A consumer group's lock is taken after the classic groups' lock when both are held.
 
@@ -11,6 +13,7 @@ use std::time::Instant;
 
 use tracing::info;
 
+use super::migration::AfterDowngrade;
 use super::types::{JoinRequest, SyncResult};
 use super::{
     migration, GroupCoordinator, GroupError, JoinOutcome, JoinResult, Shared, SyncRequest,
@@ -58,13 +61,30 @@ impl GroupCoordinator {
             return Err(GroupError::CoordinatorNotAvailable);
         };
         let assignor = config.default_assignor();
-        let joined = self
+        let (joined, downgrade) = self
             .shared
             .consumer
             .with_group_mut(group_id, |g| {
-                g.classic_join(&join, &topics, &assignor, Instant::now())
+                let replaces_last = g.replaces_last_consumer_member(&join);
+                // Kafka's staleness: the target is older than the epoch this join leaves.
+                let assignment_epoch = g.assignment_epoch;
+                let joined = g.classic_join(&join, &topics, &assignor, Instant::now())?;
+                let after = if assignment_epoch < g.group_epoch {
+                    AfterDowngrade::Rebalance
+                } else {
+                    AfterDowngrade::KeepAssignment
+                };
+                Ok::<_, GroupError>((joined, replaces_last.then_some(after)))
             })
             .ok_or(GroupError::CoordinatorNotAvailable)??;
+        // A classic static member that replaced the last consumer-protocol member
+        // downgrades the group at once, as Kafka 4.4 does when the policy and
+        // `group.max.size` allow it; its SyncGroup then reaches the classic group.
+        if let Some(after) = downgrade {
+            self.shared
+                .downgrade_if_classic_only(group_id, after)
+                .await?;
+        }
         self.shared.flush_consumer_group(group_id).await?;
         Ok(JoinOutcome::Joined(JoinResult {
             member_id: joined.member_id,
@@ -164,7 +184,9 @@ impl GroupCoordinator {
         let group_id = group_id.to_owned();
         tokio::spawn(async move {
             // A failure is logged and the records are written with the next change.
-            let _ = shared.downgrade_if_classic_only(&group_id).await;
+            let _ = shared
+                .downgrade_if_classic_only(&group_id, AfterDowngrade::Rebalance)
+                .await;
             let _ = shared.flush_consumer_group(&group_id).await;
         });
     }
@@ -174,7 +196,11 @@ impl Shared {
     /// A consumer group left with classic members only becomes a classic group again
     /// (Kafka's `convertToClassicGroup`) when the policy allows a downgrade: its records
     /// are tombstoned and the classic group's metadata written; the members rejoin.
-    pub(super) async fn downgrade_if_classic_only(&self, group_id: &str) -> Result<(), GroupError> {
+    pub(super) async fn downgrade_if_classic_only(
+        &self,
+        group_id: &str,
+        after: AfterDowngrade,
+    ) -> Result<(), GroupError> {
         // Held from the consumer group's removal until its tombstones are written: the
         // classic group's record, queued meanwhile, lands after them. A crash in between
         // then leaves no group (its members rejoin) rather than the stale consumer group
@@ -189,7 +215,7 @@ impl Shared {
             let Some(consumer) = self.consumer.take_for_downgrade(group_id) else {
                 return Ok(());
             };
-            let mut classic = migration::downgrade(&consumer, Instant::now());
+            let mut classic = migration::downgrade(&consumer, after, Instant::now());
             info!(group = %group_id, generation_id = classic.generation_id,
                 members = classic.members.len(), "converted the consumer group to a classic group");
             self.queue_if_dirty(&mut classic);

@@ -8,8 +8,14 @@
 //!   member keeps the partitions its last SyncGroup gave it (its target too) and its
 //!   protocols, so it goes on with JoinGroup/SyncGroup/Heartbeat.
 //! - **Downgrade**: a consumer group left with classic members only becomes a Stable
-//!   classic group at the group epoch, each member holding its partitions, and a
-//!   rebalance starts at once so the members rejoin and the leader assigns.
+//!   classic group at the group epoch, each member holding its target partitions. When a
+//!   member left (or its target is stale) a rebalance starts at once so the members
+//!   rejoin and the leader assigns; when a classic static member replaced the last
+//!   consumer-protocol member and the assignment is current, the group stays Stable and
+//!   the newcomer takes its predecessor's partitions (Kafka 4.4's
+//!   `classicGroupJoinToConsumerGroup`).
+//! - Sizes: a classic group larger than `group.consumer.max.size` is not upgraded, a
+//!   consumer group larger than `group.max.size` not downgraded (`take_for_downgrade`).
 //!
 //! Pure: the coordinator swaps the groups and writes their records.
 
@@ -34,10 +40,24 @@ pub fn refused(group_id: &str, why: &str) -> GroupError {
     ))
 }
 
+/// Whether a downgraded group rebalances at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AfterDowngrade {
+    /// A member left, or the target assignment is older than the group epoch: the
+    /// members rejoin (Kafka: "Downgrade group %s from consumer to classic for member
+    /// leaving." / "... with stale assignment.").
+    Rebalance,
+    /// A static member was replaced while the assignment was current: the group stays
+    /// Stable and every member keeps its partitions.
+    KeepAssignment,
+}
+
 /// The consumer group `classic` becomes (see the module comment), or Kafka's refusal.
+/// `consumer_max_size` is `group.consumer.max.size`.
 pub fn upgrade(
     classic: &Group,
     topics: &BTreeMap<String, TopicMeta>,
+    consumer_max_size: usize,
     now: Instant,
 ) -> Result<ConsumerGroup, GroupError> {
     let id = classic.group_id.as_str();
@@ -45,6 +65,13 @@ pub fn upgrade(
         return Err(refused(
             id,
             "the group does not use the consumer embedded protocol",
+        ));
+    }
+    // Kafka's validateOnlineUpgrade checks the size before the members' protocols.
+    if classic.members.len() > consumer_max_size {
+        return Err(refused(
+            id,
+            "the group size exceeds the consumer group maximum size",
         ));
     }
     let malformed = || refused(id, "the embedded consumer protocol is malformed");
@@ -99,8 +126,8 @@ pub fn upgrade(
     Ok(group)
 }
 
-/// The classic group `consumer` (classic members only) becomes, rebalancing.
-pub fn downgrade(consumer: &ConsumerGroup, now: Instant) -> Group {
+/// The classic group `consumer` (classic members only) becomes; see [`AfterDowngrade`].
+pub fn downgrade(consumer: &ConsumerGroup, after: AfterDowngrade, now: Instant) -> Group {
     let mut group = Group::new(&consumer.group_id);
     group.generation_id = consumer.group_epoch;
     group.protocol_type = Some(CONSUMER_PROTOCOL_TYPE.to_owned());
@@ -122,7 +149,13 @@ pub fn downgrade(consumer: &ConsumerGroup, now: Instant) -> Group {
             rebalance_timeout_ms: m.rebalance_timeout_ms,
             protocol_type: CONSUMER_PROTOCOL_TYPE.to_owned(),
             protocols: classic.protocols.clone(),
-            assignment: encode_assignment(&m.assigned, &consumer.subscribed_metadata, version),
+            // Kafka serializes each member's target (a replacing static member's is its
+            // predecessor's, which it took over on joining).
+            assignment: encode_assignment(
+                consumer.target.get(&m.member_id).unwrap_or(&m.assigned),
+                &consumer.subscribed_metadata,
+                version,
+            ),
             last_heartbeat: now,
             join_waiter: None,
             sync_waiter: None,
@@ -140,9 +173,10 @@ pub fn downgrade(consumer: &ConsumerGroup, now: Instant) -> Group {
     group.protocol_name = group.select_protocol();
     group.state = GroupState::Stable;
     group.dirty = true;
-    // Kafka: "Downgrade group %s from consumer to classic for member leaving." — the
-    // members learn it from their next heartbeat and rejoin.
-    group.prepare_rebalance(now, Duration::ZERO);
+    if after == AfterDowngrade::Rebalance {
+        // The members learn it from their next heartbeat and rejoin.
+        group.prepare_rebalance(now, Duration::ZERO);
+    }
     group
 }
 
@@ -162,6 +196,7 @@ mod tests {
     use crate::coordinator::consumer_group::member::Assignment;
 
     const TOPIC: Uuid = Uuid::from_u128(9);
+    const MAX: usize = crate::coordinator::consumer_group::MAX_SIZE_DEFAULT;
 
     fn topics() -> BTreeMap<String, TopicMeta> {
         BTreeMap::from([(
@@ -220,7 +255,7 @@ mod tests {
     #[test]
     fn an_upgraded_group_keeps_the_generation_and_every_members_partitions() {
         let now = Instant::now();
-        let cg = upgrade(&classic_group(now), &topics(), now).expect("upgrade");
+        let cg = upgrade(&classic_group(now), &topics(), MAX, now).expect("upgrade");
         assert_eq!((cg.group_epoch, cg.assignment_epoch), (4, 4));
         let a = &cg.members["a"];
         assert_eq!((a.member_epoch, a.previous_member_epoch), (4, 4));
@@ -239,7 +274,7 @@ mod tests {
         let now = Instant::now();
         let mut g = classic_group(now);
         g.protocol_type = Some("connect".into());
-        let err = upgrade(&g, &topics(), now).expect_err("refused");
+        let err = upgrade(&g, &topics(), MAX, now).expect_err("refused");
         assert_eq!(
             err.to_string(),
             "Cannot upgrade classic group g to consumer group because the group does not use the consumer embedded protocol."
@@ -249,7 +284,7 @@ mod tests {
     #[test]
     fn a_classic_member_is_told_to_rejoin_and_then_synced_its_new_target() {
         let now = Instant::now();
-        let mut cg = upgrade(&classic_group(now), &topics(), now).expect("upgrade");
+        let mut cg = upgrade(&classic_group(now), &topics(), MAX, now).expect("upgrade");
         // A third (classic) member joins: the group epoch moves, a and b must rejoin.
         let join = |id: &str| ClassicJoin {
             member_id: id.to_owned(),
@@ -313,7 +348,9 @@ mod tests {
                 migration_policy: policy,
                 ..ConsumerGroupConfig::default()
             });
-            groups.insert_converted(upgrade(&classic_group(now), &topics(), now).expect("upgrade"));
+            groups.insert_converted(
+                upgrade(&classic_group(now), &topics(), MAX, now).expect("upgrade"),
+            );
             assert_eq!(
                 groups.take_for_downgrade("g").is_some(),
                 taken,
@@ -325,15 +362,114 @@ mod tests {
     #[test]
     fn a_group_of_classic_members_only_downgrades_to_a_rebalancing_classic_group() {
         let now = Instant::now();
-        let mut cg = upgrade(&classic_group(now), &topics(), now).expect("upgrade");
+        let mut cg = upgrade(&classic_group(now), &topics(), MAX, now).expect("upgrade");
         cg.group_epoch = 7;
         assert!(cg.only_classic_members_but(&[]));
-        let g = downgrade(&cg, now);
+        let g = downgrade(&cg, AfterDowngrade::Rebalance, now);
         assert_eq!(g.generation_id, 7);
         assert_eq!(g.state, GroupState::PreparingRebalance);
         assert_eq!(g.protocol_name.as_deref(), Some("range"));
         assert_eq!(g.leader.as_deref(), Some("a"));
         let (named, _) = decode_assignment(&g.members["b"].assignment).expect("assignment");
         assert_eq!(by_topic_id(&named, &topics()), parts(&[2, 3]));
+    }
+
+    fn classic_join(id: &str, instance: Option<&str>) -> ClassicJoin {
+        ClassicJoin {
+            member_id: id.to_owned(),
+            instance_id: instance.map(str::to_owned),
+            client_id: "c".into(),
+            client_host: "/127.0.0.1".into(),
+            session_timeout_ms: 10_000,
+            rebalance_timeout_ms: 30_000,
+            protocol_type: "consumer".into(),
+            protocols: vec![("range".into(), subscription())],
+        }
+    }
+
+    /// The upgraded group of `classic_group` in which `a` is a static consumer-protocol
+    /// member (instance "i") and `b` a classic one.
+    fn mixed_group(now: Instant) -> ConsumerGroup {
+        let mut cg = upgrade(&classic_group(now), &topics(), MAX, now).expect("upgrade");
+        let a = cg.members.get_mut("a").expect("a");
+        a.classic = None;
+        a.instance_id = Some("i".into());
+        cg
+    }
+
+    fn groups_with(classic_max_size: usize) -> crate::coordinator::consumer_group::ConsumerGroups {
+        use crate::coordinator::consumer_group::{ConsumerGroupConfig, ConsumerGroups};
+        let groups = ConsumerGroups::default();
+        groups.set_config(ConsumerGroupConfig {
+            classic_max_size,
+            ..ConsumerGroupConfig::default()
+        });
+        groups
+    }
+
+    #[test]
+    fn a_classic_group_larger_than_the_consumer_max_size_is_not_upgraded() {
+        let now = Instant::now();
+        let g = classic_group(now);
+        assert!(upgrade(&g, &topics(), 2, now).is_ok());
+        let err = upgrade(&g, &topics(), 1, now).expect_err("refused");
+        assert_eq!(
+            err.to_string(),
+            "Cannot upgrade classic group g to consumer group because the group size exceeds the consumer group maximum size."
+        );
+    }
+
+    #[test]
+    fn only_a_classic_static_member_taking_the_last_consumer_members_seat_replaces_it() {
+        let now = Instant::now();
+        let cg = mixed_group(now);
+        assert!(cg.replaces_last_consumer_member(&classic_join("a2", Some("i"))));
+        // Not static, another instance, or the seat's own member id: no replacement.
+        assert!(!cg.replaces_last_consumer_member(&classic_join("a2", None)));
+        assert!(!cg.replaces_last_consumer_member(&classic_join("a2", Some("j"))));
+        assert!(!cg.replaces_last_consumer_member(&classic_join("a", Some("i"))));
+        // Another consumer-protocol member stays: the group keeps a consumer member.
+        let mut two = mixed_group(now);
+        two.members.get_mut("b").expect("b").classic = None;
+        assert!(!two.replaces_last_consumer_member(&classic_join("a2", Some("i"))));
+        // The seat held by a classic member: nothing to downgrade from.
+        let mut classic_seat = mixed_group(now);
+        let a = classic_seat.members.get_mut("a").expect("a");
+        a.classic = cg.members["b"].classic.clone();
+        assert!(!classic_seat.replaces_last_consumer_member(&classic_join("a2", Some("i"))));
+    }
+
+    #[test]
+    fn a_static_replacement_with_a_current_assignment_downgrades_to_a_stable_group() {
+        let now = Instant::now();
+        let mut cg = mixed_group(now);
+        let joined = cg
+            .classic_join(&classic_join("a2", Some("i")), &topics(), "uniform", now)
+            .expect("join");
+        // Same subscription, same metadata: the epoch stays, the assignment is current.
+        assert_eq!((joined.generation_id, cg.group_epoch), (4, 4));
+        let groups = groups_with(2);
+        groups.insert_converted(cg);
+        let taken = groups.take_for_downgrade("g").expect("downgraded");
+        let g = downgrade(&taken, AfterDowngrade::KeepAssignment, now);
+        assert_eq!((g.state, g.generation_id), (GroupState::Stable, 4));
+        assert_eq!(g.static_members.get("i").map(String::as_str), Some("a2"));
+        assert!(!g.members.contains_key("a"));
+        // The newcomer holds its predecessor's partitions; SyncGroup at generation 4 gets them.
+        let (named, _) = decode_assignment(&g.members["a2"].assignment).expect("assignment");
+        assert_eq!(by_topic_id(&named, &topics()), parts(&[0, 1]));
+    }
+
+    #[test]
+    fn a_consumer_group_larger_than_the_classic_max_size_is_not_downgraded() {
+        let now = Instant::now();
+        let mut cg = mixed_group(now);
+        cg.classic_join(&classic_join("a2", Some("i")), &topics(), "uniform", now)
+            .expect("join");
+        let groups = groups_with(1);
+        groups.insert_converted(cg);
+        assert!(groups.take_for_downgrade("g").is_none());
+        // Still there, still a consumer group of two classic members.
+        assert_eq!(groups.with_group("g", |g| g.members.len()), Some(2));
     }
 }

@@ -54,6 +54,7 @@ use crate::coordinator::consumer_group::{
     Caller, ConsumerGroupConfig, ConsumerGroups, HeartbeatReply, HeartbeatRequest, TopicsView,
 };
 use crate::error::BrokerError;
+use migration::AfterDowngrade;
 use offsets_log::OffsetsLog;
 use txn_offsets::TxnOffsets;
 
@@ -336,7 +337,9 @@ impl GroupCoordinator {
         let reply = self.consumer_heartbeat_in_memory(group_id, req, caller, view, config);
         // A member that left may leave classic members only: back to a classic group.
         if reply.is_ok() && req.member_epoch < 0 {
-            self.shared.downgrade_if_classic_only(group_id).await?;
+            self.shared
+                .downgrade_if_classic_only(group_id, AfterDowngrade::Rebalance)
+                .await?;
         }
         // Written even when the heartbeat failed: a fenced member's removal is a change.
         self.shared.flush_consumer_group(group_id).await?;
@@ -362,7 +365,12 @@ impl GroupCoordinator {
                 if !config.migration_policy.upgrade_enabled() {
                     return Err(migration::refused(group_id, "online upgrade is disabled"));
                 }
-                let converted = migration::upgrade(classic, view.topics, Instant::now())?;
+                let converted = migration::upgrade(
+                    classic,
+                    view.topics,
+                    config.consumer_max_size,
+                    Instant::now(),
+                )?;
                 info!(group = %group_id, epoch = converted.group_epoch, members = converted.members.len(),
                     "converted the classic group to a consumer group");
                 self.shared.consumer.insert_converted(converted);
@@ -542,7 +550,9 @@ async fn tick_loop(shared: Arc<Shared>, shutdown: CancellationToken) {
             let shared = Arc::clone(&shared);
             tokio::spawn(async move {
                 // A failure is logged and the records are written with the next change.
-                let _ = shared.downgrade_if_classic_only(&group_id).await;
+                let _ = shared
+                    .downgrade_if_classic_only(&group_id, AfterDowngrade::Rebalance)
+                    .await;
                 let _ = shared.flush_consumer_group(&group_id).await;
             });
         }

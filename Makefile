@@ -106,8 +106,10 @@ controller-failover: build
 # The fault-injection run (issue #11, integration-tests/scripts/chaos.py): 3 nodes of TARGET (brook or
 # kafka) under idempotent acks=all producers (Java, franz-go) and consumers while a seeded nemesis
 # kills (-9, leader/follower/quorum leader), pauses, terminates, restarts after heavy writes and
-# isolates nodes (nftables, installed here when missing); then every acknowledged record must be
-# read back at its offset once, and the replicas must match. FAULTS faults (default 1000), or
+# isolates nodes (nftables, installed here when missing), moves replicas with kafka-reassign-partitions
+# and removes and re-adds controllers with kafka-metadata-quorum (a dynamic quorum); then every
+# acknowledged record must be read back at its offset once, the replicas must match and the voter
+# set must be whole. FAULTS faults (default 1000), or
 # DURATION seconds when given; `make test` runs 30 faults (integration-tests/test_chaos_short.py).
 FAULTS ?= 1000
 TARGET ?= brook

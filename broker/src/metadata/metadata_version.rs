@@ -55,8 +55,10 @@ pub const IBP_4_0_IV2: i16 = 24;
 pub const IBP_4_1_IV0: i16 = 26;
 
 fn entry(level: i16) -> Option<(&'static str, bool)> {
-    usize::try_from(level - MINIMUM)
-        .ok()
+    // `checked_sub`: a level comes from a client's request, i16::MIN included.
+    level
+        .checked_sub(MINIMUM)
+        .and_then(|i| usize::try_from(i).ok())
         .and_then(|i| VERSIONS.get(i).copied())
 }
 
@@ -130,6 +132,8 @@ mod tests {
         assert_eq!(level_of("4.0-IV1"), Some(IBP_4_0_IV1));
         assert_eq!(level_of("4.1-IV0"), Some(IBP_4_1_IV0));
         assert_eq!((name(6), name(34), level_of("4.5-IV0")), (None, None, None));
+        assert_eq!((name(i16::MIN), name(i16::MAX)), (None, None));
+        assert!(check_update(LATEST_PRODUCTION, i16::MIN, false).is_err());
     }
 
     #[test]

@@ -1,7 +1,7 @@
 """Crash safety: acknowledged records survive repeated `kill -9` of the broker.
 
-The short version of scripts/kill-test.py (`make kill-test` runs the long one): ~8 kills
-within ~60 s against a dedicated broker, then every acknowledged record must be read back
+The short version of scripts/kill-test.py (`make kill-test` runs the long one): 8 kills, each
+one required, against a dedicated broker, then every acknowledged record must be read back
 exactly once at its acknowledged offset, intact, with contiguous offsets and no CRC errors.
 Some restarts are themselves killed during start-up, before the broker serves.
 Both share one implementation, loaded from the script (its file name is not a module name).
@@ -21,21 +21,21 @@ kill_test = importlib.util.module_from_spec(_SPEC)
 _SPEC.loader.exec_module(kill_test)
 
 SHORT_KILLS = 8
-SHORT_MAX_SECONDS = 60.0
-# On a slow, shared machine the time budget may cut the loop short; fewer than this many kills
-# would no longer be a meaningful crash test on brook (Apache Kafka restarts take ~10 s each).
-MIN_KILLS = {"brook": 3, "kafka": 1}
+# The time budget is a safety net, not the test's length: every one of the 8 kills must happen
+# (a budget that cut the loop short would let a run with 1 kill pass). A Brook round takes
+# 1-4 s (produce 0.2-2 s, kill, restart); an Apache Kafka restart takes ~10 s.
+MAX_SECONDS = {"brook": 150.0, "kafka": 360.0}
 
 
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(480)
 def test_acknowledged_records_survive_repeated_kill_9(broker_factory):
     broker = broker_factory({})
     seed = random.randrange(2**32)
     report = kill_test.run_kill_test(
-        broker, kills=SHORT_KILLS, partitions=3, seed=seed, max_seconds=SHORT_MAX_SECONDS, log=print
+        broker, kills=SHORT_KILLS, partitions=3, seed=seed, max_seconds=MAX_SECONDS[paths.target()], log=print
     )
     print(report.summary())
-    assert report.kills >= MIN_KILLS[paths.target()], report.summary()
+    assert report.kills == SHORT_KILLS, report.summary()
     assert report.acknowledged > 0, report.summary()
     assert report.lost == 0, report.summary()
     assert report.duplicates == 0, report.summary()

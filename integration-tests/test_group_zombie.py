@@ -30,7 +30,9 @@ resumed at the same instant: when that thread's heartbeat is answered first (UNK
 again), the client forgets its generation and refuses the commit itself ("not part of an active
 group", `LOCAL_REFUSAL`; seen in CI with kafka-python). Either way the broker told A it was
 gone; the committed offsets are asserted to stay B's in both cases, and a commit that reached
-the broker must have been refused by it.
+the broker must have been refused by it. So that the broker's refusal is checked on every run,
+whichever way that race goes, the test then sends A's stale commit itself (OffsetCommit with A's
+member id and generation, harness.wire) and asserts UNKNOWN_MEMBER_ID for each partition.
 
 kcat (`kcat -G`) has no commit of its own: librdkafka auto-commits what kcat was handed every
 `auto.commit.interval.ms`. Frozen with a long interval (5 s) before its next auto-commit and
@@ -49,7 +51,7 @@ import time
 
 import pytest
 
-from harness import paths
+from harness import paths, wire
 from harness.group_scenarios import create_topic, new_group, produce
 from harness.kcat_group import KcatGroupMember
 from harness.members import GroupMember, committed, poll_until, stable_assignment
@@ -60,6 +62,7 @@ DEADLINE_S = 60
 MEMBER_TIMEOUT_MS = 100000  # a safety net only: every member here is stopped or killed
 PARTITIONS = 2
 PER_PHASE = 5  # records per partition in each of the three phases
+UNKNOWN_MEMBER_ID = 25
 
 # Per client: the failed commit as the client reports it. A's member id is gone from the group
 # (evicted; the group is Stable at B's generation), so Kafka answers UNKNOWN_MEMBER_ID: it checks
@@ -162,7 +165,8 @@ def test_a_frozen_members_commit_from_its_old_generation_is_rejected_and_the_off
     a = GroupMember(client, bootstrap, group, topic, *args, "--commit-delay-ms", COMMIT_DELAY_MS, name="a")
     members = [a]
     try:
-        poll_until(lambda: stable_assignment(bootstrap, group, 1), DEADLINE_S, lambda: f"A joins: {a.stderr_tail(10)}")
+        (a_member_id,) = poll_until(lambda: stable_assignment(bootstrap, group, 1), DEADLINE_S,
+                                    lambda: f"A joins: {a.stderr_tail(10)}")
         pending, at_freeze = freeze_with_a_commit_pending(bootstrap, group, topic, a)
         a_generations = [e["generation"] for e in a.events if e.get("event") == "assigned"]
         b = GroupMember(client, bootstrap, group, topic, *args, name="b")
@@ -176,6 +180,12 @@ def test_a_frozen_members_commit_from_its_old_generation_is_rejected_and_the_off
                               lambda: f"A reports its failed commit: {a.events}; {a.stderr_tail(20)}")
         commits_sent = broker.requests_served("OffsetCommit") - commits_before
         after_attempt = committed(bootstrap, group, topic, PARTITIONS)
+        # The same stale commit sent by us: whichever way the client's own attempt went (it may
+        # refuse locally, LOCAL_REFUSAL), the broker's refusal is asserted every run. A was the
+        # group's first member, so its generation is 1 where the client does not expose it.
+        replayed = wire.offset_commit(bootstrap, group, a_generations[-1] if a_generations and a_generations[-1]
+                                      is not None else 1, a_member_id, topic, pending)
+        after_replay = committed(bootstrap, group, topic, PARTITIONS)
         # A carries on as a new member: once the group is Stable with both, nothing of A's
         # old state may have reached the offsets either.
         poll_until(lambda: stable_assignment(bootstrap, group, 2), DEADLINE_S,
@@ -192,6 +202,8 @@ def test_a_frozen_members_commit_from_its_old_generation_is_rejected_and_the_off
           f"meanwhile (brook /metrics): {commits_sent:.0f}")
     assert all(pending[p] < end[p] for p in pending), "accepted, A's commit would move the offsets back"
     assert after_attempt == end, f"committed after A's stale commit: {after_attempt}, B's were {end}"
+    assert replayed == {p: UNKNOWN_MEMBER_ID for p in pending}, f"A's commit replayed on the wire: {replayed}"
+    assert after_replay == end, f"committed after the replayed stale commit: {after_replay}"
     assert after_rejoin == end, f"committed once A rejoined: {after_rejoin}"
     # A zombie may try more than one stale commit (kafkajs handles the batch of its other
     # partition after the first refusal); each must be refused with the broker's error, or

@@ -417,6 +417,25 @@ def list_offsets(bootstrap: str, topic: str, partitions: List[int], timestamp: i
             for t in r["topics"] for p in t["partitions"]}
 
 
+def offset_commit(bootstrap: str, group: str, generation: int, member_id: str, topic: str,
+                  offsets: Dict[int, int]) -> Dict[int, int]:
+    """OffsetCommit v2 (api 8) of `offsets` {partition: offset} as member `member_id` of
+    `generation`; {partition: error code} as `bootstrap` (the group's coordinator) answers."""
+    schema = [("group_id", "string"), ("generation_id", "int32"), ("member_id", "string"),
+              ("retention_time_ms", "int64"),
+              ("topics", A([("name", "string"), ("partitions", A([("partition_index", "int32"),
+                                                                  ("committed_offset", "int64"),
+                                                                  ("committed_metadata", "nstring")]))]))]
+    request = {"group_id": group, "generation_id": generation, "member_id": member_id, "retention_time_ms": -1,
+               "topics": [{"name": topic, "partitions": [{"partition_index": p, "committed_offset": o,
+                                                          "committed_metadata": None}
+                                                         for p, o in sorted(offsets.items())]}]}
+    r = call(bootstrap, 8, 2, schema, request,
+             [("topics", A([("name", "string"),
+                            ("partitions", A([("partition_index", "int32"), ("error_code", "int16")]))]))])
+    return {p["partition_index"]: p["error_code"] for t in r["topics"] for p in t["partitions"]}
+
+
 # -- ApiVersions v0 (api 18) ----------------------------------------------------------------------
 def api_versions(bootstrap: str) -> Dict[int, tuple]:
     """{api key: (min version, max version)} as `bootstrap` advertises them."""

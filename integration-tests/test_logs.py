@@ -89,6 +89,8 @@ if paths.target() != "kafka":
         assert 1 <= len(full) <= 5 * intervals, f"{len(full)} full lines over ~{intervals} intervals"
         assert suppressed == FLOOD_FRAMES - len(full)
         grown = broker.log_path.stat().st_size - before
+        print(f"{FLOOD_FRAMES} malformed frames in {flood_s:.1f} s: {len(full)} full lines, {suppressed} in "
+              f"summaries, {grown} bytes of log")
         assert grown < MAX_FLOOD_LOG_BYTES, f"{FLOOD_FRAMES} bad frames wrote {grown} bytes of log"
 
         # The broker still serves.

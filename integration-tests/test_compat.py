@@ -5,21 +5,43 @@ the data read back. A client appears in a scenario's parameters only if its capa
 harness/drivers.py has what the scenario needs, so every listed cell is a real cell: nothing
 is skipped for missing tooling. Topics are created by the client itself, or by confluent for
 clients without an admin API (kcat); that helper is never the thing under test.
+
+Every client's answer is checked exactly: each driver reports the controller id in `metadata`
+(the one node, node.id 1, on both targets) and each record's real offset from `produce` with
+acks=all, so no cell accepts a missing value.
+
+Idempotence is proved under a fault: the broker is reached only through harness/fault_proxy.py
+(it advertises the proxy), which withholds the first Produce responses and drops those
+connections after the broker has written the batches, so the client retries batches the log
+already holds; each record must still be written once, in order, at its reported offset. A
+control (Java with enable.idempotence=false) shows the same fault writes retried batches twice.
 """
 
 import random
 import string
 import time
+from collections import Counter
 
 import pytest
 
-from harness import drivers
+from harness import client_config, drivers, paths, wire
+from harness.broker import Broker, serving
 from harness.drivers import CLIENTS, clients_with, run
+from harness.fault_proxy import FaultProxy, proxied_broker_overrides
 
 CODECS = ["gzip", "snappy", "lz4", "zstd"]
 LARGE_VALUE_BYTES = 900 * 1024
 BIG_REQUEST_BYTES = 2 * 1024 * 1024
 DEADLINE_S = 30.0
+NODE_ID = 1  # the single node's node.id on both targets (harness/broker.py, scripts/kafka-ref.sh)
+# The idempotence fault: this many Produce responses withheld in a row (the first to a batch's
+# first send, the next to its retry), so the broker sees a written batch come back twice. Each
+# costs franz-go a 5 s metadata refresh (its MetadataMinAge) before it retries.
+WITHHELD_PRODUCE_RESPONSES = 2
+FAULT_RECORDS = 100
+# Small requests (1 KB values, at most 16 KB a request) make most clients send several batches
+# with several in flight, so a dropped connection takes written batches after the first with it.
+FAULT_MAX_REQUEST_BYTES = 16384
 
 
 def wait_for(what: str, probe, deadline_s: float = DEADLINE_S, interval_s: float = 0.3):
@@ -62,8 +84,10 @@ def as_tuple(r: dict):
 def test_metadata_lists_the_one_broker_and_a_created_topic(client, broker, topic):
     create_topic(client, broker, topic, 3)
     md = run(client, "metadata", broker.bootstrap)
-    assert [(b["host"], b["port"]) for b in md["brokers"]] == [(broker.host, broker.port)]
-    assert md["controller_id"] == md["brokers"][0]["id"] or md["controller_id"] in (None, -1)
+    assert [(b["id"], b["host"], b["port"]) for b in md["brokers"]] == [(NODE_ID, broker.host, broker.port)]
+    # KRaft answers Metadata's controller_id with a live broker: the one node. Every driver
+    # reports it (none answers null or -1 here).
+    assert md["controller_id"] == NODE_ID
     assert md["topics"][topic] == {"partitions": 3}
 
 
@@ -120,8 +144,8 @@ def test_keyed_roundtrip_keeps_every_record_once_in_partition_order(client, brok
             assert got["timestamp"] == r["timestamp"]
         else:  # the client stamps CreateTime itself
             assert before - 1000 <= got["timestamp"] <= after + 1000
-        if produced[i]["offset"] >= 0:
-            assert (produced[i]["partition"], produced[i]["offset"]) == (got["partition"], got["offset"])
+        # acks=all: every client learns each record's offset (none reports -1 here).
+        assert (produced[i]["partition"], produced[i]["offset"]) == (got["partition"], got["offset"])
 
     partitions_of_key = {}
     for r in consumed:
@@ -207,15 +231,72 @@ def test_offsets_max_timestamp_finds_the_newest_record(client, broker, topic):
     assert result["0"]["timestamp"] == t0 + 9000
 
 
+@pytest.fixture(scope="module")
+def proxied_node(tmp_path_factory):
+    """A broker of the target kind that advertises a FaultProxy in front of it, so every client
+    connection (bootstrap and leader) goes through the proxy: (broker, proxy)."""
+    b = Broker(paths.target(), tmp_path_factory.mktemp("proxied"))
+    proxy = FaultProxy(b.bootstrap)
+    b.overrides.update(proxied_broker_overrides(proxy.port))
+    b.start()
+    yield b, proxy
+    proxy.close()
+    b.stop()
+    faults = b.teardown_faults()
+    assert not faults, f"unclean broker teardown: {faults}"
+
+
+@pytest.fixture
+def proxied(request, proxied_node):
+    """The proxied broker for one test, its fault disarmed before and after."""
+    b, proxy = proxied_node
+    serving(request, b)
+    proxy.withhold_produce_responses(0)
+    yield b, proxy
+    proxy.withhold_produce_responses(0)
+
+
+def produce_through_withheld_responses(client, broker, proxy, topic, *options) -> tuple:
+    """Produce FAULT_RECORDS records to 1-partition `topic` through the proxy while it withholds
+    the first WITHHELD_PRODUCE_RESPONSES Produce responses; (records, produced, log end offset
+    read from the broker itself)."""
+    create_topic(client, proxy, topic, 1)
+    records = [{"key": f"k{i % 10}", "value": f"idem-{i:03d}-" + "x" * 1000} for i in range(FAULT_RECORDS)]
+    proxy.withhold_produce_responses(WITHHELD_PRODUCE_RESPONSES)
+    produced = run(client, "produce", proxy.bootstrap, "--topic", topic, "--acks", "all",
+                   "--max-request-size", FAULT_MAX_REQUEST_BYTES, *options, records=records)
+    # The fault happened: each withheld response answered a batch the broker had written.
+    assert proxy.withheld == WITHHELD_PRODUCE_RESPONSES, f"forwarded: {proxy.produce_responses_forwarded}"
+    end = wire.list_offsets(broker.bootstrap, topic, [0], wire.LATEST)[0]
+    assert end["error"] == 0, end
+    return records, produced, end["offset"]
+
+
 @pytest.mark.parametrize("client", clients_with("idempotent"))
-def test_idempotent_producer_writes_each_record_once_in_order(client, broker, topic):
-    create_topic(client, broker, topic, 1)
-    records = [{"key": f"k{i % 10}", "value": f"idem-{i:03d}"} for i in range(500)]
-    produced = run(client, "produce", broker.bootstrap, "--topic", topic, "--idempotent", "--acks", "all", records=records)
-    assert [p["offset"] for p in produced] == list(range(500))
-    consumed = consume(client, broker, topic, 500, timeout_ms=30000)
+def test_idempotent_producer_retrying_written_batches_writes_each_record_once_in_order(client, proxied, topic):
+    broker, proxy = proxied
+    records, produced, end = produce_through_withheld_responses(client, broker, proxy, topic, "--idempotent")
+    assert end == FAULT_RECORDS, "the broker wrote a retried batch again"
+    # A retry the broker recognises is answered with the offsets of the first write.
+    assert [(p["partition"], p["offset"]) for p in produced] == [(0, i) for i in range(FAULT_RECORDS)]
+    consumed = consume(client, proxy, topic, FAULT_RECORDS, timeout_ms=30000)
     assert [r["value"] for r in consumed] == [r["value"] for r in records]
-    assert [r["offset"] for r in consumed] == list(range(500))
+    assert [r["offset"] for r in consumed] == list(range(FAULT_RECORDS))
+
+
+def test_without_idempotence_the_same_fault_writes_retried_batches_twice(proxied, topic, tmp_path):
+    """The control: the proxy's fault alone duplicates records when the producer has no id and
+    sequence (Java, enable.idempotence=false, its default retries), so the test above cannot
+    pass on a broker that ignores them."""
+    broker, proxy = proxied
+    config = client_config.write(tmp_path / "no-idempotence.properties", {"enable.idempotence": "false"})
+    records, _, end = produce_through_withheld_responses("java", broker, proxy, topic, "--client-config", config)
+    assert end > FAULT_RECORDS
+    consumed = consume("java", proxy, topic, end)
+    assert [r["offset"] for r in consumed] == list(range(end))
+    copies = Counter(r["value"] for r in consumed)
+    assert set(copies) == {r["value"] for r in records}
+    assert max(copies.values()) > 1
 
 
 @pytest.mark.parametrize("client", CLIENTS)

@@ -11,8 +11,12 @@ needs, so no cell is ever skipped for a missing feature: an absent cell is a doc
   admin          create/delete/describe/list topics, create-partitions, configs
   timestamps     produce with an explicit per-record timestamp
   max-timestamp  `offsets --spec max-timestamp` (ListOffsets v7, KIP-734)
-  idempotent     `produce --idempotent` (enable.idempotence)
+  idempotent     `produce --idempotent` (enable.idempotence), retrying a batch with the same
+                 producer id and sequence after a dropped connection (the client's default
+                 retries; kcat's driver runs `kcat -E` so the CLI does not exit first)
   codec:<name>   produce with that compression codec
+Every client reports the controller id (`metadata`) and each record's offset (`produce` with
+acks=1 or all), so neither needs a row: the matrix requires both from all of them.
 kcat (librdkafka 2.0.2) sets no record timestamps, has no admin API and its ListOffsets is
 older than v7; kafka-python 2.x speaks ListOffsets only up to v5; kafkajs' ListOffsets stops before v7.
 

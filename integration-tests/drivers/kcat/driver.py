@@ -9,6 +9,10 @@ This wraps kcat's own modes, speaking integration-tests/README.md's protocol:
             no offset output, but at verbosity 3 its delivery-report callback logs
             "Message delivered to partition P (offset O)", which we parse; one record per run
             keeps that report unambiguous. kcat cannot set a record timestamp: exit 3.
+            -E: kcat's CLI would otherwise exit on the first error its error callback sees,
+            even one librdkafka retries (a dropped connection to the only broker: "all broker
+            connections are down"); a record that is not delivered still fails the driver, as
+            its delivery report then says "Delivery failed".
   consume   `kcat -C -J -u -o ...` (one -p or all partitions), read until N records or timeout
   offsets   `kcat -Q -J -t T:P:TS` (-2 earliest, -1 latest). max-timestamp (-3) needs
             ListOffsets v7, which librdkafka 2.0.2 lacks: exit 3.
@@ -102,7 +106,7 @@ def describe_topic(args):
 
 def _produce_argv(args) -> list:
     acks = "all" if args.acks in ("all", "-1") else args.acks
-    argv = ["-P", "-t", args.topic, "-D", "\\x1e", "-Z", "-v", "-v", "-v"]
+    argv = ["-P", "-E", "-t", args.topic, "-D", "\\x1e", "-Z", "-v", "-v", "-v"]
     argv += ["-X", f"acks={acks}", "-X", f"compression.codec={CODEC[args.codec]}"]
     if args.idempotent:
         argv += ["-X", "enable.idempotence=true"]

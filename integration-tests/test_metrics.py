@@ -1,6 +1,8 @@
 """The Prometheus endpoint (`metrics.listener`) reports what the broker did: request counts
 and latency histograms per API, bytes and messages in per topic, bytes out, active
-connections, each partition's log end offset, and where fetches read (page cache or disk).
+connections, each partition's log end offset, where fetches read (page cache or disk), and that
+fetched record sets really go out with `sendfile` (`brook_fetch_zero_copy_bytes_total`), and
+not at all with `brook.fetch.zero.copy=false`.
 
 Apache Kafka has no Prometheus endpoint of its own (it needs an external exporter), so these
 tests exist only for the brook target: defined only there, not skipped on kafka.
@@ -103,6 +105,38 @@ if paths.target() != "kafka":
         consume()
         _, blocking_evicted = reads()
         assert blocking_evicted > blocking_after, "evicted data is read on the blocking pool"
+
+    def test_fetched_record_sets_go_out_with_sendfile_unless_zero_copy_is_off(broker, broker_factory, topic):
+        """Over 1 MB in batches of at least 4 KiB (each record alone is larger): every record set a
+        consumer fetches is large enough for `sendfile`, so the bytes sent with it cover the whole
+        log at least once. A broker with `brook.fetch.zero.copy=false` answers the same read
+        without a byte sent by `sendfile`."""
+        records = [{"key": f"k{i}", "value": f"{i:05d}" + "v" * 5000, "partition": 0} for i in range(240)]
+        expected = [(i, r["key"], r["value"]) for i, r in enumerate(records)]
+        copying = broker_factory({"brook.fetch.zero.copy": "false"})
+
+        def sent_with_sendfile(b):
+            return value(scrape(b.metrics_url), "brook_fetch_zero_copy_bytes_total")
+
+        def produce_then_consume(b):
+            drivers.run("confluent", "create-topic", b.bootstrap, "--topic", topic, "--partitions", "1")
+            drivers.run("confluent", "produce", b.bootstrap, "--topic", topic, "--codec", "none", records=records)
+            log_bytes = sum(f.stat().st_size for f in (b.log_dirs / f"{topic}-0").glob("*.log"))
+            before = sent_with_sendfile(b)
+            got = drivers.run("confluent", "consume", b.bootstrap, "--topic", topic, "--count", str(len(records)),
+                              "--from", "earliest")  # fmt: skip
+            assert [(r["offset"], r["key"], r["value"]) for r in got] == expected
+            return log_bytes, sent_with_sendfile(b) - before
+
+        log_bytes, sent = produce_then_consume(broker)
+        print(f"{sent} bytes sent with sendfile for a {log_bytes}-byte log")
+        assert log_bytes > 1_000_000
+        # Each batch went out whole at least once; a batch cut at a response's end goes again.
+        assert log_bytes <= sent < 2 * log_bytes, f"{sent} bytes sent with sendfile for a {log_bytes}-byte log"
+
+        copied_log_bytes, copied_sent = produce_then_consume(copying)
+        assert copied_log_bytes > 1_000_000
+        assert copied_sent == 0 and sent_with_sendfile(copying) == 0
 
     def test_active_connections_track_open_sockets(broker):
         import socket

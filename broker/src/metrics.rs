@@ -62,6 +62,8 @@ struct TopicProbe {
 static REQUESTS: Cache<ApiKey, RequestProbe> = Cache::new();
 static TOPICS: Cache<String, TopicProbe> = Cache::new();
 static LOG_END_OFFSETS: Cache<(String, i32), Gauge> = Cache::new();
+/// `brook_fetch_zero_copy_bytes_total`, registered once: it is added to per `sendfile`.
+static ZERO_COPY_BYTES: OnceLock<Counter> = OnceLock::new();
 
 fn topic_probe(topic: &str) -> TopicProbe {
     TOPICS.get(topic, || {
@@ -112,6 +114,15 @@ pub fn record_fetch_read(from_page_cache: bool) {
         "blocking"
     };
     counter!("brook_fetch_partition_reads_total", "path" => path).increment(1);
+}
+
+/// Record-set bytes one `sendfile` call sent from a segment file to a client or follower
+/// (`server::write`): one atomic add on a handle registered once. It stays at 0 with
+/// `brook.fetch.zero.copy=false` and on TLS listeners, which copy record sets instead.
+pub fn record_fetch_zero_copy_bytes(bytes: usize) {
+    ZERO_COPY_BYTES
+        .get_or_init(|| counter!("brook_fetch_zero_copy_bytes_total"))
+        .increment(bytes as u64);
 }
 
 /// One log cleaner pass (cold path: registered per call, labelled by topic).
@@ -173,6 +184,7 @@ pub fn register_broker_series() {
     for path in ["page_cache", "blocking"] {
         counter!("brook_fetch_partition_reads_total", "path" => path).increment(0);
     }
+    record_fetch_zero_copy_bytes(0);
 }
 
 /// Client connections the broker closed for `reason` (`server::closed`; 0 registers it).

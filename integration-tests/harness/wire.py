@@ -186,9 +186,9 @@ def _sasl_plain_login(s: socket.socket, user: str, password: str) -> None:
         raise PermissionError(f"SaslAuthenticate refused: {auth}")
 
 
-def sasl_oauthbearer_login(bootstrap: str, token: str, timeout: float = TIMEOUT_S) -> dict:
+def sasl_oauthbearer_login(bootstrap: str, token: str, timeout: float = TIMEOUT_S, authzid: str = "") -> dict:
     """SaslHandshake v1 (OAUTHBEARER) then SaslAuthenticate v1 with RFC 7628's initial response
-    `n,,\x01auth=Bearer <token>\x01\x01`; when the broker answers with an error challenge, the
+    `n,[a=<authzid>],\x01auth=Bearer <token>\x01\x01`; when the broker answers with an error challenge, the
     `\x01` a client acknowledges it with (as Kafka's client does). Returns {"challenge": the
     challenge text or None, "error_code", "error_message", "session_lifetime_ms"} of the last
     SaslAuthenticate response."""
@@ -201,7 +201,8 @@ def sasl_oauthbearer_login(bootstrap: str, token: str, timeout: float = TIMEOUT_
                           [("error_code", "int16"), ("mechanisms", A("string"))])
         if shake["error_code"]:
             raise PermissionError(f"SaslHandshake refused: {shake}")
-        message = b"n,,\x01auth=Bearer " + token.encode() + b"\x01\x01"
+        gs2 = b"n," + (b"a=" + authzid.encode() if authzid else b"") + b","
+        message = gs2 + b"\x01auth=Bearer " + token.encode() + b"\x01\x01"
         auth = _exchange(s, 36, 1, [("auth_bytes", "nbytes")], {"auth_bytes": message}, auth_schema)
         challenge = None
         if auth["error_code"] == 0 and auth["auth_bytes"]:

@@ -13,6 +13,8 @@ use rustix::net::{SendAncillaryBuffer, SendFlags};
 use tokio::io::{AsyncWriteExt, Interest};
 use tokio::net::TcpStream;
 
+use crate::metrics;
+
 /// A record set to send from its files.
 #[derive(Debug, Clone)]
 pub struct FileChunk(pub FileRecords);
@@ -169,6 +171,7 @@ async fn send_files(stream: &mut TcpStream, files: &FileRecords) -> io::Result<(
                     format!("{} ended before its planned range", range.path.display()),
                 ));
             }
+            metrics::record_fetch_zero_copy_bytes(sent);
         }
     }
     Ok(())

@@ -36,6 +36,7 @@ API_VERSIONS = 18
 NONE = 0
 CORRUPT_MESSAGE = 2
 UNSUPPORTED_VERSION = 35
+INVALID_REQUEST = 42
 # A broker that reads on into a 2 GiB frame would grow by far more than this.
 MAX_RSS_GROWTH_KB = 128 * 1024
 
@@ -485,6 +486,26 @@ def test_api_versions_at_an_unknown_version_gets_a_v0_error_response_listing_the
         # The same connection stays usable.
         again = api_versions_round_trip(s, 4243)
         assert again[API_VERSIONS] == apis[API_VERSIONS]
+    assert_still_serving(broker, topic)
+
+
+@pytest.mark.parametrize("name,version", [
+    (b"bad\nname\x1b", b"1.0"), (b"-starts-with-dash", b"1.0"), (b"brook-tests", b"1.0 beta"), (b"", b"1.0"),
+], ids=["control-chars", "leading-dash", "space-in-version", "empty-name"])
+def test_api_versions_v3_with_an_invalid_client_software_name_gets_invalid_request(broker, topic, name, version):
+    setup_topic(broker, topic)
+    with connect(broker) as s:
+        # KIP-511: the name and version must match [a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?
+        # (they become metric and log labels); Kafka answers INVALID_REQUEST and no api list.
+        body = compact_string(name) + compact_string(version) + uvarint(0)
+        s.sendall(frame(header_v2(API_VERSIONS, 3, 4300) + body))
+        r = Reader(read_response(s))  # ApiVersions answers with header v0 at every version
+        assert r.unpack("i") == 4300
+        error_code = r.unpack("h")
+        api_count = r.uvarint() - 1
+        assert (error_code, api_count) == (INVALID_REQUEST, 0)
+        # The connection stays usable, and a valid name is served.
+        assert API_PRODUCE in api_versions_round_trip(s, 4301)
     assert_still_serving(broker, topic)
 
 

@@ -1,5 +1,7 @@
 """Client quotas (Kafka's `producer_byte_rate` / `consumer_byte_rate` by user, client id, both and
-their defaults), on both targets, one broker per module.
+their defaults), on both targets, one broker per module: a PLAINTEXT listener (the harness, Kafka's
+tools; the user is `ANONYMOUS` there) and a SASL_PLAINTEXT one with SCRAM-SHA-512, where the users
+alice and bob log in (their credentials set with AlterUserScramCredentials over PLAINTEXT).
 
 - Kafka 4.4's own `kafka-configs --alter/--describe/--delete-config` for users, clients,
   user+client, defaults and ips print exactly what they print against Kafka (entity order and the
@@ -15,11 +17,22 @@ their defaults), on both targets, one broker per module.
   an unthrottled one the record. On PLAINTEXT the user is `ANONYMOUS`, as in Kafka.
 - `kafka-producer-perf-test` and `kafka-consumer-perf-test` with client.id under a 1 MiB/s quota
   move 12 MiB at <= 1.2 MiB/s with non-zero produce-/fetch-throttle-time-avg, while another
-  client id moves the same at twice that or more (measured 3-10 MiB/s producing, 20-45 MiB/s
-  consuming on 2 busy cores; the bound leaves room for a loaded CI machine). Why 12 MiB: Kafka measures a rate over 11
-  one-second samples and never over less than 10 s, so a fresh client may move 10 s worth at
-  once before it is throttled, and each sample that ages out frees its bytes again; a run just
+  client id moves the same at twice that or more, never throttled (measured 3-10 MiB/s producing,
+  20-45 MiB/s consuming on 2 busy cores; the bound leaves room for a loaded CI machine, and the
+  unquotaed run is repeated, 3 runs at most, while the CPU alone holds it below the bound: at load
+  18 on 2 cores one producer run on Kafka moved 1.0 MiB/s). Why 12 MiB: Kafka measures a rate
+  over 11 one-second samples and never over less than 10 s, so a fresh client may move 10 s worth
+  at once before it is throttled, and each sample that ages out frees its bytes again; a run just
   past that first allowance (as on Kafka: measured below) ends on the settled rate.
+- The same through real logins: `kafka-configs --entity-type users --entity-name alice
+  --add-config producer_byte_rate=1048576,consumer_byte_rate=1048576`, then both perf tools
+  logged in as alice (SCRAM-SHA-512, `--command-config`) move 12 MiB at <= 1.2 MiB/s with
+  non-zero throttle time, and logged in as bob, under no quota, at twice that or more with none
+  (measured at load 6-18 on 2 cores, both targets: alice 0.84-1.0 MiB/s producing and 0.99-1.08
+  consuming, bob 3.5-6.2 and 31-55); alice and bob share one client.id, so no client-id quota can
+  be what tells them apart. The
+  data is complete: each producer run adds exactly its 12 MiB of records to the topic's end
+  offset, and each consumer run reads exactly the records of a topic holding 12 MiB.
 - `controller_mutation_rate` (KIP-599): partitions created, added or deleted per second, with
   Kafka's token bucket (it starts with 11 s worth). CreateTopics v7, CreatePartitions v3 and
   DeleteTopics v5 refuse each topic after the one that emptied the bucket with
@@ -42,11 +55,12 @@ import uuid
 
 import pytest
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import (AdminClient, NewTopic, ScramCredentialInfo, ScramMechanism,
+                                   UserScramCredentialUpsertion)
 
-from harness import drivers, kafka_cli, paths, records, wire
+from harness import drivers, kafka_cli, paths, records, security, wire
 from harness.wire import A
-from harness.broker import Broker, serving
+from harness.broker import HOST, Broker, free_port, serving
 
 CONFIGS = "org.apache.kafka.tools.ConfigCommand"
 TOPICS = "org.apache.kafka.tools.TopicCommand"
@@ -62,9 +76,22 @@ HIGH = 1000000000   # bytes/s: never reached here
 PROBE_BYTES = 64 * 1024
 
 
+# SCRAM-SHA-512 logins on the SASL_PLAINTEXT listener, whose user quotas the perf tools meet.
+SASL_USERS = {"alice": "alice-secret", "bob": "bob-secret"}
+
+
 @pytest.fixture(scope="module")
 def node(tmp_path_factory):
+    """The module's broker: PLAINTEXT (the harness, Kafka's tools, client-id quotas; the user is
+    ANONYMOUS there) and SASL_PLAINTEXT with SCRAM-SHA-512 at `sasl_bootstrap` (SASL_USERS)."""
     b = Broker(paths.target(), tmp_path_factory.mktemp("client-quotas"))
+    sasl_port = free_port(avoid=frozenset({b.port, b.port + 1, b.metrics_port or 0}))
+    b.add_listeners({"SASL_PLAINTEXT": ("SASL_PLAINTEXT", sasl_port, None)})
+    b.overrides.update({
+        "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+        "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config": f"{security.SCRAM_LOGIN} required;",
+    })
+    b.sasl_bootstrap = f"{HOST}:{sasl_port}"
     b.start()
     yield b
     b.stop()
@@ -323,25 +350,52 @@ def metric(out, group, name, client):
     return float(found.group(1))
 
 
-def producer_perf(broker, topic, client):
+def login_args(login):
+    """A tool's --command-config for `login` (a client settings file: security.protocol and the
+    SASL login), or nothing: PLAINTEXT."""
+    return ["--command-config", login] if login else []
+
+
+def producer_perf(bootstrap, topic, client, login=None):
+    """PERF_RECORDS as fast as the broker takes them: (MB/sec, produce-throttle-time-avg ms)."""
     out = kafka_cli.run(PRODUCER_PERF, "--topic", topic, "--num-records", PERF_RECORDS, "--record-size", RECORD_SIZE,
-                        "--throughput", -1, "--producer-props", f"bootstrap.servers={broker.bootstrap}",
+                        "--throughput", -1, *login_args(login), "--producer-props", f"bootstrap.servers={bootstrap}",
                         f"client.id={client}", "--print-metrics", timeout=120).stdout
     sent, _, mb_s = PRODUCER_SUMMARY.findall(out)[-1]
     assert int(sent) == PERF_RECORDS, out[-2000:]
     return float(mb_s), metric(out, "producer-metrics", "produce-throttle-time-avg", client)
 
 
-def consumer_perf(broker, topic, client):
-    out = kafka_cli.run(CONSUMER_PERF, "--bootstrap-server", broker.bootstrap, "--topic", topic,
-                        "--messages", PERF_RECORDS, "--timeout", 60000, "--print-metrics",
+def consumer_perf(bootstrap, topic, client, login=None):
+    """PERF_RECORDS (or the batch that passes them) from the start of `topic` in a new group:
+    (records consumed, fetch.MB.sec, fetch-throttle-time-avg ms)."""
+    out = kafka_cli.run(CONSUMER_PERF, "--bootstrap-server", bootstrap, "--topic", topic,
+                        "--messages", PERF_RECORDS, "--timeout", 60000, "--print-metrics", *login_args(login),
                         "--command-property", f"client.id={client}", timeout=120).stdout
     header = "start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec, " \
              "rebalance.time.ms, fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec"
     lines = out.splitlines()
     row = lines[lines.index(header) + 1].split(", ")
-    consumed_mb, fetch_mb_s = float(row[2]), float(row[8])
-    return consumed_mb, fetch_mb_s, metric(out, "consumer-fetch-manager-metrics", "fetch-throttle-time-avg", client)
+    consumed, fetch_mb_s = int(row[4]), float(row[8])
+    return consumed, fetch_mb_s, metric(out, "consumer-fetch-manager-metrics", "fetch-throttle-time-avg", client)
+
+
+UNQUOTAED_RUNS = 3
+
+
+def unquotaed_rate(run, quotaed_mb_s):
+    """The rate of `run()` (-> (MiB/s, throttle-time-avg ms)) for a client under no quota, which is
+    never throttled: run again, UNQUOTAED_RUNS times at most, while it is below twice
+    `quotaed_mb_s`, since on a machine busy with other tests the CPU alone can hold one run of a
+    JVM tool there (measured on Kafka at load 18 on 2 cores: 1.0 MiB/s producing); the quota's
+    client is measured once. Returns (the fastest MiB/s, runs)."""
+    fastest, runs = 0.0, 0
+    while runs < UNQUOTAED_RUNS and fastest < 2 * quotaed_mb_s:
+        mb_s, throttle = run()
+        runs += 1
+        assert throttle == 0, f"run {runs} of the unquotaed client was throttled ({throttle} ms on average)"
+        fastest = max(fastest, mb_s)
+    return fastest, runs
 
 
 @pytest.fixture(scope="module")
@@ -353,12 +407,12 @@ def perf_topic(node):
 
 def test_producer_perf_test_settles_under_its_client_quota(broker, quotas, perf_topic):
     quotas({"client-id": "quota-slow"}, {"producer_byte_rate": MIB})
-    slow_mb_s, slow_throttle = producer_perf(broker, perf_topic, "quota-slow")
-    fast_mb_s, fast_throttle = producer_perf(broker, perf_topic, "quota-fast")
+    slow_mb_s, slow_throttle = producer_perf(broker.bootstrap, perf_topic, "quota-slow")
+    fast_mb_s, runs = unquotaed_rate(lambda: producer_perf(broker.bootstrap, perf_topic, "quota-fast"), slow_mb_s)
     print(f"producer: quota-slow {slow_mb_s} MiB/s (throttle avg {slow_throttle} ms), "
-          f"quota-fast {fast_mb_s} MiB/s (throttle avg {fast_throttle} ms)")
+          f"quota-fast {fast_mb_s} MiB/s (unthrottled; fastest of {runs})")
     assert slow_mb_s <= 1.2 and slow_throttle > 0
-    assert fast_throttle == 0 and fast_mb_s >= 2 * slow_mb_s
+    assert fast_mb_s >= 2 * slow_mb_s
     assert_quota_metrics(broker, "produce", "client-id=quota-slow", PERF_RECORDS * RECORD_SIZE)
 
 
@@ -379,14 +433,89 @@ def test_consumer_perf_test_settles_under_its_client_quota(broker, quotas, perf_
         p.produce(perf_topic, b"r" * RECORD_SIZE)
         p.poll(0)
     assert p.flush(60) == 0
-    consumed, slow_mb_s, slow_throttle = consumer_perf(broker, perf_topic, "quota-slow-reader")
-    _, fast_mb_s, fast_throttle = consumer_perf(broker, perf_topic, "quota-fast-reader")
+    consumed, slow_mb_s, slow_throttle = consumer_perf(broker.bootstrap, perf_topic, "quota-slow-reader")
+    fast_mb_s, runs = unquotaed_rate(lambda: consumer_perf(broker.bootstrap, perf_topic, "quota-fast-reader")[1:],
+                                     slow_mb_s)
     print(f"consumer: quota-slow-reader {slow_mb_s} MiB/s (throttle avg {slow_throttle} ms), "
-          f"quota-fast-reader {fast_mb_s} MiB/s (throttle avg {fast_throttle} ms)")
-    assert consumed >= 11.9
+          f"quota-fast-reader {fast_mb_s} MiB/s (unthrottled; fastest of {runs})")
+    assert consumed >= PERF_RECORDS
     assert slow_mb_s <= 1.2 and slow_throttle > 0
-    assert fast_throttle == 0 and fast_mb_s >= 2 * slow_mb_s
+    assert fast_mb_s >= 2 * slow_mb_s
     assert_quota_metrics(broker, "fetch", "client-id=quota-slow-reader", 11.9 * MIB)
+
+
+# Logged in over SASL: alice is under USER_RATES, bob under no quota; both run with one client id,
+# so no client-id quota could be what tells them apart.
+USER_RATES = f"producer_byte_rate={MIB},consumer_byte_rate={MIB}"
+SHARED_CLIENT_ID = "quota-user-perf"
+
+
+@pytest.fixture(scope="module")
+def logins(node, tmp_path_factory):
+    """alice's and bob's SCRAM-SHA-512 credentials, set over PLAINTEXT (no authorizer here) once
+    the broker serves them, and their client settings files by name."""
+    admin = AdminClient({"bootstrap.servers": node.bootstrap})
+    upserts = [UserScramCredentialUpsertion(user, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192),
+                                            password.encode()) for user, password in SASL_USERS.items()]
+    for future in admin.alter_user_scram_credentials(upserts).values():
+        future.result(timeout=30)
+
+    def known():
+        assert all(security.scram_user_known(node.bootstrap, user) for user in SASL_USERS)
+    eventually(known, "alice's and bob's SCRAM credentials served")
+    directory = tmp_path_factory.mktemp("client-quotas-logins")
+    return {user: security.client_file(directory, user, "SCRAM-SHA-512", user, password)
+            for user, password in SASL_USERS.items()}
+
+
+@pytest.fixture(scope="module")
+def full_topic(node):
+    """A topic holding exactly PERF_RECORDS records (written over PLAINTEXT, under no quota)."""
+    topic = f"quota-user-perf-{uuid.uuid4().hex[:8]}"
+    create_topic(node, topic)
+    p = Producer({"bootstrap.servers": node.bootstrap, "linger.ms": 50, "enable.idempotence": True})
+    for _ in range(PERF_RECORDS):
+        p.produce(topic, b"u" * RECORD_SIZE)
+        p.poll(0)
+    assert p.flush(60) == 0
+    assert records.end_offset(node.bootstrap, topic, 0) == PERF_RECORDS
+    return topic
+
+
+def test_producer_perf_test_settles_under_its_user_quota(broker, quotas, logins):
+    topic = f"quota-user-perf-{uuid.uuid4().hex[:8]}"
+    create_topic(broker, topic)
+    quotas(USERS_ALICE, USER_RATES)
+    alice_mb_s, alice_throttle = producer_perf(broker.sasl_bootstrap, topic, SHARED_CLIENT_ID, logins["alice"])
+    assert records.end_offset(broker.bootstrap, topic, 0) == PERF_RECORDS
+    bob_mb_s, bob_runs = unquotaed_rate(
+        lambda: producer_perf(broker.sasl_bootstrap, topic, SHARED_CLIENT_ID, logins["bob"]), alice_mb_s)
+    # Every record each run sent is in the topic, once.
+    assert records.end_offset(broker.bootstrap, topic, 0) == (1 + bob_runs) * PERF_RECORDS
+    print(f"producer: alice {alice_mb_s} MiB/s (throttle avg {alice_throttle} ms), "
+          f"bob {bob_mb_s} MiB/s (unthrottled; fastest of {bob_runs})")
+    assert alice_mb_s <= 1.2 and alice_throttle > 0
+    assert bob_mb_s >= 2 * alice_mb_s
+    assert_quota_metrics(broker, "produce", "user=alice", PERF_RECORDS * RECORD_SIZE)
+
+
+def test_consumer_perf_test_settles_under_its_user_quota(broker, quotas, logins, full_topic):
+    quotas(USERS_ALICE, USER_RATES)
+    consumed = []
+
+    def read_as(user):
+        got, mb_s, throttle = consumer_perf(broker.sasl_bootstrap, full_topic, SHARED_CLIENT_ID, logins[user])
+        consumed.append(got)
+        return mb_s, throttle
+    alice_mb_s, alice_throttle = read_as("alice")
+    bob_mb_s, bob_runs = unquotaed_rate(lambda: read_as("bob"), alice_mb_s)
+    print(f"consumer: alice {alice_mb_s} MiB/s (throttle avg {alice_throttle} ms), "
+          f"bob {bob_mb_s} MiB/s (unthrottled; fastest of {bob_runs})")
+    # Each run read the whole topic, no more (it holds exactly PERF_RECORDS).
+    assert consumed == [PERF_RECORDS] * (1 + bob_runs)
+    assert alice_mb_s <= 1.2 and alice_throttle > 0
+    assert bob_mb_s >= 2 * alice_mb_s
+    assert_quota_metrics(broker, "fetch", "user=alice", PERF_RECORDS * RECORD_SIZE)
 
 
 def small_producer_perf(broker, topic, client):

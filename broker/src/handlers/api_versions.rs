@@ -16,7 +16,16 @@ use crate::broker::Broker;
 use crate::error::BrokerError;
 use crate::metadata::features;
 
-pub fn handle(broker: &Broker, _req: &ApiVersionsRequest, _version: i16) -> ApiVersionsResponse {
+pub fn handle(broker: &Broker, req: &ApiVersionsRequest, version: i16) -> ApiVersionsResponse {
+    if version >= 3
+        && !(is_software_name(&req.client_software_name)
+            && is_software_name(&req.client_software_version))
+    {
+        // As Kafka's ApiVersionsRequest.isValid: KIP-511's name and version are metric and log
+        // labels, so anything outside the pattern is INVALID_REQUEST (no API list), not served.
+        return ApiVersionsResponse::default()
+            .with_error_code(BrokerError::InvalidRequest(String::new()).code().code());
+    }
     let image = broker.image();
     let (supported_features, finalized) = feature_keys(&broker.config, &image);
     // As Kafka 4.4: the KIP-848 APIs stay listed at group.version 0 (ConsumerGroupHeartbeat
@@ -56,6 +65,18 @@ pub fn feature_keys(
     (supported_features, finalized)
 }
 
+/// KIP-511's pattern for a client software name or version: `[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?`.
+fn is_software_name(s: &str) -> bool {
+    let b = s.as_bytes();
+    let edge = |c: &u8| c.is_ascii_alphanumeric();
+    match (b.first(), b.last()) {
+        (Some(first), Some(last)) => {
+            edge(first) && edge(last) && b.iter().all(|c| edge(c) || *c == b'-' || *c == b'.')
+        }
+        _ => false,
+    }
+}
+
 fn is_consumer_group_api(api_key: ApiKey) -> bool {
     matches!(
         api_key,
@@ -88,4 +109,36 @@ fn supported(consumer_groups: bool) -> Vec<ApiVersion> {
         .collect();
     keys.sort_by_key(|k| k.api_key);
     keys
+}
+
+#[cfg(test)]
+mod software_name_tests {
+    use super::is_software_name;
+
+    #[test]
+    fn kip_511_pattern() {
+        for ok in [
+            "apache-kafka-java",
+            "4.4.0",
+            "librdkafka",
+            "2.12.1",
+            "a",
+            "x.y-z9",
+        ] {
+            assert!(is_software_name(ok), "{ok}");
+        }
+        for bad in [
+            "",
+            "-lead",
+            "trail-",
+            ".x",
+            "x.",
+            "bad\nname",
+            "sp ace",
+            "\u{202e}x",
+            "a_b",
+        ] {
+            assert!(!is_software_name(bad), "{bad:?}");
+        }
+    }
 }

@@ -417,6 +417,38 @@ def list_offsets(bootstrap: str, topic: str, partitions: List[int], timestamp: i
             for t in r["topics"] for p in t["partitions"]}
 
 
+# -- DescribeQuorum v0 (api 55, flexible) ---------------------------------------------------------
+_DESCRIBE_QUORUM_REQ = [("topics", ("carray", [("topic_name", "cstring"),
+                                               ("partitions", ("carray", [("partition_index", "int32"), ("tags", "tags")])),
+                                               ("tags", "tags")])),
+                        ("tags", "tags")]
+_QUORUM_REPLICA = ("carray", [("replica_id", "int32"), ("log_end_offset", "int64"), ("tags", "tags")])
+_DESCRIBE_QUORUM_RESP = [
+    ("error_code", "int16"),
+    ("topics", ("carray", [("topic_name", "cstring"),
+                           ("partitions", ("carray", [("partition_index", "int32"), ("error_code", "int16"),
+                                                      ("leader_id", "int32"), ("leader_epoch", "int32"),
+                                                      ("high_watermark", "int64"), ("current_voters", _QUORUM_REPLICA),
+                                                      ("observers", _QUORUM_REPLICA), ("tags", "tags")])),
+                           ("tags", "tags")])),
+    ("tags", "tags"),
+]
+
+
+def describe_quorum(bootstrap: str, timeout: float = TIMEOUT_S) -> dict:
+    """The metadata quorum as `bootstrap` reports it (`kafka-metadata-quorum describe --status`
+    asks the same, in a JVM). A Kafka broker forwards the request to the active controller; a
+    Kafka controller listener answers only on the quorum's leader (elsewhere error 6,
+    NOT_LEADER_OR_FOLLOWER). {"error", "leader_id", "leader_epoch", "high_watermark", "voters": [ids]}."""
+    request = {"topics": [{"topic_name": "__cluster_metadata", "partitions": [{"partition_index": 0}]}]}
+    r = call(bootstrap, 55, 0, _DESCRIBE_QUORUM_REQ, request, _DESCRIBE_QUORUM_RESP, timeout=timeout, flexible=True)
+    if r["error_code"] or not r["topics"]:
+        return {"error": r["error_code"], "leader_id": -1, "leader_epoch": -1, "high_watermark": -1, "voters": []}
+    p = r["topics"][0]["partitions"][0]
+    return {"error": p["error_code"], "leader_id": p["leader_id"], "leader_epoch": p["leader_epoch"],
+            "high_watermark": p["high_watermark"], "voters": sorted(v["replica_id"] for v in p["current_voters"])}
+
+
 # -- ApiVersions v0 (api 18) ----------------------------------------------------------------------
 def api_versions(bootstrap: str) -> Dict[int, tuple]:
     """{api key: (min version, max version)} as `bootstrap` advertises them."""

@@ -12,16 +12,26 @@
   election, it serves the same log end offset and the last record;
 * kafka-topics --describe --under-replicated-partitions lists a partition while a follower is
   paused (SIGSTOP: fenced after broker.session.timeout.ms, out of the ISR) and not once it has
-  resumed and rejoined.
+  resumed and rejoined;
+* the partition's own error codes of one raw acks=all Produce (harness/wire.py) while a follower
+  is paused: with the ISR still full, REQUEST_TIMED_OUT after the request's 1 s timeout, the
+  record appended all the same (read back at its offset once the follower caught up); with
+  min.insync.replicas=3, the ISR falling to two (the paused follower fenced) while the produce
+  waits does not end the wait: Kafka 4's high watermark stands still below min.insync.replicas,
+  so the answer is REQUEST_TIMED_OUT at the timeout, not NOT_ENOUGH_REPLICAS_AFTER_APPEND; the
+  next produce gets NOT_ENOUGH_REPLICAS and writes nothing; resumed, the follower rejoins and the
+  first record is committed. One follower is paused, not both: every node is also a metadata
+  voter, and two paused voters leave no quorum to shrink the ISR.
 
 One cluster for the module (no automatic leader rebalancing); also passes against Apache Kafka.
 """
 
+import concurrent.futures
 import time
 
 import pytest
 
-from harness import paths
+from harness import paths, wire
 from harness.cluster import wait_for
 from harness.cluster_scenarios import unique
 from harness.drivers import run
@@ -169,3 +179,87 @@ def test_under_replicated_partitions_listed_while_a_follower_is_paused_and_not_a
         # A fenced follower leaves the ISR through the fence, not an AlterPartition; the leader
         # counts the expansion when it rejoins.
         assert node.metric("kafka_server_replicamanager_isrexpands_total") > expands_before
+
+
+ACK_TIMEOUT_MS = 1000
+# Outlives the paused follower's fence (broker.session.timeout.ms, 6 s, plus the controller's
+# check and the leader learning of it), so the ISR shrinks while the produce still waits.
+SHRINK_WAIT_TIMEOUT_MS = 12_000
+REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS = 7, 19
+
+
+def produce_raw(cluster, leader: int, topic: str, value: str, timeout_ms: int) -> dict:
+    """One acks=all record to partition 0, sent to its leader as one Produce request (no client
+    retries; the partition's own error code): {"error", "base_offset", ...}."""
+    return wire.produce(cluster.bootstrap_of(leader), topic, 0, [("k", value)], acks=-1, timeout_ms=timeout_ms)
+
+
+@pytest.mark.timeout(180)
+def test_acks_all_unreplicated_within_its_timeout_gets_request_timed_out_and_stays_in_the_log(cluster):
+    leader, follower = non_quorum_leaders(cluster)[:2]
+    other = next(n for n in cluster.node_ids if n not in (follower, leader))
+    topic = unique("t-acks-timeout")
+    create_topic_assigned(cluster, leader, topic, [[leader, follower, other]], MIN_ISR)
+
+    # One paused follower holds the high watermark back while it stays in the ISR (well within
+    # replica.lag.time.max.ms and the session timeout); the quorum keeps two running voters.
+    cluster.node(follower).pause()
+    try:
+        started = time.monotonic()
+        timed_out = produce_raw(cluster, leader, topic, "timed-out", ACK_TIMEOUT_MS)
+        took = time.monotonic() - started
+        during = partition_state(cluster, leader, topic)
+    finally:
+        cluster.node(follower).resume()
+    print(f"acks=all with node {follower} paused: {wire.error_name(timed_out['error'])} after {took:.3f} s "
+          f"(timeout {ACK_TIMEOUT_MS} ms)")
+    assert timed_out["error"] == REQUEST_TIMED_OUT, timed_out
+    assert ACK_TIMEOUT_MS / 1000 - 0.05 <= took <= ACK_TIMEOUT_MS / 1000 + 2.0, f"answered after {took:.3f} s"
+    assert sorted(during["isr"]) == [1, 2, 3], f"the follower was still in the ISR: {during}"
+
+    # The timeout only ends the wait: the record was appended and is committed once the
+    # follower caught up, before the next one.
+    after = produce_raw(cluster, leader, topic, "after", 10_000)
+    assert (after["error"], after["base_offset"]) == (0, 1), after
+    read = read_partition("franz", cluster.bootstrap_of(leader), topic, 0, 2)
+    assert read == [(0, "timed-out"), (1, "after")], read
+
+
+@pytest.mark.timeout(240)
+def test_acks_all_waiting_while_the_isr_falls_below_min_insync_times_out_then_writes_are_refused(cluster):
+    leader, follower = non_quorum_leaders(cluster)[:2]
+    other = next(n for n in cluster.node_ids if n not in (follower, leader))
+    topic = unique("t-acks-shrink")
+    create_topic_assigned(cluster, leader, topic, [[leader, follower, other]], {"min.insync.replicas": 3})
+
+    cluster.node(follower).pause()
+    try:
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            started = time.monotonic()
+            waiting = pool.submit(produce_raw, cluster, leader, topic, "appended", SHRINK_WAIT_TIMEOUT_MS)
+            # The paused follower is fenced and leaves the ISR while the produce waits.
+            wait_isr(cluster, topic, [leader, other], SHRINK_WAIT_TIMEOUT_MS / 1000 - 1, leader=leader,
+                     node_ids=[leader, other])
+            shrunk_after = time.monotonic() - started
+            assert not waiting.done(), f"answered before the ISR shrank: {waiting.result()}"
+            answer = waiting.result()
+            took = time.monotonic() - started
+        refused = produce_raw(cluster, leader, topic, "refused", 5000)
+    finally:
+        cluster.node(follower).resume()
+    print(f"acks=all, min.insync.replicas 3, node {follower} paused: ISR [{leader}, {other}] after "
+          f"{shrunk_after:.3f} s; answer {wire.error_name(answer['error'])} after {took:.3f} s "
+          f"(timeout {SHRINK_WAIT_TIMEOUT_MS} ms); next produce {wire.error_name(refused['error'])}")
+    # Kafka's DelayedProduce: the high watermark stands still while the ISR is below
+    # min.insync.replicas, so the wait ends at the request's timeout (NOT_ENOUGH_REPLICAS_AFTER_APPEND
+    # needs the high watermark to cover the write first).
+    assert answer["error"] == REQUEST_TIMED_OUT, answer
+    assert took >= SHRINK_WAIT_TIMEOUT_MS / 1000 - 0.05, f"answered after {took:.3f} s"
+    # Below min.insync.replicas an acks=all write is refused before it is appended.
+    assert refused["error"] == NOT_ENOUGH_REPLICAS, refused
+
+    wait_isr(cluster, topic, [1, 2, 3], REJOIN_S, leader=leader)
+    after = produce_raw(cluster, leader, topic, "after", 10_000)
+    assert (after["error"], after["base_offset"]) == (0, 1), after
+    read = read_partition("franz", cluster.bootstrap_of(leader), topic, 0, 2)
+    assert read == [(0, "appended"), (1, "after")], read

@@ -247,6 +247,33 @@ class Cluster:
             return self.describe_quorum(node_id)["LeaderId"]
         return self.metadata(node_id, [])["controller_id"]
 
+    def reported_quorum_leader(self, node_id: int, timeout: float = 1.0) -> int:
+        """The quorum leader as node `node_id` reports it in one request, fast enough to time a
+        failover. brook: its Metadata controller_id (-1 while it knows none). Kafka: DescribeQuorum
+        on its controller listener, which only the quorum's leader answers (the others say
+        NOT_LEADER_OR_FOLLOWER: -1 here); asked through a broker, the request would be forwarded
+        to the controller the broker last knew, and wait there while that one is paused.
+        OSError when the node does not answer within `timeout`."""
+        if self.kind == "kafka":
+            q = wire.describe_quorum(f"{HOST}:{self.node(node_id).controller_port}", timeout=timeout)
+            return q["leader_id"] if q["error"] == 0 else -1
+        return self.metadata(node_id, [])["controller_id"]
+
+    def wait_new_quorum_leader(self, gone: int, timeout: float, node_ids: Optional[List[int]] = None,
+                               interval: float = 0.02) -> int:
+        """Until the nodes of `node_ids` (default: the running ones) report one quorum leader
+        other than `gone`, polled every `interval` for timing a failover; returns it. brook:
+        every one of them names it; Kafka: it answers as the leader (`reported_quorum_leader`)."""
+        def replaced():
+            reports = [self.reported_quorum_leader(i) for i in (node_ids or self.running_ids())]
+            named = set(reports) - {-1}
+            if len(named) != 1 or (self.kind == "brook" and -1 in reports):
+                return None
+            (leader,) = named
+            return leader if leader != gone else None
+
+        return wait_for(replaced, timeout, f"a quorum leader other than node {gone}", interval=interval)
+
     def wait_quorum_leader(self, timeout: float = 30.0, not_in=()) -> int:
         """Until every running node agrees on one quorum leader that is running (and not in
         `not_in`); returns it. On Kafka the tool is asked once per round, through a running node."""

@@ -28,6 +28,7 @@ TIMEOUT_S = 10.0
 ERRORS = {
     0: "NONE", 3: "UNKNOWN_TOPIC_OR_PARTITION", 5: "LEADER_NOT_AVAILABLE", 6: "NOT_LEADER_OR_FOLLOWER",
     7: "REQUEST_TIMED_OUT", 14: "COORDINATOR_LOAD_IN_PROGRESS", 15: "COORDINATOR_NOT_AVAILABLE",
+    19: "NOT_ENOUGH_REPLICAS", 20: "NOT_ENOUGH_REPLICAS_AFTER_APPEND",
     36: "TOPIC_ALREADY_EXISTS", 37: "INVALID_PARTITIONS", 38: "INVALID_REPLICATION_FACTOR",
     41: "NOT_CONTROLLER", 54: "SECURITY_DISABLED",
 }
@@ -435,6 +436,107 @@ def offset_commit(bootstrap: str, group: str, generation: int, member_id: str, t
              [("topics", A([("name", "string"),
                             ("partitions", A([("partition_index", "int32"), ("error_code", "int16")]))]))])
     return {p["partition_index"]: p["error_code"] for t in r["topics"] for p in t["partitions"]}
+
+
+# -- Produce v8 (api 0) --------------------------------------------------------------------------
+def _crc32c_table() -> List[int]:
+    table = []
+    for i in range(256):
+        c = i
+        for _ in range(8):
+            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1  # Castagnoli, reflected
+        table.append(c)
+    return table
+
+
+_CRC32C_TABLE = _crc32c_table()
+
+
+def crc32c(data: bytes) -> int:
+    crc = 0xFFFFFFFF
+    for b in data:
+        crc = _CRC32C_TABLE[(crc ^ b) & 0xFF] ^ (crc >> 8)
+    return crc ^ 0xFFFFFFFF
+
+
+def _varint(n: int) -> bytes:
+    return _uvarint((n << 1) ^ (n >> 63))  # zigzag
+
+
+def record_batch(records: List[tuple], timestamp_ms: int) -> bytes:
+    """One uncompressed, non-idempotent record batch v2 of `records` [(key bytes, value bytes)],
+    all stamped `timestamp_ms` (CreateTime)."""
+    body = b""
+    for delta, (key, value) in enumerate(records):
+        record = (struct.pack(">b", 0) + _varint(0) + _varint(delta) + _varint(len(key)) + key
+                  + _varint(len(value)) + value + _varint(0))  # attributes, timestamp/offset deltas, no headers
+        body += _varint(len(record)) + record
+    after_crc = struct.pack(">hiqqqhii", 0, len(records) - 1, timestamp_ms, timestamp_ms,
+                            -1, -1, -1, len(records)) + body  # attributes .. record count; producer id -1
+    tail = struct.pack(">ibI", -1, 2, crc32c(after_crc)) + after_crc  # partition leader epoch, magic, crc
+    return struct.pack(">qi", 0, len(tail)) + tail  # base offset, batch length
+
+
+_PRODUCE_REQ = [("transactional_id", "nstring"), ("acks", "int16"), ("timeout_ms", "int32"),
+                ("topic_data", A([("name", "string"),
+                                  ("partition_data", A([("index", "int32"), ("records", "nbytes")]))]))]
+_PRODUCE_RESP = [
+    ("responses", A([("name", "string"),
+                     ("partition_responses", A([("index", "int32"), ("error_code", "int16"), ("base_offset", "int64"),
+                                                ("log_append_time_ms", "int64"), ("log_start_offset", "int64"),
+                                                ("record_errors", A([("batch_index", "int32"),
+                                                                     ("batch_index_error_message", "nstring")])),
+                                                ("error_message", "nstring")]))])),
+    ("throttle_time_ms", "int32"),
+]
+
+
+def produce(bootstrap: str, topic: str, partition: int, records: List[tuple], acks: int = -1,
+            timeout_ms: int = 30000, timestamp_ms: int = 0) -> dict:
+    """One Produce of `records` [(key, value) as str or bytes] to one partition, sent to
+    `bootstrap` (which must lead it); the connection waits `timeout_ms` plus 10 s for the
+    answer. Returns that partition's {"error", "base_offset", "log_start_offset", "message"}."""
+    def raw(v):
+        return v if isinstance(v, bytes) else v.encode()
+    batch = record_batch([(raw(k), raw(v)) for k, v in records], timestamp_ms)
+    request = {"transactional_id": None, "acks": acks, "timeout_ms": timeout_ms,
+               "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": batch}]}]}
+    r = call(bootstrap, 0, 8, _PRODUCE_REQ, request, _PRODUCE_RESP, timeout=timeout_ms / 1000 + 10)
+    ((p,),) = [t["partition_responses"] for t in r["responses"]]
+    return {"error": p["error_code"], "base_offset": p["base_offset"], "log_start_offset": p["log_start_offset"],
+            "message": p["error_message"]}
+
+
+# -- DescribeQuorum v0 (api 55, flexible) ---------------------------------------------------------
+_DESCRIBE_QUORUM_REQ = [("topics", ("carray", [("topic_name", "cstring"),
+                                               ("partitions", ("carray", [("partition_index", "int32"), ("tags", "tags")])),
+                                               ("tags", "tags")])),
+                        ("tags", "tags")]
+_QUORUM_REPLICA = ("carray", [("replica_id", "int32"), ("log_end_offset", "int64"), ("tags", "tags")])
+_DESCRIBE_QUORUM_RESP = [
+    ("error_code", "int16"),
+    ("topics", ("carray", [("topic_name", "cstring"),
+                           ("partitions", ("carray", [("partition_index", "int32"), ("error_code", "int16"),
+                                                      ("leader_id", "int32"), ("leader_epoch", "int32"),
+                                                      ("high_watermark", "int64"), ("current_voters", _QUORUM_REPLICA),
+                                                      ("observers", _QUORUM_REPLICA), ("tags", "tags")])),
+                           ("tags", "tags")])),
+    ("tags", "tags"),
+]
+
+
+def describe_quorum(bootstrap: str, timeout: float = TIMEOUT_S) -> dict:
+    """The metadata quorum as `bootstrap` reports it (`kafka-metadata-quorum describe --status`
+    asks the same, in a JVM). A Kafka broker forwards the request to the active controller; a
+    Kafka controller listener answers only on the quorum's leader (elsewhere error 6,
+    NOT_LEADER_OR_FOLLOWER). {"error", "leader_id", "leader_epoch", "high_watermark", "voters": [ids]}."""
+    request = {"topics": [{"topic_name": "__cluster_metadata", "partitions": [{"partition_index": 0}]}]}
+    r = call(bootstrap, 55, 0, _DESCRIBE_QUORUM_REQ, request, _DESCRIBE_QUORUM_RESP, timeout=timeout, flexible=True)
+    if r["error_code"] or not r["topics"]:
+        return {"error": r["error_code"], "leader_id": -1, "leader_epoch": -1, "high_watermark": -1, "voters": []}
+    p = r["topics"][0]["partitions"][0]
+    return {"error": p["error_code"], "leader_id": p["leader_id"], "leader_epoch": p["leader_epoch"],
+            "high_watermark": p["high_watermark"], "voters": sorted(v["replica_id"] for v in p["current_voters"])}
 
 
 # -- ApiVersions v0 (api 18) ----------------------------------------------------------------------

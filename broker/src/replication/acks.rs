@@ -2,8 +2,11 @@
 //! answered once the high watermark covers its last offset (Kafka's `DelayedProduce`).
 //! The wait ends early when this broker stops leading the partition in that epoch
 //! (NOT_LEADER_OR_FOLLOWER: the client retries at the new leader; an idempotent producer's
-//! retry is de-duplicated there) or when the ISR falls below `min.insync.replicas`
-//! (NOT_ENOUGH_REPLICAS_AFTER_APPEND), and at the request's timeout (REQUEST_TIMED_OUT).
+//! retry is de-duplicated there), and at the request's timeout (REQUEST_TIMED_OUT).
+//! An ISR that falls below `min.insync.replicas` does not end it: the high watermark stands
+//! still meanwhile, so the write times out unless the ISR grows back in time (Kafka 4's
+//! `Partition.checkEnoughReplicasReachOffset`); NOT_ENOUGH_REPLICAS_AFTER_APPEND is the
+//! answer only when the high watermark covers the write but the ISR is short by then.
 //! It waits as a delayed operation on the partition (`partition::delayed`), woken by its
 //! high watermark and by role and ISR changes.
 
@@ -90,9 +93,6 @@ pub async fn wait_for_high_watermark(
             } else {
                 Ok(())
             };
-        }
-        if short {
-            return Err(NotReplicated::NotEnoughReplicasAfterAppend);
         }
         match delayed.wait().await {
             Wake::Changed(_) => {}

@@ -14,8 +14,9 @@
   paused (SIGSTOP: fenced after broker.session.timeout.ms, out of the ISR) and not once it has
   resumed and rejoined;
 * the partition's own error codes of one raw acks=all Produce (harness/wire.py) while a follower
-  is paused: with the ISR still full, REQUEST_TIMED_OUT after the request's 1 s timeout, the
-  record appended all the same (read back at its offset once the follower caught up); with
+  is paused: with the ISR still full, REQUEST_TIMED_OUT for each of its five partitions after
+  the request's 1 s timeout (one deadline for the request, not one per partition), the
+  records appended all the same (read back at its offset once the follower caught up); with
   min.insync.replicas=3, the ISR falling to two (the paused follower fenced) while the produce
   waits does not end the wait: Kafka 4's high watermark stands still below min.insync.replicas,
   so the answer is REQUEST_TIMED_OUT at the timeout, not NOT_ENOUGH_REPLICAS_AFTER_APPEND; the
@@ -182,6 +183,9 @@ def test_under_replicated_partitions_listed_while_a_follower_is_paused_and_not_a
 
 
 ACK_TIMEOUT_MS = 1000
+# Partitions in the timed-out request: waited for in turn with the full timeout each, they
+# would answer after 5 s instead of 1.
+TIMEOUT_PARTITIONS = 5
 # Outlives the paused follower's fence (broker.session.timeout.ms, 6 s, plus the controller's
 # check and the leader learning of it), so the ISR shrinks while the produce still waits.
 SHRINK_WAIT_TIMEOUT_MS = 12_000
@@ -199,28 +203,35 @@ def test_acks_all_unreplicated_within_its_timeout_gets_request_timed_out_and_sta
     leader, follower = non_quorum_leaders(cluster)[:2]
     other = next(n for n in cluster.node_ids if n not in (follower, leader))
     topic = unique("t-acks-timeout")
-    create_topic_assigned(cluster, leader, topic, [[leader, follower, other]], MIN_ISR)
+    create_topic_assigned(cluster, leader, topic, [[leader, follower, other]] * TIMEOUT_PARTITIONS, MIN_ISR)
+    partitions = range(TIMEOUT_PARTITIONS)
 
     # One paused follower holds the high watermark back while it stays in the ISR (well within
     # replica.lag.time.max.ms and the session timeout); the quorum keeps two running voters.
     cluster.node(follower).pause()
     try:
         started = time.monotonic()
-        timed_out = produce_raw(cluster, leader, topic, "timed-out", ACK_TIMEOUT_MS)
+        # One request for every partition: its timeout bounds the whole request (Kafka's one
+        # DelayedProduce), not each partition's wait in turn.
+        timed_out = wire.produce_partitions(cluster.bootstrap_of(leader), topic,
+                                            {p: [("k", "timed-out")] for p in partitions}, acks=-1,
+                                            timeout_ms=ACK_TIMEOUT_MS)
         took = time.monotonic() - started
         during = partition_state(cluster, leader, topic)
     finally:
         cluster.node(follower).resume()
-    print(f"acks=all with node {follower} paused: {wire.error_name(timed_out['error'])} after {took:.3f} s "
+    print(f"acks=all to {TIMEOUT_PARTITIONS} partitions with node {follower} paused: "
+          f"{sorted({wire.error_name(r['error']) for r in timed_out.values()})} after {took:.3f} s "
           f"(timeout {ACK_TIMEOUT_MS} ms)")
-    assert timed_out["error"] == REQUEST_TIMED_OUT, timed_out
+    assert {p: r["error"] for p, r in timed_out.items()} == {p: REQUEST_TIMED_OUT for p in partitions}, timed_out
     assert ACK_TIMEOUT_MS / 1000 - 0.05 <= took <= ACK_TIMEOUT_MS / 1000 + 2.0, f"answered after {took:.3f} s"
     assert sorted(during["isr"]) == [1, 2, 3], f"the follower was still in the ISR: {during}"
 
-    # The timeout only ends the wait: the record was appended and is committed once the
-    # follower caught up, before the next one.
-    after = produce_raw(cluster, leader, topic, "after", 10_000)
-    assert (after["error"], after["base_offset"]) == (0, 1), after
+    # The timeout only ends the wait: the records were appended and are committed once the
+    # follower caught up, before the next ones.
+    again = wire.produce_partitions(cluster.bootstrap_of(leader), topic, {p: [("k", "after")] for p in partitions},
+                                    acks=-1, timeout_ms=10_000)
+    assert {p: (r["error"], r["base_offset"]) for p, r in again.items()} == {p: (0, 1) for p in partitions}, again
     read = read_partition("franz", cluster.bootstrap_of(leader), topic, 0, 2)
     assert read == [(0, "timed-out"), (1, "after")], read
 

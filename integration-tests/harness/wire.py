@@ -496,15 +496,23 @@ def produce(bootstrap: str, topic: str, partition: int, records: List[tuple], ac
     """One Produce of `records` [(key, value) as str or bytes] to one partition, sent to
     `bootstrap` (which must lead it); the connection waits `timeout_ms` plus 10 s for the
     answer. Returns that partition's {"error", "base_offset", "log_start_offset", "message"}."""
+    return produce_partitions(bootstrap, topic, {partition: records}, acks, timeout_ms, timestamp_ms)[partition]
+
+
+def produce_partitions(bootstrap: str, topic: str, records: Dict[int, List[tuple]], acks: int = -1,
+                       timeout_ms: int = 30000, timestamp_ms: int = 0) -> Dict[int, dict]:
+    """One Produce request carrying `records` {partition: [(key, value)]}, as `produce`;
+    {partition: {"error", "base_offset", "log_start_offset", "message"}}."""
     def raw(v):
         return v if isinstance(v, bytes) else v.encode()
-    batch = record_batch([(raw(k), raw(v)) for k, v in records], timestamp_ms)
+    data = [{"index": p, "records": record_batch([(raw(k), raw(v)) for k, v in rs], timestamp_ms)}
+            for p, rs in sorted(records.items())]
     request = {"transactional_id": None, "acks": acks, "timeout_ms": timeout_ms,
-               "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": batch}]}]}
+               "topic_data": [{"name": topic, "partition_data": data}]}
     r = call(bootstrap, 0, 8, _PRODUCE_REQ, request, _PRODUCE_RESP, timeout=timeout_ms / 1000 + 10)
-    ((p,),) = [t["partition_responses"] for t in r["responses"]]
-    return {"error": p["error_code"], "base_offset": p["base_offset"], "log_start_offset": p["log_start_offset"],
-            "message": p["error_message"]}
+    return {p["index"]: {"error": p["error_code"], "base_offset": p["base_offset"],
+                         "log_start_offset": p["log_start_offset"], "message": p["error_message"]}
+            for t in r["responses"] for p in t["partition_responses"]}
 
 
 # -- DescribeQuorum v0 (api 55, flexible) ---------------------------------------------------------

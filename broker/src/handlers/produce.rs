@@ -107,6 +107,10 @@ pub async fn handle(
         }
         appended.push((topic.name, topic.topic_id, partitions));
     }
+    // One deadline for the whole request, as Kafka's single DelayedProduce: the partitions
+    // are waited for in turn, each with what is left, so N unreplicated partitions still
+    // answer at `timeout_ms`, not N times it.
+    let deadline = std::time::Instant::now() + timeout;
     let mut responses = Vec::with_capacity(appended.len());
     let mut hinted_leaders = BTreeSet::new();
     for (name, topic_id, partitions) in appended {
@@ -117,7 +121,7 @@ pub async fn handle(
                     &partition,
                     &state,
                     ok.last_offset + 1,
-                    timeout,
+                    deadline.saturating_duration_since(std::time::Instant::now()),
                     &broker.stopping,
                 )
                 .await

@@ -27,6 +27,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from harness import paths
 from harness.broker import Broker
+from harness.disk import batch_positions
 
 pytestmark = pytest.mark.skipif(paths.target() == "kafka",
                                 reason="damages Brook's own files; Kafka's recovery is its own code")
@@ -81,17 +82,6 @@ def _last_start_log(broker: Broker) -> str:
     return broker.log_text().rsplit("==== start", 1)[-1]
 
 
-def _batch_positions(segment: bytes) -> list:
-    """(position, size) of each record batch in a segment file (Kafka's format: base offset
-    i64, batch length i32 counting the bytes after it)."""
-    out, position = [], 0
-    while position + 12 <= len(segment):
-        (length,) = struct.unpack_from(">i", segment, position + 8)
-        out.append((position, 12 + length))
-        position += 12 + length
-    return out
-
-
 @pytest.fixture
 def broker(tmp_path):
     node = Broker("brook", tmp_path / "node")
@@ -106,7 +96,7 @@ def test_a_torn_segment_tail_is_cut_to_the_last_whole_batch(broker):
     broker.kill()
     segment = broker.log_dirs / f"{topic}-0" / f"{0:020}.log"
     data = segment.read_bytes()
-    last_position, last_size = _batch_positions(data)[-1]
+    last_position, last_size = batch_positions(data)[-1]
     # A crash in the middle of the last write: half of the last batch reached the disk.
     segment.write_bytes(data[: last_position + last_size // 2])
 
@@ -125,7 +115,7 @@ def test_a_flipped_bit_in_a_batch_the_broker_must_scan_is_cut_off_not_served(bro
     partition_dir = broker.log_dirs / f"{topic}-0"
     segment = partition_dir / f"{0:020}.log"
     data = bytearray(segment.read_bytes())
-    position, size = _batch_positions(bytes(data))[12]
+    position, size = batch_positions(bytes(data))[12]
     data[position + size - 3] ^= 0x10  # inside the record's value, covered by the CRC
     segment.write_bytes(bytes(data))
     # The crash came before the recovery point passed these batches: the log is scanned.

@@ -29,7 +29,8 @@ from harness import paths
 from harness.broker import Broker
 from harness.disk import Ext4Disk
 from harness.members import poll_until
-from test_disk_full import KAFKA_STORAGE_ERROR, assert_every_acknowledged_record_reads_back, create_topic, produce_once
+from harness.records import produce_once
+from test_disk_full import KAFKA_STORAGE_ERROR, assert_every_acknowledged_record_reads_back, create_topic
 
 EXIT_DEADLINE_S = 60
 RECORDS = 200

@@ -16,8 +16,6 @@ On both: every acknowledged record is read back intact (CRC-checked by librdkafk
 offset, once space is freed and again after a restart.
 """
 
-import os
-import subprocess
 import time
 import uuid
 
@@ -27,11 +25,10 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from harness import paths
 from harness.broker import Broker
+from harness.disk import Tmpfs, fill
 from harness.members import poll_until
+from harness.records import produce_once
 
-# Room for Brook's two RocksDB stores, which preallocate their WAL and MANIFEST (~150 MB
-# together on a fresh node; Kafka's fresh log dir takes kilobytes).
-TMPFS_SIZE = "256m"
 LEFT_FREE = 3 * 1024 * 1024  # what the filler leaves for produce to fill
 VALUE_BYTES = 16 * 1024
 # The filling producer's largest batch. A failed append's bytes are undone, so what is free
@@ -42,16 +39,10 @@ DEADLINE_S = 60
 KAFKA_STORAGE_ERROR = 56
 
 
-def free_bytes(path) -> int:
-    st = os.statvfs(path)
-    return st.f_bavail * st.f_frsize
-
-
 @pytest.fixture(scope="module")
 def full_disk_broker(tmp_path_factory):
     b = Broker(paths.target(), tmp_path_factory.mktemp("disk-full"), {"auto.create.topics.enable": "false"})
-    b.log_dirs.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={TMPFS_SIZE}", "tmpfs", str(b.log_dirs)], check=True)
+    disk = Tmpfs(b.log_dirs)
     try:
         b.start()
         yield b
@@ -59,7 +50,7 @@ def full_disk_broker(tmp_path_factory):
         assert not b.teardown_faults(), b.teardown_faults()
     finally:
         b.kill()
-        subprocess.run(["umount", str(b.log_dirs)], check=True)
+        disk.remove()
 
 
 def create_topic(bootstrap: str, name: str) -> None:
@@ -89,16 +80,6 @@ def produce_until_full(bootstrap: str, topic: str) -> dict:
     producer.flush(30)
     assert failed, f"the disk never filled: {len(acked)} records acknowledged"
     return acked
-
-
-def produce_once(bootstrap: str, topic: str, value: bytes):
-    """One acks=all record, no retries: its offset, or the KafkaError it failed with."""
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "retries": 0, "enable.idempotence": False,
-                         "message.timeout.ms": 5000})
-    out = []
-    producer.produce(topic, value=value, on_delivery=lambda err, msg: out.append(err or msg.offset()))
-    producer.flush(10)
-    return out[0] if out else None
 
 
 def read_all(bootstrap: str, topic: str, end: int) -> dict:
@@ -137,9 +118,7 @@ def test_a_full_log_dir_fails_produce_loses_nothing_acknowledged_and_the_broker_
     create_topic(b.bootstrap, topic)
     create_topic(b.bootstrap, quiet)
     assert isinstance(produce_once(b.bootstrap, quiet, b"before"), int)
-    filler = b.log_dirs / "filler"
-    with open(filler, "wb") as f:
-        f.write(b"\0" * max(free_bytes(b.log_dirs) - LEFT_FREE, 0))
+    filler = fill(b.log_dirs, leave=LEFT_FREE)
 
     acked = produce_until_full(b.bootstrap, topic)
     assert len(acked) > 10, "some records fit before the disk filled"

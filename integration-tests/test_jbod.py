@@ -22,17 +22,16 @@ the fewest).
 """
 
 import json
-import threading
 import time
 import uuid
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
 
 from harness import kafka_cli, paths, wire
 from harness.cluster import Cluster
 from harness.disk import Ext4Disk
 from harness.reassign import reassign
+from harness.replication import KeyedProducer, assert_keyed_records_read_back
 
 KIND = paths.target()
 LOG_DIRS_TOOL = "org.apache.kafka.tools.LogDirsCommand"
@@ -106,80 +105,6 @@ def log_dirs(cluster, broker: int, topic: str) -> dict:
             for d in described["logDirs"]}
 
 
-class KeyedProducer:
-    """An idempotent acks=all producer writing keyed records in a thread until `stop()`;
-    `acked` maps (partition, offset) to (key, value), `failed` holds delivery errors."""
-
-    def __init__(self, bootstrap: str, topic: str):
-        self.producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
-                                  "linger.ms": 5, "message.timeout.ms": 60000})
-        self.topic, self.acked, self.failed, self.unplaced, self.sent = topic, {}, [], [], 0
-        self.done = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-
-    def _deliver(self, err, msg):
-        if err is not None:
-            self.failed.append(err)
-        elif msg.offset() is None or msg.offset() < 0:
-            # Delivered, but librdkafka did not learn the offset (a retried batch whose
-            # first answer was lost): checked by content.
-            self.unplaced.append((msg.partition(), msg.key(), msg.value()))
-        else:
-            self.acked[(msg.partition(), msg.offset())] = (msg.key(), msg.value())
-
-    def _run(self):
-        while not self.done.is_set():
-            key = b"k%06d" % self.sent
-            self.producer.produce(self.topic, key=key, value=b"v%06d-" % self.sent + key,
-                                  partition=self.sent % PARTITIONS, on_delivery=self._deliver)
-            self.sent += 1
-            self.producer.poll(0.005)
-
-    def acked_since(self, count: int, partitions_: list) -> int:
-        return sum(1 for (p, o) in list(self.acked)[count:] if p in partitions_)
-
-    def stop(self):
-        self.done.set()
-        self.thread.join(30)
-        left = self.producer.flush(90)
-        assert left == 0, f"{left} records never delivered"
-
-
-def read_back(bootstrap: str, topic: str, partition: int, end: int) -> dict:
-    """Every record of the partition below `end`: {offset: (key, value)}."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"jbod-{uuid.uuid4().hex[:6]}",
-                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
-    got = {}
-    try:
-        consumer.assign([TopicPartition(topic, partition, 0)])
-        deadline = time.monotonic() + 60
-        while len(got) < end and time.monotonic() < deadline:
-            for m in consumer.consume(500, 1.0):
-                if m.error() is None and m.offset() < end:
-                    got[m.offset()] = (m.key(), m.value())
-    finally:
-        consumer.close()
-    return got
-
-
-def assert_every_acknowledged_record_reads_back(cluster, topic: str, producer: KeyedProducer) -> None:
-    """At its offset, or (acknowledged without one) somewhere in its partition, each once."""
-    for p in range(PARTITIONS):
-        mine = {o: kv for (q, o), kv in producer.acked.items() if q == p}
-        unplaced = [(k, v) for (q, k, v) in producer.unplaced if q == p]
-        if not mine and not unplaced:
-            continue
-        end = max(mine, default=-1) + 1 + len(unplaced)
-        got = read_back(cluster.bootstrap, topic, p, end)
-        lost = sorted(o for o in mine if got.get(o) != mine[o])
-        assert not lost, f"partition {p}: {len(lost)} acknowledged records missing or changed, first {lost[:5]}"
-        assert sorted(got) == list(range(len(got))), f"partition {p}: offsets with gaps"
-        values = list(got.values())
-        missing = [kv for kv in unplaced if values.count(kv) != 1]
-        assert not missing, f"partition {p}: acknowledged records without an offset not read once: {missing[:5]}"
-
-
 def test_a_failed_log_dir_moves_its_partitions_leadership_the_other_dir_serves_and_nothing_acknowledged_is_lost(
         jbod):
     cluster, disks = jbod
@@ -190,7 +115,7 @@ def test_a_failed_log_dir_moves_its_partitions_leadership_the_other_dir_serves_a
     led_elsewhere = [p for p in range(4) if p not in on_failing]
     assert led_there and led_elsewhere, f"node 1 leads partitions in both dirs; second dir holds {on_failing}"
 
-    producer = KeyedProducer(cluster.bootstrap, topic)
+    producer = KeyedProducer(cluster.bootstrap, topic, PARTITIONS)
     cluster.wait_for(lambda: len(producer.acked) >= 300, 60, "records acknowledged before the fault")
     failing = disks[1][1]
     failing.fail()
@@ -218,7 +143,7 @@ def test_a_failed_log_dir_moves_its_partitions_leadership_the_other_dir_serves_a
     assert dirs[failed_dir] == (STORAGE_EXCEPTION, {}), dirs
     assert dirs[other_dir][0] is None and \
         set(dirs[other_dir][1]) == {f"{topic}-{p}" for p in range(PARTITIONS) if p not in on_failing}, dirs
-    assert_every_acknowledged_record_reads_back(cluster, topic, producer)
+    assert_keyed_records_read_back(cluster.bootstrap, topic, producer)
     log = cluster.node(1).log_text()
     assert str(failing.mount_point) in log and "Input/output error" in log, cluster.node(1).log_tail()
     assert cluster.node(1).running
@@ -229,7 +154,7 @@ def test_a_failed_log_dir_moves_its_partitions_leadership_the_other_dir_serves_a
     cluster.node(1).start()
     cluster.wait_for(lambda: all(len(p["isr"]) == 3 and not p["offline"] for p in partitions(cluster, topic).values()),
                      REJOIN_S, lambda: f"node 1 back in every ISR of {topic}: {partitions(cluster, topic)}")
-    assert_every_acknowledged_record_reads_back(cluster, topic, producer)
+    assert_keyed_records_read_back(cluster.bootstrap, topic, producer)
 
 
 def test_alter_replica_log_dirs_moves_a_replica_to_the_other_dir_and_its_records_read_back_identical(
@@ -240,7 +165,7 @@ def test_alter_replica_log_dirs_moves_a_replica_to_the_other_dir_and_its_records
     partition = 0
     source = replica_dir(disks, 1, topic, partition)
     target = str(disks[1][1 - source].mount_point.resolve())
-    producer = KeyedProducer(cluster.bootstrap, topic)
+    producer = KeyedProducer(cluster.bootstrap, topic, PARTITIONS)
     cluster.wait_for(lambda: len(producer.acked) >= 600, 60, "records acknowledged before the move")
 
     plan = {"version": 1, "partitions": [{"topic": topic, "partition": partition, "replicas": ASSIGNMENT[partition],
@@ -267,4 +192,4 @@ def test_alter_replica_log_dirs_moves_a_replica_to_the_other_dir_and_its_records
     assert replica_dir(disks, 1, topic, partition) == 1 - source
     assert partitions(cluster, topic)[partition]["leader"] == 1
     # Read from node 1 itself (it leads the partition): the moved copy serves every record.
-    assert_every_acknowledged_record_reads_back(cluster, topic, producer)
+    assert_keyed_records_read_back(cluster.bootstrap, topic, producer)

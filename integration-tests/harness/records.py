@@ -1,13 +1,14 @@
 """Small confluent-kafka (librdkafka) helpers for scenarios that check a third-party program's
 effect on a broker (test_connect.py, test_mirror_maker.py): create a topic, read or alter its
 configs, read a partition exactly from its log start to its high watermark, read a group's
-committed offsets. Every call is bounded; a client error raises.
+committed offsets. Every call is bounded; a client error raises. `produce_once` (the disk-fault
+tests) returns the error a record got instead.
 """
 
 import time
 from typing import Dict, List, Optional
 
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
 from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource,
                                    NewTopic, ResourceType)
 
@@ -21,6 +22,18 @@ def admin(bootstrap: str) -> AdminClient:
 def create_topic(bootstrap: str, name: str, partitions: int, configs: Optional[Dict[str, str]] = None) -> None:
     client = admin(bootstrap)  # held: a collected AdminClient fails its pending futures
     client.create_topics([NewTopic(name, partitions, 1, config=dict(configs or {}))])[name].result(TIMEOUT_S)
+
+
+def produce_once(bootstrap: str, topic: str, value: bytes, partition: Optional[int] = None):
+    """One acks=all record (to `partition`, or where the partitioner puts it), no retries: its
+    offset, or the KafkaError it failed with; None without an answer within 10 s."""
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "retries": 0, "enable.idempotence": False,
+                         "message.timeout.ms": 5000})
+    out = []
+    where = {} if partition is None else {"partition": partition}
+    producer.produce(topic, value=value, on_delivery=lambda err, msg: out.append(err or msg.offset()), **where)
+    producer.flush(10)
+    return out[0] if out else None
 
 
 def partition_count(bootstrap: str, name: str) -> int:

@@ -4,6 +4,11 @@ view of one partition (leader, epoch, replicas, isr), waits on the ISR, read-bac
 Kafka's own tools (kafka-topics --under-replicated-partitions, kafka-leader-election,
 kafka-producer-perf-test).
 
+`KeyedProducer` is the in-process one (confluent-kafka): an idempotent acks=all producer that
+writes keyed records until stopped, for a fault that lasts as long as the test needs
+(test_jbod.py, test_cluster_disk_faults.py); `assert_keyed_records_read_back` checks its
+acknowledgements against the partitions read back with CRC checks.
+
 `produce-paced` (one small program per client, beside its driver, named replication_produce.*;
 the Java one is a class of the driver jar with its own main):
 
@@ -19,7 +24,13 @@ kafka-python), kcat's text otherwise. A failed send is data, not a driver failur
 """
 
 import re
+import threading
+import time
+import uuid
+from collections import Counter
 from typing import Dict, List, Optional
+
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
 from . import kafka_cli, wire
 from .cluster import Cluster, wait_for
@@ -88,6 +99,106 @@ class PacedProducer(MemberProcess):
         """Wait for the program to end by itself (exit 0); every result, by index."""
         self._wait_exit(timeout)
         return sorted(self.snapshot(), key=lambda r: r["index"])
+
+
+class KeyedProducer:
+    """An idempotent acks=all producer (confluent-kafka, in this process) writing keyed records
+    round-robin over `partitions` partitions in a thread until `stop()`: `acked` maps
+    (partition, offset) to (key, value), `unplaced` holds (partition, key, value) of records
+    delivered without an offset, `failed` the delivery errors. `message_timeout_ms`: how long
+    a record is retried before it fails (a fault the test lets last must fit in it)."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int, message_timeout_ms: int = 60000):
+        self.producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
+                                  "linger.ms": 5, "message.timeout.ms": message_timeout_ms})
+        self.topic, self.partitions = topic, partitions
+        self.acked, self.failed, self.unplaced, self.sent = {}, [], [], 0
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _deliver(self, err, msg):
+        if err is not None:
+            self.failed.append(err)
+        elif msg.offset() is None or msg.offset() < 0:
+            # Delivered, but librdkafka did not learn the offset (a retried batch whose
+            # first answer was lost): checked by content.
+            self.unplaced.append((msg.partition(), msg.key(), msg.value()))
+        else:
+            self.acked[(msg.partition(), msg.offset())] = (msg.key(), msg.value())
+
+    def _run(self):
+        while not self.done.is_set():
+            key = b"k%06d" % self.sent
+            self.producer.produce(self.topic, key=key, value=b"v%06d-" % self.sent + key,
+                                  partition=self.sent % self.partitions, on_delivery=self._deliver)
+            self.sent += 1
+            self.producer.poll(0.005)
+
+    def acked_since(self, count: int, partitions: List[int]) -> int:
+        """Records acknowledged, after the first `count`, in any of `partitions`."""
+        return sum(1 for (p, o) in list(self.acked)[count:] if p in partitions)
+
+    def stop(self, timeout: float = 90):
+        """Stops producing and waits until every record sent has its delivery report."""
+        self.done.set()
+        self.thread.join(30)
+        left = self.producer.flush(timeout)
+        assert left == 0, f"{left} records never delivered"
+
+    def close(self):
+        """Stops producing, drops what is not delivered yet (nothing, after `stop()`) and closes
+        the client, so that after a failure it does not go on reconnecting to a cluster that is
+        going away."""
+        self.done.set()
+        self.thread.join(30)
+        self.producer.purge()
+        self.producer.close()
+
+
+CORRUPT = (KafkaError._BAD_MSG, KafkaError.INVALID_MSG)  # INVALID_MSG: Kafka's CORRUPT_MESSAGE
+
+
+def read_keyed(bootstrap: str, topic: str, partition: int, timeout_s: float = 60) -> Dict[int, tuple]:
+    """Every record of the partition from offset 0 to its high watermark (taken first), CRCs
+    checked: {offset: (key, value)}."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"read-{uuid.uuid4().hex[:6]}",
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest", "check.crcs": True})
+    got = {}
+    try:
+        _, end = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=30)
+        consumer.assign([TopicPartition(topic, partition, 0)])
+        deadline = time.monotonic() + timeout_s
+        while len(got) < end and time.monotonic() < deadline:
+            for m in consumer.consume(500, 1.0):
+                # A record that fails its CRC (or does not parse) is served damaged: never fine.
+                # Other errors (a node restarting) are retried by the consumer.
+                assert m.error() is None or m.error().code() not in CORRUPT, f"{topic}-{partition}: {m.error()}"
+                if m.error() is None and m.offset() < end:
+                    got[m.offset()] = (m.key(), m.value())
+    finally:
+        consumer.close()
+    return got
+
+
+def assert_keyed_records_read_back(bootstrap: str, topic: str, producer: KeyedProducer) -> None:
+    """Every record `producer` had acknowledged is read back from `bootstrap` once: at its
+    offset with its key and value, or (acknowledged without one) somewhere in its partition;
+    each partition is read whole, from offset 0 to its high watermark, without gaps."""
+    for p in range(producer.partitions):
+        mine = {o: kv for (q, o), kv in producer.acked.items() if q == p}
+        unplaced = [(k, v) for (q, k, v) in producer.unplaced if q == p]
+        if not mine and not unplaced:
+            continue
+        got = read_keyed(bootstrap, topic, p)
+        lost = sorted(o for o in mine if got.get(o) != mine[o])
+        assert not lost, f"partition {p}: {len(lost)} acknowledged records missing or changed, first {lost[:5]}"
+        assert sorted(got) == list(range(len(got))), f"partition {p}: offsets with gaps"
+        counts = Counter(got.values())
+        twice = sorted(o for o, kv in mine.items() if counts[kv] != 1)
+        assert not twice, f"partition {p}: acknowledged records read more than once, at offsets {twice[:5]}"
+        missing = [kv for kv in unplaced if counts[kv] != 1]
+        assert not missing, f"partition {p}: acknowledged records without an offset not read once: {missing[:5]}"
 
 
 # -- topics and views ----------------------------------------------------------------------------

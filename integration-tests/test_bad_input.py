@@ -23,6 +23,7 @@ from typing import List, Optional, Tuple
 import pytest
 
 from harness import paths
+from harness.wire import crc32c
 from harness.drivers import run
 
 RECORD_COUNT = 20
@@ -90,27 +91,6 @@ def header_v2(api_key: int, api_version: int, correlation_id: int) -> bytes:
 
 def frame(payload: bytes) -> bytes:
     return struct.pack(">i", len(payload)) + payload
-
-
-def _crc32c_table() -> List[int]:
-    poly = 0x82F63B78  # Castagnoli, reflected
-    table = []
-    for i in range(256):
-        c = i
-        for _ in range(8):
-            c = (c >> 1) ^ poly if c & 1 else c >> 1
-        table.append(c)
-    return table
-
-
-_CRC32C_TABLE = _crc32c_table()
-
-
-def crc32c(data: bytes) -> int:
-    crc = 0xFFFFFFFF
-    for b in data:
-        crc = _CRC32C_TABLE[(crc ^ b) & 0xFF] ^ (crc >> 8)
-    return crc ^ 0xFFFFFFFF
 
 
 def record_batch_v2(key: bytes, value: bytes, timestamp_ms: int, flip_crc_bit: bool = False) -> bytes:

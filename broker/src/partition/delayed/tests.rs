@@ -124,6 +124,16 @@ async fn an_acks_all_wait_ends_when_the_leadership_moves() {
     );
 }
 
+/// The controller's ISR change for replicas [1, 2, 3], as the metadata delta applies it.
+fn set_isr(f: &Fixture, isr: &[i32], partition_epoch: i32) {
+    f.partition
+        .set_assignment(crate::replication::leader::Assignment {
+            replicas: vec![1, 2, 3],
+            isr: isr.to_vec(),
+            partition_epoch,
+        });
+}
+
 #[tokio::test(start_paused = true)]
 async fn an_acks_all_wait_whose_isr_falls_below_min_isr_times_out() {
     // Kafka 4: the high watermark stands still below min.insync.replicas, so the wait ends
@@ -138,12 +148,7 @@ async fn an_acks_all_wait_whose_isr_falls_below_min_isr_times_out() {
         &CancellationToken::new(),
     );
     tokio::time::sleep(Duration::from_secs(1)).await;
-    f.partition
-        .set_assignment(crate::replication::leader::Assignment {
-            replicas: vec![1, 2, 3],
-            isr: vec![1],
-            partition_epoch: 1,
-        });
+    set_isr(&f, &[1], 1);
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert!(!wait.is_finished(), "a short ISR does not end the wait");
     assert_eq!(wait.await.expect("task"), Err(NotReplicated::TimedOut));
@@ -156,19 +161,9 @@ async fn an_acks_all_wait_completes_once_a_short_isr_grows_back_and_catches_up()
     let required = append_three(&f).await;
     let wait = spawn_acks_wait(&f, required, LONG, &CancellationToken::new());
     tokio::time::sleep(Duration::from_secs(1)).await;
-    f.partition
-        .set_assignment(crate::replication::leader::Assignment {
-            replicas: vec![1, 2, 3],
-            isr: vec![1],
-            partition_epoch: 1,
-        });
+    set_isr(&f, &[1], 1);
     tokio::time::sleep(Duration::from_secs(1)).await;
-    f.partition
-        .set_assignment(crate::replication::leader::Assignment {
-            replicas: vec![1, 2, 3],
-            isr: vec![1, 2],
-            partition_epoch: 2,
-        });
+    set_isr(&f, &[1, 2], 2);
     f.partition
         .record_follower_fetch(2, 7, required, -1, None, 2_000)
         .await

@@ -70,10 +70,11 @@ integration: test-bin
 
 # The two passes alone, on the binary already built (`make test` runs them around its lint build).
 suite-parallel:
-	BROOK_BIN=$(CURDIR)/target/debug/brook python3 -m pytest -n $(INTEGRATION_WORKERS) --dist loadfile --no-loadscope-reorder --durations=30 -m "not serial" integration-tests
+	BROOK_BIN=$(CURDIR)/target/debug/brook python3 -m pytest -n $(INTEGRATION_WORKERS) --dist loadfile --no-loadscope-reorder --durations=30 -m "not serial" \
+	  --junitxml=$(CURDIR)/target/integration-parallel-junit.xml integration-tests
 
 suite-serial:
-	BROOK_BIN=$(CURDIR)/target/debug/brook python3 -m pytest -m serial --durations=10 --junitxml=/tmp/brook-integration-serial-junit.xml integration-tests
+	BROOK_BIN=$(CURDIR)/target/debug/brook python3 -m pytest -m serial --durations=10 --junitxml=$(CURDIR)/target/integration-serial-junit.xml integration-tests
 
 # The whole suite against Apache Kafka 4.4 (BROOK_TEST_TARGET=kafka), configured as for Brook,
 # security included: single-node modules against one Kafka node, cluster modules against three

@@ -134,25 +134,37 @@ SERIAL_MODULES = {
     "test_idle.py", "test_shutdown.py", "test_scale_partitions.py", "test_scale_file_limits.py",
     "test_soak.py", "test_chaos_short.py", "test_slow_clients.py",
 }
-# The parallel pass hands whole modules to workers in collection order: the longest go first, so
-# no worker is left with a long module at the end while the other idles.
-# Measured on the parallel pass (minutes, 2 workers): compat 4.8, group_failover 2.3,
-# security_sasl 2.2, librdkafka_0081 2.1, group_clients 1.9, group_zombie 1.9, security_acl 1.8,
-# security_tls 1.3; the rest take about a minute or less. New this stop: security_acl_apis and
-# group_consumer_protocol (about 2 minutes each alone); client_quotas (1.5 alone, mostly waiting
-# on throttled clients).
-LONG_MODULES_FIRST = [
-    "test_compat.py", "test_security_acl_apis.py", "test_group_failover.py", "test_security_sasl.py",
-    "test_librdkafka_0081.py", "test_group_consumer_protocol.py", "test_group_clients.py",
-    "test_client_quotas.py",
-    "test_group_zombie.py", "test_security_acl.py", "test_security_tls.py", "test_cluster_grow.py",
-    "test_cluster_reassign.py",
-]
+# The parallel pass hands whole modules to workers in collection order, so the longest go first
+# (longest-processing-time-first scheduling): no worker is left with a long module at the end
+# while the others idle. Seconds per module (setup, tests and teardown) in CI's parallel pass at
+# stop 36 (3 workers, the lint and fuzz builds beside it); modules under 20 s follow in file order.
+# Refresh from target/integration-parallel-junit.xml (`make test` writes it) when modules grow.
+MODULE_SECONDS = {
+    "test_compat.py": 233, "test_features.py": 142, "test_cluster_reassign.py": 141,
+    "test_group_failover.py": 135, "test_librdkafka_0081.py": 127, "test_client_quotas.py": 125,
+    "test_group_zombie.py": 116, "test_group_clients.py": 116, "test_security_tls.py": 115,
+    "test_quorum_changes.py": 112, "test_security_sasl.py": 101, "test_security_acl.py": 99,
+    "test_cluster_grow.py": 98, "test_produce_fetch_semantics.py": 97,
+    "test_group_consumer_protocol.py": 93, "test_security_acl_apis.py": 92,
+    "test_cli_tools.py": 81, "test_cluster_clients.py": 69, "test_replication_isr.py": 61,
+    "test_group_migration.py": 58, "test_format.py": 56, "test_replication_clients.py": 56,
+    "test_transactions.py": 55, "test_config_groups.py": 53, "test_group_resume.py": 49,
+    "test_connection_limits.py": 47, "test_cluster_disk_faults.py": 45,
+    "test_security_cluster.py": 45, "test_jbod.py": 42, "test_franz_kgo.py": 42,
+    "test_config_kafka_names.py": 41, "test_retention.py": 41, "test_cluster_txn_group.py": 39,
+    "test_bad_input.py": 39, "test_group_kcat.py": 39, "test_admin_errors.py": 37,
+    "test_corrupt_files.py": 33, "test_mirror_maker.py": 30, "test_sarama.py": 29,
+    "test_security_tls_reload.py": 29, "test_compaction.py": 29,
+    "test_group_consumer_regex.py": 29, "test_group_offset_reset.py": 28,
+    "test_cluster_basics.py": 28, "test_consumer_groups_cli.py": 25, "test_offsets_topic.py": 25,
+    "test_elr.py": 25, "test_transactions_admin.py": 24, "test_streams_eos.py": 22,
+    "test_cluster_transactions.py": 22, "test_cluster_consumer_group.py": 21,
+    "test_connect.py": 21, "test_replication_elections.py": 21,
+}
 
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.path.name in SERIAL_MODULES:
             item.add_marker(pytest.mark.serial)
-    rank = {name: i for i, name in enumerate(LONG_MODULES_FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: keeps order within a module
+    items.sort(key=lambda item: -MODULE_SECONDS.get(item.path.name, 0))  # stable: keeps order within a module

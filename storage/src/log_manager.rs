@@ -25,6 +25,7 @@
 
 use std::collections::BTreeMap;
 use std::fs;
+use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -107,6 +108,7 @@ fn open_all(
             checkpointed_log_start: f.log_start,
             entry,
             any_unopenable: Arc::clone(any_unopenable),
+            on_disk: true,
         };
         let handle = LogHandle::closed(&f.key.0, f.key.1, closed, Arc::clone(failures));
         if let Some(hw) = f.high_watermark {
@@ -560,20 +562,32 @@ impl LogManager {
             });
         };
         let dir = log_dir.join(format!("{topic}-{partition}"));
-        let log = match Log::open(&dir, config, now_ms()) {
-            Ok(log) => log,
-            Err(e) => {
-                tracing::error!(topic, partition, dir = %dir.display(), error = %e, "log could not be created; the partition is offline");
-                self.offline
-                    .lock()
-                    .insert((topic.to_string(), partition), e.to_string());
-                self.any_offline
-                    .store(true, std::sync::atomic::Ordering::Release);
-                return Err(self.offline_error(topic, partition).unwrap_or(e));
-            }
+        let handle = if fs::symlink_metadata(&dir).is_err_and(|e| e.kind() == ErrorKind::NotFound) {
+            // Created on first use (a write, a read, a follower fetch: `handle/lazy.rs`), on
+            // the blocking pool and outside this map's lock: making a partition a replica
+            // costs no file or fsync, so a topic of 100,000 partitions is applied in
+            // moments and a stop right after it has nothing to wait for.
+            let closed = ClosedLog::new_log(dir.clone(), config, Arc::clone(&self.any_unopenable));
+            LogHandle::closed(topic, partition, closed, Arc::clone(&self.failures))
+        } else {
+            // Something is in the way (a file, a directory this start did not load): opened
+            // now, so a partition whose log cannot be created is offline from the start,
+            // never advertised as led.
+            let log = match Log::open(&dir, config, now_ms()) {
+                Ok(log) => log,
+                Err(e) => {
+                    tracing::error!(topic, partition, dir = %dir.display(), error = %e, "log could not be created; the partition is offline");
+                    self.offline
+                        .lock()
+                        .insert((topic.to_string(), partition), e.to_string());
+                    self.any_offline
+                        .store(true, std::sync::atomic::Ordering::Release);
+                    return Err(self.offline_error(topic, partition).unwrap_or(e));
+                }
+            };
+            LogHandle::new(topic, partition, log, Arc::clone(&self.failures))
         };
         tracing::info!(topic, partition, dir = %dir.display(), "log created");
-        let handle = LogHandle::new(topic, partition, log, Arc::clone(&self.failures));
         logs.insert((topic.to_string(), partition), handle.clone());
         Ok(handle)
     }
@@ -589,8 +603,11 @@ impl LogManager {
             return Ok(false);
         };
         // Open or not, its files are closed once the slot is dropped.
-        if matches!(handle.take_blocking(), crate::handle::Slot::Deleted) {
-            return Ok(false);
+        match handle.take_blocking() {
+            crate::handle::Slot::Deleted => return Ok(false),
+            // Never used: nothing of it was created on disk.
+            crate::handle::Slot::Closed(closed) if !closed.on_disk => return Ok(true),
+            _ => {}
         }
         let dir = handle.dir().to_path_buf();
         let parent = dir.parent().map(Path::to_path_buf).unwrap_or_default();
@@ -743,12 +760,14 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let dirs = vec![dir.path().to_path_buf()];
         let manager = LogManager::open(&dirs, LogConfig::default()).expect("open");
-        manager
-            .get_or_create("t", 0, LogConfig::default())
-            .expect("create t-0");
-        manager
-            .get_or_create("t", 1, LogConfig::default())
-            .expect("create t-1");
+        for partition in [0, 1] {
+            // First use creates a new log's files.
+            manager
+                .get_or_create("t", partition, LogConfig::default())
+                .expect("create")
+                .with_log_blocking(|_| Ok(()))
+                .expect("first use");
+        }
         manager.shutdown().expect("shutdown");
         let segment = dir
             .path()

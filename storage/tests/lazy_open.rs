@@ -281,3 +281,56 @@ async fn a_log_with_an_open_transaction_opens_eagerly() {
     assert!(t0.has_ongoing_transaction(42, 0));
     assert_eq!(t1.last_stable_offset(), 2);
 }
+
+/// A new partition's log has no file until its first use: deleting it before that removes
+/// nothing, a clean shutdown leaves its directory empty, and after the restart it is a log
+/// like any other (the eager open of that empty directory, without the marker, too).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_log_has_no_files_until_its_first_use_or_a_clean_shutdown() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let dir = root.path().join("d");
+    let manager = open(&dir);
+    for p in 0..3 {
+        let h = manager
+            .get_or_create("t", p, small_config())
+            .expect("create");
+        h.assign_epoch_start(4).await.expect("leader epoch");
+        assert!(!h.is_open() && !dir.join(format!("t-{p}")).exists());
+        assert_eq!(published(&h), (0, 0, 0, Some(4), 0));
+    }
+    assert!(manager.delete_log("t", 2).expect("delete an unused log"));
+    assert!(manager.get("t", 2).is_none() && !dir.join("t-2").exists());
+    let info = log(&manager, 1)
+        .append(BytesMut::from(&batch(0, 2, 10)[..]), 4, 0)
+        .await
+        .expect("first append creates the log");
+    assert_eq!(info.base_offset, 0);
+    assert!(dir.join("t-1").join(format!("{:020}.log", 0)).is_file());
+    assert!(!dir.join("t-0").exists());
+    manager.shutdown().expect("shutdown");
+    let unused = dir.join("t-0");
+    assert_eq!(fs::read_dir(&unused).expect("made at shutdown").count(), 0);
+
+    let eager_dir = root.path().join("eager");
+    copy_dir(&dir, &eager_dir);
+    fs::remove_file(eager_dir.join(MARKER_FILE_NAME)).expect("remove marker");
+    for (path, lazily) in [(&dir, true), (&eager_dir, false)] {
+        let manager = open(path);
+        let t0 = log(&manager, 0);
+        assert_eq!(t0.is_open(), !lazily);
+        // The epoch assigned while it was unused is in the summary only: without it, the
+        // broker assigns the partition's epoch again when it applies the metadata.
+        let epoch = if lazily { Some(4) } else { None };
+        assert_eq!(published(&t0), (0, 0, 0, epoch, 0));
+        let info = t0
+            .append(BytesMut::from(&batch(0, 3, 10)[..]), 5, 0)
+            .await
+            .expect("append after the restart");
+        assert_eq!((info.base_offset, t0.log_end_offset()), (0, 3));
+        assert_eq!(read_all(&t0).await.len(), batch(0, 3, 10).len());
+        assert_eq!(
+            read_all(&log(&manager, 1)).await.len(),
+            batch(0, 2, 10).len()
+        );
+    }
+}

@@ -9,10 +9,14 @@ a classic group and a classic member in a consumer group; the online migration t
 policy allows is test_group_migration.py's).
 
 Members are Java 4.4 consumers (the driver's `group-consume --group-protocol consumer --events`)
-and, in one cell, confluent-kafka (librdkafka >= 2.12). Ownership is followed from each member's
-rebalance-listener events (with this protocol the listener gets the partitions added or taken,
-never the whole assignment), so "each partition owned by exactly one member" is checked from
-the members' own view, not only from the broker's.
+and, in their own cells, confluent-kafka (librdkafka >= 2.12) and franz-go (the same driver
+command: `kgo.ServerSideBalancer`, its next-generation group consumer), alone and beside a Java
+member in one group. Ownership is followed from each member's rebalance-listener events (with
+this protocol the listener gets the partitions added or taken, never the whole assignment), so
+"each partition owned by exactly one member" is checked from the members' own view, not only
+from the broker's. franz-go falls back to the classic protocol by itself when the broker does
+not serve ConsumerGroupHeartbeat, so its cells also check the broker's side: the group is listed
+as a `consumer` group and ConsumerGroupDescribe shows the franz-go members and their partitions.
 """
 
 import json
@@ -23,11 +27,11 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka import Consumer, ConsumerGroupType, KafkaError, Producer
 from confluent_kafka import TopicCollection
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from harness import kafka_cli, paths
+from harness import kafka_cli, paths, wire
 from harness.broker import Broker
 from harness.members import GroupMember, poll_until
 
@@ -47,6 +51,8 @@ GROUPS_TOOL = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"
 DUMP_TOOL = "org.apache.kafka.tools.DumpLogSegments"
 # "| offset: 3 ... key: {json} payload: {json}" (or "payload: <DELETE>" for a tombstone)
 OFFSETS_RECORD = re.compile(r" key: (\{.*\}) payload: (\{.*\}|<DELETE>)$")
+# The client.id each driver sets (drivers/java/.../Main.java, drivers/franz/main.go).
+CLIENT_IDS = {"java": "brook-driver-java", "franz": "brook-franz-driver"}
 
 
 @pytest.fixture(scope="module")
@@ -81,8 +87,8 @@ def produce(bootstrap: str, topic: str, per_partition: int, prefix: str, partiti
     return sent
 
 
-def member(bootstrap, group, topic, name, *extra) -> GroupMember:
-    return GroupMember("java", bootstrap, group, topic, "--group-protocol", "consumer", "--events",
+def member(bootstrap, group, topic, name, *extra, client="java") -> GroupMember:
+    return GroupMember(client, bootstrap, group, topic, "--group-protocol", "consumer", "--events",
                        "--timeout-ms", DEADLINE_S * 1000 * 2, *extra, name=name)
 
 
@@ -145,6 +151,72 @@ def stop_all(members) -> None:
             m.stop()
 
 
+def group_type(bootstrap: str, group: str):
+    """The group's type as ListGroups (v5) lists it."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept alive until the answer is in
+    listed = admin.list_consumer_groups().result(30).valid
+    return next((g.type for g in listed if g.group_id == group), None)
+
+
+def wait_described(bootstrap: str, group: str, topic: str, split: dict) -> dict:
+    """ConsumerGroupDescribe once the coordinator's view is the members' own (`split`, from
+    their listeners): Stable, each member at the group epoch owning the partitions it says it
+    owns; returns {member id: (client id, partitions)}."""
+    seen = {}
+
+    def agrees():
+        d = seen["d"] = wire.consumer_group_describe(bootstrap, group)
+        assert d["error"] != 69, f"GROUP_ID_NOT_FOUND: not a consumer group (a classic join?): {d}"
+        members = d["members"].values()
+        if d["error"] != 0 or d["state"] != "Stable" or any(m["member_epoch"] != d["group_epoch"] for m in members):
+            return None
+        if sorted(m["assignment"].get(topic, []) for m in members) != sorted(sorted(ps) for ps in split.values()):
+            return None
+        return {mid: (m["client_id"], set(m["assignment"][topic])) for mid, m in d["members"].items()}
+
+    return poll_until(agrees, DEADLINE_S, lambda: f"ConsumerGroupDescribe {seen.get('d')} vs {split}")
+
+
+def assert_each_record_once_by_its_owner(members, split: dict, sent: set, per_partition: int) -> None:
+    """Every record of `sent` read exactly once, offsets 0..per_partition-1 in each partition,
+    and each member read only the partitions it owns in `split`."""
+    got = consumed(members)
+    assert len(got) == len(sent), "no duplicates"
+    assert {(p, k, v) for p, k, v, _ in got} == sent
+    for p in range(PARTITIONS):
+        assert sorted(o for q, _, _, o in got if q == p) == list(range(per_partition))
+    for m in members:
+        assert {r["partition"] for r in m.records} == split[m.name], f"{m.name} read only its own partitions"
+
+
+def run_consumer_protocol_group(bootstrap: str, topic: str, clients: list, per_partition: int) -> None:
+    """Members of `clients` (named a, b, ...) with the consumer protocol split a PARTITIONS-
+    partition topic evenly; the broker lists the group as a consumer group and describes each
+    member (its client id, its partitions) as the member sees itself; every record produced is
+    read once, by the owner of its partition."""
+    create_topic(bootstrap, topic, PARTITIONS)
+    group = new_group()
+    names = "abcdef"[:len(clients)]
+    members = [member(bootstrap, group, topic, n, client=c) for n, c in zip(names, clients)]
+    try:
+        split = wait_split(members, per_member=PARTITIONS // len(members))
+        described = wait_described(bootstrap, group, topic, split)
+        listed_as = group_type(bootstrap, group)
+        sent = produce(bootstrap, topic, per_partition, "f")
+        wait_consumed(members, sent)
+        time.sleep(1)  # a duplicate would show up meanwhile
+    finally:
+        stop_all(members)
+    assert listed_as == ConsumerGroupType.CONSUMER
+    # The members' own ids (their final lines) are the ones the coordinator describes.
+    by_id = {m.final["member_id"]: m for m in members}
+    assert set(described) == set(by_id), (described, by_id)
+    for mid, (client_id, partitions) in described.items():
+        m = by_id[mid]
+        assert (client_id, partitions) == (CLIENT_IDS[m.client], split[m.name]), (m.name, described[mid])
+    assert_each_record_once_by_its_owner(members, split, sent, per_partition)
+
+
 def test_three_members_share_six_partitions_exactly_and_read_every_record_once(cg_broker, topic):
     create_topic(cg_broker.bootstrap, topic, PARTITIONS)
     group = new_group()
@@ -156,14 +228,8 @@ def test_three_members_share_six_partitions_exactly_and_read_every_record_once(c
         time.sleep(2)  # a duplicate would show up meanwhile
     finally:
         stop_all(members)
-    got = consumed(members)
-    assert len(got) == len(sent), "no duplicates"
-    assert {(p, k, v) for p, k, v, _ in got} == sent
     # Offsets are exactly 0..49 per partition, each partition read by the member owning it.
-    for p in range(PARTITIONS):
-        assert sorted(o for q, _, _, o in got if q == p) == list(range(50))
-    for m in members:
-        assert {r["partition"] for r in m.records} == split[m.name], f"{m.name} read only its own partitions"
+    assert_each_record_once_by_its_owner(members, split, sent, 50)
 
 
 @pytest.mark.parametrize("how", ["close", "kill"])
@@ -316,9 +382,15 @@ def test_confluent_kafka_members_with_the_consumer_protocol_split_a_topic(cg_bro
     assert assignments[0] | assignments[1] == set(range(PARTITIONS)) and not assignments[0] & assignments[1]
 
 
-def test_the_new_apis_and_group_version_are_advertised_as_kafka_4_4_does(cg_broker):
-    from harness import wire
+def test_franz_go_members_with_the_consumer_protocol_split_a_topic_and_read_every_record_once(cg_broker, topic):
+    run_consumer_protocol_group(cg_broker.bootstrap, topic, ["franz", "franz", "franz"], 30)
 
+
+def test_a_java_and_a_franz_go_member_share_one_consumer_protocol_group(cg_broker, topic):
+    run_consumer_protocol_group(cg_broker.bootstrap, topic, ["java", "franz"], 30)
+
+
+def test_the_new_apis_and_group_version_are_advertised_as_kafka_4_4_does(cg_broker):
     advertised = wire.api_versions(cg_broker.bootstrap)
     assert advertised[68] == (0, 1), "ConsumerGroupHeartbeat"
     assert advertised[69] == (0, 1), "ConsumerGroupDescribe"

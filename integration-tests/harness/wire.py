@@ -724,8 +724,9 @@ _CG_ASSIGNMENT = [("topic_partitions", ("carray", [("topic_id", "uuid"), ("topic
 
 def consumer_group_describe(bootstrap: str, group: str) -> dict:
     """The KIP-848 group as `bootstrap` (its coordinator) describes it: {"error", "message",
-    "state", "group_epoch", "assignor", "members": {member id: {"subscribed_topic_names",
-    "subscribed_topic_regex", "assignment": {topic: [partitions]}, "target": {topic: [..]}}}}."""
+    "state", "group_epoch", "assignor", "members": {member id: {"client_id", "member_epoch",
+    "subscribed_topic_names", "subscribed_topic_regex", "assignment": {topic: [partitions]},
+    "target": {topic: [..]}}}}."""
     member = [("member_id", "cstring"), ("instance_id", "cnstring"), ("rack_id", "cnstring"),
               ("member_epoch", "int32"), ("client_id", "cstring"), ("client_host", "cstring"),
               ("subscribed_topic_names", ("carray", "cstring")), ("subscribed_topic_regex", "cnstring"),
@@ -746,7 +747,8 @@ def consumer_group_describe(bootstrap: str, group: str) -> dict:
     return {
         "error": g["error_code"], "message": g["error_message"], "state": g["group_state"],
         "group_epoch": g["group_epoch"], "assignor": g["assignor_name"],
-        "members": {m["member_id"]: {"subscribed_topic_names": m["subscribed_topic_names"],
+        "members": {m["member_id"]: {"client_id": m["client_id"], "member_epoch": m["member_epoch"],
+                                     "subscribed_topic_names": m["subscribed_topic_names"],
                                      "subscribed_topic_regex": m["subscribed_topic_regex"],
                                      "assignment": by_topic(m["assignment"]),
                                      "target": by_topic(m["target_assignment"])}

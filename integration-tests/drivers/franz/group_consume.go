@@ -1,6 +1,6 @@
-// The group-consume command: joins consumer group --group with the classic
-// protocol (JoinGroup/SyncGroup; a client-side --assignor, range or
-// cooperative-sticky), prints each record it is given as one JSON line, and
+// The group-consume command: joins consumer group --group, by default with
+// the classic protocol (JoinGroup/SyncGroup; a client-side --assignor, range
+// or cooperative-sticky), prints each record it is given as one JSON line, and
 // after every poll commits the offset after the last record it printed per
 // partition (so a later member resumes exactly there). It stops after
 // --count records, or once it has printed something and then seen nothing
@@ -18,6 +18,15 @@
 // committing them (franz-go heartbeats in the background meanwhile), so a
 // scenario can freeze the member (SIGSTOP) with a commit pending and resume
 // it once the group has moved on (a "zombie").
+// --group-protocol consumer joins with KIP-848's protocol instead
+// (kgo.ServerSideBalancer: ConsumerGroupHeartbeat, the broker assigns), as
+// the Java driver's flag does: --remote-assignor uniform|range (default
+// uniform, the broker's default) names the server-side assignor, the
+// classic-only --assignor and --session-timeout-ms are ignored, and the
+// final line's "generation" is the member epoch. franz-go falls back to the
+// classic protocol by itself when the broker does not serve
+// ConsumerGroupHeartbeat v1, so a scenario asserts the group's type from the
+// broker's side.
 //
 // Invariant: a record beyond --count is neither printed nor committed, so
 // the group's next member receives it; a record is printed before its
@@ -54,6 +63,8 @@ func groupConsumeCmd(fs *flag.FlagSet) func(context.Context, string) error {
 	sessionMs := fs.Int("session-timeout-ms", 30000, "session.timeout.ms")
 	events := fs.Bool("events", false, "also print assignment changes as JSON lines")
 	commitDelayMs := fs.Int("commit-delay-ms", 0, "wait this long between printing records and committing them")
+	protocol := fs.String("group-protocol", "classic", "classic|consumer (KIP-848)")
+	remoteAssignor := fs.String("remote-assignor", "uniform", "with --group-protocol consumer: the server-side assignor, uniform|range")
 	return func(ctx context.Context, bootstrap string) error {
 		if *topic == "" || *group == "" {
 			return usageError{"--topic and --group are required"}
@@ -66,6 +77,22 @@ func groupConsumeCmd(fs *flag.FlagSet) func(context.Context, string) error {
 			balancer = kgo.CooperativeStickyBalancer()
 		default:
 			return usageError{fmt.Sprintf("--assignor must be range or cooperative-sticky, got %q", *assignor)}
+		}
+		switch *protocol {
+		case "classic":
+		case "consumer":
+			// franz-go names the server-side assignor after the balancer:
+			// sticky (cooperative or not) -> uniform, range -> range.
+			switch *remoteAssignor {
+			case "uniform":
+				balancer = kgo.CooperativeStickyBalancer()
+			case "range":
+				balancer = kgo.RangeBalancer()
+			default:
+				return usageError{fmt.Sprintf("--remote-assignor must be uniform or range, got %q", *remoteAssignor)}
+			}
+		default:
+			return usageError{fmt.Sprintf("--group-protocol must be classic or consumer, got %q", *protocol)}
 		}
 		reset := kgo.NewOffset().AtStart()
 		if *from == "latest" {
@@ -84,6 +111,9 @@ func groupConsumeCmd(fs *flag.FlagSet) func(context.Context, string) error {
 				return
 			}
 			_, generation := cl.GroupMetadata()
+			if ps == nil {
+				ps = []int32{} // a change that did not touch the topic: [], not null
+			}
 			printJSON(map[string]any{"event": kind, "partitions": ps, "generation": generation})
 		}
 		opts := []kgo.Opt{
@@ -122,6 +152,9 @@ func groupConsumeCmd(fs *flag.FlagSet) func(context.Context, string) error {
 					delete(owned, p)
 				}
 			}),
+		}
+		if *protocol == "consumer" {
+			opts = append(opts, kgo.ServerSideBalancer())
 		}
 		if *instanceID != "" {
 			opts = append(opts, kgo.InstanceID(*instanceID))

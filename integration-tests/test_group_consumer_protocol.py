@@ -17,10 +17,21 @@ this protocol the listener gets the partitions added or taken, never the whole a
 from the broker's. franz-go falls back to the classic protocol by itself when the broker does
 not serve ConsumerGroupHeartbeat, so its cells also check the broker's side: the group is listed
 as a `consumer` group and ConsumerGroupDescribe shows the franz-go members and their partitions.
+
+Fencing, epochs and static members are driven partly with raw requests (harness.wire's
+ConsumerGroupHeartbeat v1 and OffsetCommit v9), for a member that does exactly what the test
+needs and no client does on purpose: one that never revokes (fenced `rebalance_timeout_ms` after
+it was asked to, then UNKNOWN_MEMBER_ID), a stand-in heartbeating with a frozen Java member's id
+so its epoch goes stale (FENCED_MEMBER_EPOCH; the Java member loses its partitions and rejoins at
+epoch 0), commits at an older epoch (STALE_MEMBER_EPOCH, per partition as Kafka 4.4 checks it),
+and a second member with a live static member's `group.instance.id` (UNRELEASED_INSTANCE_ID).
+Error codes and messages are asserted as Kafka 4.4 answers them.
 """
 
+import base64
 import json
 import re
+import signal
 import time
 import uuid
 from collections import Counter
@@ -33,7 +44,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from harness import kafka_cli, paths, wire
 from harness.broker import Broker
-from harness.members import GroupMember, poll_until
+from harness.members import GroupMember, committed, poll_until
 
 SESSION_TIMEOUT_MS = 8000
 OVERRIDES = {
@@ -461,3 +472,254 @@ def test_kafka_dump_log_decodes_the_groups_records_as_kafkas(cg_broker, topic):
     targets = {k["memberId"]: sorted((tp["topicId"], q) for tp in p["topicPartitions"] for q in tp["partitions"])
                for k, p in by_type[7]}
     assert targets == {m: sorted(parts) for m, parts in assigned.items()}
+
+
+# -- fencing, stale epochs and static members (raw requests beside the Java members) --------------
+UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH, UNRELEASED_INSTANCE_ID, STALE_MEMBER_EPOCH = 25, 110, 111, 113
+COORDINATOR_NOT_READY = {14, 15, 16}  # COORDINATOR_LOAD_IN_PROGRESS, _NOT_AVAILABLE, NOT_COORDINATOR
+REBALANCE_TIMEOUT_MS = 4000
+HEARTBEAT_S = 1.0  # the module's group.consumer.heartbeat.interval.ms
+
+
+def new_member_id() -> str:
+    """A member id as a KIP-1082 client generates it: a random UUID in URL-safe base64."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+def topic_id_hex(bootstrap: str, topic: str) -> str:
+    """The topic's id as harness.wire spells a uuid (32 hex digits)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    topic_id = admin.describe_topics(TopicCollection([topic]))[topic].result(30).topic_id
+    return base64.b64decode(str(topic_id).replace("-", "+").replace("_", "/") + "==").hex()
+
+
+def heartbeat(bootstrap: str, group: str, member_id: str, epoch: int, **fields) -> dict:
+    """wire.consumer_group_heartbeat, repeated while the group's coordinator is not ready (on a
+    fresh broker, FindCoordinator is what creates `__consumer_offsets`)."""
+    def answered():
+        r = wire.consumer_group_heartbeat(bootstrap, group, member_id, epoch, **fields)
+        if r["error"] in COORDINATOR_NOT_READY:
+            wire.find_coordinator(bootstrap, group)
+            return None
+        return r
+
+    return poll_until(answered, DEADLINE_S, lambda: f"{group}'s coordinator never answered")
+
+
+def join_raw(bootstrap: str, group: str, topic: str, rebalance_timeout_ms: int) -> dict:
+    """A raw member joins (epoch 0, owning nothing); the answer, with its "member_id"."""
+    member_id = new_member_id()
+    r = heartbeat(bootstrap, group, member_id, 0, topics=[topic], owned={}, rebalance_timeout_ms=rebalance_timeout_ms)
+    assert r["error"] == 0 and r["member_id"] == member_id, r
+    return r
+
+
+def only_member(bootstrap: str, group: str, partitions: int) -> tuple:
+    """(member id, epoch) of the group's one member once ConsumerGroupDescribe shows it owning
+    partitions 0..`partitions`-1."""
+    def described():
+        members = wire.consumer_group_describe(bootstrap, group)["members"]
+        if len(members) == 1:
+            (member_id, m), = members.items()
+            if sum(m["assignment"].values(), []) == list(range(partitions)):
+                return member_id, m["member_epoch"]
+        return None
+
+    return poll_until(described, DEADLINE_S, lambda: f"{group}: {wire.consumer_group_describe(bootstrap, group)}")
+
+
+def test_a_member_that_never_revokes_is_fenced_after_its_rebalance_timeout(cg_broker, topic):
+    """A raw member owning both partitions is asked to give one to a Java member that joins,
+    keeps heartbeating (so its session never expires) but keeps reporting both partitions: the
+    coordinator fences it `rebalance_timeout_ms` after it asked, and only then does the Java
+    member get the partition, then the other one too, and read every record."""
+    bootstrap = cg_broker.bootstrap
+    create_topic(bootstrap, topic, 2)
+    sent = produce(bootstrap, topic, 10, "rt", partitions=2)
+    group = new_group()
+    topic_id = topic_id_hex(bootstrap, topic)
+    stubborn = join_raw(bootstrap, group, topic, rebalance_timeout_ms=REBALANCE_TIMEOUT_MS)
+    assert stubborn["assignment"] == {topic_id: [0, 1]}, stubborn
+    stubborn_id, epoch = stubborn["member_id"], stubborn["member_epoch"]
+    java = member(bootstrap, group, topic, "java")
+    try:
+        asked_at, kept = None, None
+        deadline = time.monotonic() + DEADLINE_S
+        while time.monotonic() < deadline:
+            # Looked at before the heartbeat: if that heartbeat is answered, the raw member was
+            # still in the group when the Java member owned this.
+            java_owned = owned(java)
+            r = heartbeat(bootstrap, group, stubborn_id, epoch, owned={topic_id: [0, 1]})
+            answered_at = time.monotonic()
+            if r["error"]:
+                break
+            assert r["member_epoch"] == epoch, "it stays at its epoch until it revokes"
+            if asked_at is None and r["assignment"] is not None:
+                asked_at, kept = answered_at, r["assignment"][topic_id]
+            assert not java_owned, "no partition moves before its owner revoked it"
+            time.sleep(HEARTBEAT_S)  # the member's heartbeat interval
+        assert asked_at is not None, "the coordinator never asked the raw member to revoke"
+        assert len(kept) == 1, kept
+        assert r["error"] == UNKNOWN_MEMBER_ID, r
+        assert r["message"] == f"Member {stubborn_id} is not a member of group {group}.", r
+        # Seen at the first heartbeat after the fencing: within a heartbeat interval of it (and
+        # some slack for a loaded machine).
+        fenced_after_s = answered_at - asked_at
+        timeout_s = REBALANCE_TIMEOUT_MS / 1000
+        assert timeout_s - HEARTBEAT_S <= fenced_after_s <= timeout_s + 3 * HEARTBEAT_S, fenced_after_s
+        poll_until(lambda: owned(java) == {0, 1}, DEADLINE_S, lambda: f"java member {java.events}")
+        wait_consumed([java], sent)
+    finally:
+        stop_all([java])
+    got = consumed([java])
+    assert sorted(got) == sorted((p, f"k-rt-{p}-{i}", f"v-rt-{p}-{i}", i) for p in range(2) for i in range(10))
+
+
+def test_a_java_member_whose_epoch_is_stale_is_fenced_and_rejoins_at_epoch_zero(cg_broker, topic):
+    """The Java member is frozen (SIGSTOP) while its member id moves on twice without it: a
+    stand-in heartbeats with its id through two new assignment epochs (a partition added each
+    time). The epoch it still holds is then neither the member's nor the previous one: a
+    heartbeat with it gets FENCED_MEMBER_EPOCH, and so does the Java member's own once it is
+    resumed; it gives its partitions up as lost, rejoins at epoch 0 with the same id, gets all
+    four partitions and goes on from its commits."""
+    bootstrap = cg_broker.bootstrap
+    create_topic(bootstrap, topic, 2)
+    first = produce(bootstrap, topic, 3, "one", partitions=2)
+    group = new_group()
+    topic_id = topic_id_hex(bootstrap, topic)
+    java = member(bootstrap, group, topic, "java")
+    try:
+        # Records read and committed: the member has long acknowledged its assignment, so what
+        # it sends once resumed is an ordinary heartbeat at its old epoch.
+        wait_consumed([java], first)
+        poll_until(lambda: committed(bootstrap, group, topic, 2) == {0: 3, 1: 3}, DEADLINE_S,
+                   lambda: f"committed {committed(bootstrap, group, topic, 2)}")
+        member_id, epoch = only_member(bootstrap, group, 2)
+        assert owned(java) == {0, 1} and java.events[-1]["generation"] == epoch, java.events
+        seen = len(java.events)
+        java._signal(signal.SIGSTOP)
+        try:
+            current, held = epoch, [0, 1]
+            for partitions in (3, 4):
+                assert wire.create_partitions(bootstrap, {topic: partitions}) == {topic: 0}
+
+                def next_epoch():
+                    r = heartbeat(bootstrap, group, member_id, current, owned={topic_id: held})
+                    assert r["error"] == 0, r
+                    return r if r["member_epoch"] > current else None
+
+                r = poll_until(next_epoch, DEADLINE_S, lambda: f"{member_id} stayed at epoch {current}")
+                assert r["assignment"] == {topic_id: list(range(partitions))}, r
+                current, held = r["member_epoch"], list(range(partitions))
+            stale = heartbeat(bootstrap, group, member_id, epoch, owned={topic_id: [0, 1]})
+        finally:
+            java._signal(signal.SIGCONT)
+        assert stale["error"] == FENCED_MEMBER_EPOCH, stale
+        assert stale["message"] == (
+            f"The consumer group member has a smaller member epoch ({epoch}) than the one known by the group "
+            f"coordinator ({current}). The member must abandon all its partitions and rejoin."), stale
+        poll_until(lambda: owned(java) == {0, 1, 2, 3}, DEADLINE_S, lambda: f"java member {java.events}")
+        second = produce(bootstrap, topic, 5, "two", partitions=4)
+        wait_consumed([java], second)
+        rejoined_id, rejoined_epoch = only_member(bootstrap, group, 4)
+        events = list(java.events)  # before the close revokes everything
+    finally:
+        stop_all([java])
+    assert [(e["event"], e["partitions"]) for e in events[seen:]] == [("lost", [0, 1]), ("assigned", [0, 1, 2, 3])], \
+        events
+    assert events[-1]["generation"] == rejoined_epoch > epoch
+    assert rejoined_id == member_id, "a fenced member rejoins with the id it generated"
+    # Each record once: partitions 0 and 1 resume at the commits made before the fencing.
+    assert sorted(consumed([java])) == sorted(
+        [(p, f"k-one-{p}-{i}", f"v-one-{p}-{i}", i) for p in range(2) for i in range(3)]
+        + [(p, f"k-two-{p}-{i}", f"v-two-{p}-{i}", i + (3 if p < 2 else 0)) for p in range(4) for i in range(5)])
+
+
+def test_a_commit_with_a_stale_member_epoch_is_refused_and_changes_no_offset(cg_broker, topic):
+    """OffsetCommit v9 carries the member epoch. Once the Java member has moved to a new epoch
+    (a partition was added), a commit in its name with its previous epoch that includes the new
+    partition gets STALE_MEMBER_EPOCH for every partition and commits nothing. Kafka 4.4 checks
+    an older epoch per partition (KIP-1251): the same old epoch still commits a partition the
+    member has held since then; and the current epoch commits the new partition."""
+    bootstrap = cg_broker.bootstrap
+    create_topic(bootstrap, topic, 2)
+    sent = produce(bootstrap, topic, 10, "st", partitions=2)
+    group = new_group()
+    java = member(bootstrap, group, topic, "java")
+    try:
+        wait_consumed([java], sent)
+        poll_until(lambda: committed(bootstrap, group, topic, 2) == {0: 10, 1: 10}, DEADLINE_S,
+                   lambda: f"committed {committed(bootstrap, group, topic, 2)}")
+        member_id, epoch = only_member(bootstrap, group, 2)
+        assert wire.create_partitions(bootstrap, {topic: 3}) == {topic: 0}
+        member_id, current = only_member(bootstrap, group, 3)
+        assert current > epoch
+        # Nothing more to read: the Java member commits nothing meanwhile.
+        stale = wire.offset_commit_member(bootstrap, group, member_id, epoch, topic, {0: 3, 1: 3, 2: 3})
+        after_stale = committed(bootstrap, group, topic, 3)
+        held_since = wire.offset_commit_member(bootstrap, group, member_id, epoch, topic, {1: 7})
+        taken = wire.offset_commit_member(bootstrap, group, member_id, current, topic, {2: 0})
+        after = committed(bootstrap, group, topic, 3)
+    finally:
+        stop_all([java])
+    assert stale == {0: STALE_MEMBER_EPOCH, 1: STALE_MEMBER_EPOCH, 2: STALE_MEMBER_EPOCH}, stale
+    assert after_stale == {0: 10, 1: 10, 2: -1001}, "nothing committed"
+    assert held_since == {1: 0} and taken == {2: 0}
+    assert after == {0: 10, 1: 7, 2: 0}
+
+
+def test_a_static_member_restarted_within_its_session_keeps_its_partitions_and_a_twin_is_refused(cg_broker, topic):
+    """A static member (group.instance.id) closed and restarted within the session timeout gets
+    back exactly its partitions, resumes at its commits, and the other member sees nothing
+    happen (no listener event). While it is live, a second member with its instance id is
+    refused with UNRELEASED_INSTANCE_ID: a raw join, and a Java consumer, which fails."""
+    bootstrap = cg_broker.bootstrap
+    create_topic(bootstrap, topic, 4)
+    group = new_group()
+    instance = f"static-{uuid.uuid4().hex[:8]}"
+    static = member(bootstrap, group, topic, "static", "--instance-id", instance)
+    other = member(bootstrap, group, topic, "other")
+    restarted = None
+    try:
+        before = wait_split([static, other], partitions=4, per_member=2)
+        first = produce(bootstrap, topic, 5, "one", partitions=4)
+        wait_consumed([static, other], first)
+        poll_until(lambda: committed(bootstrap, group, topic, 4) == {p: 5 for p in range(4)}, DEADLINE_S,
+                   lambda: f"committed {committed(bootstrap, group, topic, 4)}")
+        other_seen = len(other.events)
+        static.stop()  # a static member's close leaves temporarily (epoch -2): its partitions wait
+        stopped_at = time.monotonic()
+        restarted = member(bootstrap, group, topic, "restarted", "--instance-id", instance)
+        poll_until(lambda: owned(restarted) == before["static"], DEADLINE_S,
+                   lambda: f"restarted {restarted.events}")
+        back_after_s = time.monotonic() - stopped_at
+        # A Java twin starts while the restarted member reads on (refused, it changes nothing).
+        java_twin = member(bootstrap, group, topic, "twin", "--instance-id", instance)
+        owner = next(m for m, d in wire.consumer_group_describe(bootstrap, group)["members"].items()
+                     if d["instance_id"] == instance)
+        twin_id = new_member_id()
+        raw_twin = heartbeat(bootstrap, group, twin_id, 0, instance_id=instance, rebalance_timeout_ms=30000,
+                             topics=[topic], owned={})
+        second = produce(bootstrap, topic, 5, "two", partitions=4)
+        wait_consumed([restarted, other], second)
+        java_twin.proc.wait(DEADLINE_S)
+        java_twin._join_readers()
+        twin_err = java_twin.stderr_tail(80)
+        assert restarted.alive and other.alive
+        # Before the closes revoke everything.
+        restarted_events, other_events = list(restarted.events), list(other.events)
+    finally:
+        stop_all([static, other] + ([restarted] if restarted else []))
+    assert back_after_s < SESSION_TIMEOUT_MS / 1000, "restarted within the session timeout"
+    assert [(e["event"], e["partitions"]) for e in restarted_events] == [("assigned", sorted(before["static"]))]
+    assert other_events[other_seen:] == [], "the other member was not disturbed"
+    assert sorted((p, k, v, o) for p, k, v, o in consumed([restarted])) == sorted(
+        (p, f"k-two-{p}-{i}", f"v-two-{p}-{i}", 5 + i) for p in before["static"] for i in range(5)), \
+        "resumed at the first run's commits"
+    assert raw_twin["error"] == UNRELEASED_INSTANCE_ID, raw_twin
+    assert raw_twin["message"] == (f"Static member {twin_id} with instance id {instance} cannot join the group "
+                                   f"because the instance id is owned by {owner} member."), raw_twin
+    assert java_twin.proc.returncode != 0
+    assert re.search(r'\{"error":"UnreleasedInstanceIdException","message":"Static member [\w-]{22} with instance id '
+                     + re.escape(instance) + r' cannot join the group because the instance id is owned by '
+                     + re.escape(owner) + r' member\."\}', twin_err), twin_err

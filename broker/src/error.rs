@@ -294,10 +294,14 @@ impl FetchSessionError {
 pub fn group_code(e: &GroupError) -> ResponseError {
     match e {
         GroupError::InvalidGroupId => ResponseError::InvalidGroupId,
-        GroupError::UnknownMemberId => ResponseError::UnknownMemberId,
+        GroupError::UnknownMemberId | GroupError::UnknownMember(_) => {
+            ResponseError::UnknownMemberId
+        }
         GroupError::IllegalGeneration { .. } => ResponseError::IllegalGeneration,
         GroupError::RebalanceInProgress => ResponseError::RebalanceInProgress,
-        GroupError::FencedInstanceId { .. } => ResponseError::FencedInstanceId,
+        GroupError::FencedInstanceId { .. } | GroupError::StaticMemberFenced { .. } => {
+            ResponseError::FencedInstanceId
+        }
         GroupError::InconsistentGroupProtocol => ResponseError::InconsistentGroupProtocol,
         GroupError::InvalidSessionTimeout(_) => ResponseError::InvalidSessionTimeout,
         GroupError::CoordinatorNotAvailable => ResponseError::CoordinatorNotAvailable,

@@ -28,17 +28,18 @@ TIMEOUT_S = 10.0
 ERRORS = {
     0: "NONE", 3: "UNKNOWN_TOPIC_OR_PARTITION", 5: "LEADER_NOT_AVAILABLE", 6: "NOT_LEADER_OR_FOLLOWER",
     7: "REQUEST_TIMED_OUT", 14: "COORDINATOR_LOAD_IN_PROGRESS", 15: "COORDINATOR_NOT_AVAILABLE",
-    19: "NOT_ENOUGH_REPLICAS", 20: "NOT_ENOUGH_REPLICAS_AFTER_APPEND",
+    19: "NOT_ENOUGH_REPLICAS", 20: "NOT_ENOUGH_REPLICAS_AFTER_APPEND", 25: "UNKNOWN_MEMBER_ID",
     36: "TOPIC_ALREADY_EXISTS", 37: "INVALID_PARTITIONS", 38: "INVALID_REPLICATION_FACTOR",
-    41: "NOT_CONTROLLER", 54: "SECURITY_DISABLED",
+    41: "NOT_CONTROLLER", 54: "SECURITY_DISABLED", 82: "FENCED_INSTANCE_ID",
+    110: "FENCED_MEMBER_EPOCH", 111: "UNRELEASED_INSTANCE_ID", 113: "STALE_MEMBER_EPOCH",
 }
 
 # -- a minimal codec: a schema is a list of (name, type); type is a primitive name or
 #    ("array", schema-or-primitive). Strings are "string" (non-null) or "nstring" (nullable);
 #    "nbytes" is nullable bytes (int32 length). Flexible versions: "cstring" / "cnstring"
 #    (compact), ("carray", element), and "tags" (a tagged-field section: sent empty, read
-#    and skipped; its value in a request dict may be left out). "uuid" (responses only) reads
-#    as 32 hex digits.
+#    and skipped; its value in a request dict may be left out). "uuid" is 32 hex digits.
+#    ("nstruct", schema): a flexible nullable struct (an int8 marker, -1 for null; responses only).
 _FIXED = {"int8": ">b", "int16": ">h", "int32": ">i", "int64": ">q", "bool": ">?", "float64": ">d"}
 
 
@@ -80,6 +81,8 @@ def _encode(schema, value) -> bytes:
         return struct.pack(">i", len(value)) + value
     if schema == "tags":
         return _uvarint(0)
+    if schema == "uuid":
+        return bytes.fromhex(value)
     raise ValueError(schema)
 
 
@@ -106,6 +109,9 @@ class _Reader:
     def read(self, schema):
         if isinstance(schema, list):
             return {name: self.read(t) for name, t in schema}
+        if isinstance(schema, tuple) and schema[0] == "nstruct":
+            (marker,) = struct.unpack(">b", self.take(1))
+            return None if marker < 0 else self.read(schema[1])
         if isinstance(schema, tuple) and schema[0] == "carray":
             n = self.uvarint() - 1
             return None if n < 0 else [self.read(schema[1]) for _ in range(n)]
@@ -725,8 +731,8 @@ _CG_ASSIGNMENT = [("topic_partitions", ("carray", [("topic_id", "uuid"), ("topic
 def consumer_group_describe(bootstrap: str, group: str) -> dict:
     """The KIP-848 group as `bootstrap` (its coordinator) describes it: {"error", "message",
     "state", "group_epoch", "assignor", "members": {member id: {"client_id", "member_epoch",
-    "subscribed_topic_names", "subscribed_topic_regex", "assignment": {topic: [partitions]},
-    "target": {topic: [..]}}}}."""
+    "instance_id", "subscribed_topic_names", "subscribed_topic_regex",
+    "assignment": {topic: [partitions]}, "target": {topic: [..]}}}}."""
     member = [("member_id", "cstring"), ("instance_id", "cnstring"), ("rack_id", "cnstring"),
               ("member_epoch", "int32"), ("client_id", "cstring"), ("client_host", "cstring"),
               ("subscribed_topic_names", ("carray", "cstring")), ("subscribed_topic_regex", "cnstring"),
@@ -748,12 +754,74 @@ def consumer_group_describe(bootstrap: str, group: str) -> dict:
         "error": g["error_code"], "message": g["error_message"], "state": g["group_state"],
         "group_epoch": g["group_epoch"], "assignor": g["assignor_name"],
         "members": {m["member_id"]: {"client_id": m["client_id"], "member_epoch": m["member_epoch"],
+                                     "instance_id": m["instance_id"],
                                      "subscribed_topic_names": m["subscribed_topic_names"],
                                      "subscribed_topic_regex": m["subscribed_topic_regex"],
                                      "assignment": by_topic(m["assignment"]),
                                      "target": by_topic(m["target_assignment"])}
                     for m in g["members"]},
     }
+
+
+# -- ConsumerGroupHeartbeat v1 (api 68, KIP-848; flexible) --------------------------------------
+_CG_TOPIC_PARTITIONS = ("carray", [("topic_id", "uuid"), ("partitions", ("carray", "int32")), ("_tags", "tags")])
+_CG_HEARTBEAT_REQ = [("group_id", "cstring"), ("member_id", "cstring"), ("member_epoch", "int32"),
+                     ("instance_id", "cnstring"), ("rack_id", "cnstring"), ("rebalance_timeout_ms", "int32"),
+                     ("subscribed_topic_names", ("carray", "cstring")), ("subscribed_topic_regex", "cnstring"),
+                     ("server_assignor", "cnstring"), ("topic_partitions", _CG_TOPIC_PARTITIONS), ("_tags", "tags")]
+_CG_HEARTBEAT_RESP = [("throttle_time_ms", "int32"), ("error_code", "int16"), ("error_message", "cnstring"),
+                      ("member_id", "cnstring"), ("member_epoch", "int32"), ("heartbeat_interval_ms", "int32"),
+                      ("assignment", ("nstruct", [("topic_partitions", _CG_TOPIC_PARTITIONS), ("_tags", "tags")])),
+                      ("_tags", "tags")]
+
+
+def consumer_group_heartbeat(bootstrap: str, group: str, member_id: str, member_epoch: int,
+                             instance_id: Optional[str] = None, rebalance_timeout_ms: int = -1,
+                             topics: Optional[List[str]] = None,
+                             owned: Optional[Dict[str, List[int]]] = None) -> dict:
+    """One ConsumerGroupHeartbeat v1 to `bootstrap` (the group's coordinator) as `member_id`
+    at `member_epoch` (0 joins, -1 leaves, -2 leaves temporarily); None for `topics` (the
+    subscribed names), `owned` ({topic id hex: partitions}) and -1 for `rebalance_timeout_ms`
+    mean "unchanged", as Kafka's client sends them. Returns {"error", "message",
+    "member_id", "member_epoch", "heartbeat_interval_ms", "assignment": {topic id hex: sorted
+    partitions} or None when the response carries none}."""
+    request = {"group_id": group, "member_id": member_id, "member_epoch": member_epoch,
+               "instance_id": instance_id, "rack_id": None, "rebalance_timeout_ms": rebalance_timeout_ms,
+               "subscribed_topic_names": topics, "subscribed_topic_regex": None, "server_assignor": None,
+               "topic_partitions": None if owned is None else [{"topic_id": t, "partitions": sorted(ps)}
+                                                              for t, ps in owned.items()]}
+    r = call(bootstrap, 68, 1, _CG_HEARTBEAT_REQ, request, _CG_HEARTBEAT_RESP, flexible=True)
+    assignment = r["assignment"]
+    return {"error": r["error_code"], "message": r["error_message"], "member_id": r["member_id"],
+            "member_epoch": r["member_epoch"], "heartbeat_interval_ms": r["heartbeat_interval_ms"],
+            "assignment": None if assignment is None else
+            {tp["topic_id"]: sorted(tp["partitions"]) for tp in assignment["topic_partitions"]}}
+
+
+# -- OffsetCommit v9 (api 8; flexible): the first version a KIP-848 member commits with --------
+def offset_commit_member(bootstrap: str, group: str, member_id: str, member_epoch: int, topic: str,
+                         offsets: Dict[int, int], instance_id: Optional[str] = None) -> Dict[int, int]:
+    """OffsetCommit v9 of `offsets` {partition: offset} as consumer-group member `member_id` at
+    `member_epoch`; {partition: error code} as `bootstrap` (the group's coordinator) answers."""
+    partition = [("partition_index", "int32"), ("committed_offset", "int64"), ("committed_leader_epoch", "int32"),
+                 ("committed_metadata", "cnstring"), ("_tags", "tags")]
+    schema = [("group_id", "cstring"), ("generation_id_or_member_epoch", "int32"), ("member_id", "cstring"),
+              ("group_instance_id", "cnstring"),
+              ("topics", ("carray", [("name", "cstring"), ("partitions", ("carray", partition)), ("_tags", "tags")])),
+              ("_tags", "tags")]
+    request = {"group_id": group, "generation_id_or_member_epoch": member_epoch, "member_id": member_id,
+               "group_instance_id": instance_id,
+               "topics": [{"name": topic, "partitions": [{"partition_index": p, "committed_offset": o,
+                                                          "committed_leader_epoch": -1, "committed_metadata": None}
+                                                         for p, o in sorted(offsets.items())]}]}
+    r = call(bootstrap, 8, 9, schema, request,
+             [("throttle_time_ms", "int32"),
+              ("topics", ("carray", [("name", "cstring"),
+                                     ("partitions", ("carray", [("partition_index", "int32"), ("error_code", "int16"),
+                                                                ("_tags", "tags")])),
+                                     ("_tags", "tags")])),
+              ("_tags", "tags")], flexible=True)
+    return {p["partition_index"]: p["error_code"] for t in r["topics"] for p in t["partitions"]}
 
 
 def error_name(code: int) -> str:

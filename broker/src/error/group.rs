@@ -52,6 +52,20 @@ pub enum GroupError {
     /// message (`ConsumerGroup.validateOffsetCommit`).
     #[error("{0}")]
     StaleCommit(String),
+    /// A ConsumerGroupHeartbeat from a member the group does not have, with Kafka's message
+    /// (`ConsumerGroup.getOrMaybeCreateMember`, `throwIfStaticMemberIsUnknown`).
+    #[error("{0}")]
+    UnknownMember(String),
+    /// A ConsumerGroupHeartbeat with the instance id another member holds now (Kafka's
+    /// `throwIfInstanceIdIsFenced`); FENCED_INSTANCE_ID.
+    #[error(
+        "Static member {member_id} with instance id {instance_id} was fenced by member {owner}."
+    )]
+    StaticMemberFenced {
+        member_id: String,
+        instance_id: String,
+        owner: String,
+    },
     #[error("Static member {member_id} with instance id {instance_id} cannot join the group because the instance id is owned by {owner} member.")]
     UnreleasedInstanceId {
         member_id: String,

@@ -131,7 +131,12 @@ pub async fn handle(
         Ok(reply) => ConsumerGroupHeartbeatResponse::default()
             .with_member_id(Some(StrBytes::from_string(reply.member_id)))
             .with_member_epoch(reply.member_epoch)
-            .with_heartbeat_interval_ms(config.heartbeat_interval_ms)
+            // A leave (epoch -1 or -2) is told no interval: there is no next heartbeat.
+            .with_heartbeat_interval_ms(if reply.member_epoch < 0 {
+                0
+            } else {
+                config.heartbeat_interval_ms
+            })
             .with_assignment(reply.assignment.map(|a| {
                 WireAssignment::default().with_topic_partitions(
                     a.into_iter()

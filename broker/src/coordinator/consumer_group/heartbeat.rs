@@ -221,22 +221,28 @@ impl ConsumerGroup {
         Ok(true)
     }
 
-    /// The member the request speaks for, by instance id for static members.
+    /// The member the request speaks for, by instance id for static members; refused with
+    /// Kafka's messages.
     fn known_member(&self, req: &HeartbeatRequest) -> Result<&ConsumerMember, GroupError> {
         if let Some(instance_id) = &req.instance_id {
-            let member = self
-                .static_member(instance_id)
-                .ok_or(GroupError::UnknownMemberId)?;
+            let member = self.static_member(instance_id).ok_or_else(|| {
+                GroupError::UnknownMember(format!("Instance id {instance_id} is unknown."))
+            })?;
             if member.member_id != req.member_id {
-                return Err(GroupError::FencedInstanceId {
+                return Err(GroupError::StaticMemberFenced {
+                    member_id: req.member_id.clone(),
                     instance_id: instance_id.clone(),
+                    owner: member.member_id.clone(),
                 });
             }
             return Ok(member);
         }
-        self.members
-            .get(&req.member_id)
-            .ok_or(GroupError::UnknownMemberId)
+        self.members.get(&req.member_id).ok_or_else(|| {
+            GroupError::UnknownMember(format!(
+                "Member {} is not a member of group {}.",
+                req.member_id, self.group_id
+            ))
+        })
     }
 
     fn leave(&mut self, req: &HeartbeatRequest) -> Result<HeartbeatReply, GroupError> {

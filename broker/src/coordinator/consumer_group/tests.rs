@@ -4,6 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
+use brook_protocol::kafka_protocol::ResponseError;
 use uuid::Uuid;
 
 use super::assignor::TopicMeta;
@@ -144,7 +145,12 @@ fn a_wrong_epoch_is_fenced_and_an_unknown_member_refused() {
         "{ahead:?}"
     );
     let unknown = g.heartbeat(&beat("x", 1, &BTreeSet::new()), &topics(), &cfg, now);
-    assert_eq!(unknown, Err(GroupError::UnknownMemberId));
+    assert_eq!(
+        unknown,
+        Err(GroupError::UnknownMember(
+            "Member x is not a member of group g.".into()
+        ))
+    );
 }
 
 #[test]
@@ -181,6 +187,31 @@ fn a_static_member_keeps_its_partitions_over_a_temporary_leave_and_blocks_a_seco
     assert_eq!(
         g.group_epoch, epoch_before,
         "no rebalance for a returning static member"
+    );
+    // Kafka's messages for the predecessor's id and for an instance id nobody holds.
+    let predecessor = HeartbeatRequest {
+        instance_id: Some("i".into()),
+        ..beat("m1", first.member_epoch, &held)
+    };
+    assert_eq!(
+        g.heartbeat(&predecessor, &topics(), &cfg, now)
+            .map_err(|e| (e.code(), e.to_string())),
+        Err((
+            ResponseError::FencedInstanceId,
+            "Static member m1 with instance id i was fenced by member m2.".into()
+        ))
+    );
+    let stranger = HeartbeatRequest {
+        instance_id: Some("j".into()),
+        ..beat("m3", 1, &held)
+    };
+    assert_eq!(
+        g.heartbeat(&stranger, &topics(), &cfg, now)
+            .map_err(|e| (e.code(), e.to_string())),
+        Err((
+            ResponseError::UnknownMemberId,
+            "Instance id j is unknown.".into()
+        ))
     );
 }
 

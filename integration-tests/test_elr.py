@@ -24,6 +24,20 @@ here. The clean path is the one that shows an ELR member leading without an uncl
 the second test shows the other: broker 5 killed with SIGKILL is fenced into the ELR, but when
 it restarts it leaves the ELR and the partition waits for X, the member that stopped cleanly.
 
+The third test is what lies beyond the ELR: an unclean election and the recovery that follows
+it (KIP-704's leader recovery state). A topic on [4, 5] (min ISR 1): 5 stops, 4 alone
+acknowledges more records, then 4 stops too (Isr -, Elr 4, LastKnownElr 4). Broker 5 restarts,
+but is in neither ISR nor ELR, so the partition stays leaderless until `kafka-leader-election
+--election-type unclean` makes 5 lead with Isr 5 (the controller marks its leader RECOVERING:
+the ISR may not grow until the leader reports RECOVERED, which its next AlterPartition does).
+Records written to 5 take the offsets of those only 4 had; 4 restarts, truncates its log to
+the new leader's and rejoins (Isr 4,5). Read back through both leaders (5, then 4 after a
+preferred election): the first batch and the unclean leader's batch at their offsets, the
+records only 4 had gone, as Kafka loses them. The RECOVERING state itself is in the quorum's
+records only (Kafka's Metadata and DescribeTopicPartitions do not carry it; on Kafka
+`kafka-metadata-shell` shows it, Brook's metadata log is its own), so the controller's rules
+for it are raft/src's unit tests.
+
 One cluster for the module; also passes against Apache Kafka 4.4 (BROOK_TEST_TARGET=kafka).
 """
 
@@ -33,7 +47,8 @@ from harness import kafka_cli
 from harness.cluster import wait_for
 from harness.cluster_scenarios import unique
 from harness.drivers import run
-from harness.replication import TOPICS_TOOL, create_topic_assigned, ensure_running, non_quorum_leaders
+from harness.replication import (TOPICS_TOOL, create_topic_assigned, elect_leaders, ensure_running, latest_offset,
+                                 non_quorum_leaders)
 
 STEP_S = 60
 RECORDS = 20
@@ -68,11 +83,13 @@ def wait_described(cluster, node_id: int, topic: str, leader, isr, elr, last_kno
     return seen["now"]
 
 
-def produce(cluster, node_ids, topic: str, first: int) -> list:
+def produce(cluster, node_ids, topic: str, first: int, at: int = None) -> list:
+    """Records k{first}.. / v{first}.., acknowledged (acks=all) at offsets `at`.. (default `first`)."""
+    at = first if at is None else at
     records = [{"key": f"k{i}", "value": f"v{i}", "partition": 0} for i in range(first, first + RECORDS)]
     acks = run("franz", "produce", ",".join(cluster.bootstrap_of(n) for n in node_ids), "--topic", topic,
                "--acks", "all", records=records)
-    assert [a["offset"] for a in acks] == list(range(first, first + RECORDS)), acks
+    assert [a["offset"] for a in acks] == list(range(at, at + RECORDS)), acks
     return records
 
 
@@ -91,10 +108,10 @@ def first_replica_stopped(cluster, prefix: str):
     return x, other_voter, topic, sent
 
 
-def assert_reads_back(cluster, topic: str, sent: list) -> None:
+def assert_reads_back(cluster, topic: str, sent: list, bootstrap: str = None) -> None:
     """Every acknowledged record of partition 0 at its offset, with its key and value."""
-    got = run("franz", "consume", cluster.bootstrap, "--topic", topic, "--count", len(sent), "--partitions", 0,
-              "--from", "earliest", "--timeout-ms", 30000, timeout=90)
+    got = run("franz", "consume", bootstrap or cluster.bootstrap, "--topic", topic, "--count", len(sent),
+              "--partitions", 0, "--from", "earliest", "--timeout-ms", 30000, timeout=90)
     assert [(r["offset"], r["key"], r["value"]) for r in got] == \
         [(i, s["key"], s["value"]) for i, s in enumerate(sent)]
 
@@ -140,3 +157,38 @@ def test_a_member_killed_uncleanly_leaves_the_elr_when_it_returns_and_the_clean_
     cluster.node(4).start()
     wait_described(cluster, other_voter, topic, x, [4, 5, x], [], [])
     assert_reads_back(cluster, topic, sent)
+
+
+@pytest.mark.timeout(420)
+def test_an_unclean_election_leads_from_outside_isr_and_elr_and_the_records_it_lacked_are_lost(grown):
+    cluster = grown
+    ensure_running(cluster)
+    voter = non_quorum_leaders(cluster)[0]  # describes and elects; never stopped here
+    topic = unique("t-unclean")
+    create_topic_assigned(cluster, voter, topic, [[4, 5]])
+    kept = produce(cluster, [4, 5], topic, 0)
+    cluster.node(5).stop()
+    wait_described(cluster, voter, topic, 4, [4], [], [])
+    produce(cluster, [4], topic, RECORDS)  # only 4 has these
+    cluster.node(4).stop()
+    wait_described(cluster, voter, topic, "none", [], [4], [4])
+
+    cluster.node(5).start()
+    cluster.wait_registered(STEP_S, [n for n in cluster.node_ids if n != 4])
+    # Out of ISR and ELR, and unclean leader election is off for the topic: no leader.
+    wait_described(cluster, voter, topic, "none", [], [4], [4])
+    out = elect_leaders(cluster, voter, "UNCLEAN", topic).stdout
+    assert f"Successfully completed leader election (UNCLEAN) for partitions {topic}-0" in out, out
+    wait_described(cluster, voter, topic, 5, [5], [], [])
+    kept += produce(cluster, [5], topic, 2 * RECORDS, at=RECORDS)
+
+    # 4 truncates to the unclean leader's log and rejoins: the ISR grows once 5 has recovered.
+    cluster.node(4).start()
+    wait_described(cluster, voter, topic, 5, [4, 5], [], [])
+    assert_reads_back(cluster, topic, kept, cluster.bootstrap_of(5))
+    assert latest_offset(cluster, 5, topic) == len(kept)
+    out = elect_leaders(cluster, voter, "PREFERRED", topic).stdout
+    assert f"Successfully completed leader election (PREFERRED) for partitions {topic}-0" in out, out
+    wait_described(cluster, voter, topic, 4, [4, 5], [], [])
+    assert_reads_back(cluster, topic, kept, cluster.bootstrap_of(4))
+    assert latest_offset(cluster, 4, topic) == len(kept), "4 kept records past the unclean leader's log"

@@ -11,7 +11,8 @@ use uuid::Uuid;
 use crate::command::{ApplyError, ApplyResult, Command, FenceReason, PartitionAssignment};
 use crate::election;
 use crate::image::{
-    BrokerRegistration, MetadataImage, PartitionImage, ProducerIdBlock, TopicImage, NO_LEADER,
+    BrokerRegistration, LeaderRecoveryState, MetadataImage, PartitionImage, ProducerIdBlock,
+    TopicImage, NO_LEADER,
 };
 use crate::offline_replicas;
 use crate::partition_change::{self, Change, Election, Policy, MIN_IN_SYNC_REPLICAS};
@@ -284,6 +285,7 @@ pub fn apply(image: &mut MetadataImage, cmd: &Command, index: u64) -> ApplyResul
             leader_epoch,
             partition_epoch,
             isr,
+            leader_recovery_state,
         } => alter_partition(
             image,
             topic_id,
@@ -294,6 +296,7 @@ pub fn apply(image: &mut MetadataImage, cmd: &Command, index: u64) -> ApplyResul
                 leader_epoch: *leader_epoch,
                 partition_epoch: *partition_epoch,
                 isr,
+                leader_recovery_state: *leader_recovery_state,
             },
         ),
         Command::MarkReplicasOffline {
@@ -342,6 +345,7 @@ struct AlterPartitionRequest<'a> {
     leader_epoch: i32,
     partition_epoch: i32,
     isr: &'a [i32],
+    leader_recovery_state: LeaderRecoveryState,
 }
 
 /// AlterPartition as a compare-and-set: every check of [`Command::AlterPartition`]'s doc,
@@ -414,6 +418,7 @@ fn alter_partition(
             unclean_shutdown: None,
             acceptable: &acceptable,
             election: Election::Online,
+            leader_recovery_state: Some(req.leader_recovery_state),
         },
     );
     if !changed {
@@ -495,6 +500,22 @@ fn check_alter_partition(
         return invalid(format!(
             "broker {b} in the new ISR {:?} of {tp} is not a replica (replicas {:?})",
             req.isr, p.replicas
+        ));
+    }
+    // KIP-704, Kafka's two checks: a leader still recovering from an unclean election may
+    // not grow its ISR, and a recovered partition does not become recovering again.
+    if req.leader_recovery_state == LeaderRecoveryState::Recovering && req.isr.len() > 1 {
+        return invalid(format!(
+            "the new ISR {:?} of {tp} has more than the leader while it is still recovering \
+             from an unclean leader election",
+            req.isr
+        ));
+    }
+    if p.leader_recovery_state == LeaderRecoveryState::Recovered
+        && req.leader_recovery_state == LeaderRecoveryState::Recovering
+    {
+        return invalid(format!(
+            "the leader recovery state of {tp} cannot change from recovered to recovering"
         ));
     }
     if let Some(&broker_id) = req.isr.iter().find(|b| {
@@ -652,6 +673,7 @@ fn check_assignments(
             removing_replicas: Vec::new(),
             elr: Vec::new(),
             last_known_elr: Vec::new(),
+            leader_recovery_state: crate::image::LeaderRecoveryState::Recovered,
         };
         if out.insert(a.partition, partition).is_some() {
             return Err(invalid(format!("partition {} given twice", a.partition)));
@@ -1108,6 +1130,7 @@ mod tests {
             leader_epoch: 0,
             partition_epoch,
             isr: isr.to_vec(),
+            leader_recovery_state: LeaderRecoveryState::Recovered,
         }
     }
 
@@ -1264,6 +1287,7 @@ mod tests {
             leader_epoch,
             partition_epoch,
             isr: vec![2],
+            leader_recovery_state: LeaderRecoveryState::Recovered,
         };
         assert_eq!(
             refused(&mut image, &from_2(0, 1)),
@@ -1283,6 +1307,7 @@ mod tests {
             leader_epoch: 1,
             partition_epoch: 1,
             isr: vec![3],
+            leader_recovery_state: LeaderRecoveryState::Recovered,
         };
         let not_leader = invalid_reason(refused(&mut image, &from_3));
         assert!(not_leader.contains("not the leader"), "{not_leader}");
@@ -1386,9 +1411,135 @@ mod tests {
             leader_epoch: p.leader_epoch,
             partition_epoch: p.partition_epoch,
             isr: vec![3, 1, 2],
+            leader_recovery_state: LeaderRecoveryState::Recovered,
         };
         apply_at(&mut image, &rejoin).expect("rejoin");
         assert_eq!(leader_isr(&image), (3, vec![3, 1, 2]));
+    }
+
+    /// "t"-0 after an unclean election: brokers 1..=3 fenced one after the other (1, the
+    /// last, stays in the ELR but fenced), 3 unfenced and elected uncleanly, 2 unfenced.
+    fn uncleanly_led_by_3() -> MetadataImage {
+        let mut image = replicated();
+        for id in [3, 2, 1] {
+            fence(&mut image, id, FenceReason::SessionExpired);
+        }
+        for (id, epoch) in [(3, 30), (2, 20)] {
+            let unfence = Command::UnfenceBroker {
+                broker_id: id,
+                broker_epoch: epoch,
+            };
+            apply_at(&mut image, &unfence).expect("unfence");
+            if id == 3 {
+                // Out of ISR and ELR: not elected by the unfence (unclean election is off).
+                assert_eq!(leader_isr(&image), (NO_LEADER, vec![]));
+                let elect = Command::ElectLeaders {
+                    partitions: vec![(Uuid::from_u128(1), 0)],
+                    election: crate::command::ElectionType::Unclean,
+                };
+                apply_at(&mut image, &elect).expect("elect");
+            }
+        }
+        image
+    }
+
+    fn alter_from_3(p: &PartitionImage, isr: &[i32], state: LeaderRecoveryState) -> Command {
+        Command::AlterPartition {
+            topic_id: Uuid::from_u128(1),
+            partition: 0,
+            broker_id: 3,
+            broker_epoch: 30,
+            leader_epoch: p.leader_epoch,
+            partition_epoch: p.partition_epoch,
+            isr: isr.to_vec(),
+            leader_recovery_state: state,
+        }
+    }
+
+    #[test]
+    fn an_unclean_leader_recovers_through_its_alter_partition_and_only_then_grows_the_isr() {
+        use LeaderRecoveryState::{Recovered, Recovering};
+        let mut image = uncleanly_led_by_3();
+        let p = image.partition("t", 0).expect("partition").clone();
+        assert_eq!(
+            (
+                p.leader,
+                p.isr.clone(),
+                p.elr.clone(),
+                p.leader_recovery_state
+            ),
+            (3, vec![3], vec![], Recovering)
+        );
+        // Recovering, the ISR may not grow: Kafka's INVALID_REQUEST, checked before the
+        // ineligible replica (1 is fenced).
+        for isr in [&[3, 2][..], &[3, 1]] {
+            let reason = invalid_reason(refused(&mut image, &alter_from_3(&p, isr, Recovering)));
+            assert!(reason.contains("still recovering"), "{reason}");
+        }
+        // Still recovering, the leader alone: taken, nothing but the partition epoch moves.
+        apply_at(&mut image, &alter_from_3(&p, &[3], Recovering)).expect("same state");
+        let p = image.partition("t", 0).expect("partition").clone();
+        assert_eq!(
+            (p.isr.clone(), p.leader_recovery_state),
+            (vec![3], Recovering)
+        );
+        // The leader reports it has recovered: the ISR grows in the same change.
+        apply_at(&mut image, &alter_from_3(&p, &[3, 2], Recovered)).expect("recovered");
+        let p = image.partition("t", 0).expect("partition").clone();
+        assert_eq!(
+            (
+                p.leader,
+                p.leader_epoch,
+                p.isr.clone(),
+                p.leader_recovery_state
+            ),
+            (3, 2, vec![3, 2], Recovered)
+        );
+        // A recovered partition never becomes recovering again through AlterPartition.
+        let reason = invalid_reason(refused(&mut image, &alter_from_3(&p, &[3], Recovering)));
+        assert!(reason.contains("recovered to recovering"), "{reason}");
+    }
+
+    #[test]
+    fn a_recovering_leader_may_report_recovered_without_growing_the_isr() {
+        let mut image = uncleanly_led_by_3();
+        let p = image.partition("t", 0).expect("partition").clone();
+        apply_at(
+            &mut image,
+            &alter_from_3(&p, &[3], LeaderRecoveryState::Recovered),
+        )
+        .expect("recovered");
+        let after = image.partition("t", 0).expect("partition");
+        assert_eq!(
+            (
+                after.isr.clone(),
+                after.leader_recovery_state,
+                after.partition_epoch
+            ),
+            (
+                vec![3],
+                LeaderRecoveryState::Recovered,
+                p.partition_epoch + 1
+            )
+        );
+    }
+
+    #[test]
+    fn an_alter_partition_without_a_recovery_state_reads_as_recovered() {
+        // An entry an older build wrote: no `leader_recovery_state`.
+        let json = format!(
+            "{{\"AlterPartition\":{{\"topic_id\":\"{}\",\"partition\":0,\"broker_id\":3,\
+             \"broker_epoch\":30,\"leader_epoch\":1,\"partition_epoch\":2,\"isr\":[3]}}}}",
+            Uuid::from_u128(1)
+        );
+        let cmd: Command = serde_json::from_str(&json).expect("parses");
+        assert!(matches!(
+            cmd,
+            Command::AlterPartition {
+                leader_recovery_state: LeaderRecoveryState::Recovered,
+                ..
+            }
+        ));
     }
 
     #[test]
@@ -1432,6 +1583,7 @@ mod tests {
             leader_epoch: p.leader_epoch,
             partition_epoch: p.partition_epoch,
             isr: isr.to_vec(),
+            leader_recovery_state: LeaderRecoveryState::Recovered,
         }
     }
 

@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::acl::AclBinding;
-use crate::image::ListenerEndpoint;
+use crate::image::{LeaderRecoveryState, ListenerEndpoint};
 
 /// One partition's replica assignment, as proposed when a topic or partition is created.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -151,8 +151,11 @@ pub enum Command {
     /// is the current one ([`ApplyError::InvalidUpdateVersion`]); `isr` is non-empty, holds
     /// the leader, no duplicates and only replicas ([`ApplyError::InvalidRequest`]); every
     /// broker it adds is registered, unfenced, not shutting down and has not reported its
-    /// replica offline ([`ApplyError::IneligibleReplica`]). On success the ISR is replaced and the partition
-    /// epoch bumped; leader and leader epoch stay.
+    /// replica offline ([`ApplyError::IneligibleReplica`]); between the last two, KIP-704's
+    /// checks: `leader_recovery_state` recovering with more than the leader in `isr`, or
+    /// recovering for a recovered partition ([`ApplyError::InvalidRequest`], as Kafka's
+    /// controller). On success the ISR and the leader recovery state are replaced and the
+    /// partition epoch bumped; leader and leader epoch stay.
     AlterPartition {
         topic_id: Uuid,
         partition: i32,
@@ -162,6 +165,12 @@ pub enum Command {
         leader_epoch: i32,
         partition_epoch: i32,
         isr: Vec<i32>,
+        /// The leader's own state (Kafka's AlterPartition v1+ `LeaderRecoveryState`): a
+        /// leader counts itself recovered once it leads, so its first AlterPartition after
+        /// an unclean election ends the partition's recovery. Absent in entries from builds
+        /// before it, which knew no other state than recovered.
+        #[serde(default, skip_serializing_if = "LeaderRecoveryState::is_recovered")]
+        leader_recovery_state: LeaderRecoveryState,
     },
     /// Kafka's ElectLeaders for the listed `(topic id, partition)` pairs; unknown ones are
     /// skipped (the proposer reports per-partition errors, see
@@ -249,7 +258,8 @@ pub enum ElectionType {
     Preferred,
     /// For a leaderless partition only: the first active ISR member in replica order, else
     /// the first active replica, whose ISR becomes that replica alone (it may lack
-    /// acknowledged records: data loss is accepted to regain availability).
+    /// acknowledged records: data loss is accepted to regain availability) and whose
+    /// partition is then recovering (KIP-704) until its AlterPartition says otherwise.
     Unclean,
 }
 
@@ -411,6 +421,7 @@ mod tests {
             leader_epoch: 5,
             partition_epoch: 9,
             isr: vec![1, 3],
+            leader_recovery_state: LeaderRecoveryState::Recovered,
         };
         let json = serde_json::to_string(&alter).expect("serializable");
         assert_eq!(

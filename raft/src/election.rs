@@ -136,6 +136,7 @@ pub fn unclean_electable(
             unclean_shutdown: None,
             acceptable: &|r| image.is_active(r),
             election: Election::Unclean,
+            leader_recovery_state: None,
         },
     );
     match trial.leader {
@@ -169,6 +170,7 @@ pub fn elect_leaders(image: &mut MetadataImage, partitions: &[(Uuid, i32)], kind
             unclean_shutdown: None,
             acceptable: &|r| snapshot.may_lead(r, topic_id, *partition),
             election,
+            leader_recovery_state: None,
         };
         if let Some(p) = image
             .topics
@@ -211,6 +213,7 @@ fn remove(image: &mut MetadataImage, broker_id: i32, unclean_shutdown: Option<i3
                 unclean_shutdown,
                 acceptable: &acceptable,
                 election: Election::keeping_online(policy),
+                leader_recovery_state: None,
             };
             partition_change::apply(p, policy, &change);
         }
@@ -237,6 +240,7 @@ pub fn restore_broker(image: &mut MetadataImage, broker_id: i32) {
                 unclean_shutdown: None,
                 acceptable: &acceptable,
                 election: Election::keeping_online(policy),
+                leader_recovery_state: None,
             };
             partition_change::apply(p, policy, &change);
         }
@@ -419,6 +423,7 @@ mod tests {
             removing_replicas: Vec::new(),
             elr: Vec::new(),
             last_known_elr: Vec::new(),
+            leader_recovery_state: crate::image::LeaderRecoveryState::Recovered,
         }
     }
 

@@ -56,11 +56,49 @@ pub struct PartitionImage {
     /// elected.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub last_known_elr: Vec<i32>,
+    /// KIP-704: [`LeaderRecoveryState::Recovering`] from an unclean election until the
+    /// leader reports [`LeaderRecoveryState::Recovered`] with an AlterPartition. Absent
+    /// (images and log entries written before it) means recovered, as in Kafka's records.
+    #[serde(default, skip_serializing_if = "LeaderRecoveryState::is_recovered")]
+    pub leader_recovery_state: LeaderRecoveryState,
 }
 
 impl PartitionImage {
     pub fn has_leader(&self) -> bool {
         self.leader != NO_LEADER
+    }
+}
+
+/// Kafka's `LeaderRecoveryState` (KIP-704), kept per partition in the quorum.
+///
+/// An unclean election (a leader from outside the ISR and ELR, or the last known leader when
+/// both are empty) makes the partition `Recovering`, with the new leader alone in the ISR:
+/// its log is the partition's truth, records the others had beyond it are lost. While it is
+/// `Recovering` the controller takes no AlterPartition that says `Recovering` with more than
+/// the leader in the ISR; the leader's next AlterPartition says `Recovered` (a Kafka leader
+/// counts itself recovered once it has taken leadership) and makes the partition recovered
+/// in the same change that lets its ISR grow. Only the quorum's records show it: Kafka's
+/// Metadata and DescribeTopicPartitions do not carry it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum LeaderRecoveryState {
+    /// Kafka's RECOVERED (0): the leader's log holds every committed record.
+    #[default]
+    Recovered,
+    /// Kafka's RECOVERING (1): elected uncleanly, the leader has not reported back yet.
+    Recovering,
+}
+
+impl LeaderRecoveryState {
+    pub fn is_recovered(&self) -> bool {
+        *self == LeaderRecoveryState::Recovered
+    }
+
+    /// Kafka's wire value (AlterPartition v1+, PartitionRecord).
+    pub fn value(self) -> i8 {
+        match self {
+            LeaderRecoveryState::Recovered => 0,
+            LeaderRecoveryState::Recovering => 1,
+        }
     }
 }
 
@@ -396,6 +434,7 @@ mod tests {
                         removing_replicas: Vec::new(),
                         elr: vec![2],
                         last_known_elr: Vec::new(),
+                        leader_recovery_state: LeaderRecoveryState::Recovering,
                     },
                 )]),
                 configs: BTreeMap::from([("cleanup.policy".into(), "compact".into())]),
@@ -445,5 +484,30 @@ mod tests {
             Some("orders")
         );
         assert_eq!(back.partition("orders", 0).map(|p| p.leader_epoch), Some(3));
+    }
+
+    #[test]
+    fn a_partition_without_a_leader_recovery_state_is_recovered_and_a_recovered_one_writes_none() {
+        // A partition as snapshots and log entries from before KIP-704 hold it.
+        let old = r#"{"partition":0,"leader":1,"leader_epoch":3,"replicas":[1,2],"isr":[1],"partition_epoch":4}"#;
+        let p: PartitionImage = serde_json::from_str(old).expect("an old partition parses");
+        assert_eq!(p.leader_recovery_state, LeaderRecoveryState::Recovered);
+        assert_eq!(serde_json::to_string(&p).expect("serializable"), old);
+        let recovering = PartitionImage {
+            leader_recovery_state: LeaderRecoveryState::Recovering,
+            ..p
+        };
+        let json = serde_json::to_string(&recovering).expect("serializable");
+        assert!(
+            json.ends_with(r#""leader_recovery_state":"Recovering"}"#),
+            "{json}"
+        );
+        assert_eq!(
+            (
+                LeaderRecoveryState::Recovered.value(),
+                LeaderRecoveryState::Recovering.value()
+            ),
+            (0, 1)
+        );
     }
 }

@@ -62,8 +62,8 @@ pub use election::{
 pub use error::{ProposeError, RaftError};
 pub use forward::{HEARTBEAT_TIMEOUT, PROPOSE_TIMEOUT};
 pub use image::{
-    BrokerRegistration, ListenerEndpoint, MetadataImage, PartitionImage, ProducerIdBlock,
-    ScramCredentialImage, TopicImage, NO_LEADER,
+    BrokerRegistration, LeaderRecoveryState, ListenerEndpoint, MetadataImage, PartitionImage,
+    ProducerIdBlock, ScramCredentialImage, TopicImage, NO_LEADER,
 };
 pub use liveness::{Heartbeat, HeartbeatReply, Liveness, REGISTRATION_PROBE};
 pub use network::PeerTls;

@@ -208,6 +208,7 @@ mod tests {
             leader_epoch: 5,
             partition_epoch: 10,
             isr: vec![2, 3, 1],
+            leader_recovery_state: crate::LeaderRecoveryState::Recovered,
         };
         assert_eq!(
             crate::apply::apply(&mut image, &expand, 100),

@@ -18,11 +18,15 @@
 //! With it at 0 the ISR never empties (its last member stays while fenced), there is no ELR,
 //! and the election is ISR, then unclean: Brook's behaviour before ELR.
 //!
+//! An unclean election (the last known leader, or a replica outside ISR and ELR) also marks
+//! the partition's leader as recovering (KIP-704, [`LeaderRecoveryState`]); only the leader's
+//! AlterPartition ([`Change::leader_recovery_state`]) marks it recovered again.
+//!
 //! The leader epoch moves only when the leader changes, the partition epoch on every change.
 
 use std::collections::BTreeSet;
 
-use crate::image::{MetadataImage, PartitionImage, TopicImage, NO_LEADER};
+use crate::image::{LeaderRecoveryState, MetadataImage, PartitionImage, TopicImage, NO_LEADER};
 
 /// The feature whose level ≥ 1 turns eligible leader replicas on (KIP-966).
 pub const ELIGIBLE_LEADER_REPLICAS_VERSION: &str = "eligible.leader.replicas.version";
@@ -116,6 +120,9 @@ pub struct Change<'a> {
     /// Whether a broker may lead (registered, unfenced, not shutting down, not excluded).
     pub acceptable: &'a dyn Fn(i32) -> bool,
     pub election: Election,
+    /// The state an AlterPartition reports (Kafka's `setTargetLeaderRecoveryState`); `None`
+    /// keeps the partition's. It wins over the election's, as in Kafka's builder.
+    pub leader_recovery_state: Option<LeaderRecoveryState>,
 }
 
 /// Applies `change` to `p` under `policy`; returns whether `p` changed.
@@ -143,6 +150,16 @@ pub fn apply(p: &mut PartitionImage, policy: Policy, change: &Change<'_>) -> boo
     if isr_forced {
         elr.clear();
     }
+    // Kafka's builder marks an unclean leader recovering, then applies the reported state.
+    let mut recovery = old.leader_recovery_state;
+    if isr_forced {
+        recovery = LeaderRecoveryState::Recovering;
+    }
+    if let Some(reported) = change.leader_recovery_state {
+        if reported != old.leader_recovery_state {
+            recovery = reported;
+        }
+    }
     // Without ELR the ISR never empties: its last member stays, the partition waits for it.
     if isr.is_empty() && !policy.elr && !isr_forced {
         isr = old.isr.clone();
@@ -162,7 +179,8 @@ pub fn apply(p: &mut PartitionImage, policy: Policy, change: &Change<'_>) -> boo
     let changed = leader != old.leader
         || isr != old.isr
         || elr != old.elr
-        || last_known != old.last_known_elr;
+        || last_known != old.last_known_elr
+        || recovery != old.leader_recovery_state;
     if leader != old.leader {
         p.leader = leader;
         p.leader_epoch = p.leader_epoch.saturating_add(1);
@@ -170,6 +188,7 @@ pub fn apply(p: &mut PartitionImage, policy: Policy, change: &Change<'_>) -> boo
     p.isr = isr;
     p.elr = elr;
     p.last_known_elr = last_known;
+    p.leader_recovery_state = recovery;
     if changed {
         p.partition_epoch = p.partition_epoch.saturating_add(1);
     }

@@ -22,6 +22,7 @@ fn part(leader: i32, isr: &[i32], elr: &[i32], last_known: &[i32]) -> PartitionI
         removing_replicas: Vec::new(),
         elr: elr.to_vec(),
         last_known_elr: last_known.to_vec(),
+        leader_recovery_state: crate::image::LeaderRecoveryState::Recovered,
     }
 }
 
@@ -56,6 +57,7 @@ fn run(
             unclean_shutdown,
             acceptable: &|r| active.contains(&r),
             election,
+            leader_recovery_state: None,
         },
     )
 }
@@ -226,4 +228,68 @@ fn clearing_elrs_empties_one_topic_or_all_and_bumps_only_the_partitions_it_chang
     clear_elrs(&mut image, None);
     assert_eq!(state(&image, "b"), (vec![], 8));
     assert_eq!(state(&image, "c"), (vec![], 7));
+}
+
+#[test]
+fn an_unclean_election_marks_the_leader_recovering_and_a_clean_one_keeps_the_state() {
+    let mut p = part(NO_LEADER, &[], &[], &[]);
+    run(&mut p, ELR_ON, &[], &[2], Election::Unclean, None);
+    assert_eq!((p.leader, p.isr.clone()), (2, vec![2]));
+    assert_eq!(p.leader_recovery_state, LeaderRecoveryState::Recovering);
+    // Its ISR shrinks to nothing, the ELR keeps it, and it leads again from there: a clean
+    // election does not end the recovery (only the leader's AlterPartition does).
+    run(&mut p, ELR_ON, &[], &[], Election::Online, None);
+    assert_eq!((p.leader, p.elr.clone()), (NO_LEADER, vec![2]));
+    run(&mut p, ELR_ON, &[], &[2], Election::Online, None);
+    assert_eq!((p.leader, p.isr.clone()), (2, vec![2]));
+    assert_eq!(p.leader_recovery_state, LeaderRecoveryState::Recovering);
+}
+
+#[test]
+fn the_last_known_leader_elected_with_isr_and_elr_empty_is_recovering_too() {
+    // Kafka's builder counts this election as unclean (it may lack acknowledged records).
+    let mut p = part(NO_LEADER, &[], &[], &[3]);
+    run(&mut p, ELR_ON, &[], &[3], Election::Online, None);
+    assert_eq!((p.leader, p.isr.clone()), (3, vec![3]));
+    assert_eq!(p.leader_recovery_state, LeaderRecoveryState::Recovering);
+}
+
+#[test]
+fn an_elr_member_or_isr_member_leads_without_recovering() {
+    let mut p = part(NO_LEADER, &[], &[2, 3], &[3]);
+    run(&mut p, ELR_ON, &[], &[2], Election::Unclean, None);
+    assert_eq!((p.leader, p.isr.clone()), (2, vec![2]));
+    assert_eq!(p.leader_recovery_state, LeaderRecoveryState::Recovered);
+    let mut p = part(1, &[1, 2], &[], &[]);
+    run(&mut p, ELR_ON, &[2], &[2], Election::Unclean, None);
+    assert_eq!(
+        (p.leader, p.leader_recovery_state),
+        (2, LeaderRecoveryState::Recovered)
+    );
+}
+
+#[test]
+fn a_reported_recovery_state_replaces_the_partitions_and_counts_as_a_change() {
+    let mut p = part(2, &[2], &[], &[]);
+    p.leader_recovery_state = LeaderRecoveryState::Recovering;
+    let report = |p: &mut PartitionImage, isr: &[i32], state| {
+        apply(
+            p,
+            ELR_ON,
+            &Change {
+                target_isr: isr.to_vec(),
+                unclean_shutdown: None,
+                acceptable: &|_| true,
+                election: Election::Online,
+                leader_recovery_state: state,
+            },
+        )
+    };
+    assert!(!report(&mut p, &[2], None));
+    assert!(!report(&mut p, &[2], Some(LeaderRecoveryState::Recovering)));
+    assert!(report(&mut p, &[2], Some(LeaderRecoveryState::Recovered)));
+    assert_eq!(
+        (p.leader_epoch, p.partition_epoch, p.leader_recovery_state),
+        (5, 8, LeaderRecoveryState::Recovered)
+    );
 }

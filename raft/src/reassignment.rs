@@ -323,6 +323,7 @@ mod tests {
             removing_replicas: Vec::new(),
             elr: Vec::new(),
             last_known_elr: Vec::new(),
+            leader_recovery_state: crate::image::LeaderRecoveryState::Recovered,
         };
         image.topics.insert(
             "t".into(),

@@ -39,6 +39,7 @@ pub(crate) fn image(
         removing_replicas: Vec::new(),
         elr: Vec::new(),
         last_known_elr: Vec::new(),
+        leader_recovery_state: brook_raft::LeaderRecoveryState::Recovered,
     };
     image.topics.insert(
         TXN_STATE_TOPIC.into(),

@@ -127,6 +127,7 @@ mod tests {
                         removing_replicas: Vec::new(),
                         elr: Vec::new(),
                         last_known_elr: Vec::new(),
+                        leader_recovery_state: brook_raft::LeaderRecoveryState::Recovered,
                     },
                 )
             })

@@ -15,11 +15,15 @@
 //! follower fetch says a follower may have caught up (`ReplicaManager::wake_isr_task`),
 //! one proposal at a time; a refused proposal (stale epochs, ineligible replica) is
 //! simply tried again with the next image.
+//!
+//! Every proposal says the leader has recovered (KIP-704): after an unclean election the
+//! controller keeps the partition recovering, its ISR the leader alone, until the leader's
+//! first AlterPartition, which marks it recovered as it lets the ISR grow.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use brook_raft::{ApplyError, Command, ProposeError};
+use brook_raft::{ApplyError, Command, LeaderRecoveryState, ProposeError};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
@@ -100,6 +104,9 @@ async fn check_all(broker: &Broker, lag_max_ms: i64, shutdown: &CancellationToke
             leader_epoch: part.leader_epoch,
             partition_epoch: part.partition_epoch,
             isr: wanted.clone(),
+            // A Kafka leader counts itself recovered once it leads (`makeLeader`): this
+            // state ends an unclean election's RECOVERING in the change that grows the ISR.
+            leader_recovery_state: LeaderRecoveryState::Recovered,
         };
         match broker.quorum.propose(cmd).await {
             Ok(()) => {

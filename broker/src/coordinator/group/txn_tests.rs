@@ -510,6 +510,7 @@ fn offsets_image() -> std::sync::Arc<brook_raft::MetadataImage> {
         removing_replicas: Vec::new(),
         elr: Vec::new(),
         last_known_elr: Vec::new(),
+        leader_recovery_state: brook_raft::LeaderRecoveryState::Recovered,
     };
     image.topics.insert(
         OFFSETS_TOPIC.into(),

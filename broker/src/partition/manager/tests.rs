@@ -32,6 +32,7 @@ fn image(topic_id: u128, parts: &[Part<'_>]) -> Arc<MetadataImage> {
                     removing_replicas: Vec::new(),
                     elr: Vec::new(),
                     last_known_elr: Vec::new(),
+                    leader_recovery_state: brook_raft::LeaderRecoveryState::Recovered,
                 },
             )
         })

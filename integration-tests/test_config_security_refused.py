@@ -8,7 +8,8 @@ JWKS that is not a file: URL. Kafka serves these settings, so this
 module does not run against it; what Kafka and Brook answer alike (the Kerberos relogin timing
 stored, read-only keys refused) is in test_config_kafka_names.py.
 
-- A node whose controller listener is SASL_SSL (the raft transport has TLS, no SASL), a cluster node whose
+- A node whose SASL controller listener would log nodes in with Kafka's default GSSAPI
+  (test_security_controller_sasl.py serves PLAIN there), a cluster node whose
   inter-broker listener does not exist or logs in with a mechanism Brook's inter-broker client
   cannot use (Kafka's default GSSAPI; test_security_cluster.py serves a secured one), a SASL listener left with GSSAPI or without its JAAS entry, an authorizer.class.name
   other than Kafka's StandardAuthorizer (test_security_acl.py serves that one), a SASL mechanism
@@ -57,9 +58,13 @@ PLAINTEXT_AND = "PLAINTEXT://{host}:{p0},"
 @pytest.mark.parametrize("settings, named", [
     pytest.param({"listeners": PLAINTEXT_AND + "CONTROLLER://{host}:{p1}",
                   "controller.listener.names": "CONTROLLER",
-                  "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:SASL_SSL"},
-                 ["controller listener CONTROLLER://127.0.0.1:{p1}", "security protocol SASL_SSL"],
-                 id="sasl-controller-listener"),
+                  "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:SASL_PLAINTEXT",
+                  "listener.name.controller.sasl.enabled.mechanisms": "PLAIN",
+                  "listener.name.controller.plain.sasl.jaas.config":
+                      'org.apache.kafka.common.security.plain.PlainLoginModule required username="a" password="b" user_a="b";'},
+                 ["sasl.mechanism.controller.protocol=GSSAPI", "controller listener CONTROLLER is SASL_PLAINTEXT",
+                  "GSSAPI, Kafka's default, is Kerberos"],
+                 id="sasl-controller-listener-with-kafkas-default-gssapi"),
     pytest.param({"listeners": "INTERNAL://{host}:{p0},CONTROLLER://{host}:{p1}",
                   "controller.listener.names": "CONTROLLER",
                   "controller.quorum.voters": "1@{host}:{p1},2@{host}:1,3@{host}:2",

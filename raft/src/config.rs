@@ -60,6 +60,8 @@ pub struct QuorumConfig {
     pub broker_session_timeout: Duration,
     /// TLS on every peer connection (the controller listener mapped to SSL); `None`: TCP.
     pub tls: Option<crate::network::PeerTls>,
+    /// A SASL login on every peer connection (the controller listener mapped to SASL_*).
+    pub sasl: Option<crate::network::PeerSasl>,
     /// Kafka's `controller.quorum.bootstrap.servers` for a controller of a dynamic quorum
     /// (no `voters`): where it asks to follow the log as an observer when its bootstrap file
     /// names no initial voters that include it (KIP-853).
@@ -89,6 +91,7 @@ impl QuorumConfig {
             fetch_timeout_ms: 1000,
             broker_session_timeout: Duration::from_millis(9000),
             tls: None,
+            sasl: None,
             bootstrap_servers: Vec::new(),
             directory_id: None,
             controller_addr: None,

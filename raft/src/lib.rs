@@ -66,7 +66,7 @@ pub use image::{
     ProducerIdBlock, ScramCredentialImage, TopicImage, NO_LEADER,
 };
 pub use liveness::{Heartbeat, HeartbeatReply, Liveness, REGISTRATION_PROBE};
-pub use network::PeerTls;
+pub use network::{PeerSasl, PeerTls};
 pub use openraft::{LogId, RaftMetrics, ServerState};
 pub use partition_change::{elr_enabled, ELIGIBLE_LEADER_REPLICAS_VERSION, MIN_IN_SYNC_REPLICAS};
 #[cfg(feature = "rocksdb")]

@@ -52,7 +52,7 @@ use crate::liveness::{Heartbeat, HeartbeatReply, Liveness};
 use crate::log_store::LogStore;
 use crate::network::pool::PeerPool;
 use crate::network::sniff::{KafkaHandler, KafkaHandlerSlot};
-use crate::network::{serve, NetworkFactory, PeerTls, RaftServer};
+use crate::network::{serve, NetworkFactory, PeerSasl, PeerTls, RaftServer};
 use crate::service::PeerService;
 use crate::state_machine::StateMachineStore;
 use crate::{learner, monitor, TypeConfig};
@@ -80,6 +80,8 @@ pub struct MetadataQuorum {
     server: Option<RaftServer>,
     /// TLS for this node's own connections to voters (broker attachments).
     tls: Option<PeerTls>,
+    /// The SASL login of those connections.
+    sasl: Option<PeerSasl>,
     /// On a voter formatted with bootstrap records and started on empty metadata: the
     /// [`Command::Bootstrap`] it proposes when it leads an image not yet bootstrapped
     /// (`bootstrap.rs`).
@@ -132,6 +134,7 @@ impl MetadataQuorum {
             Arc::new(raft_config),
             NetworkFactory {
                 tls: config.tls.clone(),
+                sasl: config.sasl.clone(),
             },
             log_store,
             state_machine,
@@ -152,7 +155,7 @@ impl MetadataQuorum {
             images.clone(),
             leader_contact.clone(),
         ));
-        let pool = Arc::new(PeerPool::new(config.tls.clone()));
+        let pool = Arc::new(PeerPool::new(config.tls.clone(), config.sasl.clone()));
         let (joined_tx, joined) = watch::channel(None);
         let kafka_handler: KafkaHandlerSlot = Arc::default();
         let server = match listener {
@@ -160,6 +163,7 @@ impl MetadataQuorum {
                 listener,
                 service.clone(),
                 config.tls.clone(),
+                config.sasl.clone(),
                 kafka_handler.clone(),
             ) {
                 Ok(server) => Some(server),
@@ -260,6 +264,7 @@ impl MetadataQuorum {
             voter_change: tokio::sync::Mutex::new(()),
             server,
             tls: config.tls,
+            sasl: config.sasl,
             bootstrap,
             task,
             leader_gone_task,
@@ -397,7 +402,14 @@ impl MetadataQuorum {
                 .filter_map(|id| config.membership().get_node(&id).map(|n| n.addr.clone()))
                 .collect()
         };
-        crate::network::attach::hold(voters, broker_id, broker_epoch, self.tls.clone()).await;
+        crate::network::attach::hold(
+            voters,
+            broker_id,
+            broker_epoch,
+            self.tls.clone(),
+            self.sasl.clone(),
+        )
+        .await;
     }
 
     /// KIP-853 AddRaftVoter on the leader: makes the observer `id` with `directory_id` a

@@ -203,6 +203,11 @@ impl PeerService {
         LeaderReply::Ok(Box::new(self.raft.metrics().borrow().clone()))
     }
 
+    /// The current metadata image (cheap: an `Arc`).
+    pub(crate) fn image(&self) -> Arc<MetadataImage> {
+        self.images.borrow().clone()
+    }
+
     /// Answers a broker heartbeat from the leader's liveness state.
     pub(crate) fn heartbeat(&self, hb: &Heartbeat) -> LeaderReply<HeartbeatReply> {
         if !self.is_leader() {

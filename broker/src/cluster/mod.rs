@@ -4,7 +4,7 @@
 //! this incarnation, fence itself on SIGTERM (controlled shutdown), and report the replicas
 //! of a failed log directory offline (`offline_replicas`). Plus the pure
 //! replica placement (`placement`) and the quorum settings derived from the config
-//! (`quorum_config`).
+//! (`quorum_config`), with the raft transport's TLS (`quorum_tls`) and SASL (`quorum_sasl`).
 
 pub mod attachment;
 pub mod controller_api;
@@ -12,5 +12,6 @@ pub mod heartbeat;
 pub mod offline_replicas;
 pub mod placement;
 pub mod quorum_config;
+pub mod quorum_sasl;
 pub mod quorum_tls;
 pub mod registration;

@@ -104,6 +104,7 @@ pub fn build(config: &BrokerConfig) -> anyhow::Result<QuorumConfig> {
         broker_session_timeout: Duration::from_millis(config.broker_session_timeout_ms),
         learner_addr,
         tls: super::quorum_tls::build(config)?,
+        sasl: super::quorum_sasl::build(config),
         bootstrap_servers,
         // Written by `brook format` (or a previous start); read before the quorum starts, a
         // few bytes once.

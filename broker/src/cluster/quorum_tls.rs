@@ -1,5 +1,6 @@
 //! TLS between quorum members (issue 25 item 6): when the controller listener (the first
-//! of `controller.listener.names`) is mapped to SSL in `listener.security.protocol.map`,
+//! of `controller.listener.names`) is mapped to SSL (or SASL_SSL, then with a SASL login
+//! inside the TLS: `quorum_sasl`) in `listener.security.protocol.map`,
 //! the raft transport runs over TLS with that listener's `ssl.*` keys
 //! (`listener.name.<controller>.ssl.*` first): its key store is the node's certificate on
 //! both sides, its trust store verifies the peers, and `ssl.client.auth=required` makes
@@ -8,8 +9,7 @@
 //! for the raft RPCs it serves as a learner.
 //!
 //! Read once at start (and checked before the runtime starts, so a bad store stops the node
-//! naming the key, exit 2). SASL on the controller listener is refused by
-//! [`crate::config::security`].
+//! naming the key, exit 2).
 
 use brook_raft::PeerTls;
 
@@ -28,16 +28,16 @@ pub enum QuorumTlsError {
     Tls(#[from] TlsConfigError),
 }
 
-/// The quorum's TLS, `None` when the controller listener is PLAINTEXT.
+/// The quorum's TLS, `None` when the controller listener is PLAINTEXT or SASL_PLAINTEXT.
 pub fn build(config: &BrokerConfig) -> Result<Option<PeerTls>, QuorumTlsError> {
     let Some(name) = config.controller_listener_names.first() else {
         return Ok(None);
     };
-    let protocol = config.listener_security_protocol_map.get(name);
-    if protocol.map(String::as_str) != Some("SSL") {
-        return Ok(None);
-    }
-    let settings = ListenerTls::resolve(&config.layers, name, "SSL")?;
+    let protocol = match config.listener_security_protocol_map.get(name) {
+        Some(p) if p == "SSL" || p == "SASL_SSL" => p,
+        _ => return Ok(None),
+    };
+    let settings = ListenerTls::resolve(&config.layers, name, protocol)?;
     let acceptor = tls::build(&settings)?.acceptor;
     // Always offered: a controller listener with ssl.client.auth=required asks for it.
     let connector = client_connector(&settings, true)?;

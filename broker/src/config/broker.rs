@@ -170,6 +170,8 @@ pub struct BrokerConfig {
     pub authorizer: Option<AuthorizerSettings>,
     /// How this broker reaches its peers; `None` where it has none (a lone node).
     pub inter_broker: Option<InterBrokerClient>,
+    /// SASL on the controller listener; `None` when it is PLAINTEXT or SSL.
+    pub controller_sasl: Option<super::controller_sasl::ControllerSasl>,
     pub(crate) layers: Layers,
 }
 
@@ -406,6 +408,7 @@ impl BrokerConfig {
             sasl: SaslSettings::default(),
             authorizer: None,
             inter_broker: None,
+            controller_sasl: None,
             layers: layers.clone(),
         };
         // Kafka's KafkaConfig: broker.id is node.id's synonym (filled from it at load).
@@ -419,12 +422,12 @@ impl BrokerConfig {
         }
         config.topic_defaults = TopicConfig::resolve(&config, &BTreeMap::new())?;
         super::roles::check(&config)?;
-        super::security::check_served(&config)?;
         config.sasl = super::sasl::resolve(
             &config.listeners,
             &config.listener_security_protocol_map,
             &layers,
         )?;
+        config.controller_sasl = super::controller_sasl::resolve(&config, &layers)?;
         config.authorizer = super::authorizer::resolve(&layers)?;
         config.inter_broker = super::inter_broker::resolve(&config, &layers)?;
         Ok(config)

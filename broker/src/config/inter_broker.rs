@@ -194,18 +194,33 @@ fn login(
             ),
         });
     }
+    own_login(
+        layers,
+        listener,
+        mechanism,
+        &format!("the broker logs in to its peers on the inter-broker listener {listener}"),
+    )
+}
+
+/// This node's own login on `listener` with `mechanism`: the `username` / `password` options
+/// of `listener.name.<listener>.<mechanism>.sasl.jaas.config` (the same entry whose
+/// `user_<name>` options list PLAIN's users). `purpose` says, in errors, who logs in where.
+pub(crate) fn own_login(
+    layers: &Layers,
+    listener: &str,
+    mechanism: SaslMechanism,
+    purpose: &str,
+) -> Result<InterBrokerLogin, ConfigError> {
     let jaas_key = format!(
         "listener.name.{}.{}.sasl.jaas.config",
         listener.to_ascii_lowercase(),
         mechanism.name().to_ascii_lowercase()
     );
-    let missing = |what: &str| {
-        ConfigError::Unsupported {
+    let missing = |what: &str| ConfigError::Unsupported {
         key: jaas_key.clone(),
         reason: format!(
-            "{jaas_key} has no {what} option: the broker logs in to its peers on the inter-broker listener {listener} with that entry's username and password"
+            "{jaas_key} has no {what} option: {purpose} with that entry's username and password"
         ),
-    }
     };
     let text = layers
         .effective(&jaas_key)

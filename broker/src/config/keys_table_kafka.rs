@@ -244,7 +244,6 @@ pub(super) static KAFKA_ONLY_BROKER_KEYS: &[KeyDef] = &[
     n("sasl.login.refresh.window.jitter", T::Double, Some("0.05"), V::None, M, PB, Sasl),
     n("sasl.login.retry.backoff.max.ms", T::Long, Some("10000"), V::None, L, RO, Sasl),
     n("sasl.login.retry.backoff.ms", T::Long, Some("100"), V::None, L, RO, Sasl),
-    n("sasl.mechanism.controller.protocol", T::String, Some("GSSAPI"), V::None, H, RO, Sasl),
     n("sasl.oauthbearer.allow.unverified.audience", T::Boolean, Some("false"), V::None, M, RO, Sasl),
     n("sasl.oauthbearer.allow.unverified.issuer", T::Boolean, Some("false"), V::None, M, RO, Sasl),
     n("sasl.oauthbearer.assertion.algorithm", T::String, Some("RS256"), V::OneOfIgnoreCase(&["ES256", "RS256"]), M, RO, Sasl),

@@ -6,7 +6,7 @@
 //! ([`support`] says why; [`keys`] holds their types, lookups and synonym chains);
 //! [`topic`] the topic keys; [`group`] the group keys (KIP-848 group configs); [`value`] types and validators; [`alter`] the
 //! (Incremental)AlterConfigs rules; [`security`] the security settings refused until
-//! Brook serves them; [`authorizer`] the ACL authorizer's settings;
+//! Brook serves them; [`controller_sasl`] SASL on the controller listener; [`authorizer`] the ACL authorizer's settings;
 //! [`properties`] + [`load`] read `server.properties`, `BROOK_*` env and
 //! `--override`; [`broker`] builds the typed [`BrokerConfig`]; [`topic_config`] the typed
 //! [`TopicConfig`]; [`describe`] answers DescribeConfigs. Everything but
@@ -17,6 +17,7 @@ pub mod alter;
 pub mod authorizer;
 pub mod broker;
 pub mod connections;
+pub mod controller_sasl;
 pub mod describe;
 pub mod error;
 pub mod group;

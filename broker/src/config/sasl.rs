@@ -60,6 +60,10 @@ impl SaslMechanism {
 pub struct Secret(String);
 
 impl Secret {
+    pub(crate) fn new(value: String) -> Secret {
+        Secret(value)
+    }
+
     pub fn expose(&self) -> &str {
         &self.0
     }

@@ -2,14 +2,13 @@
 //! start and in dynamic updates, instead of being stored and ignored while clients get
 //! plain, unauthenticated Kafka (issue 25 item 0).
 //!
-//! Client listeners may use any of Kafka's four protocols (PLAINTEXT, SSL, SASL_PLAINTEXT,
-//! SASL_SSL; `listener.security.protocol.map` admits no other), and so may the inter-broker
-//! listener ([`super::inter_broker`] checks how brokers log in on it). The controller
-//! listener may be PLAINTEXT or SSL (`cluster::quorum_tls`). Refused at start
-//! (`BrokerConfig::build`): a SASL controller listener (the raft transport has no SASL; an
-//! `authorizer.class.name` other than Kafka's StandardAuthorizer is refused by
-//! [`super::authorizer`]).
-//! The SASL mechanisms Brook cannot serve are refused by [`super::sasl`].
+//! Every listener may use any of Kafka's four protocols (PLAINTEXT, SSL, SASL_PLAINTEXT,
+//! SASL_SSL; `listener.security.protocol.map` admits no other): the inter-broker listener
+//! ([`super::inter_broker`] checks how brokers log in on it) and the controller listener
+//! (TLS: `cluster::quorum_tls`; SASL: [`super::controller_sasl`], which refuses the
+//! mechanisms controllers cannot log in with) included. Refused at start: an
+//! `authorizer.class.name` other than Kafka's StandardAuthorizer ([`super::authorizer`]) and
+//! the SASL mechanisms Brook cannot serve ([`super::sasl`]).
 //! Dynamically: every dynamic
 //! `ssl.*` / `sasl.*` key, `principal.builder.class` and any `listener.name.*` key,
 //! except a listener's key and trust stores (`listener.name.<listener>.ssl.keystore.*` and
@@ -18,11 +17,7 @@
 //! stored as Kafka stores them (librdkafka's admin test 0081 alters
 //! `sasl.kerberos.min.time.before.relogin`). Pure functions.
 
-use super::broker::BrokerConfig;
 use super::error::ConfigError;
-
-/// What controllers may speak on their listener.
-const CONTROLLER: &[&str] = &["PLAINTEXT", "SSL"];
 
 /// Kafka's `DynamicBrokerConfig.DYNAMIC_SECURITY_CONFIGS`: keystore and truststore keys a
 /// dynamic update may only set with a `listener.name.<listener>.` prefix.
@@ -47,32 +42,6 @@ pub fn listener_store_key(key: &str) -> Option<(&str, &'static str)> {
         let listener = rest.strip_suffix(base)?.strip_suffix('.')?;
         (!listener.is_empty() && !listener.contains('.')).then_some((listener, *base))
     })
-}
-
-/// Refuses, at start, a configuration that asks for security Brook does not serve.
-pub(crate) fn check_served(config: &BrokerConfig) -> Result<(), ConfigError> {
-    for listener in &config.listeners {
-        let protocol = protocol_of(config, &listener.name);
-        if config.is_controller_listener(&listener.name) && !CONTROLLER.contains(&protocol) {
-            return Err(ConfigError::Unsupported {
-                key: "listener.security.protocol.map".to_owned(),
-                reason: format!(
-                    "the controller listener {listener} has security protocol {protocol}, but Brook's metadata quorum talks PLAINTEXT or SSL only (no SASL): refusing to start rather than run the quorum without the protection it names"
-                ),
-            });
-        }
-    }
-    Ok(())
-}
-
-/// A listener's protocol; a listener missing from the map is PLAINTEXT (the map's parser
-/// already gave every listener of Kafka's four names its own protocol).
-fn protocol_of<'a>(config: &'a BrokerConfig, listener: &str) -> &'a str {
-    config
-        .listener_security_protocol_map
-        .get(listener)
-        .map(String::as_str)
-        .unwrap_or("PLAINTEXT")
 }
 
 /// Login timings of Kerberos and OAuth clients: harmless to store, as Kafka stores them.

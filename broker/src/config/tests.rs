@@ -690,7 +690,8 @@ fn listeners_of_every_protocol_load_and_what_brook_cannot_secure_stops_the_node(
         .0,
         None
     );
-    // The raft transport runs over TLS, but has no SASL: a SASL controller listener stops the node.
+    // The raft transport runs over TLS, and over SASL (config::controller_sasl) with PLAIN, but
+    // a SASL controller listener left with Kafka's default GSSAPI stops the node naming it.
     assert_eq!(
         refusal(&[
             "listeners=PLAINTEXT://:9092,CONTROLLER://:9093",
@@ -705,9 +706,22 @@ fn listeners_of_every_protocol_load_and_what_brook_cannot_secure_stops_the_node(
         "controller.listener.names=CONTROLLER",
         "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:SASL_SSL",
     ]);
-    assert_eq!(key.as_deref(), Some("listener.security.protocol.map"));
+    assert_eq!(key.as_deref(), Some("sasl.enabled.mechanisms"));
     assert!(
-        message.contains("CONTROLLER://:9093") && message.contains("security protocol SASL_SSL"),
+        message.contains("CONTROLLER://:9093 (SASL_SSL)") && message.contains("GSSAPI"),
+        "{message}"
+    );
+    let (key, message) = refusal(&[
+        "listeners=PLAINTEXT://:9092,CONTROLLER://:9093",
+        "controller.listener.names=CONTROLLER",
+        "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:SASL_SSL",
+        "sasl.enabled.mechanisms=PLAIN",
+        "listener.name.controller.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username=\"c\" password=\"c-secret\" user_c=\"c-secret\";",
+    ]);
+    assert_eq!(key.as_deref(), Some("sasl.mechanism.controller.protocol"));
+    assert!(
+        message.contains("controller listener CONTROLLER is SASL_SSL")
+            && message.contains("GSSAPI"),
         "{message}"
     );
     // SASL_PLAINTEXT is served, but not with Kafka's default mechanism (GSSAPI).

@@ -20,7 +20,16 @@ pub static AUTO_CREATION_FAILED: Limited = Limited::new("topic auto-creations re
 pub static APPEND_FAILED: Limited =
     Limited::new("produce appends failed with a storage error (KAFKA_STORAGE_ERROR)");
 
-pub static ALL: [&Limited; 11] = [
+/// This node's logins to a peer's SASL controller listener, refused: raft retries every few
+/// hundred ms while the password is wrong.
+pub static CONTROLLER_LOGIN_REFUSED: Limited =
+    Limited::new("logins to a peer's controller listener refused");
+
+/// Raft connections refused after their login: the principal lacks CLUSTER_ACTION.
+pub static RAFT_UNAUTHORIZED: Limited =
+    Limited::new("raft connections refused for a principal without CLUSTER_ACTION");
+
+pub static ALL: [&Limited; 13] = [
     &MALFORMED_FRAME,
     &TRUNCATED_FRAME,
     &BAD_REQUEST,
@@ -32,4 +41,6 @@ pub static ALL: [&Limited; 11] = [
     &CONNECTION_RATE,
     &AUTO_CREATION_FAILED,
     &APPEND_FAILED,
+    &CONTROLLER_LOGIN_REFUSED,
+    &RAFT_UNAUTHORIZED,
 ];

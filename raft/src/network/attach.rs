@@ -15,6 +15,7 @@ use std::time::Duration;
 use tokio::net::TcpStream;
 use tokio::task::JoinSet;
 
+use super::sasl::{self, PeerSasl};
 use super::tls::{self, PeerTls};
 use super::{read_frame, write_frame, RpcRequest, RpcResponse};
 use crate::liveness::Liveness;
@@ -57,6 +58,7 @@ pub(crate) async fn hold(
     broker_id: i32,
     broker_epoch: u64,
     tls: Option<PeerTls>,
+    sasl: Option<PeerSasl>,
 ) {
     if voters.is_empty() {
         // A quorum of this node alone: nothing to hold, and returning would have the caller
@@ -65,15 +67,27 @@ pub(crate) async fn hold(
     }
     let mut tasks = JoinSet::new();
     for addr in voters {
-        tasks.spawn(hold_one(addr, broker_id, broker_epoch, tls.clone()));
+        tasks.spawn(hold_one(
+            addr,
+            broker_id,
+            broker_epoch,
+            tls.clone(),
+            sasl.clone(),
+        ));
     }
     // The tasks loop forever; dropping this future drops the set, which aborts them.
     while tasks.join_next().await.is_some() {}
 }
 
-async fn hold_one(addr: String, broker_id: i32, broker_epoch: u64, tls: Option<PeerTls>) {
+async fn hold_one(
+    addr: String,
+    broker_id: i32,
+    broker_epoch: u64,
+    tls: Option<PeerTls>,
+    sasl: Option<PeerSasl>,
+) {
     loop {
-        match attach_once(&addr, broker_id, broker_epoch, tls.as_ref()).await {
+        match attach_once(&addr, broker_id, broker_epoch, tls.as_ref(), sasl.as_ref()).await {
             Ok(()) => tracing::debug!(%addr, "broker attachment closed by the voter"),
             Err(e) => tracing::debug!(%addr, error = %e, "broker attachment failed"),
         }
@@ -86,11 +100,13 @@ async fn attach_once(
     broker_id: i32,
     broker_epoch: u64,
     tls: Option<&PeerTls>,
+    sasl: Option<&PeerSasl>,
 ) -> std::io::Result<()> {
     let open = async {
         let tcp = TcpStream::connect(addr).await?;
         let _ = tcp.set_nodelay(true);
-        tls::client(tls, tcp, addr).await
+        let stream = tls::client(tls, tcp, addr).await?;
+        sasl::login(sasl, stream, addr).await
     };
     let mut stream = tokio::time::timeout(CONNECT_TIMEOUT, open)
         .await

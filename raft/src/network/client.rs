@@ -2,7 +2,7 @@
 //! openraft through [`NetworkFactory`].
 //!
 //! Each call sends one request frame and waits for one response frame on a lazily opened
-//! stream (TLS when configured), bounded by openraft's hard TTL for the RPC. Any I/O error or timeout drops the
+//! stream (TLS and a SASL login when configured), bounded by openraft's hard TTL for the RPC. Any I/O error or timeout drops the
 //! connection (a half-read response would desynchronise the stream) and is reported as
 //! `Unreachable` (connect failed: openraft backs off) or `Network` (call failed mid-way).
 //! Remote raft errors come back as `RemoteError`, as openraft expects.
@@ -14,6 +14,7 @@ use std::error::Error;
 use std::time::Duration;
 
 use super::conn::{connect, exchange, CallError};
+use super::sasl::PeerSasl;
 use super::tls::{PeerStream, PeerTls};
 use super::{RpcRequest, RpcResponse};
 use crate::QuorumNode;
@@ -31,10 +32,11 @@ use openraft::AnyError;
 type NodeId = u64;
 type RpcResult<T, E> = Result<T, RPCError<NodeId, QuorumNode, E>>;
 
-/// Creates [`PeerClient`]s; holds only the TLS settings, so cloning is cheap.
+/// Creates [`PeerClient`]s; holds only the TLS and SASL settings, so cloning is cheap.
 #[derive(Debug, Clone, Default)]
 pub struct NetworkFactory {
     pub tls: Option<PeerTls>,
+    pub sasl: Option<PeerSasl>,
 }
 
 impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
@@ -46,6 +48,7 @@ impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
             addr: node.addr.clone(),
             directory_id: node.directory_id.clone(),
             tls: self.tls.clone(),
+            sasl: self.sasl.clone(),
             conn: None,
         }
     }
@@ -59,6 +62,7 @@ pub struct PeerClient {
     /// that only that replica serves it; `None` in a static quorum.
     directory_id: Option<String>,
     tls: Option<PeerTls>,
+    sasl: Option<PeerSasl>,
     conn: Option<PeerStream>,
 }
 
@@ -88,7 +92,7 @@ impl PeerClient {
             Some(conn) => conn,
             None => self
                 .conn
-                .insert(connect(&self.addr, self.tls.as_ref()).await?),
+                .insert(connect(&self.addr, self.tls.as_ref(), self.sasl.as_ref()).await?),
         };
         exchange(conn, request).await
     }

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use tokio::net::TcpStream;
 
+use super::sasl::{self, PeerSasl};
 use super::tls::{self, PeerStream, PeerTls};
 
 use super::{read_frame, write_frame, FrameError, RpcRequest, RpcResponse};
@@ -29,12 +30,20 @@ pub(crate) enum CallError {
 }
 
 /// Opens a connection to `addr` (`host:port`, resolved at each attempt so a moved host
-/// name is followed), over TLS when `tls` is given (a failed handshake sent no request).
-pub(crate) async fn connect(addr: &str, tls: Option<&PeerTls>) -> Result<PeerStream, CallError> {
+/// name is followed), over TLS when `tls` is given and logged in when `sasl` is (a failed
+/// handshake or login sent no request).
+pub(crate) async fn connect(
+    addr: &str,
+    tls: Option<&PeerTls>,
+    sasl: Option<&PeerSasl>,
+) -> Result<PeerStream, CallError> {
     let stream = TcpStream::connect(addr).await.map_err(CallError::Connect)?;
     // Raft messages are small and latency-bound; do not wait for Nagle.
     stream.set_nodelay(true).map_err(CallError::Connect)?;
-    tls::client(tls, stream, addr)
+    let stream = tls::client(tls, stream, addr)
+        .await
+        .map_err(CallError::Connect)?;
+    sasl::login(sasl, stream, addr)
         .await
         .map_err(CallError::Connect)
 }

@@ -11,11 +11,13 @@
 //!
 //! Clients: [`PeerClient`] (one per target, created by openraft for the raft RPCs) and
 //! `PeerPool` (pooled connections for forwarded requests). Server: [`RaftServer`]. Every
-//! connection runs over TLS when the node is given a [`PeerTls`] (`tls.rs`).
+//! connection runs over TLS when the node is given a [`PeerTls`] (`tls.rs`), and is logged in
+//! with SASL before its first raft frame when it is given a [`PeerSasl`] (`sasl.rs`).
 
 mod client;
 mod conn;
 pub(crate) mod pool;
+pub mod sasl;
 mod server;
 pub mod sniff;
 mod tls;
@@ -34,6 +36,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 pub use client::{NetworkFactory, PeerClient};
 pub(crate) use server::serve;
 pub(crate) mod attach;
+pub use sasl::{AuthenticatedPeer, PeerAuthenticator, PeerLogin, PeerSasl};
 pub use server::RaftServer;
 pub use tls::{PeerIo, PeerStream, PeerTls};
 

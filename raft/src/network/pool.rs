@@ -20,6 +20,7 @@ use std::time::Duration;
 use tokio::sync::Semaphore;
 
 use super::conn::{connect, exchange, CallError};
+use super::sasl::PeerSasl;
 use super::tls::{PeerStream, PeerTls};
 use super::{RpcRequest, RpcResponse};
 
@@ -32,6 +33,7 @@ pub(crate) struct PeerPool {
     idle: Mutex<HashMap<String, Vec<PeerStream>>>,
     in_flight: Semaphore,
     tls: Option<PeerTls>,
+    sasl: Option<PeerSasl>,
 }
 
 impl std::fmt::Debug for PeerPool {
@@ -42,17 +44,18 @@ impl std::fmt::Debug for PeerPool {
 
 impl Default for PeerPool {
     fn default() -> Self {
-        PeerPool::new(None)
+        PeerPool::new(None, None)
     }
 }
 
 impl PeerPool {
-    /// A pool whose connections run over TLS when `tls` is given.
-    pub(crate) fn new(tls: Option<PeerTls>) -> Self {
+    /// A pool whose connections run over TLS when `tls` is given, logged in when `sasl` is.
+    pub(crate) fn new(tls: Option<PeerTls>, sasl: Option<PeerSasl>) -> Self {
         PeerPool {
             idle: Mutex::new(HashMap::new()),
             in_flight: Semaphore::new(MAX_IN_FLIGHT),
             tls,
+            sasl,
         }
     }
 
@@ -79,7 +82,7 @@ impl PeerPool {
             }
             // Most likely closed while idle: fall through to a fresh connection.
         }
-        let mut stream = connect(addr, self.tls.as_ref()).await?;
+        let mut stream = connect(addr, self.tls.as_ref(), self.sasl.as_ref()).await?;
         let response = exchange(&mut stream, request).await?;
         self.put(addr, stream);
         Ok(response)

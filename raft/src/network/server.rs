@@ -14,6 +14,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 use tokio::task::{JoinHandle, JoinSet};
 
+use super::sasl::PeerSasl;
 use super::sniff::{self, FirstFrame, KafkaHandlerSlot};
 use super::tls::{self, PeerStream, PeerTls};
 use super::{read_frame, write_frame, LeaderReply, RpcRequest, RpcResponse};
@@ -25,6 +26,9 @@ use crate::QuorumNode;
 pub const MAX_PEER_CONNECTIONS: usize = 256;
 /// How long a peer has to complete its TLS handshake.
 const TLS_HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+/// How long a peer has to log in and send its first request on a SASL listener (a failed
+/// login's delay, `connection.failed.authentication.delay.ms`, is far shorter).
+const LOGIN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// A running peer-RPC listener.
 pub struct RaftServer {
@@ -54,16 +58,17 @@ impl Drop for RaftServer {
 
 /// Serves peer RPC on an already bound `listener` until the returned server is shut down.
 /// (The caller binds first so that a voter listening on port 0 knows its address before
-/// the raft node exists.)
+/// the raft node exists.) With `sasl`, every connection logs in first (`sasl.rs`).
 pub(crate) fn serve(
     listener: TcpListener,
     service: Arc<PeerService>,
     tls: Option<PeerTls>,
+    sasl: Option<PeerSasl>,
     kafka: KafkaHandlerSlot,
 ) -> std::io::Result<RaftServer> {
     let local_addr = listener.local_addr()?;
-    tracing::info!(%local_addr, tls = tls.is_some(), "raft peer listener started");
-    let accept_task = tokio::spawn(accept_loop(listener, service, tls, kafka));
+    tracing::info!(%local_addr, tls = tls.is_some(), sasl = sasl.is_some(), "raft peer listener started");
+    let accept_task = tokio::spawn(accept_loop(listener, service, tls, sasl, kafka));
     Ok(RaftServer {
         local_addr,
         accept_task,
@@ -74,6 +79,7 @@ async fn accept_loop(
     listener: TcpListener,
     service: Arc<PeerService>,
     tls: Option<PeerTls>,
+    sasl: Option<PeerSasl>,
     kafka: KafkaHandlerSlot,
 ) {
     let limit = Arc::new(Semaphore::new(MAX_PEER_CONNECTIONS));
@@ -94,9 +100,10 @@ async fn accept_loop(
         };
         let service = service.clone();
         let tls = tls.clone();
+        let sasl = sasl.clone();
         let kafka = kafka.clone();
         connections.spawn(async move {
-            serve_connection(stream, peer, service, tls, kafka).await;
+            serve_connection(stream, peer, service, tls, sasl, kafka).await;
             drop(permit);
         });
     }
@@ -107,6 +114,7 @@ async fn serve_connection(
     peer: SocketAddr,
     service: Arc<PeerService>,
     tls: Option<PeerTls>,
+    sasl: Option<PeerSasl>,
     kafka: KafkaHandlerSlot,
 ) {
     if let Err(e) = tcp.set_nodelay(true) {
@@ -129,25 +137,40 @@ async fn serve_connection(
             return;
         }
     };
-    let mut stream = match sniff::sniff(stream).await {
-        Ok(Some((FirstFrame::Raft, stream))) => stream,
-        Ok(Some((FirstFrame::Kafka, stream))) => {
+    let first = match sasl.as_ref() {
+        None => first_frame(stream, peer).await,
+        Some(sasl) => {
+            let image = service.image();
+            let login = (sasl.authenticator)(stream, peer, client_cert.clone(), image);
+            match tokio::time::timeout(LOGIN_TIMEOUT, login).await {
+                Ok(Some(authenticated)) => Some((
+                    authenticated.next,
+                    authenticated.stream,
+                    Some(authenticated.user),
+                )),
+                Ok(None) => {
+                    tracing::debug!(%peer, "controller listener connection not authenticated; closed");
+                    None
+                }
+                Err(_) => {
+                    tracing::debug!(%peer, "controller listener login timed out; closed");
+                    None
+                }
+            }
+        }
+    };
+    let mut stream = match first {
+        Some((FirstFrame::Raft, stream, _)) => stream,
+        Some((FirstFrame::Kafka, stream, user)) => {
             match kafka.get() {
-                Some(handler) => handler(stream, peer, client_cert).await,
+                Some(handler) => handler(stream, peer, client_cert, user).await,
                 None => {
                     tracing::debug!(%peer, "kafka request on the controller listener before the node serves them")
                 }
             }
             return;
         }
-        Ok(None) => {
-            tracing::debug!(%peer, "raft peer closed before its first frame");
-            return;
-        }
-        Err(e) => {
-            tracing::debug!(%peer, error = %e, "raft peer connection closed");
-            return;
-        }
+        None => return,
     };
     // Set once the peer attaches a broker to this connection; its drop (however the loop
     // ends) tells liveness that the broker's connection closed.
@@ -165,6 +188,25 @@ async fn serve_connection(
     .await;
     if let Some(leader) = leader_on_connection {
         service.leader_contact().connection_closed(leader);
+    }
+}
+
+/// What the first frame of a connection without SASL is, with the stream (frame replayed);
+/// `None` once the peer closed or the read failed.
+async fn first_frame(
+    stream: PeerStream,
+    peer: SocketAddr,
+) -> Option<(FirstFrame, PeerStream, Option<String>)> {
+    match sniff::sniff(stream).await {
+        Ok(Some((kind, stream))) => Some((kind, stream, None)),
+        Ok(None) => {
+            tracing::debug!(%peer, "raft peer closed before its first frame");
+            None
+        }
+        Err(e) => {
+            tracing::debug!(%peer, error = %e, "raft peer connection closed");
+            None
+        }
     }
 }
 

@@ -9,7 +9,9 @@
 //! printable). The fifth byte of the connection therefore decides, with no overlap: 0x00 is
 //! Kafka, anything else raft; after TLS (when the listener is SSL) the decrypted bytes are
 //! looked at, so both protocols get the listener's TLS as today. Nothing is consumed: the
-//! five bytes are replayed to whichever side serves the connection ([`Prefixed`]).
+//! five bytes are replayed to whichever side serves the connection ([`Prefixed`]). On a SASL
+//! listener the login comes first (`sasl.rs`) and the same decision is made on the frame
+//! after it.
 
 use std::future::Future;
 use std::io;
@@ -26,9 +28,15 @@ use super::tls::PeerStream;
 pub const HEAD_LEN: usize = 5;
 
 /// Serves a Kafka connection on the controller listener; given the stream (its first
-/// [`HEAD_LEN`] bytes replayed), the peer's address and its TLS client certificate (DER).
+/// [`HEAD_LEN`] bytes replayed), the peer's address, its TLS client certificate (DER) and,
+/// on a SASL listener, the user it logged in as (`sasl.rs`).
 pub type KafkaHandler = Arc<
-    dyn Fn(PeerStream, SocketAddr, Option<Vec<u8>>) -> Pin<Box<dyn Future<Output = ()> + Send>>
+    dyn Fn(
+            PeerStream,
+            SocketAddr,
+            Option<Vec<u8>>,
+            Option<String>,
+        ) -> Pin<Box<dyn Future<Output = ()> + Send>>
         + Send
         + Sync,
 >;

@@ -3,7 +3,7 @@
 //! (AlterUserScramCredentials / DescribeUserScramCredentials: 1 SCRAM-SHA-256,
 //! 2 SCRAM-SHA-512).
 
-use brook_raft::ScramCredentialImage;
+use brook_raft::{MetadataImage, ScramCredentialImage};
 
 use super::scram::ScramCredential;
 use super::ScramCredentials;
@@ -41,8 +41,14 @@ impl From<ScramCredential> for ScramCredentialImage {
 
 impl ScramCredentials for Broker {
     fn scram_credential(&self, user: &str, mechanism: SaslMechanism) -> Option<ScramCredential> {
-        let image = self.image();
-        let stored = image
+        self.image().as_ref().scram_credential(user, mechanism)
+    }
+}
+
+/// The credentials of one metadata image (the controller listener's logins, `cluster::quorum_sasl`).
+impl ScramCredentials for MetadataImage {
+    fn scram_credential(&self, user: &str, mechanism: SaslMechanism) -> Option<ScramCredential> {
+        let stored = self
             .scram_credentials
             .get(user)?
             .get(&mechanism_type(mechanism)?)?;

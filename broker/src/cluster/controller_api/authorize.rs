@@ -1,8 +1,9 @@
 //! Who is asking on the controller listener, and whether they may (with an authorizer
 //! configured), as Kafka's controller checks its requests: AddRaftVoter and RemoveRaftVoter
 //! need ALTER on the cluster, UpdateRaftVoter CLUSTER_ACTION, DescribeQuorum DESCRIBE; a
-//! refusal is CLUSTER_AUTHORIZATION_FAILED. Without an authorizer every caller may, as in
-//! Kafka.
+//! refusal is CLUSTER_AUTHORIZATION_FAILED. A SASL-authenticated peer's raft traffic needs
+//! CLUSTER_ACTION (Kafka's Vote, Fetch and the broker-to-controller requests do;
+//! `cluster::quorum_sasl`). Without an authorizer every caller may, as in Kafka.
 
 use std::net::{IpAddr, SocketAddr};
 
@@ -25,16 +26,24 @@ pub(super) struct Caller {
     host: IpAddr,
 }
 
-/// The caller of a connection from `peer` that presented `client_cert` (DER): its subject
-/// DN mapped by the controller listener's `ssl.principal.mapping.rules`, or ANONYMOUS
-/// without a certificate. `None` (logged) when the certificate's subject cannot be mapped,
-/// as a broker listener closes such a connection.
+/// The caller of a connection from `peer` that logged in as `sasl_user` or presented
+/// `client_cert` (DER): `User:<sasl_user>` (as Kafka, SASL's principal wins over the
+/// certificate's on SASL_SSL), else the certificate's subject DN mapped by the controller
+/// listener's `ssl.principal.mapping.rules`, else ANONYMOUS. `None` (logged) when the
+/// certificate's subject cannot be mapped, as a broker listener closes such a connection.
 pub(super) fn caller(
     config: &BrokerConfig,
     peer: SocketAddr,
     client_cert: Option<&[u8]>,
+    sasl_user: Option<String>,
 ) -> Option<Caller> {
     let host = peer.ip();
+    if let Some(user) = sasl_user {
+        return Some(Caller {
+            principal: KafkaPrincipal::user(user),
+            host,
+        });
+    }
     let Some(cert) = client_cert else {
         return Some(Caller {
             principal: KafkaPrincipal::anonymous(),

@@ -12,7 +12,10 @@ use brook_protocol::kafka_protocol::messages::{
 use brook_protocol::kafka_protocol::protocol::StrBytes;
 use brook_protocol::versions::codec_range;
 
+use brook_raft::MetadataImage;
+
 use super::ControllerNode;
+use crate::config::BrokerConfig;
 use crate::error::BrokerError;
 use crate::handlers::{api_versions::feature_keys, describe_quorum::quorum_response};
 use crate::metadata::features;
@@ -29,9 +32,17 @@ const APIS: [ApiKey; 6] = [
 /// Kafka's "no authorized operations computed" sentinel.
 const NO_AUTHORIZED_OPERATIONS: i32 = i32::MIN;
 
-fn api_keys() -> Vec<ApiVersion> {
+/// The APIs of a controller listener; a SASL one also serves SaslHandshake and
+/// SaslAuthenticate, which clients look for in ApiVersions before they log in.
+fn api_keys(config: &BrokerConfig) -> Vec<ApiVersion> {
+    let sasl: &[ApiKey] = if config.controller_sasl.is_some() {
+        &[ApiKey::SaslHandshake, ApiKey::SaslAuthenticate]
+    } else {
+        &[]
+    };
     let mut keys: Vec<ApiVersion> = APIS
         .iter()
+        .chain(sasl)
         .map(|&api_key| {
             let range = codec_range(api_key);
             ApiVersion::default()
@@ -45,21 +56,25 @@ fn api_keys() -> Vec<ApiVersion> {
 }
 
 pub(super) fn api_versions(node: &dyn ControllerNode) -> ApiVersionsResponse {
-    let image = node.quorum().image();
-    let (supported, finalized) = feature_keys(node.config(), &image);
+    api_versions_of(node.config(), &node.quorum().image())
+}
+
+/// ApiVersions of a controller listener with `config` and metadata `image`.
+pub(super) fn api_versions_of(config: &BrokerConfig, image: &MetadataImage) -> ApiVersionsResponse {
+    let (supported, finalized) = feature_keys(config, image);
     ApiVersionsResponse::default()
-        .with_api_keys(api_keys())
+        .with_api_keys(api_keys(config))
         .with_supported_features(supported)
-        .with_finalized_features_epoch(features::epoch(&image))
+        .with_finalized_features_epoch(features::epoch(image))
         .with_finalized_features(finalized)
 }
 
 /// The v0 answer to an ApiVersions version this codec cannot read (KIP-511).
-pub(super) fn unsupported_api_versions() -> ResponseKind {
+pub(super) fn unsupported_api_versions(config: &BrokerConfig) -> ResponseKind {
     ResponseKind::ApiVersions(
         ApiVersionsResponse::default()
             .with_error_code(BrokerError::UnsupportedVersion.code().code())
-            .with_api_keys(api_keys()),
+            .with_api_keys(api_keys(config)),
     )
 }
 

@@ -6,11 +6,12 @@
 //! AddRaftVoter / RemoveRaftVoter / UpdateRaftVoter. Any other API closes the connection, as a
 //! Kafka controller does for an API its listener does not expose.
 //!
-//! The listener's security is what it has today: TLS (mutual when configured) when it is
-//! mapped to SSL, else plain TCP; a SASL controller listener is refused at start. With an
+//! The listener's security: TLS (mutual when configured) when it is mapped to SSL or SASL_SSL,
+//! and on SASL_PLAINTEXT / SASL_SSL a SASL login before any of these requests
+//! (`cluster::quorum_sasl` runs it; ApiVersions is answered before the login too). With an
 //! authorizer configured, requests are authorized as Kafka's controller authorizes them
-//! (`authorize`): the principal is the client certificate's, mapped by the listener's
-//! `ssl.principal.mapping.rules`, or ANONYMOUS without one.
+//! (`authorize`): the principal is the SASL user's, else the client certificate's, mapped by
+//! the listener's `ssl.principal.mapping.rules`, or ANONYMOUS without either.
 //!
 //! Served for both a combined node (the `Broker`) and a controller-only one
 //! ([`ControllerOnly`]), through [`ControllerNode`]; the handler holds a `Weak` so a node
@@ -94,13 +95,12 @@ impl ControllerNode for ControllerOnly {
 /// Starts answering Kafka requests on `node`'s controller listener.
 pub fn install<N: ControllerNode>(node: &Arc<N>) {
     let weak: Weak<N> = Arc::downgrade(node);
-    let handler: KafkaHandler = Arc::new(move |stream, peer, client_cert| {
+    let handler: KafkaHandler = Arc::new(move |stream, peer, client_cert, sasl_user| {
         let weak = weak.clone();
         Box::pin(async move {
-            let Some(caller) = weak
-                .upgrade()
-                .and_then(|node| authorize::caller(node.config(), peer, client_cert.as_deref()))
-            else {
+            let Some(caller) = weak.upgrade().and_then(|node| {
+                authorize::caller(node.config(), peer, client_cert.as_deref(), sasl_user)
+            }) else {
                 return;
             };
             serve(stream, peer, caller, weak).await
@@ -144,7 +144,11 @@ async fn serve<N: ControllerNode>(
                 if api_key != brook_protocol::kafka_protocol::messages::ApiKey::ApiVersions {
                     return;
                 }
-                let body = cluster::unsupported_api_versions();
+                let Some(node) = node.upgrade() else {
+                    return;
+                };
+                let body = cluster::unsupported_api_versions(node.config());
+                drop(node);
                 if write(&mut stream, api_key, 0, header.correlation_id, &body)
                     .await
                     .is_err()
@@ -217,6 +221,34 @@ async fn serve<N: ControllerNode>(
             return;
         }
     }
+}
+
+/// The answer to an ApiVersions request `frame` on the controller listener (before a SASL
+/// login: `cluster::quorum_sasl`), at its version or, for a version this codec cannot read,
+/// at v0; `None` for anything else.
+pub(crate) fn api_versions_answer(
+    config: &BrokerConfig,
+    image: &brook_raft::MetadataImage,
+    frame: Bytes,
+) -> Option<Bytes> {
+    use brook_protocol::kafka_protocol::messages::ApiKey;
+    let (version, correlation_id, body) = match decode_request(frame).ok()? {
+        Decoded::Request(request) if request.api_key == ApiKey::ApiVersions => (
+            request.header.request_api_version,
+            request.header.correlation_id,
+            ResponseKind::ApiVersions(cluster::api_versions_of(config, image)),
+        ),
+        Decoded::UnsupportedVersion {
+            api_key: ApiKey::ApiVersions,
+            header,
+        } => (
+            0,
+            header.correlation_id,
+            cluster::unsupported_api_versions(config),
+        ),
+        _ => return None,
+    };
+    encode_response(ApiKey::ApiVersions, version, correlation_id, &body).ok()
 }
 
 async fn write(

@@ -25,7 +25,6 @@
 
 use std::collections::BTreeMap;
 use std::fs;
-use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -108,7 +107,7 @@ fn open_all(
             checkpointed_log_start: f.log_start,
             entry,
             any_unopenable: Arc::clone(any_unopenable),
-            on_disk: true,
+            dir_unsynced: false,
         };
         let handle = LogHandle::closed(&f.key.0, f.key.1, closed, Arc::clone(failures));
         if let Some(hw) = f.high_watermark {
@@ -562,11 +561,11 @@ impl LogManager {
             });
         };
         let dir = log_dir.join(format!("{topic}-{partition}"));
-        let handle = if fs::symlink_metadata(&dir).is_err_and(|e| e.kind() == ErrorKind::NotFound) {
-            // Created on first use (a write, a read, a follower fetch: `handle/lazy.rs`), on
-            // the blocking pool and outside this map's lock: making a partition a replica
-            // costs no file or fsync, so a topic of 100,000 partitions is applied in
-            // moments and a stop right after it has nothing to wait for.
+        let handle = if fs::create_dir(&dir).is_ok() {
+            // Only the directory now: its files are created on first use (a write, a read,
+            // a follower fetch: `handle/lazy.rs`) on the blocking pool, outside this lock,
+            // so a topic of 100,000 partitions is applied in moments (one mkdir each, no
+            // file or fsync) and a stop right after it has nothing to wait for.
             let closed = ClosedLog::new_log(dir.clone(), config, Arc::clone(&self.any_unopenable));
             LogHandle::closed(topic, partition, closed, Arc::clone(&self.failures))
         } else {
@@ -603,11 +602,8 @@ impl LogManager {
             return Ok(false);
         };
         // Open or not, its files are closed once the slot is dropped.
-        match handle.take_blocking() {
-            crate::handle::Slot::Deleted => return Ok(false),
-            // Never used: nothing of it was created on disk.
-            crate::handle::Slot::Closed(closed) if !closed.on_disk => return Ok(true),
-            _ => {}
+        if matches!(handle.take_blocking(), crate::handle::Slot::Deleted) {
+            return Ok(false);
         }
         let dir = handle.dir().to_path_buf();
         let parent = dir.parent().map(Path::to_path_buf).unwrap_or_default();

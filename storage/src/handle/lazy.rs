@@ -13,7 +13,6 @@
 //! (`try_inline`, read planning, epoch lookups) see a closed slot as "not here" and take
 //! the blocking pool.
 
-use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, Ordering};
 use std::sync::Arc;
@@ -24,7 +23,7 @@ use tokio::sync::watch;
 use super::{Location, LogHandle, Shared, NO_EPOCH};
 use crate::clean_shutdown::SummaryEntry;
 use crate::config::LogConfig;
-use crate::error::{io_err, Result, StorageError};
+use crate::error::{Result, StorageError};
 use crate::log::{Log, RetentionOutcome, TxnShared};
 use crate::log_dir_failure::{fails_log_dir, LogDirFailures};
 use crate::log_manager::now_ms;
@@ -74,11 +73,11 @@ pub(crate) struct ClosedLog {
     /// Set when a lazy open fails for good, so `LogManager` looks for offline logs among
     /// the handles only once one did.
     pub(crate) any_unopenable: Arc<AtomicBool>,
-    /// False for a new log (`LogManager::get_or_create`): nothing of it is on disk yet. Its
-    /// first open creates its directory and files; a deletion before that has nothing to
-    /// remove, and a clean shutdown makes the directory, empty (the next start then loads
-    /// it from the summary like any log never opened).
-    pub(crate) on_disk: bool,
+    /// True for a new log (`LogManager::get_or_create`): its directory was just made,
+    /// empty, and not fsynced into its parent. Its first open creates the files; a clean
+    /// shutdown before that fsyncs the parent, and the next start loads the empty
+    /// directory from the summary like any log never opened.
+    pub(crate) dir_unsynced: bool,
 }
 
 impl ClosedLog {
@@ -91,7 +90,7 @@ impl ClosedLog {
         Ok(())
     }
 
-    /// What a new partition's log publishes until its first use creates it: empty.
+    /// A new partition's log, its directory just made: empty until its first use.
     pub(crate) fn new_log(
         dir: PathBuf,
         config: LogConfig,
@@ -109,7 +108,7 @@ impl ClosedLog {
                 latest_epoch: None,
             },
             any_unopenable,
-            on_disk: false,
+            dir_unsynced: true,
         }
     }
 
@@ -308,20 +307,9 @@ impl LogHandle {
         let taken = std::mem::replace(&mut *guard, Slot::Deleted);
         match taken {
             Slot::Deleted | Slot::Unopenable(_) => Ok(None),
-            // Never used: its directory is made now, empty (one mkdir, no file or fsync of
-            // its own), so the next start finds it in the summary and opens nothing, while
-            // the stop still costs nothing per partition beyond that.
-            Slot::Closed(closed) if !closed.on_disk => {
-                fs::create_dir(&closed.dir).map_err(io_err("create log dir", &closed.dir))?;
-                Ok(Some(ShutdownClose {
-                    recovery_point: closed.recovery_point,
-                    parent_sync_needed: true,
-                    summary: Some(closed.entry),
-                }))
-            }
             Slot::Closed(closed) => Ok(Some(ShutdownClose {
                 recovery_point: closed.recovery_point,
-                parent_sync_needed: false,
+                parent_sync_needed: closed.dir_unsynced,
                 summary: Some(closed.entry),
             })),
             Slot::Open(mut log) => {

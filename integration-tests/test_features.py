@@ -17,12 +17,20 @@ and `downgrade --release-version` across a level that changed the metadata recor
 whole, nothing changed; `--metadata` upgrades and downgrades as Kafka allows and refuses;
 the levels survive a restart; kraft.version cannot go back to 0.
 
-Two brokers for the module (the default one and the older release), both targets. Only the
-features Brook implements are compared: Kafka 4.4 also lists share.version and streams.version,
-which Brook supports at level 0 only, as a Kafka controller without them does. Brook-only: a
-static quorum (`controller.quorum.voters`) keeps kraft.version 0, since its voters' directory
-ids are not known (README "Feature levels"); Kafka 4.4 upgrades one once every voter has
-published its directory id.
+A static quorum (`controller.quorum.voters`, three combined nodes of harness/cluster.py, at
+3.9-IV0, kraft.version 0) is upgraded to kraft.version 1 once every voter has published its
+directory id to the leader (KIP-853; Kafka's voters send UpdateRaftVoter): while node 3 has
+never run the upgrade, dry run included, is refused with Kafka's message ("controller 3 has not
+registered"); once it runs, `upgrade --release-version 4.0-IV3` passes whole, and the voters
+carry their meta.properties' directory ids in `kafka-metadata-quorum describe --status /
+--replication`; after a restart of every node the voters (with their directory ids) and the
+level come from the metadata log, not from `controller.quorum.voters`; and
+`remove-controller` then takes node 3 out (it stays an observer).
+
+Three deployments for the module (the default broker, the older release, the static quorum),
+both targets. Only the features Brook implements are compared: Kafka 4.4 also lists
+share.version and streams.version, which Brook supports at level 0 only, as a Kafka controller
+without them does.
 """
 
 import re
@@ -33,7 +41,8 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, Producer
 
 from harness import kafka_cli, paths
-from harness.broker import Broker
+from harness.broker import HOST, Broker
+from harness.cluster import QUORUM_TOOL, Cluster, parse_quorum_status, wait_for
 
 TOOL = "org.apache.kafka.tools.FeatureCommand"
 ELR = "eligible.leader.replicas.version"
@@ -322,27 +331,113 @@ def test_kraft_version_of_a_dynamic_quorum_cannot_go_back_to_0(old_release):
     assert quorum_levels(old_release)["kraft.version"] == "1"
 
 
-@pytest.mark.skipif(paths.target() == "kafka", reason="Brook-only: Kafka 4.4 upgrades a static quorum once "
-                    "every voter has published its directory id (UpdateRaftVoter)")
-def test_a_static_quorum_keeps_kraft_version_0_since_its_voters_directory_ids_are_unknown(tmp_path):
-    node = Broker("brook", tmp_path / "static", {})
-    controller = f"{node.host}:{node.port + 1}"
-    node.overrides.update({
-        "process.roles": "broker,controller",
-        "listeners": f"PLAINTEXT://{node.bootstrap},CONTROLLER://{controller}",
-        "controller.listener.names": "CONTROLLER",
-        "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
-        "controller.quorum.voters": f"1@{controller}",
-    })
-    node.start()
+def directory_id(node: Broker) -> str:
+    """The directory id in the node's meta.properties (written by format, or by Brook's first start)."""
+    text = (node.log_dirs / "meta.properties").read_text()
+    return re.search(r"^directory\.id=(\S+)", text, re.M).group(1)
+
+
+def quorum_tool(cluster: Cluster, *args, via: int = 1) -> str:
+    controller = f"{HOST}:{cluster.node(via).controller_port}"
+    return kafka_cli.run(QUORUM_TOOL, "--bootstrap-controller", controller, *args).stdout
+
+
+def voters_shown(cluster: Cluster, via: int = 1) -> dict:
+    """`describe --status`'s CurrentVoters: node id -> directory id (None when not shown)."""
+    line = next(l for l in quorum_tool(cluster, "describe", "--status", via=via).splitlines()
+                if l.startswith("CurrentVoters:"))
+    voters = re.findall(r'\{"id": (\d+)(?:, "directoryId": "([^"]+)")?', line)
+    return {int(n): d or None for n, d in voters}
+
+
+def replication_shown(cluster: Cluster, via: int = 1) -> dict:
+    """`describe --replication`: node id -> (directory id, status)."""
+    rows = {}
+    for line in quorum_tool(cluster, "describe", "--replication", via=via).splitlines()[1:]:
+        fields = line.split()
+        if len(fields) >= 3 and fields[0].isdigit():
+            rows[int(fields[0])] = (fields[1], fields[-1])
+    return rows
+
+
+@pytest.fixture(scope="module")
+def static_quorum(tmp_path_factory):
+    """Three combined nodes of a static quorum (`controller.quorum.voters`, kraft.version 0;
+    harness/cluster.py) formatted at 3.9-IV0; only nodes 1 and 2 run at first (a quorum of
+    three), node 3 is started by the first test."""
+    cluster = Cluster(paths.target(), tmp_path_factory.mktemp("features-static"))
+    for node in cluster.nodes:
+        node.format_args = ["--release-version", OLD_RELEASE]
+    first_two = cluster.nodes[:2]
+    for node in first_two:
+        node.launch()
     try:
-        assert quorum_levels(node)["kraft.version"] == "0"
-        out = refused(node, "upgrade", "--feature", "kraft.version=1")
-        assert out == (f"Could not upgrade kraft.version to 1. {PREAMBLE}Invalid upgrade of kraft.version to "
-                       "KRAFT_VERSION_1 because not all of the voters support it"), out
-        assert quorum_levels(node)["kraft.version"] == "0"
+        for node in first_two:
+            node.wait_ready()
+        yield cluster
     finally:
-        node.stop()
+        cluster.stop()
+
+
+def test_a_static_quorum_upgrades_kraft_version_once_every_voter_has_published_its_directory_id(static_quorum):
+    cluster, first = static_quorum, static_quorum.node(1)
+    assert quorum_levels(first)["kraft.version"] == "0"
+    assert set(voters_shown(cluster).values()) == {None}, "a static quorum's voters have no directory ids"
+    # Node 3 never ran, so the leader has not learned its directory id (Kafka: the
+    # controller has not registered); the dry run is refused the same way.
+    why = (f"{PREAMBLE}Invalid update version 1 for feature kraft.version. "
+           "controller 3 has not registered, and may not support this feature")
+    assert refused(first, "upgrade", "--feature", "kraft.version=1") == f"Could not upgrade kraft.version to 1. {why}"
+    assert refused(first, "upgrade", "--feature", "kraft.version=1", "--dry-run") == \
+        f"Can not upgrade kraft.version to 1. {why}"
+    assert quorum_levels(first)["kraft.version"] == "0"
+
+    # Once node 3 runs it publishes its directory id to the leader, and the release's
+    # upgrade, which includes kraft.version 1, passes whole.
+    cluster.node(3).start()
+
+    def upgraded():
+        proc = features(first, "upgrade", "--release-version", "4.0-IV3", check=False)
+        return proc.stdout if proc.returncode == 0 else None
+
+    out = wait_for(upgraded, DEADLINE_S, "the release upgrade accepted", interval=0.5)
+    assert sorted(out.strip().splitlines()) == [
+        "group.version was upgraded to 1.", "kraft.version was upgraded to 1.",
+        "metadata.version was upgraded to 25.", "transaction.version was upgraded to 2."], out
+    # The voter set now holds each voter with the directory id of its meta.properties.
+    dirs = {n: directory_id(cluster.node(n)) for n in cluster.node_ids}
+    wait_for(lambda: voters_shown(cluster) == dirs, DEADLINE_S, f"voters {dirs}", interval=0.5)
+    rows = replication_shown(cluster)
+    assert {n: rows[n][0] for n in dirs} == dirs, rows
+    assert sorted(status for _, status in rows.values()) == ["Follower", "Follower", "Leader"], rows
+
+
+def test_the_upgraded_static_quorum_keeps_its_voters_and_level_across_a_restart(static_quorum):
+    """After a restart the voters come from the metadata log, with their directory ids, not
+    from `controller.quorum.voters`."""
+    cluster = static_quorum
+    dirs = {n: directory_id(cluster.node(n)) for n in cluster.node_ids}
+    cluster.stop()
+    cluster.start()
+    assert quorum_levels(cluster.node(1))["kraft.version"] == "1"
+    assert wait_for(lambda: voters_shown(cluster, via=2) == dirs and voters_shown(cluster, via=2),
+                    DEADLINE_S, f"voters {dirs}", interval=0.5)
+
+
+def test_a_controller_is_removed_from_the_upgraded_static_quorum(static_quorum):
+    cluster = static_quorum
+    removed = directory_id(cluster.node(3))
+    # `=`: a directory id may start with '-', which argparse would take for an option.
+    out = quorum_tool(cluster, "remove-controller", "--controller-id", "3", f"--controller-directory-id={removed}")
+    assert out.strip() == f"Removed KRaft controller 3 with directory id {removed}", out
+
+    # A removed controller keeps following the log, as an observer.
+    def shown():
+        status = parse_quorum_status(quorum_tool(cluster, "describe", "--status"))
+        return (status["CurrentVoters"] == [1, 2] and status["LeaderId"] in (1, 2)
+                and status.get("CurrentObservers") == [3])
+
+    wait_for(shown, DEADLINE_S, "voters [1, 2], observer 3", interval=0.5)
 
 
 @pytest.mark.skipif(paths.target() == "kafka", reason="Brook-only: a data directory formatted by a Brook that "

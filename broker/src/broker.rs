@@ -137,7 +137,15 @@ impl Broker {
             let defaults = crate::partition::log_config(&config.topic_defaults);
             tokio::task::spawn_blocking(move || LogManager::open(&dirs, defaults))
         };
-        let quorum = MetadataQuorum::start(quorum_config::build(&config)?)
+        let mut quorum_config = quorum_config::build(&config)?;
+        // A node that was never formatted gets its directory id now, kept in meta.properties
+        // below: the quorum needs it from the first start (a voter publishes it to the leader
+        // for the `kraft.version` upgrade, and is then addressed by it).
+        let directory_id = quorum_config
+            .directory_id
+            .get_or_insert_with(meta_properties::random_directory_id)
+            .clone();
+        let quorum = MetadataQuorum::start(quorum_config)
             .await
             .context("starting the metadata quorum")?;
         quorum
@@ -151,7 +159,7 @@ impl Broker {
             let node_id = config.node_id;
             let wanted = Some(cluster_id.clone());
             tokio::task::spawn_blocking(move || {
-                meta_properties::load_or_create(&dir, node_id, wanted)
+                meta_properties::load_or_create_with(&dir, node_id, wanted, Some(directory_id))
             })
             .await?
             .context("cluster.id")?;

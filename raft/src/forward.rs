@@ -26,8 +26,8 @@ use crate::error::ProposeError;
 use crate::image::MetadataImage;
 use crate::liveness::{Heartbeat, HeartbeatReply};
 use crate::network::pool::PeerPool;
-use crate::network::{LeaderReply, RpcRequest, RpcResponse};
-use crate::service::PeerService;
+use crate::network::{LeaderReply, RpcRequest, RpcResponse, VoterDirectoryIds};
+use crate::service::{PeerService, LEADER_CALL_TIMEOUT};
 
 /// How long `propose` keeps trying.
 pub const PROPOSE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -232,6 +232,37 @@ impl Forwarder {
             )
             .await;
         leader_result(reply).map(|metrics| *metrics)
+    }
+
+    /// The `kraft.version` 1 upgrade of the voter set, on the leader (here when this node
+    /// leads); one try.
+    pub(crate) async fn upgrade_voters(
+        &self,
+        validate_only: bool,
+    ) -> Result<VoterDirectoryIds, ProposeError> {
+        let reply = match self.target(None) {
+            Target::Local => self.service.upgrade_voters(validate_only).await,
+            Target::Remote { node_id, addr } => {
+                let request = RpcRequest::UpgradeVoters { validate_only };
+                // The leader bounds its own work by LEADER_CALL_TIMEOUT; the answer needs
+                // a moment more to come back.
+                let ttl = LEADER_CALL_TIMEOUT + HEARTBEAT_TIMEOUT;
+                match self.pool.call(&addr, &request, ttl).await {
+                    Ok(RpcResponse::UpgradeVoters(reply)) => reply,
+                    Ok(_) => LeaderReply::Unavailable {
+                        reason: format!("leader at {addr} answered the wrong response type"),
+                    },
+                    Err(e) => LeaderReply::Unavailable {
+                        reason: format!("node {node_id:?} at {addr}: {e}"),
+                    },
+                }
+            }
+            Target::Unknown => LeaderReply::NotLeader {
+                leader_id: None,
+                leader_addr: None,
+            },
+        };
+        leader_result(reply)
     }
 
     /// Sends `hb` to the leader (or answers it here when this node leads); one try.

@@ -43,7 +43,7 @@ pub mod quota;
 pub mod reassignment;
 mod service;
 pub mod state_machine;
-#[cfg(feature = "rocksdb")]
+mod update_voter;
 pub mod voters;
 
 use std::io::Cursor;
@@ -66,7 +66,7 @@ pub use image::{
     ProducerIdBlock, ScramCredentialImage, TopicImage, NO_LEADER,
 };
 pub use liveness::{Heartbeat, HeartbeatReply, Liveness, REGISTRATION_PROBE};
-pub use network::{PeerSasl, PeerTls};
+pub use network::{PeerSasl, PeerTls, VoterDirectoryIds};
 pub use openraft::{LogId, RaftMetrics, ServerState};
 pub use partition_change::{elr_enabled, ELIGIBLE_LEADER_REPLICAS_VERSION, MIN_IN_SYNC_REPLICAS};
 #[cfg(feature = "rocksdb")]

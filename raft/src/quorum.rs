@@ -10,7 +10,13 @@
 //!   bootstrap file (KIP-853, `brook format --standalone / --initial-controllers`);
 //! - a controller of a dynamic quorum that is not among its initial voters, and a learner
 //!   (`process.roles=broker`), ask the leader to add them as learners (`learner.rs`), KRaft's
-//!   observers; such a controller becomes a voter by AddRaftVoter (`voters.rs`).
+//!   observers; such a controller becomes a voter by AddRaftVoter (`voters.rs`);
+//! - a voter publishes its directory id to each leader while the membership lacks it (a
+//!   static quorum, `update_voter.rs`), for the `kraft.version` 1 upgrade that records them.
+//!
+//! Once initialized, the membership in the raft log (and snapshot) is the voter set: a
+//! restarted node uses it, not `controller.quorum.voters`, so voters changed or recorded
+//! with their directory ids stay so.
 //!
 //! The peer listener is the controller listener: Kafka requests arriving there
 //! (`kafka-metadata-quorum --bootstrap-controller`) go to the handler the broker installs
@@ -26,8 +32,9 @@
 //! `propose` and `heartbeat` work on every node: a non-leader forwards them to the leader
 //! (`forward.rs`), which answers them in `service.rs`, locally or from the peer server.
 //!
-//! Ownership: the quorum owns the raft core, the peer server and one background task
-//! (leadership monitor, preceded by the join on a learner); `shutdown` stops all of them.
+//! Ownership: the quorum owns the raft core, the peer server and its background tasks
+//! (leadership monitor, preceded by the join on a learner; early campaign; directory id
+//! publisher on a voter); `shutdown` stops all of them.
 //! Thread-safety: every method takes `&self`; share it by `Arc`.
 
 use std::collections::BTreeMap;
@@ -75,8 +82,8 @@ pub struct MetadataQuorum {
     observer: bool,
     /// Serves the Kafka requests that arrive on the controller listener (`network/sniff.rs`).
     kafka_handler: KafkaHandlerSlot,
-    /// One voter change at a time (KIP-853), as Kafka's leader allows.
-    voter_change: tokio::sync::Mutex<()>,
+    /// Serves the leader-only requests; also holds the one-voter-change-at-a-time slot.
+    service: Arc<PeerService>,
     server: Option<RaftServer>,
     /// TLS for this node's own connections to voters (broker attachments).
     tls: Option<PeerTls>,
@@ -89,6 +96,8 @@ pub struct MetadataQuorum {
     task: JoinHandle<()>,
     /// Campaigns early when the leader's process is gone (`leader_gone.rs`).
     leader_gone_task: JoinHandle<()>,
+    /// On a voter with a directory id: publishes it to each leader (`update_voter.rs`).
+    update_voter_task: Option<JoinHandle<()>>,
 }
 
 impl MetadataQuorum {
@@ -250,7 +259,22 @@ impl MetadataQuorum {
                 metrics,
             )),
         };
-        let forwarder = Forwarder::new(config.node_id, service, pool, contacts, images.clone());
+        let update_voter_task = match (&config.role, &config.directory_id) {
+            (NodeRole::Voter, Some(directory_id)) => Some(tokio::spawn(crate::update_voter::run(
+                config.node_id,
+                directory_id.clone(),
+                raft.metrics(),
+                pool.clone(),
+            ))),
+            _ => None,
+        };
+        let forwarder = Forwarder::new(
+            config.node_id,
+            service.clone(),
+            pool,
+            contacts,
+            images.clone(),
+        );
         Ok(MetadataQuorum {
             node_id: config.node_id,
             role: config.role,
@@ -261,13 +285,14 @@ impl MetadataQuorum {
             joined,
             observer,
             kafka_handler,
-            voter_change: tokio::sync::Mutex::new(()),
+            service,
             server,
             tls: config.tls,
             sasl: config.sasl,
             bootstrap,
             task,
             leader_gone_task,
+            update_voter_task,
         })
     }
 
@@ -419,7 +444,7 @@ impl MetadataQuorum {
         id: u64,
         directory_id: &str,
     ) -> Result<(), crate::voters::VoterChangeError> {
-        let _one = self.voter_change_slot()?;
+        let _one = self.service.voter_change_slot()?;
         crate::voters::add(&self.raft, self.node_id, id, directory_id).await
     }
 
@@ -429,19 +454,20 @@ impl MetadataQuorum {
         id: u64,
         directory_id: Option<&str>,
     ) -> Result<(), crate::voters::VoterChangeError> {
-        let _one = self.voter_change_slot()?;
+        let _one = self.service.voter_change_slot()?;
         crate::voters::remove(&self.raft, self.node_id, id, directory_id).await
     }
 
-    fn voter_change_slot(
+    /// The `kraft.version` 1 upgrade of the voter set (KIP-853), on the leader: once every
+    /// voter's directory id is known there (a static quorum's voters publish theirs,
+    /// `update_voter.rs`), they are recorded in the membership, which makes the quorum one
+    /// whose voters AddRaftVoter / RemoveRaftVoter change; else why not (a voter's
+    /// directory id is not known yet). `validate_only` checks and changes nothing.
+    pub async fn upgrade_voters(
         &self,
-    ) -> Result<tokio::sync::MutexGuard<'_, ()>, crate::voters::VoterChangeError> {
-        self.voter_change.try_lock().map_err(|_| {
-            crate::voters::VoterChangeError::TimedOut(
-                "Request timed out waiting for leader to handle previous voter change request"
-                    .into(),
-            )
-        })
+        validate_only: bool,
+    ) -> Result<crate::network::VoterDirectoryIds, ProposeError> {
+        self.forwarder.upgrade_voters(validate_only).await
     }
 
     /// Hands the Kafka requests that arrive on the controller listener to `handler` from now
@@ -455,21 +481,6 @@ impl MetadataQuorum {
         let metrics = self.raft.metrics();
         let ids = metrics.borrow().membership_config.voter_ids().collect();
         ids
-    }
-
-    /// Whether every voter of the current membership is recorded with its directory id: true
-    /// for a quorum formatted dynamic (KIP-853) and for the one-node default, which records
-    /// its own; false for `controller.quorum.voters`, whose voters are known by address only.
-    pub fn voters_have_directory_ids(&self) -> bool {
-        let metrics = self.raft.metrics();
-        let metrics = metrics.borrow();
-        let membership = metrics.membership_config.membership();
-        let known = membership.voter_ids().all(|id| {
-            membership
-                .get_node(&id)
-                .is_some_and(|node| node.directory_id.is_some())
-        });
-        known
     }
 
     /// The learners (broker-only nodes) of the current membership.
@@ -526,6 +537,10 @@ impl MetadataQuorum {
         let _ = self.task.await;
         self.leader_gone_task.abort();
         let _ = self.leader_gone_task.await;
+        if let Some(task) = self.update_voter_task {
+            task.abort();
+            let _ = task.await;
+        }
         if let Some(server) = self.server {
             server.shutdown().await;
         }

@@ -1,14 +1,16 @@
-//! The requests only the metadata leader serves — `Propose`, `AddLearner`, `Heartbeat` —
-//! answered the same way whether they come from this node (`MetadataQuorum`) or from a peer
-//! (the peer server). A non-leader answers [`LeaderReply::NotLeader`] with the leader it
-//! knows, so the caller can go there.
+//! The requests only the metadata leader serves — `Propose`, `AddLearner`, `Heartbeat`,
+//! `UpdateVoter`, `UpgradeVoters` — answered the same way whether they come from this node
+//! (`MetadataQuorum`) or from a peer (the peer server). A non-leader answers
+//! [`LeaderReply::NotLeader`] with the leader it knows, so the caller can go there.
 //!
 //! Every wait on raft is bounded ([`LEADER_CALL_TIMEOUT`]): openraft 0.9 keeps a leader that
 //! lost its quorum believing it leads until it sees a higher term, and its `client_write`
-//! would then wait forever. Thread-safety: shared by `Arc`; no locks of its own.
+//! would then wait forever. Thread-safety: shared by `Arc`; the directory ids voters
+//! published sit behind a `std::sync::Mutex` held only to read or write the map, and voter
+//! changes are serialized by a `tokio::sync::Mutex` (one at a time, as Kafka's leader).
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::QuorumNode;
@@ -20,7 +22,7 @@ use crate::command::Command;
 use crate::image::MetadataImage;
 use crate::leader_gone::LeaderContact;
 use crate::liveness::{Heartbeat, HeartbeatReply, Liveness};
-use crate::network::{Committed, LeaderReply};
+use crate::network::{Committed, LeaderReply, VoterDirectoryIds};
 use crate::TypeConfig;
 
 /// How long the leader works on one request before answering `Unavailable`.
@@ -36,7 +38,17 @@ pub(crate) struct PeerService {
     liveness: Arc<Liveness>,
     images: watch::Receiver<Arc<MetadataImage>>,
     leader_contact: Arc<LeaderContact>,
+    /// The directory ids voters published to this node while it led (`UpdateVoter`), with
+    /// the term they were published in: only the current term's count, as a Kafka leader
+    /// starts each epoch from the voter set it read from the log.
+    published: Mutex<BTreeMap<u64, (u64, String)>>,
+    /// One voter change at a time (KIP-853), as Kafka's leader allows.
+    voter_change: tokio::sync::Mutex<()>,
 }
+
+/// Kafka's answer to a voter change while another is in progress.
+pub(crate) const CHANGE_IN_PROGRESS: &str =
+    "Request timed out waiting for leader to handle previous voter change request";
 
 impl PeerService {
     pub(crate) fn new(
@@ -54,7 +66,18 @@ impl PeerService {
             liveness,
             images,
             leader_contact,
+            published: Mutex::default(),
+            voter_change: tokio::sync::Mutex::new(()),
         }
+    }
+
+    /// The slot for one voter change; refused while another runs.
+    pub(crate) fn voter_change_slot(
+        &self,
+    ) -> Result<tokio::sync::MutexGuard<'_, ()>, crate::voters::VoterChangeError> {
+        self.voter_change
+            .try_lock()
+            .map_err(|_| crate::voters::VoterChangeError::TimedOut(CHANGE_IN_PROGRESS.into()))
     }
 
     /// This node's directory id, which a [`RpcRequest::ToReplica`](crate::network::RpcRequest)
@@ -191,6 +214,102 @@ impl PeerService {
             }),
             Err(_) => LeaderReply::Unavailable {
                 reason: "membership change not committed in time".into(),
+            },
+        }
+    }
+
+    /// A voter of a static quorum publishes its directory id (Kafka's UpdateRaftVoter at
+    /// `kraft.version` 0, which only updates the leader's in-memory voter set): kept for
+    /// this term, for [`PeerService::upgrade_voters`].
+    pub(crate) fn update_voter(&self, node_id: u64, directory_id: String) -> LeaderReply<()> {
+        if !self.is_leader() {
+            return self.not_leader();
+        }
+        let metrics = self.metrics();
+        if !metrics
+            .membership_config
+            .voter_ids()
+            .any(|id| id == node_id)
+        {
+            return LeaderReply::Unavailable {
+                reason: format!("node {node_id} is not a voter"),
+            };
+        }
+        let term = metrics.current_term;
+        let mut published = self.published.lock().unwrap_or_else(|e| e.into_inner());
+        let entry = (term, directory_id);
+        if published.get(&node_id) != Some(&entry) {
+            tracing::info!(voter = node_id, directory_id = %entry.1, term, "voter published its directory id");
+            published.insert(node_id, entry);
+        }
+        LeaderReply::Ok(())
+    }
+
+    /// Every voter's directory id as this leader knows it in this term: the membership's,
+    /// its own, or what the voter published; else why one is missing.
+    fn voter_directory_ids(&self) -> Result<BTreeMap<u64, String>, VoterDirectoryIds> {
+        let metrics = self.metrics();
+        let membership = metrics.membership_config.membership();
+        let published = self.published.lock().unwrap_or_else(|e| e.into_inner());
+        let mut known = BTreeMap::new();
+        let mut missing = Vec::new();
+        for id in membership.voter_ids() {
+            let recorded = membership
+                .get_node(&id)
+                .and_then(|n| n.directory_id.clone());
+            let own = (id == self.node_id)
+                .then(|| self.directory_id.clone())
+                .flatten();
+            let sent = published
+                .get(&id)
+                .filter(|(term, _)| *term == metrics.current_term)
+                .map(|(_, dir)| dir.clone());
+            match recorded.or(own).or(sent) {
+                Some(dir) => {
+                    known.insert(id, dir);
+                }
+                None => missing.push(id),
+            }
+        }
+        if missing.is_empty() {
+            return Ok(known);
+        }
+        tracing::info!(
+            ?missing,
+            "kraft.version upgrade refused: voters whose directory id this leader does not know"
+        );
+        match missing.iter().find(|id| !published.contains_key(id)) {
+            Some(&never) => Err(VoterDirectoryIds::Unregistered(never)),
+            None => Err(VoterDirectoryIds::NotThisTerm),
+        }
+    }
+
+    /// The `kraft.version` 1 upgrade of the voter set: why not while a voter's directory id
+    /// is unknown; else, unless `validate_only`, every voter is recorded with its directory
+    /// id (`voters::record_directory_ids`), and the answer is `Known`.
+    pub(crate) async fn upgrade_voters(
+        &self,
+        validate_only: bool,
+    ) -> LeaderReply<VoterDirectoryIds> {
+        if !self.is_leader() {
+            return self.not_leader();
+        }
+        let known = match self.voter_directory_ids() {
+            Ok(known) => known,
+            Err(why) => return LeaderReply::Ok(why),
+        };
+        if validate_only {
+            return LeaderReply::Ok(VoterDirectoryIds::Known);
+        }
+        let recorded = match self.voter_change_slot() {
+            Ok(_one) => crate::voters::record_directory_ids(&self.raft, self.node_id, &known).await,
+            Err(busy) => Err(busy),
+        };
+        match recorded {
+            Ok(()) => LeaderReply::Ok(VoterDirectoryIds::Known),
+            Err(crate::voters::VoterChangeError::NotLeader) => self.not_leader(),
+            Err(e) => LeaderReply::Unavailable {
+                reason: e.to_string(),
             },
         }
     }

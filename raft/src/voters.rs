@@ -7,12 +7,16 @@
 //! "timed out"); a voter is added only once it follows the log as an observer (a raft
 //! learner added by its own `AddLearner`) with the directory id named, and is caught up; a
 //! removed voter stays a learner, an observer, as a removed Kafka controller keeps fetching.
-//! Membership lives in the raft log, so a change survives restarts.
+//! Membership lives in the raft log, so a change survives restarts. A static quorum
+//! (`controller.quorum.voters`, voters known by address only) first becomes such a quorum
+//! when `kraft.version` is upgraded to 1: its voters' directory ids, which each published
+//! to the leader (`update_voter.rs`), are recorded in the membership
+//! ([`record_directory_ids`]).
 //!
 //! Thread-safety: the caller serializes changes (`MetadataQuorum` holds a lock); every wait
 //! is bounded.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use openraft::error::{ChangeMembershipError, ClientWriteError};
@@ -186,6 +190,55 @@ pub(crate) async fn remove(
     Ok(())
 }
 
+/// The `kraft.version` 1 upgrade of a static quorum, as Kafka's
+/// `LeaderState.maybeAppendUpgradedKRaftVersion` appends the voters it learned from their
+/// UpdateRaftVoter requests as a VotersRecord: every voter's entry in the membership gets
+/// its directory id from `directory_ids`, so the voters become KIP-853 replica keys that
+/// AddRaftVoter / RemoveRaftVoter can change. The membership lives in the raft log, so every
+/// node (and each restart) uses it from then on rather than `controller.quorum.voters`.
+/// The voter set itself is unchanged: one membership entry, no joint configuration.
+pub(crate) async fn record_directory_ids(
+    raft: &Raft<TypeConfig>,
+    node_id: u64,
+    directory_ids: &BTreeMap<u64, String>,
+) -> Result<(), VoterChangeError> {
+    let m = check_leader_and_settled(raft, node_id)?;
+    let membership = m.membership_config.membership();
+    let mut nodes = BTreeMap::new();
+    for id in membership.voter_ids() {
+        let node = membership.get_node(&id).cloned().unwrap_or_default();
+        let Some(directory_id) = directory_ids.get(&id) else {
+            return Err(VoterChangeError::Invalid(format!(
+                "The directory id of {} is not known",
+                replica_key(id, None)
+            )));
+        };
+        if node.directory_id.as_ref() != Some(directory_id) {
+            nodes.insert(
+                id,
+                QuorumNode {
+                    directory_id: Some(directory_id.clone()),
+                    ..node
+                },
+            );
+        }
+    }
+    if nodes.is_empty() {
+        return Ok(());
+    }
+    change(
+        raft,
+        ChangeMembers::SetNodes(nodes),
+        format!(
+            "Unable to record the directory ids of the voters {}",
+            voter_keys(&m)
+        ),
+    )
+    .await?;
+    tracing::info!(voters = %voter_keys(&raft.metrics().borrow()), "voters recorded with their directory ids (kraft.version 1)");
+    Ok(())
+}
+
 /// Ends this node's leadership once it has removed itself from the voters, as a Kafka
 /// leader resigns once its own removal commits. openraft 0.9 lets a learner go on leading
 /// (its leader need not be a voter), so the node grants itself a vote request for the next
@@ -241,7 +294,7 @@ async fn change(
         Ok(Err(openraft::error::RaftError::APIError(ClientWriteError::ChangeMembershipError(
             ChangeMembershipError::InProgress(_),
         )))) => Err(VoterChangeError::TimedOut(
-            "Request timed out waiting for leader to handle previous voter change request".into(),
+            crate::service::CHANGE_IN_PROGRESS.into(),
         )),
         Ok(Err(e)) => Err(VoterChangeError::Invalid(format!("{unable}: {e}"))),
         Err(_) => Err(VoterChangeError::TimedOut(unable)),

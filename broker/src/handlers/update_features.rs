@@ -9,12 +9,16 @@
 //! otherwise every level goes to the quorum in one command (none with ValidateOnly,
 //! `--dry-run`) and each feature's result is NONE. Turning `eligible.leader.replicas.version`
 //! on also writes Kafka's ELR safety configs (one cluster-wide `min.insync.replicas`).
+//! Upgrading `kraft.version` to 1 asks the metadata leader whether it knows every voter's
+//! directory id (a static quorum's voters publish theirs to it) and, unless validating, has
+//! it record them in the voter set before the level is written (Kafka's
+//! `RaftClient.upgradeKRaftVersion`).
 
 use brook_protocol::kafka_protocol::messages::update_features_request::FeatureUpdateKey;
 use brook_protocol::kafka_protocol::messages::update_features_response::UpdatableFeatureResult;
 use brook_protocol::kafka_protocol::messages::{UpdateFeaturesRequest, UpdateFeaturesResponse};
 use brook_protocol::kafka_protocol::protocol::StrBytes;
-use brook_raft::Command;
+use brook_raft::{Command, VoterDirectoryIds};
 
 use crate::auth::acl::AclOperation;
 use crate::auth::Access;
@@ -51,10 +55,24 @@ pub async fn handle(
     for update in &req.feature_updates {
         proposed.insert(update.feature.to_string(), update.max_version_level);
     }
+    let upgrades_kraft = req.feature_updates.iter().any(|update| {
+        update.feature.as_str() == features::KRAFT_VERSION
+            && update.max_version_level
+                > features::finalized(&broker.config, &image, features::KRAFT_VERSION)
+    });
+    // Only the leader knows which voters published their directory ids.
+    let kraft_voters = if upgrades_kraft {
+        match broker.quorum.upgrade_voters(true).await {
+            Ok(known) => known,
+            Err(e) => return refused(BrokerError::from(e)),
+        }
+    } else {
+        VoterDirectoryIds::Known
+    };
     let checking = Checking {
         controller,
         proposed: &proposed,
-        voter_directory_ids_known: broker.quorum.voters_have_directory_ids(),
+        kraft_voters,
     };
     let mut levels = Vec::with_capacity(req.feature_updates.len());
     for update in &req.feature_updates {
@@ -73,6 +91,24 @@ pub async fn handle(
         }
     }
     if !req.validate_only && !levels.is_empty() {
+        let kraft_level = levels
+            .iter()
+            .find(|(name, _)| name == features::KRAFT_VERSION)
+            .map(|(_, level)| *level);
+        if let Some(level) = kraft_level {
+            // The voter set first, then the level: a retry after a failure in between finds
+            // the voters recorded and writes the level.
+            match broker.quorum.upgrade_voters(false).await {
+                Ok(VoterDirectoryIds::Known) => {}
+                Ok(why) => {
+                    return refused(BrokerError::InvalidUpdateVersion(format!(
+                        "The update failed for all features since the following feature had an error: {}",
+                        features::kraft_version_refusal(level, why)
+                    )))
+                }
+                Err(e) => return refused(BrokerError::from(e)),
+            }
+        }
         let command = Command::UpdateFeatures {
             levels: levels.clone(),
         };

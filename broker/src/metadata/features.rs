@@ -16,7 +16,7 @@
 
 use std::collections::BTreeMap;
 
-use brook_raft::MetadataImage;
+use brook_raft::{MetadataImage, VoterDirectoryIds};
 
 use crate::config::BrokerConfig;
 use crate::error::BrokerError;
@@ -124,9 +124,10 @@ pub struct Checking<'a> {
     /// Every feature's level as the whole request would leave it (Kafka's
     /// `proposedUpdatedVersions`), for the dependencies between features.
     pub proposed: &'a BTreeMap<String, i16>,
-    /// Whether the directory id of every voter is known: a quorum moves to `kraft.version` 1
-    /// (its voters may change) only then (Kafka's `LeaderState.maybeAppendUpgradedKRaftVersion`).
-    pub voter_directory_ids_known: bool,
+    /// Whether the metadata leader knows the directory id of every voter: a quorum moves to
+    /// `kraft.version` 1 (its voters may change) only then (Kafka's
+    /// `LeaderState.maybeAppendUpgradedKRaftVersion`).
+    pub kraft_voters: VoterDirectoryIds,
 }
 
 /// What an accepted update leaves to write.
@@ -209,10 +210,10 @@ pub fn check_update(
 }
 
 /// `kraft.version`, which Kafka keeps in the raft log itself: an upgrade to 1 turns a static
-/// quorum into a dynamic one, possible only when every voter's directory id is known (Kafka's
-/// voters publish theirs with UpdateRaftVoter; Brook knows them for a quorum formatted
-/// dynamic and for its one-node default, not for `controller.quorum.voters`); it cannot go
-/// back down.
+/// quorum into a dynamic one, possible only when the leader knows every voter's directory id
+/// (recorded for a quorum formatted dynamic and for the one-node default; published to the
+/// leader by each voter of a `controller.quorum.voters` quorum, as Kafka's send
+/// UpdateRaftVoter); it cannot go back down.
 fn kraft_version_update(
     current: i16,
     level: i16,
@@ -227,12 +228,28 @@ fn kraft_version_update(
             "Invalid update version {level} for feature {KRAFT_VERSION}. Can't downgrade the version of this feature."
         )));
     }
-    if !checking.voter_directory_ids_known {
-        return Err(BrokerError::InvalidUpdateVersion(format!(
-            "Invalid upgrade of {KRAFT_VERSION} to KRAFT_VERSION_{level} because not all of the voters support it"
-        )));
+    match checking.kraft_voters {
+        VoterDirectoryIds::Known => Ok(Accepted::Level),
+        why => Err(BrokerError::InvalidUpdateVersion(kraft_version_refusal(
+            level, why,
+        ))),
     }
-    Ok(Accepted::Level)
+}
+
+/// Kafka's refusal of a `kraft.version` upgrade while the leader does not know a voter's
+/// directory id: a voter that never published it is a controller that "has not registered"
+/// (`ClusterControlManager`, checked first); one that published it to this leader only in an
+/// earlier term has not sent UpdateRaftVoter in this epoch
+/// (`LeaderState.maybeAppendUpgradedKRaftVersion`).
+pub fn kraft_version_refusal(level: i16, why: VoterDirectoryIds) -> String {
+    match why {
+        VoterDirectoryIds::Unregistered(id) => format!(
+            "Invalid update version {level} for feature {KRAFT_VERSION}. controller {id} has not registered, and may not support this feature"
+        ),
+        _ => format!(
+            "Invalid upgrade of {KRAFT_VERSION} to KRAFT_VERSION_{level} because not all of the voters support it"
+        ),
+    }
 }
 
 #[cfg(test)]
@@ -253,7 +270,7 @@ mod tests {
         let checking = Checking {
             controller: 1,
             proposed: &proposed,
-            voter_directory_ids_known: true,
+            kraft_voters: VoterDirectoryIds::Known,
         };
         check_update(name, level, upgrade, current, &checking)
     }
@@ -341,7 +358,7 @@ mod tests {
             let checking = Checking {
                 controller: 1,
                 proposed: &proposed,
-                voter_directory_ids_known: true,
+                kraft_voters: VoterDirectoryIds::Known,
             };
             check_update(
                 ELIGIBLE_LEADER_REPLICAS_VERSION,
@@ -362,7 +379,7 @@ mod tests {
         let off = Checking {
             controller: 1,
             proposed: &proposed,
-            voter_directory_ids_known: true,
+            kraft_voters: VoterDirectoryIds::Known,
         };
         assert!(check_update(
             ELIGIBLE_LEADER_REPLICAS_VERSION,
@@ -398,15 +415,22 @@ mod tests {
             "Invalid update version 0 for feature kraft.version. Can't downgrade the version of this feature without setting the upgrade type to either safe or unsafe downgrade."
         );
         let proposed = proposed(33);
-        let static_quorum = Checking {
-            controller: 1,
-            proposed: &proposed,
-            voter_directory_ids_known: false,
-        };
-        assert_eq!(
+        let refused_for = |kraft_voters| {
+            let static_quorum = Checking {
+                controller: 1,
+                proposed: &proposed,
+                kraft_voters,
+            };
             check_update(KRAFT_VERSION, 1, Upgrade, 0, &static_quorum)
                 .expect_err("refused")
-                .to_string(),
+                .to_string()
+        };
+        assert_eq!(
+            refused_for(VoterDirectoryIds::Unregistered(3)),
+            "Invalid update version 1 for feature kraft.version. controller 3 has not registered, and may not support this feature"
+        );
+        assert_eq!(
+            refused_for(VoterDirectoryIds::NotThisTerm),
             "Invalid upgrade of kraft.version to KRAFT_VERSION_1 because not all of the voters support it"
         );
     }

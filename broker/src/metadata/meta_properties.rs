@@ -87,7 +87,8 @@ pub fn load_or_create_with(
             }
         }
         if value("directory.id").is_none() {
-            write_file(dir, &cluster_id, node_id, &random_directory_id())?;
+            let directory_id = directory_id.unwrap_or_else(random_directory_id);
+            write_file(dir, &cluster_id, node_id, &directory_id)?;
         }
         return Ok(cluster_id);
     }
@@ -97,7 +98,8 @@ pub fn load_or_create_with(
     Ok(cluster_id)
 }
 
-fn random_directory_id() -> String {
+/// A new directory id, in Kafka's text form.
+pub fn random_directory_id() -> String {
     uuid_to_kafka_string(Uuid::new_v4())
 }
 

@@ -1,7 +1,9 @@
 //! Peer RPC between quorum members over TCP: the three raft RPCs (AppendEntries, Vote,
-//! InstallSnapshot) and three of Brook's own, all answered by the metadata leader:
-//! `Propose` (a forwarded [`Command`]), `AddLearner` (a broker-only node asking to follow
-//! the log, KRaft's observer) and `Heartbeat` (broker liveness, never logged).
+//! InstallSnapshot) and Brook's own, answered by the metadata leader: `Propose` (a
+//! forwarded [`Command`]), `AddLearner` (a broker-only node asking to follow the log,
+//! KRaft's observer), `Heartbeat` (broker liveness, never logged), `UpdateVoter` (a voter
+//! of a static quorum publishing its directory id) and `UpgradeVoters` (the `kraft.version`
+//! upgrade that records every voter's directory id).
 //!
 //! Wire format (see `raft/FORMAT.md`): each message is a frame of a 4-byte big-endian length
 //! followed by that many bytes of serde_json. A connection carries one request, then its
@@ -84,6 +86,20 @@ pub enum RpcRequest {
         directory_id: String,
         rpc: Box<RpcRequest>,
     },
+    /// A voter whose membership entry has no directory id (a `controller.quorum.voters`
+    /// quorum) tells the leader its own, as a Kafka voter does with UpdateRaftVoter at
+    /// `kraft.version` 0: the leader keeps it for its term, to record it when the quorum is
+    /// upgraded ([`RpcRequest::UpgradeVoters`]).
+    UpdateVoter {
+        node_id: u64,
+        directory_id: String,
+    },
+    /// The `kraft.version` 1 upgrade of the voter set (KIP-853): every voter's directory id
+    /// recorded in the membership, once the leader knows them all. `validate_only` checks
+    /// and changes nothing (`kafka-features --dry-run`).
+    UpgradeVoters {
+        validate_only: bool,
+    },
 }
 
 /// The answer to an [`RpcRequest`] of the same variant.
@@ -102,6 +118,22 @@ pub enum RpcResponse {
     NotThisReplica {
         directory_id: Option<String>,
     },
+    UpdateVoter(LeaderReply<()>),
+    UpgradeVoters(LeaderReply<VoterDirectoryIds>),
+}
+
+/// What the leader knows of the voters' directory ids, for the `kraft.version` 1 upgrade.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum VoterDirectoryIds {
+    /// Every voter's is known (and, unless the upgrade was only validated, now recorded).
+    Known,
+    /// This voter (the lowest such id) never published its directory id to this leader:
+    /// Kafka refuses an upgrade while a controller has not registered.
+    Unregistered(u64),
+    /// Some voter published its directory id to this leader only in an earlier term: a
+    /// Kafka leader starts each epoch from the voter set in the log, and refuses the
+    /// upgrade until every voter has sent it UpdateRaftVoter again.
+    NotThisTerm,
 }
 
 /// The answer to a request only the leader serves.

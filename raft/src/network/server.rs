@@ -336,6 +336,13 @@ async fn answer(service: &PeerService, request: RpcRequest) -> RpcResponse {
         ),
         RpcRequest::Heartbeat(hb) => RpcResponse::Heartbeat(service.heartbeat(&hb)),
         RpcRequest::LeaderMetrics => RpcResponse::LeaderMetrics(service.leader_metrics()),
+        RpcRequest::UpdateVoter {
+            node_id,
+            directory_id,
+        } => RpcResponse::UpdateVoter(service.update_voter(node_id, directory_id)),
+        RpcRequest::UpgradeVoters { validate_only } => {
+            RpcResponse::UpgradeVoters(service.upgrade_voters(validate_only).await)
+        }
         // Handled by the connection loop, which owns the attachment.
         RpcRequest::Attach { .. } => RpcResponse::Attach,
         // Unwrapped by the connection loop; one inside another is refused.

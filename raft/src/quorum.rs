@@ -55,7 +55,7 @@ use crate::network::sniff::{KafkaHandler, KafkaHandlerSlot};
 use crate::network::{serve, NetworkFactory, PeerTls, RaftServer};
 use crate::service::PeerService;
 use crate::state_machine::StateMachineStore;
-use crate::{learner, monitor, TypeConfig};
+use crate::{learner, monitor, snapshot_trigger, TypeConfig};
 
 /// How long `snapshot` waits for the snapshot to be on disk.
 const SNAPSHOT_WAIT: Duration = Duration::from_secs(60);
@@ -87,6 +87,8 @@ pub struct MetadataQuorum {
     task: JoinHandle<()>,
     /// Campaigns early when the leader's process is gone (`leader_gone.rs`).
     leader_gone_task: JoinHandle<()>,
+    /// Snapshots by applied record bytes (`snapshot_trigger.rs`).
+    snapshot_task: JoinHandle<()>,
 }
 
 impl MetadataQuorum {
@@ -127,6 +129,8 @@ impl MetadataQuorum {
             .await
             .map_err(storage_error("opening the metadata snapshot"))?;
         let images = state_machine.subscribe();
+        // Subscribed before `Raft::new`, so the replay of the log counts too.
+        let record_bytes = state_machine.subscribe_record_bytes();
         let raft = Raft::new(
             config.node_id,
             Arc::new(raft_config),
@@ -227,6 +231,11 @@ impl MetadataQuorum {
             leader_contact,
             lease,
         ));
+        let snapshot_task = tokio::spawn(snapshot_trigger::run(
+            raft.clone(),
+            record_bytes,
+            config.snapshot_record_bytes,
+        ));
         let metrics = raft.metrics();
         let task = match advertised {
             None => tokio::spawn(monitor::watch_leader(
@@ -263,6 +272,7 @@ impl MetadataQuorum {
             bootstrap,
             task,
             leader_gone_task,
+            snapshot_task,
         })
     }
 
@@ -478,7 +488,8 @@ impl MetadataQuorum {
     }
 
     /// Builds a snapshot of the current image now and waits until it is on disk, so the
-    /// log before it may be purged (openraft also snapshots every 1000 entries by itself).
+    /// log before it may be purged (openraft also snapshots every 1000 entries by itself, and
+    /// `snapshot_trigger.rs` once the applied record bytes reach `snapshot_record_bytes`).
     pub async fn snapshot(&self) -> Result<(), RaftError> {
         let applied = self.image().applied;
         self.raft
@@ -514,6 +525,8 @@ impl MetadataQuorum {
         let _ = self.task.await;
         self.leader_gone_task.abort();
         let _ = self.leader_gone_task.await;
+        self.snapshot_task.abort();
+        let _ = self.snapshot_task.await;
         if let Some(server) = self.server {
             server.shutdown().await;
         }

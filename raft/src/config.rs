@@ -70,6 +70,10 @@ pub struct QuorumConfig {
     pub directory_id: Option<String>,
     /// The `host:port` of this controller's listener as peers reach it.
     pub controller_addr: Option<String>,
+    /// Kafka's `metadata.log.max.record.bytes.between.snapshots`: this node snapshots once
+    /// the entries it applied since its last snapshot stand for this many record bytes
+    /// (`snapshot_trigger.rs`), besides openraft's every [`SNAPSHOT_EVERY_LOGS`] entries.
+    pub snapshot_record_bytes: u64,
 }
 
 /// Openraft builds a snapshot every this many entries and then purges the log before it
@@ -95,6 +99,7 @@ impl QuorumConfig {
             bootstrap_servers: Vec::new(),
             directory_id: None,
             controller_addr: None,
+            snapshot_record_bytes: crate::snapshot_trigger::DEFAULT_SNAPSHOT_RECORD_BYTES,
         }
     }
 

@@ -42,6 +42,7 @@ mod quorum;
 pub mod quota;
 pub mod reassignment;
 mod service;
+pub mod snapshot_trigger;
 pub mod state_machine;
 mod update_voter;
 pub mod voters;

@@ -62,7 +62,7 @@ use crate::network::sniff::{KafkaHandler, KafkaHandlerSlot};
 use crate::network::{serve, NetworkFactory, PeerSasl, PeerTls, RaftServer};
 use crate::service::PeerService;
 use crate::state_machine::StateMachineStore;
-use crate::{learner, monitor, TypeConfig};
+use crate::{learner, monitor, snapshot_trigger, TypeConfig};
 
 /// How long `snapshot` waits for the snapshot to be on disk.
 const SNAPSHOT_WAIT: Duration = Duration::from_secs(60);
@@ -98,6 +98,8 @@ pub struct MetadataQuorum {
     leader_gone_task: JoinHandle<()>,
     /// On a voter with a directory id: publishes it to each leader (`update_voter.rs`).
     update_voter_task: Option<JoinHandle<()>>,
+    /// Snapshots by applied record bytes (`snapshot_trigger.rs`).
+    snapshot_task: JoinHandle<()>,
 }
 
 impl MetadataQuorum {
@@ -138,6 +140,8 @@ impl MetadataQuorum {
             .await
             .map_err(storage_error("opening the metadata snapshot"))?;
         let images = state_machine.subscribe();
+        // Subscribed before `Raft::new`, so the replay of the log counts too.
+        let record_bytes = state_machine.subscribe_record_bytes();
         let raft = Raft::new(
             config.node_id,
             Arc::new(raft_config),
@@ -240,6 +244,11 @@ impl MetadataQuorum {
             leader_contact,
             lease,
         ));
+        let snapshot_task = tokio::spawn(snapshot_trigger::run(
+            raft.clone(),
+            record_bytes,
+            config.snapshot_record_bytes,
+        ));
         let metrics = raft.metrics();
         let task = match advertised {
             None => tokio::spawn(monitor::watch_leader(
@@ -293,6 +302,7 @@ impl MetadataQuorum {
             task,
             leader_gone_task,
             update_voter_task,
+            snapshot_task,
         })
     }
 
@@ -501,7 +511,8 @@ impl MetadataQuorum {
     }
 
     /// Builds a snapshot of the current image now and waits until it is on disk, so the
-    /// log before it may be purged (openraft also snapshots every 1000 entries by itself).
+    /// log before it may be purged (openraft also snapshots every 1000 entries by itself, and
+    /// `snapshot_trigger.rs` once the applied record bytes reach `snapshot_record_bytes`).
     pub async fn snapshot(&self) -> Result<(), RaftError> {
         let applied = self.image().applied;
         self.raft
@@ -541,6 +552,8 @@ impl MetadataQuorum {
             task.abort();
             let _ = task.await;
         }
+        self.snapshot_task.abort();
+        let _ = self.snapshot_task.await;
         if let Some(server) = self.server {
             server.shutdown().await;
         }

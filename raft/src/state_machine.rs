@@ -6,6 +6,9 @@
 //! write tmp, fsync, rename, fsync dir) plus the raft log, which openraft re-applies from the
 //! snapshot's last log id up to the persisted `committed` id on restart (`Raft::new`).
 //!
+//! It also counts the Kafka record bytes of the entries applied since the last snapshot taken
+//! or installed (`snapshot_trigger.rs`), which decides when the next one is due.
+//!
 //! Invariants: the published image's `applied` equals the state machine's last applied id;
 //! the on-disk snapshot is only ever replaced by one at least as new. Snapshot file I/O runs on
 //! `spawn_blocking`; the current-snapshot mutex is only held on blocking threads or briefly.
@@ -29,6 +32,7 @@ use tokio::sync::watch;
 use crate::apply::apply;
 use crate::command::ApplyResult;
 use crate::image::MetadataImage;
+use crate::snapshot_trigger::record_bytes;
 use crate::QuorumNode;
 use crate::TypeConfig;
 
@@ -126,6 +130,8 @@ pub struct StateMachineStore {
     snapshots: Arc<SnapshotStore>,
     publisher: watch::Sender<Arc<MetadataImage>>,
     snapshot_seq: u64,
+    /// The record bytes applied since the last snapshot (see `snapshot_trigger.rs`).
+    record_bytes: watch::Sender<u64>,
 }
 
 impl StateMachineStore {
@@ -168,12 +174,18 @@ impl StateMachineStore {
             }),
             publisher,
             snapshot_seq: 0,
+            record_bytes: watch::Sender::new(0),
         })
     }
 
     /// A receiver of every image this state machine publishes, starting with the current one.
     pub fn subscribe(&self) -> watch::Receiver<Arc<MetadataImage>> {
         self.publisher.subscribe()
+    }
+
+    /// A receiver of the record bytes applied since the last snapshot, updated per batch.
+    pub fn subscribe_record_bytes(&self) -> watch::Receiver<u64> {
+        self.record_bytes.subscribe()
     }
 
     fn publish(&self) {
@@ -234,10 +246,12 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
         I::IntoIter: OptionalSend,
     {
         let mut results = Vec::new();
+        let mut applied_bytes = 0u64;
         // One copy-on-write per batch: the published image is shared, so the first
         // `make_mut` clones it and later entries of the batch mutate the copy in place.
         let image = Arc::make_mut(&mut self.image);
         for entry in entries {
+            applied_bytes = applied_bytes.saturating_add(record_bytes(image, &entry.payload));
             let result = match entry.payload {
                 EntryPayload::Blank => Ok(()),
                 EntryPayload::Normal(cmd) => {
@@ -255,12 +269,16 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
             image.applied = Some(entry.log_id);
             results.push(result);
         }
+        self.record_bytes
+            .send_modify(|bytes| *bytes = bytes.saturating_add(applied_bytes));
         self.publish();
         Ok(results)
     }
 
     async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
         self.snapshot_seq += 1;
+        // The snapshot about to be built holds every entry applied so far.
+        self.record_bytes.send_replace(0);
         let snapshot_id = match self.image.applied {
             Some(id) => format!("{}-{}-{}", id.leader_id.term, id.index, self.snapshot_seq),
             None => format!("0-0-{}", self.snapshot_seq),
@@ -296,6 +314,7 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
         image.applied = meta.last_log_id;
         self.image = Arc::new(image);
         self.membership = meta.last_membership.clone();
+        self.record_bytes.send_replace(0);
         tracing::info!(snapshot_id = %meta.snapshot_id, "metadata snapshot installed");
         self.publish();
         Ok(())

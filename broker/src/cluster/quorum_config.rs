@@ -101,6 +101,7 @@ pub fn build(config: &BrokerConfig) -> anyhow::Result<QuorumConfig> {
         role,
         election_timeout_ms: config.controller_quorum_election_timeout_ms,
         fetch_timeout_ms: config.controller_quorum_fetch_timeout_ms,
+        snapshot_record_bytes: config.metadata_log_max_record_bytes_between_snapshots,
         broker_session_timeout: Duration::from_millis(config.broker_session_timeout_ms),
         learner_addr,
         tls: super::quorum_tls::build(config)?,

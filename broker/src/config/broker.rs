@@ -72,6 +72,9 @@ pub struct BrokerConfig {
     pub controller_quorum_bootstrap_servers: Vec<String>,
     pub controller_quorum_election_timeout_ms: u64,
     pub controller_quorum_fetch_timeout_ms: u64,
+    /// `metadata.log.max.record.bytes.between.snapshots`: how much applied metadata makes a
+    /// node snapshot its image.
+    pub metadata_log_max_record_bytes_between_snapshots: u64,
     pub broker_rack: Option<String>,
     pub broker_session_timeout_ms: u64,
     pub broker_heartbeat_interval_ms: u64,
@@ -313,6 +316,8 @@ impl BrokerConfig {
             controller_quorum_election_timeout_ms: g
                 .narrow("controller.quorum.election.timeout.ms")?,
             controller_quorum_fetch_timeout_ms: g.narrow("controller.quorum.fetch.timeout.ms")?,
+            metadata_log_max_record_bytes_between_snapshots: g
+                .narrow("metadata.log.max.record.bytes.between.snapshots")?,
             broker_rack: g
                 .opt("broker.rack")
                 .filter(|r| !r.is_empty())

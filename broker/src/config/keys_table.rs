@@ -196,6 +196,8 @@ pub(super) static BROKER_KEYS: &[KeyDef] = &[
       "A comma-separated list of per-ip overrides to the default maximum number of connections, e.g. 127.0.0.1:200,10.0.0.5:50. Brook takes IP addresses (and localhost), not host names."),
     k("message.max.bytes", T::Int, Some("1048588"), V::AtLeast(0), H, CW,
       "The largest record batch size allowed by Kafka (after compression if compression is enabled). This can be set per topic with the topic level max.message.bytes config."),
+    k("metadata.log.max.record.bytes.between.snapshots", T::Long, Some("20971520"), V::AtLeast(1), H, RO,
+      "This is the maximum number of bytes in the log between the latest snapshot and the high-watermark needed before generating a new snapshot. Brook: each node snapshots its metadata image once the entries it applied since its last snapshot stand for this many bytes of Kafka metadata records (a command that moves many partitions counts a partition-change record for each), so a restart replays a bounded log."),
     k("metrics.listener", T::String, Some("0.0.0.0:9644"), V::Custom(check_metrics_listener), L, RO,
       "Brook-specific: host:port of the Prometheus metrics endpoint (/metrics). Empty disables it."),
     k("min.insync.replicas", T::Int, Some("1"), V::AtLeast(1), H, CW,

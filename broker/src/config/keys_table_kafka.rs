@@ -164,7 +164,6 @@ pub(super) static KAFKA_ONLY_BROKER_KEYS: &[KeyDef] = &[
     n("max.incremental.fetch.session.cache.slots", T::Int, Some("1000"), V::AtLeast(0), M, RO, Tuning),
     n("max.request.partition.size.limit", T::Int, Some("2000"), V::AtLeast(1), M, RO, Tuning),
     n("metadata.log.dir", T::String, None, V::None, H, RO, Lifecycle),
-    n("metadata.log.max.record.bytes.between.snapshots", T::Long, Some("20971520"), V::AtLeast(1), H, RO, Tuning),
     n("metadata.log.max.snapshot.interval.ms", T::Long, Some("3600000"), V::AtLeast(0), H, RO, Tuning),
     n("metadata.log.segment.bytes", T::Int, Some("1073741824"), V::AtLeast(8388608), H, RO, Tuning),
     n("metadata.log.segment.ms", T::Long, Some("604800000"), V::None, H, RO, Tuning),

@@ -107,7 +107,6 @@ fn open_all(
             checkpointed_log_start: f.log_start,
             entry,
             any_unopenable: Arc::clone(any_unopenable),
-            dir_unsynced: false,
         };
         let handle = LogHandle::closed(&f.key.0, f.key.1, closed, Arc::clone(failures));
         if let Some(hw) = f.high_watermark {
@@ -561,32 +560,20 @@ impl LogManager {
             });
         };
         let dir = log_dir.join(format!("{topic}-{partition}"));
-        let handle = if fs::create_dir(&dir).is_ok() {
-            // Only the directory now: its files are created on first use (a write, a read,
-            // a follower fetch: `handle/lazy.rs`) on the blocking pool, outside this lock,
-            // so a topic of 100,000 partitions is applied in moments (one mkdir each, no
-            // file or fsync) and a stop right after it has nothing to wait for.
-            let closed = ClosedLog::new_log(dir.clone(), config, Arc::clone(&self.any_unopenable));
-            LogHandle::closed(topic, partition, closed, Arc::clone(&self.failures))
-        } else {
-            // Something is in the way (a file, a directory this start did not load): opened
-            // now, so a partition whose log cannot be created is offline from the start,
-            // never advertised as led.
-            let log = match Log::open(&dir, config, now_ms()) {
-                Ok(log) => log,
-                Err(e) => {
-                    tracing::error!(topic, partition, dir = %dir.display(), error = %e, "log could not be created; the partition is offline");
-                    self.offline
-                        .lock()
-                        .insert((topic.to_string(), partition), e.to_string());
-                    self.any_offline
-                        .store(true, std::sync::atomic::Ordering::Release);
-                    return Err(self.offline_error(topic, partition).unwrap_or(e));
-                }
-            };
-            LogHandle::new(topic, partition, log, Arc::clone(&self.failures))
+        let log = match Log::open(&dir, config, now_ms()) {
+            Ok(log) => log,
+            Err(e) => {
+                tracing::error!(topic, partition, dir = %dir.display(), error = %e, "log could not be created; the partition is offline");
+                self.offline
+                    .lock()
+                    .insert((topic.to_string(), partition), e.to_string());
+                self.any_offline
+                    .store(true, std::sync::atomic::Ordering::Release);
+                return Err(self.offline_error(topic, partition).unwrap_or(e));
+            }
         };
         tracing::info!(topic, partition, dir = %dir.display(), "log created");
+        let handle = LogHandle::new(topic, partition, log, Arc::clone(&self.failures));
         logs.insert((topic.to_string(), partition), handle.clone());
         Ok(handle)
     }
@@ -756,14 +743,12 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let dirs = vec![dir.path().to_path_buf()];
         let manager = LogManager::open(&dirs, LogConfig::default()).expect("open");
-        for partition in [0, 1] {
-            // First use creates a new log's files.
-            manager
-                .get_or_create("t", partition, LogConfig::default())
-                .expect("create")
-                .with_log_blocking(|_| Ok(()))
-                .expect("first use");
-        }
+        manager
+            .get_or_create("t", 0, LogConfig::default())
+            .expect("create t-0");
+        manager
+            .get_or_create("t", 1, LogConfig::default())
+            .expect("create t-1");
         manager.shutdown().expect("shutdown");
         let segment = dir
             .path()

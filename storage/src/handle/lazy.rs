@@ -73,11 +73,6 @@ pub(crate) struct ClosedLog {
     /// Set when a lazy open fails for good, so `LogManager` looks for offline logs among
     /// the handles only once one did.
     pub(crate) any_unopenable: Arc<AtomicBool>,
-    /// True for a new log (`LogManager::get_or_create`): its directory was just made,
-    /// empty, and not fsynced into its parent. Its first open creates the files; a clean
-    /// shutdown before that fsyncs the parent, and the next start loads the empty
-    /// directory from the summary like any log never opened.
-    pub(crate) dir_unsynced: bool,
 }
 
 impl ClosedLog {
@@ -88,28 +83,6 @@ impl ClosedLog {
             self.entry.latest_epoch = Some(epoch);
         }
         Ok(())
-    }
-
-    /// A new partition's log, its directory just made: empty until its first use.
-    pub(crate) fn new_log(
-        dir: PathBuf,
-        config: LogConfig,
-        any_unopenable: Arc<AtomicBool>,
-    ) -> Self {
-        ClosedLog {
-            dir,
-            config,
-            recovery_point: 0,
-            checkpointed_log_start: None,
-            entry: SummaryEntry {
-                log_start_offset: 0,
-                log_end_offset: 0,
-                recovery_point: 0,
-                latest_epoch: None,
-            },
-            any_unopenable,
-            dir_unsynced: true,
-        }
     }
 
     /// Opens the log as `LogManager::open` would have, then replays what was kept.
@@ -309,7 +282,7 @@ impl LogHandle {
             Slot::Deleted | Slot::Unopenable(_) => Ok(None),
             Slot::Closed(closed) => Ok(Some(ShutdownClose {
                 recovery_point: closed.recovery_point,
-                parent_sync_needed: closed.dir_unsynced,
+                parent_sync_needed: false,
                 summary: Some(closed.entry),
             })),
             Slot::Open(mut log) => {

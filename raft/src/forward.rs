@@ -247,15 +247,11 @@ impl Forwarder {
                 // The leader bounds its own work by LEADER_CALL_TIMEOUT; the answer needs
                 // a moment more to come back.
                 let ttl = LEADER_CALL_TIMEOUT + HEARTBEAT_TIMEOUT;
-                match self.pool.call(&addr, &request, ttl).await {
-                    Ok(RpcResponse::UpgradeVoters(reply)) => reply,
-                    Ok(_) => LeaderReply::Unavailable {
-                        reason: format!("leader at {addr} answered the wrong response type"),
-                    },
-                    Err(e) => LeaderReply::Unavailable {
-                        reason: format!("node {node_id:?} at {addr}: {e}"),
-                    },
-                }
+                self.call_leader(node_id, &addr, &request, ttl, |response| match response {
+                    RpcResponse::UpgradeVoters(reply) => Some(reply),
+                    _ => None,
+                })
+                .await
             }
             Target::Unknown => LeaderReply::NotLeader {
                 leader_id: None,
@@ -291,18 +287,32 @@ impl Forwarder {
         match self.target(None) {
             Target::Local => local(),
             Target::Remote { node_id, addr } => {
-                match self.pool.call(&addr, &request, HEARTBEAT_TIMEOUT).await {
-                    Ok(response) => unwrap(response).unwrap_or_else(|| LeaderReply::Unavailable {
-                        reason: format!("leader at {addr} answered the wrong response type"),
-                    }),
-                    Err(e) => LeaderReply::Unavailable {
-                        reason: format!("node {node_id:?} at {addr}: {e}"),
-                    },
-                }
+                self.call_leader(node_id, &addr, &request, HEARTBEAT_TIMEOUT, unwrap)
+                    .await
             }
             Target::Unknown => LeaderReply::NotLeader {
                 leader_id: None,
                 leader_addr: None,
+            },
+        }
+    }
+
+    /// Sends `request` once to the leader at `addr`, whose response `unwrap` takes apart
+    /// (`None`: the wrong response type); a failed call is the leader being unavailable.
+    async fn call_leader<T>(
+        &self,
+        node_id: Option<u64>,
+        addr: &str,
+        request: &RpcRequest,
+        ttl: Duration,
+        unwrap: impl FnOnce(RpcResponse) -> Option<LeaderReply<T>>,
+    ) -> LeaderReply<T> {
+        match self.pool.call(addr, request, ttl).await {
+            Ok(response) => unwrap(response).unwrap_or_else(|| LeaderReply::Unavailable {
+                reason: format!("leader at {addr} answered the wrong response type"),
+            }),
+            Err(e) => LeaderReply::Unavailable {
+                reason: format!("node {node_id:?} at {addr}: {e}"),
             },
         }
     }

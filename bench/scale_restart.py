@@ -8,6 +8,8 @@ give every partition of the first `--written-topics` topics one record, then
    error 0 and a leader; RSS and open files once all are led;
 2. a clean stop with nothing written since the start, and a start;
 3. kill -9 and a start.
+With `--stop-after-create`, first a clean stop issued as soon as the last CreateTopics returns
+(the broker may still be creating logs) and a start, before the writes.
 The machine's load average is printed beside each figure: it is shared with other builds.
 Never a CI gate.
 
@@ -162,6 +164,8 @@ def main() -> None:
     ap.add_argument("--written-topics", type=int, default=10)
     ap.add_argument("--brook-bin", type=Path, default=Path(os.environ.get("BROOK_BIN", ROOT / "target/release/brook")))
     ap.add_argument("--work", type=Path, default=None)
+    ap.add_argument("--stop-after-create", action="store_true",
+                    help="a clean stop and start right after the last CreateTopics returns")  # fmt: skip
     ap.add_argument("--keep", action="store_true", help="keep the data directory and log (in --work)")
     ap.add_argument("--reuse", type=int, default=0, metavar="N",
                     help="on --work's data directory (a kept run's): N clean stop/start rounds only")  # fmt: skip
@@ -183,6 +187,10 @@ def main() -> None:
         for topic in topics:
             admin.create_topics([NewTopic(topic, PER_TOPIC, 1)], request_timeout=DEADLINE_S)[topic].result()
         del admin
+        if args.stop_after_create:
+            print(f"topics created in {time.monotonic() - t0:.1f} s", flush=True)
+            print("stop right after creation:", stop(server), flush=True)
+            print("clean start:", start(server, args.partitions), flush=True)
         wait_all_led(server.port, args.partitions)
         print(f"created {args.partitions:,} partitions in {time.monotonic() - t0:.1f} s", flush=True)
         written = topics[: args.written_topics]

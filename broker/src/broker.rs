@@ -169,6 +169,9 @@ impl Broker {
         // Every replica this broker holds gets its partition (log open, role) before the
         // coordinators load their partitions.
         let image = quorum.image();
+        // Logs of partitions assigned while this broker was down are created once it
+        // serves (`main`), not before it registers; requests create the ones they need.
+        replicas.hold_log_creation();
         replicas
             .apply(image.clone(), &effective_config(&config, &image))
             .await;

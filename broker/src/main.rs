@@ -316,10 +316,16 @@ async fn run(
     // A listener that cannot bind (port taken) stops the node with that error, after the
     // same orderly stop as a signal: the tasks above would otherwise keep the process alive.
     let served = server::serve(broker.clone(), shutdown.clone(), tracker.clone()).await;
+    if served.is_ok() {
+        broker.replicas.release_log_creation();
+    }
     match &served {
         Ok(_) => tokio::select! {
             _ = wait_for_signal() => {
                 info!("shutting down");
+                // First: the creation's file system work would slow the metadata log's
+                // fsyncs the controlled shutdown waits for.
+                broker.replicas.stop_log_creation();
                 brook::cluster::registration::controlled_shutdown(&broker).await;
             }
             // The broker stopped itself (another process took its node.id).

@@ -43,6 +43,8 @@ use crate::txn_index::{AbortedTxn, OngoingTxn};
 
 mod lazy;
 pub use lazy::ShutdownClose;
+#[cfg(test)]
+pub(crate) use lazy::BEFORE_CREATE;
 pub(crate) use lazy::{ClosedLog, Slot};
 
 /// `latest_epoch` when the log has no leader epoch (epochs are never negative).
@@ -95,8 +97,13 @@ struct Shared {
     location: parking_lot::RwLock<Arc<Location>>,
     /// The broker's failed directories.
     failures: Arc<LogDirFailures>,
-    /// The log: open, not opened yet (`lazy.rs`), or deleted.
+    /// The log: open, not opened (or not created) yet (`lazy.rs`), or deleted.
     log: Mutex<Slot>,
+    /// False while the log is a new one whose files are not created yet (`lazy.rs`):
+    /// checkpoints leave it out without taking its lock.
+    on_disk: AtomicBool,
+    /// Notified when a background creation of the log's files ends (`lazy.rs`).
+    creation_done: parking_lot::Condvar,
     log_end_offset: AtomicI64,
     log_start_offset: AtomicI64,
     /// Within [log start, log end]; see the module docs.
@@ -223,6 +230,8 @@ impl LogHandle {
                 compacted: AtomicBool::new(log.config().cleanup_compact),
                 txns: log.txn_shared(),
                 log: Mutex::new(Slot::Open(Box::new(log))),
+                on_disk: AtomicBool::new(true),
+                creation_done: parking_lot::Condvar::new(),
                 appends,
             }),
         }
@@ -230,6 +239,17 @@ impl LogHandle {
 
     pub fn topic(&self) -> &str {
         &self.shared.topic
+    }
+
+    /// Whether both handles are the same log's.
+    pub fn same_log(&self, other: &LogHandle) -> bool {
+        Arc::ptr_eq(&self.shared, &other.shared)
+    }
+
+    /// Whether the log's files exist: false for a new log until its first open creates
+    /// them (`lazy.rs`).
+    pub fn is_created(&self) -> bool {
+        self.shared.on_disk.load(Ordering::Acquire)
     }
 
     pub fn partition(&self) -> i32 {
@@ -691,7 +711,9 @@ impl LogHandle {
     /// Takes the log out of the handle (for deletion or close), open or not; later calls
     /// fail with `LogDeleted`.
     pub(crate) fn take_blocking(&self) -> Slot {
-        std::mem::replace(&mut *self.shared.log.lock(), Slot::Deleted)
+        let mut guard = self.shared.log.lock();
+        self.wait_creation(&mut guard);
+        std::mem::replace(&mut *guard, Slot::Deleted)
     }
 
     async fn run<R: Send + 'static>(

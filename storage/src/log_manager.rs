@@ -20,8 +20,14 @@
 //! takes all its logs offline the same way, gets no new logs, and is skipped by
 //! checkpoints. A new log costs no fsync: its directory entries are
 //! fsynced by its first flush (`Log::flush_to_end`).
+//! A new log is registered first (`get_or_register`: a handle on a log whose files do not
+//! exist yet, no I/O) and created by its first open (`handle/lazy.rs`), outside the map
+//! lock and under the partition's own lock, so two creators of one partition create it
+//! once and a creation never blocks requests for other partitions. A creation cut short
+//! by a crash leaves a directory holding a prefix of a new log's files, which `open`
+//! recovers as an empty log (`Log::open` creates what is missing).
 //! Methods are synchronous and do file I/O: call them at startup or from
-//! `spawn_blocking`. The map lock is held only for map operations and creation.
+//! `spawn_blocking`. The map lock is held only for map operations.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -45,13 +51,14 @@ use crate::start_state::{DirFiles, DirState};
 /// A log and the recovery point to checkpoint for it.
 type RecoveryPoint = (LogHandle, i64);
 
-/// The `(log, offset)` pairs of the logs in `log_dir`, as a checkpoint's entries.
+/// The `(log, offset)` pairs of the logs in `log_dir`, as a checkpoint's entries; logs
+/// not created yet have no files to describe and are left out.
 fn offsets_in<'a>(
     log_dir: &Path,
     pairs: impl Iterator<Item = (&'a LogHandle, i64)>,
 ) -> checkpoint::Offsets {
     pairs
-        .filter(|(h, _)| h.dir().parent() == Some(log_dir))
+        .filter(|(h, _)| h.is_created() && h.dir().parent() == Some(log_dir))
         .map(|(h, offset)| ((h.topic().to_string(), h.partition()), offset))
         .collect()
 }
@@ -107,6 +114,8 @@ fn open_all(
             checkpointed_log_start: f.log_start,
             entry,
             any_unopenable: Arc::clone(any_unopenable),
+            create: false,
+            creating: false,
         };
         let handle = LogHandle::closed(&f.key.0, f.key.1, closed, Arc::clone(failures));
         if let Some(hw) = f.high_watermark {
@@ -360,7 +369,9 @@ impl LogManager {
         let mut points = Vec::with_capacity(handles.len());
         for handle in &handles {
             match handle.checkpoint_recovery_point_blocking() {
-                Ok(point) => points.push((handle.clone(), point)),
+                Ok(Some(point)) => points.push((handle.clone(), point)),
+                // Not created yet: nothing on disk to recover.
+                Ok(None) => {}
                 // Deleted since `logs()`: no longer listed. Or in a failed log directory:
                 // that failure was logged once, not once per log and checkpoint.
                 Err(StorageError::LogDeleted { .. } | StorageError::LogOffline { .. }) => {}
@@ -512,7 +523,7 @@ impl LogManager {
     }
 
     /// The error of a partition whose log failed to open (not of a failed directory's:
-    /// its handle answers that). Called with the map lock held by `get_or_create`.
+    /// its handle answers that). Called with the map lock held by `get_or_register`.
     fn offline_error(&self, topic: &str, partition: i32) -> Option<StorageError> {
         if !self.any_offline.load(std::sync::atomic::Ordering::Acquire) {
             return None;
@@ -532,7 +543,24 @@ impl LogManager {
     }
 
     /// Returns the existing log (its config unchanged) or creates it with `config`.
+    /// The file system work runs outside the map lock (see the module docs).
     pub fn get_or_create(
+        &self,
+        topic: &str,
+        partition: i32,
+        config: LogConfig,
+    ) -> Result<LogHandle> {
+        let handle = self.get_or_register(topic, partition, config)?;
+        handle.create_blocking().inspect_err(|e| {
+            tracing::error!(topic, partition, dir = %handle.dir().display(), error = %e, "log could not be created");
+        })?;
+        Ok(handle)
+    }
+
+    /// Returns the existing log (its config unchanged) or a handle on a new one with
+    /// `config`, whose files its first open creates (`LogHandle::create_blocking`, or any
+    /// operation that needs them). No I/O; the map lock is held for the lookup and insert.
+    pub fn get_or_register(
         &self,
         topic: &str,
         partition: i32,
@@ -560,20 +588,8 @@ impl LogManager {
             });
         };
         let dir = log_dir.join(format!("{topic}-{partition}"));
-        let log = match Log::open(&dir, config, now_ms()) {
-            Ok(log) => log,
-            Err(e) => {
-                tracing::error!(topic, partition, dir = %dir.display(), error = %e, "log could not be created; the partition is offline");
-                self.offline
-                    .lock()
-                    .insert((topic.to_string(), partition), e.to_string());
-                self.any_offline
-                    .store(true, std::sync::atomic::Ordering::Release);
-                return Err(self.offline_error(topic, partition).unwrap_or(e));
-            }
-        };
-        tracing::info!(topic, partition, dir = %dir.display(), "log created");
-        let handle = LogHandle::new(topic, partition, log, Arc::clone(&self.failures));
+        let closed = ClosedLog::to_create(dir, config, Arc::clone(&self.any_unopenable));
+        let handle = LogHandle::closed(topic, partition, closed, Arc::clone(&self.failures));
         logs.insert((topic.to_string(), partition), handle.clone());
         Ok(handle)
     }
@@ -589,8 +605,14 @@ impl LogManager {
             return Ok(false);
         };
         // Open or not, its files are closed once the slot is dropped.
-        if matches!(handle.take_blocking(), crate::handle::Slot::Deleted) {
-            return Ok(false);
+        match handle.take_blocking() {
+            crate::handle::Slot::Deleted => return Ok(false),
+            // Never created: no files, and in no checkpoint.
+            crate::handle::Slot::Closed(closed) if closed.create => {
+                tracing::debug!(topic, partition, "log deleted before it was created");
+                return Ok(true);
+            }
+            _ => {}
         }
         let dir = handle.dir().to_path_buf();
         let parent = dir.parent().map(Path::to_path_buf).unwrap_or_default();
@@ -787,6 +809,198 @@ mod tests {
         // Deleting the partition forgets it: a re-created one starts afresh.
         manager.delete_log("t", 1).expect("delete");
         assert!(!manager.is_offline("t", 1));
+    }
+
+    fn append_one(log: &LogHandle) -> i64 {
+        let mut batch = bytes::BytesMut::from(
+            &crate::testing::encode_batch(&crate::testing::TestBatch::sized(0, 1, 10))[..],
+        );
+        log.with_log_blocking(|log| log.append(&mut batch, 0, now_ms()))
+            .expect("append")
+            .base_offset
+    }
+
+    #[test]
+    fn concurrent_creators_of_one_partition_get_one_log() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let manager =
+            LogManager::open(&[dir.path().to_path_buf()], LogConfig::default()).expect("open");
+        let start = std::sync::Barrier::new(8);
+        let handles: Vec<LogHandle> = std::thread::scope(|scope| {
+            let threads: Vec<_> = (0..8)
+                .map(|_| {
+                    scope.spawn(|| {
+                        start.wait();
+                        manager
+                            .get_or_create("t", 0, LogConfig::default())
+                            .expect("create")
+                    })
+                })
+                .collect();
+            threads
+                .into_iter()
+                .map(|t| t.join().expect("join"))
+                .collect()
+        });
+        assert!(handles
+            .iter()
+            .all(|h| h.same_log(&handles[0]) && h.is_created()));
+        assert_eq!(manager.logs().len(), 1);
+        assert_eq!(append_one(&handles[3]), 0);
+        assert_eq!(append_one(&handles[5]), 1);
+        assert_eq!(
+            handles[0].log_end_offset(),
+            2,
+            "one log behind every handle"
+        );
+    }
+
+    #[test]
+    fn a_slow_creation_blocks_no_other_partition_and_its_racers_get_its_log() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let manager =
+            LogManager::open(&[dir.path().to_path_buf()], LogConfig::default()).expect("open");
+        // The creation of `slow-0` waits in the hook until the test lets it go.
+        let (entered_tx, entered) = std::sync::mpsc::channel::<()>();
+        let (go, go_rx) = std::sync::mpsc::channel::<()>();
+        let entered_tx = Mutex::new(entered_tx);
+        let go_rx = Mutex::new(go_rx);
+        *crate::handle::BEFORE_CREATE.lock() = Some(Arc::new(move |dir: &Path| {
+            if dir.ends_with("slow-0") {
+                let _ = entered_tx.lock().send(());
+                let _ = go_rx.lock().recv();
+            }
+        }));
+        std::thread::scope(|scope| {
+            let slow = scope.spawn(|| manager.get_or_create("slow", 0, LogConfig::default()));
+            entered.recv().expect("the slow creation started");
+            let racer = scope.spawn(|| manager.get_or_create("slow", 0, LogConfig::default()));
+            // Meanwhile the map serves: another partition is created, listed, looked up.
+            let other = manager
+                .get_or_create("other", 0, LogConfig::default())
+                .expect("create another partition");
+            assert_eq!(append_one(&other), 0);
+            assert!(manager.get("other", 0).is_some());
+            assert_eq!(manager.logs().len(), 2);
+            let pending = manager.get("slow", 0).expect("registered");
+            assert!(!pending.is_created() && !racer.is_finished());
+            // Memory-only operations on the log being created do not wait for it, and
+            // the created log has them.
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .build()
+                .expect("runtime");
+            runtime
+                .block_on(pending.assign_epoch_start(7))
+                .expect("epoch");
+            let compact = LogConfig {
+                cleanup_compact: true,
+                ..LogConfig::default()
+            };
+            runtime
+                .block_on(pending.set_config(compact.clone()))
+                .expect("config");
+            manager.checkpoint_recovery_points().expect("checkpoint");
+            manager.checkpoint_high_watermarks().expect("checkpoint");
+            go.send(()).expect("release");
+            let slow = slow.join().expect("join").expect("created");
+            let racer = racer.join().expect("join").expect("created");
+            assert!(slow.same_log(&racer) && slow.same_log(&pending) && slow.is_created());
+            let (epoch, config) = slow
+                .with_log_blocking(|log| Ok((log.latest_epoch(), log.config().clone())))
+                .expect("open");
+            assert_eq!((epoch, config), (Some(7), compact));
+        });
+        *crate::handle::BEFORE_CREATE.lock() = None;
+    }
+
+    #[test]
+    fn a_log_not_created_yet_is_in_no_checkpoint_and_a_clean_stop_forgets_it() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let dirs = vec![dir.path().to_path_buf()];
+        let manager = LogManager::open(&dirs, LogConfig::default()).expect("open");
+        let created = manager
+            .get_or_create("t", 0, LogConfig::default())
+            .expect("create");
+        append_one(&created);
+        let pending = manager
+            .get_or_register("t", 1, LogConfig::default())
+            .expect("register");
+        assert!(!pending.is_created() && !dir.path().join("t-1").exists());
+        manager.checkpoint_recovery_points().expect("checkpoint");
+        manager.checkpoint_high_watermarks().expect("checkpoint");
+        let listed = fs::read_to_string(dir.path().join(REPLICATION_FILE_NAME)).expect("read");
+        assert!(
+            listed.contains("t 0 ") && !listed.contains("t 1 "),
+            "{listed}"
+        );
+        manager.shutdown().expect("shutdown");
+        assert!(!dir.path().join("t-1").exists());
+
+        // The clean start opens nothing eagerly and knows only the created log.
+        let manager = LogManager::open(&dirs, LogConfig::default()).expect("reopen");
+        assert_eq!(manager.logs().len(), 1);
+        assert!(!manager.get("t", 0).expect("t-0").is_open());
+        // Registered again, and created on first use.
+        let again = manager
+            .get_or_register("t", 1, LogConfig::default())
+            .expect("register");
+        assert_eq!(append_one(&again), 0);
+        assert!(again.is_created() && dir.path().join("t-1").is_dir());
+        // Deleting a log never created touches no file.
+        let never = manager
+            .get_or_register("t", 2, LogConfig::default())
+            .expect("register");
+        assert!(manager.delete_log("t", 2).expect("delete"));
+        assert!(matches!(
+            never.create_blocking(),
+            Err(StorageError::LogDeleted { .. })
+        ));
+        assert!(!dir.path().join("t-2").exists());
+    }
+
+    #[test]
+    fn a_partially_created_log_opens_as_an_empty_log() {
+        let model = tempfile::tempdir().expect("tempdir");
+        let manager =
+            LogManager::open(&[model.path().to_path_buf()], LogConfig::default()).expect("open");
+        manager
+            .get_or_create("t", 0, LogConfig::default())
+            .expect("create");
+        drop(manager);
+        let mut files: Vec<PathBuf> = fs::read_dir(model.path().join("t-0"))
+            .expect("list")
+            .map(|e| e.expect("entry").path())
+            .collect();
+        files.sort();
+        assert!(!files.is_empty());
+        // A crash during a creation leaves the directory with any subset of its files,
+        // each possibly empty (created, nothing written yet).
+        let mut cases: Vec<Vec<(PathBuf, bool)>> = vec![Vec::new()];
+        for (i, file) in files.iter().enumerate() {
+            cases.push(vec![(file.clone(), true)]);
+            cases.push(vec![(file.clone(), false)]);
+            cases.push(files[..=i].iter().map(|f| (f.clone(), false)).collect());
+        }
+        for case in cases {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let partial = dir.path().join("t-0");
+            fs::create_dir(&partial).expect("mkdir");
+            for (file, copy) in &case {
+                let target = partial.join(file.file_name().expect("name"));
+                match copy {
+                    true => fs::copy(file, &target).map(|_| ()),
+                    false => fs::write(&target, b""),
+                }
+                .expect("write");
+            }
+            let dirs = vec![dir.path().to_path_buf()];
+            let manager = LogManager::open(&dirs, LogConfig::default()).expect("open");
+            assert!(manager.offline_logs().is_empty(), "{case:?}");
+            let log = manager.get("t", 0).expect("t-0 found");
+            assert_eq!((log.log_start_offset(), log.log_end_offset()), (0, 0));
+            assert_eq!(append_one(&log), 0, "{case:?}");
+            manager.shutdown().expect("shutdown");
+        }
     }
 
     #[test]

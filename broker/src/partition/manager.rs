@@ -8,6 +8,9 @@
 //! replicas it no longer holds — a log is never deleted while this broker is still one of
 //! the partition's replicas, whatever its role. A log that cannot be opened leaves its
 //! partition offline (KAFKA_STORAGE_ERROR to requests), never served as led.
+//! The apply does no file I/O for a new partition: its log is registered
+//! (`LogManager::get_or_register`) and created in the background (`log_creator`), or by
+//! the first request that needs it, which waits for its creation.
 //!
 //! Requests find a partition with one lookup (`leader_partition`): a sharded concurrent
 //! map (`dashmap`) by topic name (borrowed as `&str`, nothing allocated) holds each topic's
@@ -32,6 +35,7 @@ use tokio::sync::watch;
 use tracing::{info, warn};
 
 use super::delta::{self, RoleChange};
+use super::log_creator::LogCreator;
 use super::replica::{Partition, Role};
 use super::{log_config, TopicOverrides};
 use crate::config::{BrokerConfig, TopicConfig};
@@ -70,6 +74,8 @@ struct Inner {
     applying: tokio::sync::Mutex<()>,
     /// Wakes the ISR task (`replication::isr`) when a follower may have caught up.
     isr_wakeup: Arc<tokio::sync::Notify>,
+    /// Creates the files of new partitions' logs in the background.
+    creator: Arc<LogCreator>,
 }
 
 /// Cheap to clone: clones share the partitions (the group coordinator holds one).
@@ -93,6 +99,7 @@ impl ReplicaManager {
                 applied: watch::channel(Arc::new(MetadataImage::default())).0,
                 applying: tokio::sync::Mutex::new(()),
                 isr_wakeup: Arc::default(),
+                creator: Arc::default(),
             }),
         }
     }
@@ -152,6 +159,11 @@ impl ReplicaManager {
         let p = self
             .get(topic, partition)
             .ok_or_else(|| unknown(topic, partition))??;
+        // Its log failed to open or to be created after the apply (atomics only while
+        // no log failed).
+        if self.inner.logs.is_offline(topic, partition) {
+            return Err(offline(topic, partition, "the log is offline"));
+        }
         p.leader(current_leader_epoch)?;
         Ok(p)
     }
@@ -193,10 +205,12 @@ impl ReplicaManager {
     }
 
     /// Every partition this broker leads, with its leader state.
+    /// A partition whose new log could not be created (in the background) is not led.
     pub fn leaders(&self) -> Vec<Arc<LeaderPartition>> {
         self.partitions()
             .iter()
             .filter_map(|p| p.leader_state())
+            .filter(|s| !self.inner.logs.is_offline(&s.topic, s.partition))
             .collect()
     }
 
@@ -265,6 +279,9 @@ impl ReplicaManager {
         // The topic's `min.insync.replicas`, resolved once for all its new leaderships.
         let mut min_isr = None;
         let mut led = Vec::new();
+        let mut to_create = Vec::new();
+        // The topic's log config, resolved once for all its new logs.
+        let mut config = None;
         for (partition, change) in changes {
             let part = topic_image.and_then(|t| t.partitions.get(&partition));
             if let RoleChange::Stop = change {
@@ -287,16 +304,24 @@ impl ReplicaManager {
             };
             let slot = match table.partitions.get(&partition) {
                 Some(Slot::Online(p)) if table.topic_id == topic_id => Slot::Online(p.clone()),
-                _ => match self
-                    .open_replica_log(broker, &topic_image.configs, topic, partition)
-                    .await
-                {
-                    Ok(log) => Slot::Online(Arc::new(Partition::new(
-                        name.clone(),
-                        topic_id,
-                        partition,
-                        log,
-                    ))),
+                _ => match self.replica_log(
+                    broker,
+                    &topic_image.configs,
+                    &mut config,
+                    topic,
+                    partition,
+                ) {
+                    Ok(log) => {
+                        if !log.is_created() {
+                            to_create.push(log.clone());
+                        }
+                        Slot::Online(Arc::new(Partition::new(
+                            name.clone(),
+                            topic_id,
+                            partition,
+                            log,
+                        )))
+                    }
                     Err(e) => {
                         warn!(%topic, partition, error = %e, "cannot open the replica log; the partition is offline");
                         Slot::Offline(Arc::from(e.to_string()))
@@ -354,6 +379,7 @@ impl ReplicaManager {
             table.partitions.insert(partition, slot);
         }
         log_leaderships(topic, &led);
+        self.inner.creator.enqueue(to_create);
         table.topic_id = topic_id;
         if table.partitions.is_empty() {
             self.inner.topics.remove(topic);
@@ -362,25 +388,51 @@ impl ReplicaManager {
         }
     }
 
-    /// The log of `topic`-`partition`, opened (or created with the topic's resolved
-    /// config) on the blocking pool: the one place a replica's log is opened.
-    async fn open_replica_log(
+    /// The log of `topic`-`partition`: the open one, or a new one with the topic's
+    /// resolved config, registered without I/O (its files are created in the background,
+    /// or by the first use): the one place a replica's log is obtained.
+    /// `config` caches the topic's resolved log config: resolving it was most of the
+    /// cost of a new partition.
+    fn replica_log(
         &self,
         broker: &BrokerConfig,
         overrides: &TopicOverrides,
+        config: &mut Option<brook_storage::LogConfig>,
         topic: &str,
         partition: i32,
     ) -> Result<LogHandle, BrokerError> {
         if let Some(log) = self.inner.logs.get(topic, partition) {
             return Ok(log);
         }
-        let config = log_config(&TopicConfig::resolve(broker, overrides)?);
-        let logs = self.inner.logs.clone();
-        let topic = topic.to_string();
-        tokio::task::spawn_blocking(move || logs.get_or_create(&topic, partition, config))
-            .await
-            .map_err(|e| BrokerError::InvalidRequest(format!("log open task failed: {e}")))?
-            .map_err(BrokerError::from)
+        let config = match config {
+            Some(config) => config.clone(),
+            None => config
+                .insert(log_config(&TopicConfig::resolve(broker, overrides)?))
+                .clone(),
+        };
+        Ok(self.inner.logs.get_or_register(topic, partition, config)?)
+    }
+
+    /// Holds the background creation of new logs (requests still create the ones they
+    /// need) until `release_log_creation`: at start, until the broker serves.
+    pub fn hold_log_creation(&self) {
+        self.inner.creator.hold();
+    }
+
+    /// Creates the logs queued while held, and the later ones as they come.
+    pub fn release_log_creation(&self) {
+        self.inner.creator.release();
+    }
+
+    /// Abandons the background creation of new logs (a clean stop begins: the logs not
+    /// created yet are registered again by the next start).
+    pub fn stop_log_creation(&self) {
+        self.inner.creator.stop();
+    }
+
+    /// How many new logs wait for their background creation.
+    pub fn logs_to_create(&self) -> usize {
+        self.inner.creator.pending()
     }
 
     /// The log of a partition if it is open (no creation).
@@ -532,7 +584,9 @@ impl ReplicaManager {
 
     /// Flushes and closes every log (clean shutdown).
     /// Flushes and closes every log; `true` when all of it succeeded (a clean shutdown).
+    /// Logs not created yet are abandoned: the next start registers them again.
     pub async fn shutdown(&self) -> bool {
+        self.inner.creator.stop();
         let logs = self.inner.logs.clone();
         match tokio::task::spawn_blocking(move || logs.shutdown()).await {
             Ok(Ok(())) => true,

@@ -1,7 +1,8 @@
 //! The partitions this broker holds: `Partition` (`replica`: one replica, its log and
 //! role; `append`, `read`: what requests do on it), `ReplicaManager` (`manager`: the map
 //! of them, filled by metadata images through `delta`), the waiting of delayed operations
-//! (`delayed`), and the background tasks over the logs (retention, cleaner).
+//! (`delayed`), and the background tasks over the logs (creation of new ones, retention,
+//! cleaner).
 
 use std::collections::BTreeMap;
 
@@ -15,6 +16,7 @@ pub mod cleaner_task;
 pub mod compacted_keys;
 pub mod delayed;
 pub mod delta;
+pub mod log_creator;
 pub mod log_dir_task;
 pub mod manager;
 pub mod read;

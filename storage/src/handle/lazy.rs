@@ -7,6 +7,14 @@
 //! a topic config and a new leader epoch (every partition gets both at start) and the
 //! recovery point for checkpoints; a clean shutdown closes such a log without opening it.
 //!
+//! A new log starts the same way (`LogManager::get_or_register`): a closed handle whose
+//! directory does not exist yet (`ClosedLog::create`), empty bounds and no epoch, so
+//! registering a partition costs no I/O and holds no lock across the file system. Its
+//! open creates the files: the broker's background creator opens it soon after, and a
+//! request that needs it first opens it itself (under the partition lock, which makes
+//! the creation happen once). Until then checkpoints leave it out and a clean shutdown
+//! forgets it: nothing of it is on disk, and the next start registers it again.
+//!
 //! Invariants: a slot only moves Closed → Open / Unopenable → Deleted, never back; while
 //! Closed the log's files are unchanged since the shutdown that wrote the entry, so the
 //! entry's bounds are the log's. Runtime workers never open a log: the inline paths
@@ -17,7 +25,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, Ordering};
 use std::sync::Arc;
 
-use parking_lot::Mutex;
+use parking_lot::{Mutex, MutexGuard};
 use tokio::sync::watch;
 
 use super::{Location, LogHandle, Shared, NO_EPOCH};
@@ -27,6 +35,12 @@ use crate::error::{Result, StorageError};
 use crate::log::{Log, RetentionOutcome, TxnShared};
 use crate::log_dir_failure::{fails_log_dir, LogDirFailures};
 use crate::log_manager::now_ms;
+
+/// Test hook: runs before a new log's files are created (a slow disk, in tests).
+#[cfg(test)]
+#[allow(clippy::type_complexity)]
+pub(crate) static BEFORE_CREATE: Mutex<Option<Arc<dyn Fn(&Path) + Send + Sync>>> =
+    parking_lot::const_mutex(None);
 
 /// Where a handle's log is.
 #[derive(Debug)]
@@ -73,9 +87,38 @@ pub(crate) struct ClosedLog {
     /// Set when a lazy open fails for good, so `LogManager` looks for offline logs among
     /// the handles only once one did.
     pub(crate) any_unopenable: Arc<AtomicBool>,
+    /// A new log not created yet: its open creates `dir` and its files.
+    pub(crate) create: bool,
+    /// `LogHandle::create_blocking` is creating the files without the partition lock:
+    /// until it is done only it replaces this slot; memory-only operations change it in
+    /// place (replayed on the created log), the others wait (`wait_creation`).
+    pub(crate) creating: bool,
 }
 
 impl ClosedLog {
+    /// A new log at `dir`, created by its first open (see the module docs).
+    pub(crate) fn to_create(
+        dir: PathBuf,
+        config: LogConfig,
+        any_unopenable: Arc<AtomicBool>,
+    ) -> Self {
+        ClosedLog {
+            dir,
+            config,
+            recovery_point: 0,
+            checkpointed_log_start: None,
+            entry: SummaryEntry {
+                log_start_offset: 0,
+                log_end_offset: 0,
+                recovery_point: 0,
+                latest_epoch: None,
+            },
+            any_unopenable,
+            create: true,
+            creating: false,
+        }
+    }
+
     /// `Log::assign_epoch_start` kept for the open: only an epoch newer than the latest
     /// counts, and it starts at the log end, which cannot move while the log is closed.
     pub(crate) fn assign_epoch_start(&mut self, epoch: i32) -> Result<()> {
@@ -87,12 +130,21 @@ impl ClosedLog {
 
     /// Opens the log as `LogManager::open` would have, then replays what was kept.
     fn open(&self, txns: &Arc<TxnShared>) -> Result<Log> {
-        let mut log = Log::open_with_recovery_point(
+        let log = open_files(
             &self.dir,
             self.config.clone(),
-            now_ms(),
             self.recovery_point,
+            self.create,
         )?;
+        self.replay(log, txns)
+    }
+
+    /// What was kept for the open, applied to the opened `log`.
+    fn replay(&self, mut log: Log, txns: &Arc<TxnShared>) -> Result<Log> {
+        if *log.config() != self.config {
+            // Changed while a background creation ran with the earlier one.
+            log.set_config(self.config.clone());
+        }
         if let Some(start) = self.checkpointed_log_start {
             log.restore_log_start_offset(start);
         }
@@ -109,6 +161,19 @@ impl ClosedLog {
         log.adopt_txn_shared(txns);
         Ok(log)
     }
+}
+
+/// `Log::open_with_recovery_point` (which creates the files of a new log).
+fn open_files(dir: &Path, config: LogConfig, recovery_point: i64, create: bool) -> Result<Log> {
+    #[cfg(test)]
+    if create {
+        let hook = BEFORE_CREATE.lock().clone();
+        if let Some(hook) = hook {
+            hook(dir);
+        }
+    }
+    let _ = create;
+    Log::open_with_recovery_point(dir, config, now_ms(), recovery_point)
 }
 
 /// What a clean shutdown's close of one log yields.
@@ -156,6 +221,8 @@ impl LogHandle {
                 // Empty: only logs without undecided transactions open lazily, and the
                 // open moves the aborted ones in (`Log::adopt_txn_shared`).
                 txns: Arc::default(),
+                on_disk: AtomicBool::new(!closed.create),
+                creation_done: parking_lot::Condvar::new(),
                 log: Mutex::new(Slot::Closed(Box::new(closed))),
                 appends,
             }),
@@ -175,12 +242,85 @@ impl LogHandle {
         }
     }
 
-    /// The open log in `slot`, opening it first if it is not yet (file I/O: blocking
+    /// Waits, the lock released meanwhile, until no background creation of the log's
+    /// files is under way (`create_blocking`).
+    pub(super) fn wait_creation(&self, guard: &mut MutexGuard<'_, Slot>) {
+        while matches!(&**guard, Slot::Closed(closed) if closed.creating) {
+            self.shared.creation_done.wait(guard);
+        }
+    }
+
+    /// Creates a new log's files (a no-op for a log that exists). Unlike a creation by
+    /// the first use (`ensure_open`), the file system work runs without the partition
+    /// lock, so memory-only operations (an apply's epoch and config, a reconcile) never
+    /// wait for it: a scan over every log would otherwise advance at the pace of the
+    /// background creator it follows. Blocking.
+    pub fn create_blocking(&self) -> Result<()> {
+        if self.is_created() {
+            return Ok(());
+        }
+        self.check_log_dir()?;
+        let (dir, config) = {
+            let mut guard = self.shared.log.lock();
+            match &mut *guard {
+                Slot::Closed(closed) if closed.create && !closed.creating => {
+                    closed.creating = true;
+                    (closed.dir.clone(), closed.config.clone())
+                }
+                // Being created by another thread, or not a new log: as any use would.
+                _ => {
+                    drop(guard);
+                    return self.with_log_blocking(|_| Ok(()));
+                }
+            }
+        };
+        let opened = open_files(&dir, config, 0, true);
+        let mut guard = self.shared.log.lock();
+        let result = match &mut *guard {
+            Slot::Closed(closed) => {
+                closed.creating = false;
+                opened.and_then(|log| closed.replay(log, &self.shared.txns))
+            }
+            // Unreachable: nothing else replaces the slot during the creation.
+            _ => Err(StorageError::LogDeleted { dir: dir.clone() }),
+        };
+        let result = match result {
+            Ok(log) => {
+                tracing::debug!(topic = %self.shared.topic, partition = self.shared.partition, dir = %dir.display(), "log created");
+                self.shared.on_disk.store(true, Ordering::Release);
+                self.publish(super::Snapshot::of(&log));
+                *guard = Slot::Open(Box::new(log));
+                Ok(())
+            }
+            // The slot stays a log to create: tried once more as a first use would, which
+            // takes the partition offline if it fails for good (`ensure_open`).
+            Err(e) => Err(e),
+        };
+        drop(guard);
+        self.shared.creation_done.notify_all();
+        match result {
+            Err(_) => self.with_log_blocking(|_| Ok(())),
+            ok => ok,
+        }
+    }
+
+    /// The open log in the slot, opening it first if it is not yet (file I/O: blocking
     /// threads only, under the partition lock).
-    pub(super) fn ensure_open<'a>(&self, slot: &'a mut Slot) -> Result<&'a mut Log> {
+    pub(super) fn ensure_open<'a>(
+        &self,
+        guard: &'a mut MutexGuard<'_, Slot>,
+    ) -> Result<&'a mut Log> {
+        self.wait_creation(guard);
+        let slot: &'a mut Slot = guard;
         if let Slot::Closed(closed) = slot {
             match closed.open(&self.shared.txns) {
-                Ok(log) => *slot = Slot::Open(Box::new(log)),
+                Ok(log) => {
+                    if closed.create {
+                        tracing::debug!(topic = %self.shared.topic, partition = self.shared.partition, dir = %closed.dir.display(), "log created");
+                        self.shared.on_disk.store(true, Ordering::Release);
+                    }
+                    *slot = Slot::Open(Box::new(log));
+                }
                 // Passing (out of file descriptors or space): the next use tries again.
                 Err(e) if matches!(e, StorageError::Io { .. }) && !fails_log_dir(&e) => {
                     return Err(e)
@@ -230,11 +370,11 @@ impl LogHandle {
 
     fn memory_op_locked<R>(
         &self,
-        slot: &mut Slot,
+        slot: &mut MutexGuard<'_, Slot>,
         closed: impl FnOnce(&mut ClosedLog) -> Result<R>,
         open: impl FnOnce(&mut Log) -> Result<R>,
     ) -> Result<R> {
-        if let Slot::Closed(log) = slot {
+        if let Slot::Closed(log) = &mut **slot {
             let result = closed(log);
             let epoch = log.entry.latest_epoch.unwrap_or(NO_EPOCH);
             self.shared.latest_epoch.store(epoch, Ordering::Release);
@@ -247,12 +387,14 @@ impl LogHandle {
     }
 
     /// The recovery point to checkpoint (`Log::checkpoint_recovery_point`); a log not
-    /// opened yet keeps the checkpointed one without being opened. Blocking.
-    pub(crate) fn checkpoint_recovery_point_blocking(&self) -> Result<i64> {
+    /// opened yet keeps the checkpointed one without being opened, and one not created
+    /// yet has none (`None`). Blocking.
+    pub(crate) fn checkpoint_recovery_point_blocking(&self) -> Result<Option<i64>> {
         if let Slot::Closed(closed) = &*self.shared.log.lock() {
-            return Ok(closed.recovery_point);
+            return Ok((!closed.create).then_some(closed.recovery_point));
         }
         self.with_log_blocking(Log::checkpoint_recovery_point)
+            .map(Some)
     }
 
     /// A retention pass on an empty log not opened yet: nothing to delete (Kafka never
@@ -277,9 +419,12 @@ impl LogHandle {
     pub(crate) fn close_for_shutdown(&self, now_ms: i64) -> Result<Option<ShutdownClose>> {
         self.check_log_dir()?;
         let mut guard = self.shared.log.lock();
+        self.wait_creation(&mut guard);
         let taken = std::mem::replace(&mut *guard, Slot::Deleted);
         match taken {
             Slot::Deleted | Slot::Unopenable(_) => Ok(None),
+            // Nothing on disk: the next start registers it again.
+            Slot::Closed(closed) if closed.create => Ok(None),
             Slot::Closed(closed) => Ok(Some(ShutdownClose {
                 recovery_point: closed.recovery_point,
                 parent_sync_needed: false,

@@ -210,6 +210,12 @@ async fn a_log_that_cannot_be_opened_leaves_its_partition_offline() {
     // A file where the partition's directory should be.
     std::fs::write(node.dir.path().join("t-0"), b"not a directory").expect("write");
     node.apply(image(1, &[(0, 1, 0, &[1], &[1])])).await;
+    // The apply registers the log; its creation, in the background, fails.
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !node.replicas.is_offline("t", 0) {
+        assert!(tokio::time::Instant::now() < deadline, "never offline");
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
     let answer = node.leader(0, None).await.map_err(|e| e.code());
     assert_eq!(answer, Err(ResponseError::KafkaStorageError));
     assert!(node.replicas.leaders().is_empty(), "never served as led");

@@ -136,6 +136,10 @@ impl CoordinatorShards for Shared {
     }
 
     fn loaded(&self, partition: i32, _epoch: i32, _count: i32, shard: GroupShard) {
+        // Its groups are read into memory after this (`read_into_memory`).
+        if let Some(log) = &self.log {
+            log.unread.lock().insert(partition);
+        }
         let replayed = shard.replay.finish();
         self.txns
             .lock()
@@ -153,6 +157,9 @@ impl CoordinatorShards for Shared {
             before - groups.len()
         } + self.consumer.unload(owned);
         self.offsets.lock().retain(|id, _| !owned(id));
+        if let Some(log) = &self.log {
+            log.unread.lock().retain(|p| !partitions.contains(p));
+        }
         {
             let mut txns = self.txns.lock();
             for &partition in partitions {
@@ -204,6 +211,8 @@ impl GroupCoordinator {
         }
         if let Err(e) = self.read_into_memory(&loaded, followed.count).await {
             error!(partitions = ?loaded, error = %e, "reading the groups of newly led __consumer_offsets partitions failed");
+            // Served as they are rather than refused as loading until the next load.
+            log.unread.lock().retain(|p| !loaded.contains(p));
         }
     }
 
@@ -242,6 +251,11 @@ impl GroupCoordinator {
             }
             drop(committed);
             add_groups_with_pending_offsets(&mut in_memory, &self.shared.txns.lock());
+            // Only once its groups are in: a heartbeat that saw the partition loaded and
+            // then finds no group knows the group is not stored.
+            if let Some(log) = &self.shared.log {
+                log.unread.lock().retain(|p| !partitions.contains(p));
+            }
         }
         info!(topic = OFFSETS_TOPIC, partitions = ?partitions, groups = loaded, "loaded group coordinator partitions");
         Ok(())

@@ -319,12 +319,15 @@ impl GroupCoordinator {
         }
     }
 
-    /// ConsumerGroupHeartbeat: an empty classic group of that id is replaced (as Kafka
-    /// does); a classic group with members is converted online into a consumer group when
-    /// `group.consumer.migration.policy` allows an upgrade, refused with Kafka 4.4's error
-    /// otherwise (see `migration`); a leave that leaves classic members only converts the
-    /// group back when the policy allows a downgrade. The group's changes are written
-    /// before the answer (see `consumer_persist`).
+    /// ConsumerGroupHeartbeat: a join (epoch 0) replaces an empty classic group of that id
+    /// (as Kafka does), and converts a classic group with members online into a consumer
+    /// group when `group.consumer.migration.policy` allows an upgrade, refused with Kafka
+    /// 4.4's error otherwise (see `migration`); any other epoch for a classic group, or a
+    /// group there is none of, is GROUP_ID_NOT_FOUND, except while the group's partition
+    /// is loading (COORDINATOR_LOAD_IN_PROGRESS: the group may be stored). A leave that
+    /// leaves classic members only converts the group back when the policy allows a
+    /// downgrade. The group's changes are written before the answer (see
+    /// `consumer_persist`).
     pub async fn consumer_heartbeat(
         &self,
         group_id: &str,
@@ -354,14 +357,25 @@ impl GroupCoordinator {
         view: &TopicsView<'_>,
         config: &ConsumerGroupConfig,
     ) -> Result<HeartbeatReply, GroupError> {
+        // Asked before the lock: the runtime takes its own lock, then this one, to unload.
+        let loading = self.shared.loading(group_id);
         let mut groups = self.shared.groups.lock();
-        if let Some(classic) = groups.get(group_id) {
+        let classic = groups
+            .get(group_id)
+            .is_some_and(|g| g.state != GroupState::Dead);
+        // Only a join may take a classic group's id over; any other heartbeat is refused,
+        // an empty classic group (one with only committed offsets) included, as Kafka does.
+        if classic && req.member_epoch != 0 {
+            return Err(GroupError::WrongGroupType(format!(
+                "Group {group_id} is not a consumer group."
+            )));
+        }
+        // Not in memory while the partition loads: it may be among the stored groups.
+        if !classic && loading && !self.shared.consumer.exists(group_id) {
+            return Err(GroupError::CoordinatorLoadInProgress);
+        }
+        if let Some(classic) = groups.get(group_id).filter(|_| req.member_epoch == 0) {
             if classic.state != GroupState::Empty && classic.state != GroupState::Dead {
-                if req.member_epoch != 0 {
-                    return Err(GroupError::WrongGroupType(format!(
-                        "Group {group_id} is not a consumer group."
-                    )));
-                }
                 if !config.migration_policy.upgrade_enabled() {
                     return Err(migration::refused(group_id, "online upgrade is disabled"));
                 }

@@ -498,10 +498,15 @@ async fn replay_keeps_a_plain_commit_newer_than_the_transactional_one() {
 
 /// A one-partition `__consumer_offsets` led by node 1.
 fn offsets_image() -> std::sync::Arc<brook_raft::MetadataImage> {
+    offsets_image_led_by(1)
+}
+
+/// A one-partition `__consumer_offsets` led by `leader` (the coordinators' node is 1).
+pub(super) fn offsets_image_led_by(leader: i32) -> std::sync::Arc<brook_raft::MetadataImage> {
     let mut image = brook_raft::MetadataImage::default();
     let partition = brook_raft::PartitionImage {
         partition: 0,
-        leader: 1,
+        leader,
         leader_epoch: 0,
         replicas: vec![1],
         isr: vec![1],
@@ -526,14 +531,14 @@ fn offsets_image() -> std::sync::Arc<brook_raft::MetadataImage> {
 
 /// A coordinator writing through `__consumer_offsets` in `dir`, with the sender of its
 /// metadata (kept alive) and the replicas (to reach the log as the marker writer does).
-struct Node {
-    coordinator: GroupCoordinator,
+pub(super) struct Node {
+    pub(super) coordinator: GroupCoordinator,
     replicas: crate::partition::ReplicaManager,
-    _images: tokio::sync::watch::Sender<std::sync::Arc<brook_raft::MetadataImage>>,
+    images: tokio::sync::watch::Sender<std::sync::Arc<brook_raft::MetadataImage>>,
 }
 
 impl Node {
-    async fn start(dir: &tempfile::TempDir) -> Node {
+    pub(super) async fn start(dir: &tempfile::TempDir) -> Node {
         let logs =
             LogManager::open(&[dir.path().join("logs")], LogConfig::default()).expect("logs");
         let (images, rx) = tokio::sync::watch::channel(offsets_image());
@@ -556,8 +561,14 @@ impl Node {
         Node {
             coordinator,
             replicas,
-            _images: images,
+            images,
         }
+    }
+
+    /// `image` becomes the coordinator's metadata (whom it coordinates for); the replicas
+    /// keep the first image (they lead partition 0 throughout).
+    pub(super) fn publish(&self, image: std::sync::Arc<brook_raft::MetadataImage>) {
+        self.images.send_replace(image);
     }
 
     /// The marker writer's part: the marker into the log, then the hook.
@@ -576,7 +587,7 @@ impl Node {
     }
 
     /// Stops: the coordinator's tasks end, the logs are closed.
-    async fn stop(self) {
+    pub(super) async fn stop(self) {
         drop(self.coordinator);
         self.replicas.shutdown().await;
     }

@@ -13,7 +13,7 @@ import uuid
 
 import pytest
 
-from harness import paths
+from harness import jvm, paths
 from harness.broker import Broker
 from harness.cluster import Cluster
 
@@ -33,6 +33,12 @@ def _register(request, broker: Broker) -> None:
         brokers = []
         setattr(request.node, _BROKERS_ATTR, brokers)
     brokers.append(broker)
+
+
+def pytest_configure(config):
+    # The JVM class archives (harness/jvm.py), made once per JDK and classpath, before the test
+    # modules import harness.drivers (its Java command line names the archive when it exists).
+    jvm.ensure()
 
 
 @pytest.fixture(scope="session")

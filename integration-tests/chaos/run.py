@@ -242,8 +242,10 @@ def run_chaos(opts: Options, log: Callable[[str], None] = print) -> dict:
         # after every partition was led acknowledged on every partition (or the deadline).
         healed_ms = now_ms()
         supervise()
-        poll_deadline(lambda: all(p.acked_partitions(since_ms=healed_ms) >= opts.partitions
-                                  for p in producers if p.alive), opts.recovery_timeout_s)
+        written = poll_deadline(lambda: all(p.acked_partitions(since_ms=healed_ms) >= opts.partitions
+                                            for p in producers if p.alive), opts.recovery_timeout_s)
+        log(f"producers {'acknowledged' if written else 'NOT acknowledged'} on every partition after the heal, "
+            f"{time.monotonic() - faults_end:.1f} s after the last fault")
         supervise()
         for p in producers:
             if p.alive:

@@ -13,7 +13,7 @@ import uuid
 
 import pytest
 
-from harness import paths
+from harness import jvm, paths
 from harness.broker import Broker
 from harness.cluster import Cluster
 
@@ -33,6 +33,12 @@ def _register(request, broker: Broker) -> None:
         brokers = []
         setattr(request.node, _BROKERS_ATTR, brokers)
     brokers.append(broker)
+
+
+def pytest_configure(config):
+    # The JVM class archives (harness/jvm.py), made once per JDK and classpath, before the test
+    # modules import harness.drivers (its Java command line names the archive when it exists).
+    jvm.ensure()
 
 
 @pytest.fixture(scope="session")
@@ -139,13 +145,15 @@ SERIAL_MODULES = {
 # while the others idle. Seconds per module (setup, tests and teardown) in CI's parallel pass at
 # stop 36 (3 workers, the lint and fuzz builds beside it); modules under 20 s follow in file order.
 # Refresh from target/integration-parallel-junit.xml (`make test` writes it) when modules grow.
+# test_compat, test_security_acl_apis: stop 36's times scaled by the same-load before/after ratio
+# of the cheaper JVM starts (harness/jvm.py); test_security_sasl: less its 30 s librdkafka wait.
 MODULE_SECONDS = {
-    "test_compat.py": 233, "test_features.py": 142, "test_cluster_reassign.py": 141,
+    "test_compat.py": 166, "test_features.py": 142, "test_cluster_reassign.py": 141,
     "test_group_failover.py": 135, "test_librdkafka_0081.py": 127, "test_client_quotas.py": 125,
     "test_group_zombie.py": 116, "test_group_clients.py": 116, "test_security_tls.py": 115,
-    "test_quorum_changes.py": 112, "test_security_sasl.py": 101, "test_security_acl.py": 99,
+    "test_quorum_changes.py": 112, "test_security_sasl.py": 71, "test_security_acl.py": 99,
     "test_cluster_grow.py": 98, "test_produce_fetch_semantics.py": 97,
-    "test_group_consumer_protocol.py": 93, "test_security_acl_apis.py": 92,
+    "test_group_consumer_protocol.py": 93, "test_security_acl_apis.py": 39,
     "test_cli_tools.py": 81, "test_cluster_clients.py": 69, "test_replication_isr.py": 61,
     "test_group_migration.py": 58, "test_format.py": 56, "test_replication_clients.py": 56,
     "test_transactions.py": 55, "test_config_groups.py": 53, "test_group_resume.py": 49,

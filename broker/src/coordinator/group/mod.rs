@@ -363,9 +363,15 @@ impl GroupCoordinator {
         let classic = groups
             .get(group_id)
             .is_some_and(|g| g.state != GroupState::Dead);
+        // An offset commit for a live consumer group (a TxnOffsetCommit, say) leaves an empty
+        // classic entry beside it: that entry is no classic group of its own and goes.
+        let shadow = groups
+            .get(group_id)
+            .is_some_and(|g| g.state == GroupState::Empty)
+            && self.shared.consumer.exists(group_id);
         // Only a join may take a classic group's id over; any other heartbeat is refused,
         // an empty classic group (one with only committed offsets) included, as Kafka does.
-        if classic && req.member_epoch != 0 {
+        if classic && !shadow && req.member_epoch != 0 {
             return Err(GroupError::WrongGroupType(format!(
                 "Group {group_id} is not a consumer group."
             )));
@@ -374,7 +380,10 @@ impl GroupCoordinator {
         if !classic && loading && !self.shared.consumer.exists(group_id) {
             return Err(GroupError::CoordinatorLoadInProgress);
         }
-        if let Some(classic) = groups.get(group_id).filter(|_| req.member_epoch == 0) {
+        if let Some(classic) = groups
+            .get(group_id)
+            .filter(|_| req.member_epoch == 0 || shadow)
+        {
             if classic.state != GroupState::Empty && classic.state != GroupState::Dead {
                 if !config.migration_policy.upgrade_enabled() {
                     return Err(migration::refused(group_id, "online upgrade is disabled"));

@@ -23,6 +23,7 @@ use super::replay::StoreReplay;
 use super::txn_offsets::TxnOffsets;
 use super::{snapshot, Group, GroupCoordinator, OffsetMap, Shared};
 use crate::coordinator::consumer_group::image::StoredRecords;
+use crate::coordinator::consumer_group::ConsumerGroups;
 use crate::coordinator::runtime::CoordinatorShards;
 use crate::error::BrokerError;
 
@@ -88,14 +89,18 @@ pub(super) async fn read_groups(
 /// A group that only has pending transactional offsets (a TxnOffsetCommit from outside
 /// the group created it, as Kafka's simple groups) has nothing in the store yet: it is
 /// created Empty so it is listed and kept, as Kafka's replay of the record creates it.
+/// Only when there is no group of that id: a consumer group's (KIP-848) pending offsets
+/// are its own, and a classic entry beside it would take its id (`consumer` must hold
+/// the loaded consumer groups already).
 pub(super) fn add_groups_with_pending_offsets(
     groups: &mut HashMap<String, Group>,
     txns: &TxnOffsets,
+    consumer: &ConsumerGroups,
 ) {
     for group_id in txns.groups() {
-        groups
-            .entry(group_id.clone())
-            .or_insert_with(|| Group::new(&group_id));
+        if !groups.contains_key(&group_id) && !consumer.exists(&group_id) {
+            groups.insert(group_id.clone(), Group::new(&group_id));
+        }
     }
 }
 
@@ -233,6 +238,10 @@ impl GroupCoordinator {
             let mut in_memory = self.shared.groups.lock();
             let mut committed = self.shared.offsets.lock();
             for (id, group) in stored.classic {
+                // A consumer group in memory keeps its id (a group id is one or the other).
+                if self.shared.consumer.exists(&id) {
+                    continue;
+                }
                 if let std::collections::hash_map::Entry::Vacant(slot) = in_memory.entry(id) {
                     if let Some(map) = stored.offsets.get(slot.key()) {
                         committed.insert(slot.key().clone(), map.clone());
@@ -250,7 +259,11 @@ impl GroupCoordinator {
                 }
             }
             drop(committed);
-            add_groups_with_pending_offsets(&mut in_memory, &self.shared.txns.lock());
+            add_groups_with_pending_offsets(
+                &mut in_memory,
+                &self.shared.txns.lock(),
+                &self.shared.consumer,
+            );
             // Only once its groups are in: a heartbeat that saw the partition loaded and
             // then finds no group knows the group is not stored.
             if let Some(log) = &self.shared.log {

@@ -133,12 +133,12 @@ impl GroupCoordinator {
         }
         let stored = loading::read_groups(&store, |_| true).await?;
         let (mut groups, offsets) = (stored.classic, stored.offsets);
-        loading::add_groups_with_pending_offsets(&mut groups, &txns);
         let consumer = ConsumerGroups::default();
         let now = Instant::now();
         for (group_id, records) in stored.consumer {
             consumer.load(&group_id, records, now);
         }
+        loading::add_groups_with_pending_offsets(&mut groups, &txns, &consumer);
         let shared = Arc::new(Shared {
             config,
             store,
@@ -363,15 +363,9 @@ impl GroupCoordinator {
         let classic = groups
             .get(group_id)
             .is_some_and(|g| g.state != GroupState::Dead);
-        // An offset commit for a live consumer group (a TxnOffsetCommit, say) leaves an empty
-        // classic entry beside it: that entry is no classic group of its own and goes.
-        let shadow = groups
-            .get(group_id)
-            .is_some_and(|g| g.state == GroupState::Empty)
-            && self.shared.consumer.exists(group_id);
         // Only a join may take a classic group's id over; any other heartbeat is refused,
         // an empty classic group (one with only committed offsets) included, as Kafka does.
-        if classic && !shadow && req.member_epoch != 0 {
+        if classic && req.member_epoch != 0 {
             return Err(GroupError::WrongGroupType(format!(
                 "Group {group_id} is not a consumer group."
             )));
@@ -380,10 +374,7 @@ impl GroupCoordinator {
         if !classic && loading && !self.shared.consumer.exists(group_id) {
             return Err(GroupError::CoordinatorLoadInProgress);
         }
-        if let Some(classic) = groups
-            .get(group_id)
-            .filter(|_| req.member_epoch == 0 || shadow)
-        {
+        if let Some(classic) = groups.get(group_id).filter(|_| req.member_epoch == 0) {
             if classic.state != GroupState::Empty && classic.state != GroupState::Dead {
                 if !config.migration_policy.upgrade_enabled() {
                     return Err(migration::refused(group_id, "online upgrade is disabled"));

@@ -249,7 +249,7 @@ mod consumer_groups {
 
     use uuid::Uuid;
 
-    use super::super::txn_tests::{offsets_image_led_by, Node};
+    use super::super::txn_tests::{member, offsets_image_led_by, Node};
     use super::super::GroupCoordinator;
     use super::{config, offset, standalone};
     use crate::coordinator::consumer_group::assignor::TopicMeta;
@@ -526,6 +526,54 @@ mod consumer_groups {
             .await
             .expect("served once read back");
         assert_eq!(back.member_epoch, epoch);
+        node.stop().await;
+    }
+
+    #[tokio::test]
+    async fn a_consumer_groups_transactional_offsets_make_no_classic_group_beside_it() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let node = Node::start(&dir).await;
+        node.coordinator.follow(&offsets_image_led_by(1)).await;
+        let joined = beat(&node.coordinator, "a", 0, Some(Assignment::new())).await;
+        let (epoch, owned) = (joined.member_epoch, joined.assignment.unwrap_or_default());
+        // The member's producer commits in a transaction (franz-go's and Java's EOS
+        // consumers do), and the broker restarts before the marker: the start-up and
+        // the partition's load both find the pending offsets.
+        node.coordinator
+            .commit_transactional_offsets(
+                "g",
+                member(7, "a", epoch),
+                vec![("t".into(), 0, offset(5, 1_000))],
+            )
+            .await
+            .expect("txn commit");
+        node.stop().await;
+        let node = Node::start(&dir).await;
+        let c = &node.coordinator;
+        let no_classic_group = |c: &GroupCoordinator, when: &str| {
+            assert!(c.describe("g").is_none(), "no classic group {when}");
+            assert!(
+                c.list().iter().all(|(id, _, _)| id != "g"),
+                "none listed {when}"
+            );
+            assert!(c.consumer_groups().exists("g"), "the consumer group {when}");
+        };
+        no_classic_group(c, "after the start-up");
+        c.follow(&offsets_image_led_by(1)).await;
+        no_classic_group(c, "after the load");
+        let r = beat(c, "a", epoch, Some(owned.clone())).await;
+        assert_eq!(r.member_epoch, epoch, "the member carries on");
+
+        // The COMMIT marker applies the offsets to the consumer group.
+        node.end_transaction(7, true).await;
+        no_classic_group(c, "after the marker");
+        let committed = c.fetch_offsets("g");
+        assert_eq!(
+            committed.get(&("t".to_string(), 0)).map(|o| o.offset),
+            Some(5)
+        );
+        let r = beat(c, "a", epoch, Some(owned)).await;
+        assert_eq!(r.member_epoch, epoch, "still answered after the marker");
         node.stop().await;
     }
 }

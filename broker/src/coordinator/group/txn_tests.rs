@@ -55,7 +55,7 @@ fn outsider(producer_id: i64) -> TxnCommitter {
     }
 }
 
-fn member(producer_id: i64, member_id: &str, generation_id: i32) -> TxnCommitter {
+pub(super) fn member(producer_id: i64, member_id: &str, generation_id: i32) -> TxnCommitter {
     TxnCommitter {
         member_id: member_id.into(),
         generation_id,
@@ -572,7 +572,7 @@ impl Node {
     }
 
     /// The marker writer's part: the marker into the log, then the hook.
-    async fn end_transaction(&self, producer_id: i64, commit: bool) {
+    pub(super) async fn end_transaction(&self, producer_id: i64, commit: bool) {
         let log = self
             .replicas
             .logs()

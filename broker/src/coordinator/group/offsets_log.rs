@@ -243,6 +243,25 @@ impl Shared {
         self.log.as_ref().is_some_and(|log| log.loading(group_id))
     }
 
+    /// COORDINATOR_LOAD_IN_PROGRESS while `loading(group_id)` for a group not in memory:
+    /// it may be among the partition's stored groups, not read back yet (a failover back
+    /// to this broker). A group in memory is served: this broker kept it (a new leader
+    /// epoch reloads into the groups in memory, where Kafka's active shard stays active)
+    /// or read it at start-up or wrote it before `__consumer_offsets` existed. Asked
+    /// before taking the groups' lock (the runtime takes its own lock, then that one, to
+    /// unload).
+    pub(super) fn refuse_while_loading(&self, group_id: &str) -> Result<(), super::GroupError> {
+        if self.loading(group_id) && !self.in_memory(group_id) {
+            return Err(super::GroupError::CoordinatorLoadInProgress);
+        }
+        Ok(())
+    }
+
+    /// Whether a classic or consumer group of that id is in memory.
+    fn in_memory(&self, group_id: &str) -> bool {
+        self.groups.lock().contains_key(group_id) || self.consumer.exists(group_id)
+    }
+
     /// Persists `records`: through the groups' `__consumer_offsets` partitions when the
     /// topic exists, else straight to the store with synced writes.
     pub(super) async fn persist(&self, records: Vec<OffsetRecord>) -> Result<(), BrokerError> {

@@ -45,7 +45,7 @@ impl GroupCoordinator {
         if group_id.is_empty() {
             return Err(super::GroupError::InvalidGroupId.into());
         }
-        self.coordinates(group_id)?;
+        self.serves(group_id)?;
         {
             let mut groups = self.shared.groups.lock();
             match groups.get(group_id) {

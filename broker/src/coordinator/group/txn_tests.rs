@@ -1,7 +1,8 @@
 //! Transactional offset commits: pending until the marker, applied on COMMIT, dropped on
 //! ABORT; the group checks of TxnOffsetCommit (KIP-447); retention and deletion with
-//! pending offsets; and the start-up replay of transactional batches and markers from a
-//! real `__consumer_offsets` log, across restarts.
+//! pending offsets; the start-up replay of transactional batches and markers from a
+//! real `__consumer_offsets` log, across restarts; and what each group request answers
+//! while the group's partition is loading.
 
 use std::time::Duration;
 
@@ -604,6 +605,9 @@ async fn pending_offsets_survive_restarts_until_their_marker_on_a_real_offsets_l
         missing_group_error: GroupError::UnknownMemberId,
     };
     let c = &node.coordinator;
+    // Requests are served once the partition is loaded (COORDINATOR_LOAD_IN_PROGRESS
+    // before).
+    c.follow(&offsets_image()).await;
     c.commit_offsets("g", standalone(), vec![("t".into(), 0, offset(1))])
         .await
         .expect("plain commit");
@@ -664,6 +668,7 @@ async fn pending_offsets_survive_restarts_until_their_marker_on_a_real_offsets_l
     assert_eq!(committed(c, "g", 1), Some(71));
 
     // A second transaction, aborted.
+    c.follow(&offsets_image()).await;
     c.commit_transactional_offsets("g", outsider(8), vec![("t".into(), 0, offset(80))])
         .await
         .expect("txn commit");
@@ -676,5 +681,129 @@ async fn pending_offsets_survive_restarts_until_their_marker_on_a_real_offsets_l
     assert_eq!(committed(c, "g", 1), Some(71));
     assert_eq!(committed(c, "h", 0), Some(5));
     assert!(c.pending_transactional_offsets("g").is_empty());
+    node.stop().await;
+}
+
+/// Every group request for a group whose partition is led here but not loaded yet
+/// (a failover back to this node) answers COORDINATOR_LOAD_IN_PROGRESS, as Kafka's runtime
+/// does, except the classic Heartbeat, which Kafka answers blindly; once loaded, the
+/// group is served as stored. A new leader epoch here reloads the partition into the
+/// groups kept in memory: those are served meanwhile (Kafka's shard stays active).
+#[tokio::test]
+async fn group_requests_answer_load_in_progress_while_the_partition_loads() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let node = Node::start(&dir).await;
+    let c = &node.coordinator;
+    c.follow(&offsets_image()).await;
+    let (member_id, generation) = stable_member(c, "g").await;
+    let committer = || super::Committer {
+        member_id: member_id.clone(),
+        group_instance_id: Some("instance-1".into()),
+        generation_id: generation,
+        missing_group_error: GroupError::UnknownMemberId,
+    };
+    c.commit_offsets("g", committer(), vec![("t".into(), 0, offset(4))])
+        .await
+        .expect("commit");
+    // Another node leads the partition, then this one again: loading until followed.
+    node.publish(offsets_image_led_by(2));
+    c.follow(&offsets_image_led_by(2)).await;
+    node.publish(offsets_image());
+    let loading = Some(GroupError::CoordinatorLoadInProgress);
+    assert_eq!(c.serves("g"), Err(GroupError::CoordinatorLoadInProgress));
+    assert_eq!(
+        c.serves("elsewhere-unknown"),
+        Err(GroupError::CoordinatorLoadInProgress),
+        "DescribeGroups, ConsumerGroupDescribe, OffsetFetch: any group of the partition"
+    );
+
+    let join = JoinRequest {
+        member_id: member_id.clone(),
+        group_instance_id: Some("instance-1".into()),
+        client_id: "client".into(),
+        client_host: String::new(),
+        session_timeout_ms: 10_000,
+        rebalance_timeout_ms: 10_000,
+        protocol_type: "consumer".into(),
+        protocols: vec![("range".into(), Bytes::from_static(b"meta"))],
+        require_known_member_id: false,
+        supports_skip_assignment: false,
+        topics: None,
+    };
+    assert_eq!(c.join("g", join).await.err(), loading);
+    let sync = SyncRequest {
+        member_id: member_id.clone(),
+        group_instance_id: Some("instance-1".into()),
+        generation_id: generation,
+        protocol_type: None,
+        protocol_name: None,
+        assignments: Vec::new(),
+    };
+    assert_eq!(c.sync("g", sync).await.err(), loading);
+    assert_eq!(
+        c.heartbeat("g", "not-even-a-member", None, 99),
+        Ok(()),
+        "Kafka answers a Heartbeat blindly while loading"
+    );
+    assert_eq!(
+        c.leave("g", &[(member_id.clone(), None)]).err(),
+        loading,
+        "one error for the whole LeaveGroup"
+    );
+    let entries = || vec![("t".to_string(), 0, offset(9))];
+    assert_eq!(
+        group_error(c.commit_offsets("g", committer(), entries()).await),
+        loading
+    );
+    assert_eq!(
+        group_error(
+            c.commit_transactional_offsets("g", member(5, &member_id, generation), entries())
+                .await
+        ),
+        loading
+    );
+    assert_eq!(
+        c.delete_offsets("g", vec![("t".into(), 0)])
+            .await
+            .err()
+            .and_then(|e| group_error(Err(e))),
+        loading
+    );
+    assert_eq!(c.delete_group("g").await.err(), loading);
+
+    // Loaded: served as stored, nothing of the refused requests applied.
+    c.follow(&offsets_image()).await;
+    assert_eq!(c.serves("g"), Ok(()));
+    assert_eq!(committed(c, "g", 0), Some(4));
+    assert!(c.pending_transactional_offsets("g").is_empty());
+    assert!(c.describe("g").is_some(), "the group is back");
+    assert_eq!(
+        c.heartbeat("g", "not-even-a-member", None, 99),
+        Err(GroupError::UnknownMemberId)
+    );
+
+    let mut bumped = (*offsets_image()).clone();
+    if let Some(p) = bumped
+        .topics
+        .get_mut(OFFSETS_TOPIC)
+        .and_then(|t| t.partitions.get_mut(&0))
+    {
+        p.leader_epoch = 1;
+    }
+    let bumped = std::sync::Arc::new(bumped);
+    node.publish(bumped.clone());
+    assert_eq!(c.serves("g"), Ok(()), "kept in memory: served");
+    assert_eq!(
+        c.heartbeat("g", "not-even-a-member", None, 99),
+        Err(GroupError::UnknownMemberId),
+        "checked, not answered blindly"
+    );
+    assert_eq!(
+        c.serves("elsewhere-unknown"),
+        Err(GroupError::CoordinatorLoadInProgress)
+    );
+    c.follow(&bumped).await;
+    assert_eq!(c.serves("elsewhere-unknown"), Ok(()));
+    assert_eq!(committed(c, "g", 0), Some(4));
     node.stop().await;
 }

@@ -229,9 +229,9 @@ bench:
 
 # What TLS + SASL (SCRAM-SHA-512, TLS 1.3, TLS_AES_128_GCM_SHA256) and 10,000 ACLs cost, Brook vs
 # Kafka 4.4 (bench/tls.py, bench/README.md "TLS and ACLs"): release build, then 3 rounds of
-# 1,000,000 1 KB records (17 minutes on an idle 2-core machine, 24 on a shared one);
-# `make bench-tls ARGS=--quick` runs one round of 100,000 (3-4 minutes). Prints figures and
-# ratios beside the issue's targets; never a CI gate.
+# 1,000,000 1 KB records, Kafka's perf tools and a franz-go client (about 19 minutes on an idle
+# 2-core machine, 27 on a shared one); `make bench-tls ARGS=--quick` runs one round of 100,000
+# (4-5 minutes). Prints figures and ratios beside the issue's targets; never a CI gate.
 bench-tls:
 	$(CARGO) build --release -p brook
 	python3 bench/tls.py $(ARGS)

@@ -201,9 +201,10 @@ async fn a_plain_commit_after_the_transactional_one_wins_at_the_marker() {
     assert_eq!(committed(&coordinator, "g", 0), Some(50));
 }
 
-async fn stable_member(coordinator: &GroupCoordinator, group: &str) -> (String, i32) {
-    let req = JoinRequest {
-        member_id: String::new(),
+/// A JoinGroup of the static member "instance-1" (range, 10 s timeouts) as `member_id`.
+fn static_join(member_id: String) -> JoinRequest {
+    JoinRequest {
+        member_id,
         group_instance_id: Some("instance-1".into()),
         client_id: "client".into(),
         client_host: String::new(),
@@ -214,7 +215,11 @@ async fn stable_member(coordinator: &GroupCoordinator, group: &str) -> (String, 
         require_known_member_id: false,
         supports_skip_assignment: false,
         topics: None,
-    };
+    }
+}
+
+async fn stable_member(coordinator: &GroupCoordinator, group: &str) -> (String, i32) {
+    let req = static_join(String::new());
     let JoinOutcome::Joined(joined) = coordinator.join(group, req).await.expect("join") else {
         panic!("a static member joins without a member id round trip");
     };
@@ -717,20 +722,10 @@ async fn group_requests_answer_load_in_progress_while_the_partition_loads() {
         "DescribeGroups, ConsumerGroupDescribe, OffsetFetch: any group of the partition"
     );
 
-    let join = JoinRequest {
-        member_id: member_id.clone(),
-        group_instance_id: Some("instance-1".into()),
-        client_id: "client".into(),
-        client_host: String::new(),
-        session_timeout_ms: 10_000,
-        rebalance_timeout_ms: 10_000,
-        protocol_type: "consumer".into(),
-        protocols: vec![("range".into(), Bytes::from_static(b"meta"))],
-        require_known_member_id: false,
-        supports_skip_assignment: false,
-        topics: None,
-    };
-    assert_eq!(c.join("g", join).await.err(), loading);
+    assert_eq!(
+        c.join("g", static_join(member_id.clone())).await.err(),
+        loading
+    );
     let sync = SyncRequest {
         member_id: member_id.clone(),
         group_instance_id: Some("instance-1".into()),

@@ -88,9 +88,7 @@ pub(super) async fn read_groups(
 
 /// A group that only has pending transactional offsets (a TxnOffsetCommit from outside
 /// the group created it, as Kafka's simple groups) has nothing in the store yet: it is
-/// created Empty so it is listed and kept, as Kafka's replay of the record creates it.
-/// Only when there is no group of that id: a consumer group's (KIP-848) pending offsets
-/// are its own, and a classic entry beside it would take its id (`consumer` must hold
+/// created Empty so it is listed and kept (`add_offsets_only_group`; `consumer` must hold
 /// the loaded consumer groups already).
 pub(super) fn add_groups_with_pending_offsets(
     groups: &mut HashMap<String, Group>,
@@ -98,9 +96,20 @@ pub(super) fn add_groups_with_pending_offsets(
     consumer: &ConsumerGroups,
 ) {
     for group_id in txns.groups() {
-        if !groups.contains_key(&group_id) && !consumer.exists(&group_id) {
-            groups.insert(group_id.clone(), Group::new(&group_id));
-        }
+        add_offsets_only_group(groups, consumer, &group_id);
+    }
+}
+
+/// The Empty classic group that offsets committed from outside any group make, as Kafka's
+/// replay of the record makes it; only when no group of that id exists: a consumer group's
+/// (KIP-848) offsets are its own, and a classic entry beside it would take its id.
+pub(super) fn add_offsets_only_group(
+    groups: &mut HashMap<String, Group>,
+    consumer: &ConsumerGroups,
+    group_id: &str,
+) {
+    if !groups.contains_key(group_id) && !consumer.exists(group_id) {
+        groups.insert(group_id.to_string(), Group::new(group_id));
     }
 }
 

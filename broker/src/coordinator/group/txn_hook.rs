@@ -119,12 +119,7 @@ impl GroupCoordinator {
             let mut txns = self.shared.txns.lock();
             let applied = txns.complete(partition, producer_id, commit);
             for ((group, topic, p), offset) in &applied {
-                // A producer outside any group made an (Empty) group of its own, as
-                // Kafka's replay of the record does; a consumer group's (KIP-848)
-                // offsets are that group's, with no classic entry beside it.
-                if !groups.contains_key(group) && !self.shared.consumer.exists(group) {
-                    groups.insert(group.clone(), Group::new(group));
-                }
+                super::loading::add_offsets_only_group(&mut groups, &self.shared.consumer, group);
                 offsets
                     .entry(group.clone())
                     .or_default()

@@ -1,7 +1,9 @@
 """`make bench-tls` (issue 25, "Measure"): what TLS + SASL and the ACL authorizer cost, Brook
-beside Apache Kafka 4.4, with Kafka's own perf tools. A command for people, never a CI gate.
+beside Apache Kafka 4.4, with Kafka's own perf tools and a franz-go client. A command for
+people, never a CI gate.
 
     python3 bench/tls.py [--quick] [--rounds N] [--records N] [--acls N] [--servers kafka,brook]
+                         [--client perf|franz|both]
 
 Each round starts, for each broker, two fresh single-node servers (one at a time, data under
 --data-dir):
@@ -9,11 +11,15 @@ Each round starts, for each broker, two fresh single-node servers (one at a time
    SASL_SSL one (SCRAM-SHA-512, the PEM key store of scripts/certs.sh), configured with the same
    Kafka keys on both. The clients pin TLS 1.3 and TLS_AES_128_GCM_SHA256, so both brokers do the
    same cipher work (unpinned, JSSE and rustls would both pick AES-256-GCM, but nothing would
-   guarantee they agree). 1 KB records: produce over SASL_SSL, then fetch that topic over
+   guarantee they agree); the brokers get ssl.cipher.suites too, for the Go client (see
+   broker_settings). 1 KB records: produce over SASL_SSL, then fetch that topic over
    PLAINTEXT and over SASL_SSL (same data, already in the page cache, so the ratio is what TLS
    costs the fetch, the consumer's decryption on the same cores included), then produce over
-   PLAINTEXT too; the broker's CPU-seconds per GB over each run;
-   then end-to-end latency over SASL_SSL at one fixed rate (--latency-rate) both should sustain.
+   PLAINTEXT too; the broker's CPU-seconds per GB over each run. With --client franz or both,
+   bench/go/tlsperf (franz-go, tlsperf.py) does the same produce over SASL_SSL and the two
+   fetches (from offset 0, no group) on a topic of its own: its client costs far less CPU per
+   GB, so on the shared cores more of the brokers' own difference shows. Then end-to-end
+   latency over SASL_SSL at one fixed rate (--latency-rate) both should sustain.
 2. ACLs: the same listeners with the StandardAuthorizer on (super user: ANONYMOUS, the PLAINTEXT
    listener's principal, which Kafka's controller and inter-broker traffic also use) and the
    client's user granted only what the perf tools need. Produce + fetch over SASL_SSL; then
@@ -31,6 +37,7 @@ machine and its load). Invariants: every child process has a timeout; a server i
 import argparse
 import json
 import os
+import resource
 import shutil
 import socket
 import ssl
@@ -45,6 +52,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 import driver
 import latency_curve
 import report
+import tlsperf
 from procs import GB, HOST, ROOT, CpuMeter, Server, cpu_figures, free_port
 from workloads import TOPIC_COMMAND, Workload, consume, create_topic, java, produce, reason
 
@@ -64,10 +72,17 @@ def log(msg: str) -> None:
 
 
 def broker_settings(certs: Path) -> Dict[str, str]:
-    """The SASL_SSL listener's keys, the same for Brook and Kafka (listeners come from add_listeners)."""
+    """The SASL_SSL listener's keys, the same for Brook and Kafka (listeners come from add_listeners).
+
+    ssl.cipher.suites pins the server side too, for the Go client, which cannot restrict its TLS 1.3
+    offer: it offers AES-128-GCM first (AES hardware), which rustls takes (it follows the client's
+    order) but JSSE, choosing by its own order, answers with AES-256-GCM. Brook accepts the key
+    without acting on it (a Tls gap in its key table); tlsperf fails a connection whose suite is
+    not CIPHER, so every figure is known to use it."""
     return {
         "ssl.keystore.type": "PEM",
         "ssl.keystore.location": str(certs / "broker-keystore.pem"),
+        "ssl.cipher.suites": CIPHER,
         "sasl.enabled.mechanisms": "SCRAM-SHA-512",
         "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": f"{SCRAM_LOGIN} required;",
     }
@@ -152,6 +167,12 @@ def pinned_cipher(port: int, certs: Path) -> str:
     return line or f"no cipher negotiated: {(proc.stdout + proc.stderr)[-200:]}"
 
 
+def children_cpu_s() -> float:
+    """User + system CPU-s of this process's children that have been waited for."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 class Run:
     """One server's figures: each perf-tool run under a name, plus the errors met."""
 
@@ -162,11 +183,15 @@ class Run:
         self.timeout_s = 60 + records / 2000  # > 2,000 records/s or the run is a failure anyway
 
     def measure(self, server: Server, name: str, step: Callable[[], tuple], records: int) -> Optional[Dict]:
-        """Run one perf tool (`step` returns (figures, output)), with the broker's CPU-s over it."""
-        cpu0 = server.cpu_s()
+        """Run one client (`step` returns (figures, output)), with the broker's CPU-s over it, and
+        the client's: the CPU of the children waited for meanwhile, i.e. the client process."""
+        cpu0, client0 = server.cpu_s(), children_cpu_s()
         figures, out = step()
         if figures is not None:
-            figures.update(cpu_figures(cpu0, server.cpu_s(), records * SIZE / GB))
+            gb = records * SIZE / GB
+            figures.update(cpu_figures(cpu0, server.cpu_s(), gb))
+            client = children_cpu_s() - client0
+            figures.update({"client_cpu_s": client, "client_cpu_s_per_gb": client / gb})
         else:
             self.doc["errors"].append(f"{name}: {reason(out)}")
         self.doc["runs"][name] = figures
@@ -176,15 +201,33 @@ class Run:
         return figures
 
     def produce(self, server: Server, name: str, topic: str, bootstrap: str, config: Optional[Path],
-                acks: str, records: Optional[int] = None) -> Optional[Dict]:  # fmt: skip
+                acks: str, records: Optional[int] = None, client: str = "perf") -> Optional[Dict]:  # fmt: skip
+        """Create `topic` and produce to it with kafka-producer-perf-test, or `client` "franz"
+        (bench/go/tlsperf) with the same acks, record size and batching."""
         n = records or self.records
         err = create_topic(server.bootstrap, topic, server.partitions)  # over PLAINTEXT, as the super user
         if err:
             self.doc["errors"].append(f"{name}: {err}")
             return None
+        cfg = str(config) if config else None
+        if client == "franz":
+            return self.franz(server, name, "produce", bootstrap, topic, n, cfg, acks)
         w = Workload(SIZE, acks, "none")
         return self.measure(server, name, lambda: produce(bootstrap, w, n, self.timeout_s, topic=topic,
-                                                          config=str(config) if config else None), n)  # fmt: skip
+                                                          config=cfg), n)  # fmt: skip
+
+    def franz(self, server: Server, name: str, mode: str, bootstrap: str, topic: str, n: int,
+              config: Optional[str], acks: str = "1") -> Optional[Dict]:  # fmt: skip
+        """One tlsperf run, measured as the perf tools' are; the TLS suites its connections
+        negotiated are kept per run and, once per server, in `negotiated_franz`."""
+        figures = self.measure(server, name, lambda: tlsperf.run(mode, bootstrap, topic, n, self.timeout_s,
+                                                                 config, acks, SIZE), n)  # fmt: skip
+        if figures and figures.get("tls_cipher_suites"):
+            seen = self.doc.setdefault("negotiated_franz", {})
+            for key in ("tls_versions", "tls_cipher_suites", "tls_key_exchange"):
+                seen.setdefault(key, [])
+                seen[key] = sorted(set(seen[key]) | set(figures[key]))
+        return figures
 
     def latency(self, server: Server, tls: str, config: Path, args: argparse.Namespace) -> None:
         """End-to-end and ack latency over SASL_SSL at one fixed rate (BenchDriver e2e: scheduled
@@ -213,10 +256,14 @@ class Run:
             self.fetch(server, f"{label} fetch", topic, bootstrap, config)
 
     def fetch(self, server: Server, name: str, topic: str, bootstrap: str, config: Optional[Path],
-              records: Optional[int] = None) -> Optional[Dict]:  # fmt: skip
+              records: Optional[int] = None, client: str = "perf") -> Optional[Dict]:  # fmt: skip
+        """Read `records` of `topic` with kafka-consumer-perf-test (in a group), or `client`
+        "franz" (bench/go/tlsperf: from offset 0 of every partition, no group)."""
         n = records or self.records
-        return self.measure(server, name, lambda: consume(bootstrap, topic, n, self.timeout_s,
-                                                          config=str(config) if config else None), n)  # fmt: skip
+        cfg = str(config) if config else None
+        if client == "franz":
+            return self.franz(server, name, "fetch", bootstrap, topic, n, cfg)
+        return self.measure(server, name, lambda: consume(bootstrap, topic, n, self.timeout_s, config=cfg), n)
 
 
 def run_server(kind: str, mode: str, round_no: int, args: argparse.Namespace, certs: Path, config: Path) -> Dict:
@@ -251,10 +298,17 @@ def run_server(kind: str, mode: str, round_no: int, args: argparse.Namespace, ce
             raise RuntimeError("the SASL_SSL warm-up failed: " + run.doc["errors"][-1])
         run.fetch(server, "warm-up fetch", f"{TOPIC_PREFIX}warm", tls, config, warm)
         if mode == "tls":
-            if run.produce(server, "tls produce", f"{TOPIC_PREFIX}tls", tls, config, args.acks):
-                run.fetch(server, "plaintext fetch", f"{TOPIC_PREFIX}tls", plain, None)
-                run.fetch(server, "tls fetch", f"{TOPIC_PREFIX}tls", tls, config)
-            run.produce(server, "plaintext produce", f"{TOPIC_PREFIX}plain", plain, None, args.acks)
+            if "perf" in args.client:
+                if run.produce(server, "tls produce", f"{TOPIC_PREFIX}tls", tls, config, args.acks):
+                    run.fetch(server, "plaintext fetch", f"{TOPIC_PREFIX}tls", plain, None)
+                    run.fetch(server, "tls fetch", f"{TOPIC_PREFIX}tls", tls, config)
+                run.produce(server, "plaintext produce", f"{TOPIC_PREFIX}plain", plain, None, args.acks)
+            if "franz" in args.client:  # the same runs with the Go client, on a topic of its own
+                topic = f"{TOPIC_PREFIX}franz"
+                if run.produce(server, "franz tls produce", topic, tls, config, args.acks, client="franz"):
+                    run.fetch(server, "franz plaintext fetch", topic, plain, None, client="franz")
+                    run.fetch(server, "franz tls fetch", topic, tls, config, client="franz")
+                log(f"{kind} SASL_SSL with franz-go: {run.doc.get('negotiated_franz')}")
             if args.latency_rate > 0:
                 run.latency(server, tls, config, args)
         else:
@@ -349,34 +403,55 @@ def table(doc: Dict) -> str:
         return ratio(m("brook", name, key), m("kafka", name, key))
 
     head = f"{'Kafka':>9} {'Brook':>9} {'Brook/Kafka':>12}"
-    lines = [doc["load"]["note"], "", f"{'median over rounds, 1 KB records':<44} {head}"]
-    rows = [
-        ("TLS produce MB/s", "tls produce", "mb_per_s"),
-        ("TLS fetch MB/s", "tls fetch", "fetch_mb_per_s"),
-        ("TLS produce CPU-s/GB", "tls produce", "cpu_s_per_gb"),
-        ("TLS fetch CPU-s/GB", "tls fetch", "cpu_s_per_gb"),
-        ("plaintext produce MB/s", "plaintext produce", "mb_per_s"),
-        ("plaintext fetch MB/s", "plaintext fetch", "fetch_mb_per_s"),
-        ("plaintext fetch CPU-s/GB", "plaintext fetch", "cpu_s_per_gb"),
-    ]
-    for label, name, key in rows:
-        k, b = m("kafka", name, key), m("brook", name, key)
-        lines.append(f"{label:<44} {fmt(k):>9} {fmt(b):>9} {fmt(ratio(b, k), '.2f'):>12}")
-    tls_over_plain = {s: ratio(m(s, "tls fetch", "fetch_mb_per_s"), m(s, "plaintext fetch", "fetch_mb_per_s"))
-                      for s in ("kafka", "brook")}  # fmt: skip
-    lines.append(f"{'TLS fetch / plaintext fetch':<44} {fmt(tls_over_plain['kafka'], '.2f'):>9} "
-                 f"{fmt(tls_over_plain['brook'], '.2f'):>9}")
-    ratios = [
-        ("Brook TLS fetch / Kafka TLS fetch", brook_over_kafka("tls fetch", "fetch_mb_per_s"), ">= 2", 2.0),
-        ("Brook / Kafka CPU-s per GB, TLS fetch", brook_over_kafka("tls fetch", "cpu_s_per_gb"), "<= 0.5", -0.5),
-        ("Brook / Kafka CPU-s per GB, TLS produce", brook_over_kafka("tls produce", "cpu_s_per_gb"), "-", None),
-        ("Brook TLS produce / Kafka TLS produce", brook_over_kafka("tls produce", "mb_per_s"), ">= 1.5", 1.5),
-        ("Brook TLS fetch / Brook plaintext fetch", tls_over_plain["brook"], ">= 0.6", 0.6),
-    ]  # a positive goal is a floor, a negative one a ceiling
-    lines += ["", f"{'ratio (issue 25 target)':<44} {'value':>9} {'target':>9}  result"]
-    for label, v, target, goal in ratios:
-        met = "" if goal is None else verdict(v, lambda x: x >= goal if goal > 0 else x <= -goal)
-        lines.append(f"{label:<44} {fmt(v, '.2f'):>9} {target:>9}  {met}")
+    lines = [doc["load"]["note"]]
+    clients = doc["config"].get("clients", ["perf"])  # results from before --client: the perf tools only
+    sections = {"perf": ("median over rounds, 1 KB records", "ratio (issue 25 target)", ""),
+                "franz": ("franz-go client (bench/go/tlsperf), median", "ratio, franz-go client (issue 25 target)",
+                          "franz ")}  # fmt: skip
+    for client in clients:
+        medians_head, ratios_head, run_prefix = sections[client]
+        if client == "perf":
+            rows = [
+                ("TLS produce MB/s", "tls produce", "mb_per_s"),
+                ("TLS fetch MB/s", "tls fetch", "fetch_mb_per_s"),
+                ("TLS produce CPU-s/GB", "tls produce", "cpu_s_per_gb"),
+                ("TLS fetch CPU-s/GB", "tls fetch", "cpu_s_per_gb"),
+                ("plaintext produce MB/s", "plaintext produce", "mb_per_s"),
+                ("plaintext fetch MB/s", "plaintext fetch", "fetch_mb_per_s"),
+                ("plaintext fetch CPU-s/GB", "plaintext fetch", "cpu_s_per_gb"),
+            ]
+        else:  # no plaintext produce: the Go client's runs are the issue's TLS ones plus the fetch baseline
+            rows = [
+                ("TLS produce MB/s", "franz tls produce", "mb_per_s"),
+                ("TLS fetch MB/s", "franz tls fetch", "fetch_mb_per_s"),
+                ("TLS produce CPU-s/GB", "franz tls produce", "cpu_s_per_gb"),
+                ("TLS fetch CPU-s/GB", "franz tls fetch", "cpu_s_per_gb"),
+                ("plaintext fetch MB/s", "franz plaintext fetch", "fetch_mb_per_s"),
+                ("plaintext fetch CPU-s/GB", "franz plaintext fetch", "cpu_s_per_gb"),
+            ]
+        lines += ["", f"{medians_head:<44} {head}"]
+        client_cpu = [(f"{label} client CPU-s/GB", name, "client_cpu_s_per_gb") for label, name in
+                      (("TLS produce", rows[0][1]), ("TLS fetch", rows[1][1]))]  # fmt: skip
+        for label, name, key in rows + [r for r in client_cpu if m("kafka", r[1], r[2]) or m("brook", r[1], r[2])]:
+            k, b = m("kafka", name, key), m("brook", name, key)
+            lines.append(f"{label:<44} {fmt(k):>9} {fmt(b):>9} {fmt(ratio(b, k), '.2f'):>12}")
+        tls, plain = f"{run_prefix}tls fetch", f"{run_prefix}plaintext fetch"
+        tls_over_plain = {s: ratio(m(s, tls, "fetch_mb_per_s"), m(s, plain, "fetch_mb_per_s"))
+                          for s in ("kafka", "brook")}  # fmt: skip
+        lines.append(f"{'TLS fetch / plaintext fetch':<44} {fmt(tls_over_plain['kafka'], '.2f'):>9} "
+                     f"{fmt(tls_over_plain['brook'], '.2f'):>9}")
+        produce = f"{run_prefix}tls produce"
+        ratios = [
+            ("Brook TLS fetch / Kafka TLS fetch", brook_over_kafka(tls, "fetch_mb_per_s"), ">= 2", 2.0),
+            ("Brook / Kafka CPU-s per GB, TLS fetch", brook_over_kafka(tls, "cpu_s_per_gb"), "<= 0.5", -0.5),
+            ("Brook / Kafka CPU-s per GB, TLS produce", brook_over_kafka(produce, "cpu_s_per_gb"), "-", None),
+            ("Brook TLS produce / Kafka TLS produce", brook_over_kafka(produce, "mb_per_s"), ">= 1.5", 1.5),
+            ("Brook TLS fetch / Brook plaintext fetch", tls_over_plain["brook"], ">= 0.6", 0.6),
+        ]  # a positive goal is a floor, a negative one a ceiling
+        lines += ["", f"{ratios_head:<44} {'value':>9} {'target':>9}  result"]
+        for label, v, target, goal in ratios:
+            met = "" if goal is None else verdict(v, lambda x: x >= goal if goal > 0 else x <= -goal)
+            lines.append(f"{label:<44} {fmt(v, '.2f'):>9} {target:>9}  {met}")
     if any(r.get("latency") for r in runs if r["mode"] == "tls"):
         rate = doc["config"]["latency_rate"]
         lines += ["", f"{f'latency, SASL_SSL, {rate:,.0f} msg/s (median ms)':<44} {head}"]
@@ -420,6 +495,9 @@ def parse_args() -> argparse.Namespace:
                          "(default 1,000, i.e. ~1 MB/s; 0 skips it)")
     ap.add_argument("--partitions", type=int, default=3, help="partitions per topic (default 3)")
     ap.add_argument("--servers", default="kafka,brook", help="comma-separated subset of kafka,brook")
+    ap.add_argument("--client", choices=("perf", "franz", "both"), default="both",
+                    help="the TLS runs' client: Kafka's perf tools, the franz-go bench/go/tlsperf, or both "
+                         "(default; the warm-up, latency and ACL runs use the JVM clients either way)")
     ap.add_argument("--modes", default="tls,acl", help="comma-separated subset of tls,acl")
     ap.add_argument("--brook-bin", type=Path,
                     default=Path(os.environ.get("BROOK_BIN", ROOT / "target" / "release" / "brook")))
@@ -434,6 +512,7 @@ def parse_args() -> argparse.Namespace:
     args.latency_warmup, args.latency_duration = (2.0, 5.0) if args.quick else (5.0, 20.0)
     args.servers = [s for s in args.servers.split(",") if s]
     args.modes = [s for s in args.modes.split(",") if s]
+    args.client = ["perf", "franz"] if args.client == "both" else [args.client]
     wrong = set(args.servers) - {"kafka", "brook"} or set(args.modes) - {"tls", "acl"}
     if wrong or args.rounds < 1 or args.records < 1:
         ap.error("--servers takes kafka,brook, --modes tls,acl; --rounds and --records must be positive")
@@ -449,6 +528,8 @@ def main() -> int:
         print(f"brook binary not found at {args.brook_bin}", file=sys.stderr)
         return 1
     driver.ensure_built()
+    if "franz" in args.client:
+        tlsperf.ensure_built()
     args.data_dir.mkdir(parents=True, exist_ok=True)
     certs = args.data_dir / "certs"
     subprocess.run(["bash", str(ROOT / "scripts" / "certs.sh"), str(certs), CERT_PASSWORD], check=True,
@@ -470,6 +551,7 @@ def main() -> int:
             "record_size": SIZE, "acls": args.acls, "acks": args.acks, "partitions": args.partitions,
             "latency_rate": args.latency_rate, "latency_warmup_s": args.latency_warmup,
             "latency_duration_s": args.latency_duration, "servers": args.servers, "modes": args.modes,
+            "clients": args.client,
             "client_tls": {"protocol": "TLSv1.3", "cipher": CIPHER}, "sasl": "SCRAM-SHA-512",
             "brook_bin": str(args.brook_bin),
         },

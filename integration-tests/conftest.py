@@ -13,7 +13,7 @@ import uuid
 
 import pytest
 
-from harness import paths
+from harness import jvm, paths
 from harness.broker import Broker
 from harness.cluster import Cluster
 
@@ -33,6 +33,12 @@ def _register(request, broker: Broker) -> None:
         brokers = []
         setattr(request.node, _BROKERS_ATTR, brokers)
     brokers.append(broker)
+
+
+def pytest_configure(config):
+    # The JVM class archives (harness/jvm.py), made once per JDK and classpath, before the test
+    # modules import harness.drivers (its Java command line names the archive when it exists).
+    jvm.ensure()
 
 
 @pytest.fixture(scope="session")
@@ -136,30 +142,24 @@ SERIAL_MODULES = {
 }
 # The parallel pass hands whole modules to workers in collection order, so the longest go first
 # (longest-processing-time-first scheduling): no worker is left with a long module at the end
-# while the others idle. Seconds per module (setup, tests and teardown) in CI's parallel pass at
-# stop 36 (3 workers, the lint and fuzz builds beside it); modules under 20 s follow in file order.
+# while the others idle. Seconds per module (setup, tests and teardown) in `make test`'s parallel
+# pass of 2026-12-06 (warm, 3 workers, the lint and fuzz builds beside it, the cheaper JVM starts
+# of harness/jvm.py); modules under 20 s follow in file order.
 # Refresh from target/integration-parallel-junit.xml (`make test` writes it) when modules grow.
 MODULE_SECONDS = {
-    "test_compat.py": 233, "test_features.py": 142, "test_cluster_reassign.py": 141,
-    "test_group_failover.py": 135, "test_librdkafka_0081.py": 127, "test_client_quotas.py": 125,
-    "test_group_zombie.py": 116, "test_group_clients.py": 116, "test_security_tls.py": 115,
-    "test_quorum_changes.py": 112, "test_security_sasl.py": 101, "test_security_acl.py": 99,
-    "test_cluster_grow.py": 98, "test_produce_fetch_semantics.py": 97,
-    "test_group_consumer_protocol.py": 93, "test_security_acl_apis.py": 92,
-    "test_cli_tools.py": 81, "test_cluster_clients.py": 69, "test_replication_isr.py": 61,
-    "test_group_migration.py": 58, "test_format.py": 56, "test_replication_clients.py": 56,
-    "test_transactions.py": 55, "test_config_groups.py": 53, "test_group_resume.py": 49,
-    "test_connection_limits.py": 47, "test_cluster_disk_faults.py": 45,
-    "test_security_cluster.py": 45, "test_jbod.py": 42, "test_franz_kgo.py": 42,
-    "test_config_kafka_names.py": 41, "test_retention.py": 41, "test_cluster_txn_group.py": 39,
-    "test_bad_input.py": 39, "test_group_kcat.py": 39, "test_admin_errors.py": 37,
-    "test_corrupt_files.py": 33, "test_mirror_maker.py": 30, "test_sarama.py": 29,
-    "test_security_tls_reload.py": 29, "test_compaction.py": 29,
-    "test_group_consumer_regex.py": 29, "test_group_offset_reset.py": 28,
-    "test_cluster_basics.py": 28, "test_consumer_groups_cli.py": 25, "test_offsets_topic.py": 25,
-    "test_elr.py": 25, "test_transactions_admin.py": 24, "test_streams_eos.py": 22,
-    "test_cluster_transactions.py": 22, "test_cluster_consumer_group.py": 21,
-    "test_connect.py": 21, "test_replication_elections.py": 21,
+    "test_compat.py": 205, "test_group_failover.py": 131, "test_group_consumer_protocol.py": 118,
+    "test_group_zombie.py": 109, "test_group_clients.py": 107, "test_features.py": 98,
+    "test_librdkafka_0081.py": 89, "test_client_quotas.py": 89, "test_cluster_reassign.py": 74,
+    "test_security_acl.py": 72, "test_security_acl_apis.py": 61, "test_security_tls.py": 58,
+    "test_security_sasl.py": 58, "test_cluster_clients.py": 58, "test_cluster_grow.py": 54,
+    "test_cluster_txn_group.py": 46, "test_replication_isr.py": 45, "test_group_resume.py": 44,
+    "test_cluster_disk_faults.py": 43, "test_transactions.py": 41, "test_quorum_changes.py": 40,
+    "test_group_migration.py": 40, "test_produce_fetch_semantics.py": 39, "test_retention.py": 37,
+    "test_group_kcat.py": 36, "test_replication_clients.py": 34, "test_jbod.py": 32,
+    "test_sarama.py": 32, "test_security_cluster.py": 31, "test_cli_tools.py": 30,
+    "test_corrupt_files.py": 30, "test_connection_limits.py": 29, "test_format.py": 28,
+    "test_mirror_maker.py": 28, "test_crash_recovery.py": 24, "test_config_kafka_names.py": 21,
+    "test_group_consumer_regex.py": 20,
 }
 
 

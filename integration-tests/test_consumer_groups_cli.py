@@ -9,10 +9,11 @@ import time
 import uuid
 from datetime import datetime, timezone
 
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from harness import kafka_cli
+from harness.standalone_commit import alter_offsets
 
 TOOL = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"
 DEADLINE_S = 60
@@ -45,11 +46,11 @@ def commit(bootstrap: str, group: str, topic: str, offsets: dict) -> None:
     """Commit from outside the group (AlterConsumerGroupOffsets), retrying while the
     coordinator loads: the group then exists, Empty, with these committed offsets."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    request = [ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p, o) for p, o in offsets.items()])]
+    partitions = [TopicPartition(topic, p, o) for p, o in offsets.items()]
     deadline = time.monotonic() + DEADLINE_S
     while True:
         try:
-            admin.alter_consumer_group_offsets(request)[group].result(timeout=30)
+            alter_offsets(admin, group, partitions)
             return
         except KafkaException as e:
             if time.monotonic() > deadline or e.args[0].code() not in COORDINATOR_RETRIABLE:

@@ -25,6 +25,9 @@ it was asked to, then UNKNOWN_MEMBER_ID), a stand-in heartbeating with a frozen 
 so its epoch goes stale (FENCED_MEMBER_EPOCH; the Java member loses its partitions and rejoins at
 epoch 0), commits at an older epoch (STALE_MEMBER_EPOCH, per partition as Kafka 4.4 checks it),
 and a second member with a live static member's `group.instance.id` (UNRELEASED_INSTANCE_ID).
+A group is created only by a join (epoch 0): a heartbeat or a leave for a group id there is no
+consumer group of is GROUP_ID_NOT_FOUND (a classic group of that id is left alone), and a Java
+member whose group was deleted while it was frozen fails with GroupIdNotFoundException.
 Error codes and messages are asserted as Kafka 4.4 answers them.
 """
 
@@ -476,6 +479,7 @@ def test_kafka_dump_log_decodes_the_groups_records_as_kafkas(cg_broker, topic):
 
 # -- fencing, stale epochs and static members (raw requests beside the Java members) --------------
 UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH, UNRELEASED_INSTANCE_ID, STALE_MEMBER_EPOCH = 25, 110, 111, 113
+GROUP_ID_NOT_FOUND = 69
 COORDINATOR_NOT_READY = {14, 15, 16}  # COORDINATOR_LOAD_IN_PROGRESS, _NOT_AVAILABLE, NOT_COORDINATOR
 REBALANCE_TIMEOUT_MS = 4000
 HEARTBEAT_S = 1.0  # the module's group.consumer.heartbeat.interval.ms
@@ -723,3 +727,58 @@ def test_a_static_member_restarted_within_its_session_keeps_its_partitions_and_a
     assert re.search(r'\{"error":"UnreleasedInstanceIdException","message":"Static member [\w-]{22} with instance id '
                      + re.escape(instance) + r' cannot join the group because the instance id is owned by '
                      + re.escape(owner) + r' member\."\}', twin_err), twin_err
+
+
+def test_a_heartbeat_or_leave_for_a_group_that_does_not_exist_is_group_id_not_found(cg_broker, topic):
+    """Only a join (epoch 0) creates a consumer group. A heartbeat at a member epoch for a group
+    id there is no group of gets GROUP_ID_NOT_FOUND "Consumer group <g> not found.", a leave (-1,
+    or a static member's -2) "Group <g> not found.", and none creates the group. A group id that
+    is a classic group (committed offsets only) gets "Group <g> is not a consumer group." for
+    both, and keeps its offsets."""
+    bootstrap = cg_broker.bootstrap
+    create_topic(bootstrap, topic, 1)
+    group, member_id = new_group(), new_member_id()
+    r = heartbeat(bootstrap, group, member_id, 3, owned={})
+    assert (r["error"], r["message"]) == (GROUP_ID_NOT_FOUND, f"Consumer group {group} not found."), r
+    for epoch, instance_id in ((-1, None), (-2, f"static-{uuid.uuid4().hex[:8]}")):
+        r = heartbeat(bootstrap, group, member_id, epoch, instance_id=instance_id)
+        assert (r["error"], r["message"]) == (GROUP_ID_NOT_FOUND, f"Group {group} not found."), (epoch, r)
+    described = wire.consumer_group_describe(bootstrap, group)
+    assert described["error"] == GROUP_ID_NOT_FOUND, f"no group was created: {described}"
+
+    classic = new_group()
+    poll_until(lambda: wire.offset_commit(bootstrap, classic, -1, "", topic, {0: 3}) == {0: 0}, DEADLINE_S,
+               lambda: f"{classic}'s commit")
+    for epoch in (3, -1):
+        r = heartbeat(bootstrap, classic, member_id, epoch)
+        assert (r["error"], r["message"]) == (GROUP_ID_NOT_FOUND, f"Group {classic} is not a consumer group."), \
+            (epoch, r)
+    assert committed(bootstrap, classic, topic, 1) == {0: 3}, "the classic group keeps its offsets"
+
+
+def test_a_java_member_whose_group_was_deleted_while_it_was_frozen_fails_with_group_id_not_found(cg_broker, topic):
+    """A Java member is frozen (SIGSTOP) until the coordinator fences it (its session timeout),
+    the emptied group is deleted (DeleteGroups), and the member is resumed: its next heartbeat,
+    at its old epoch, is answered GROUP_ID_NOT_FOUND, which the Java consumer treats as fatal:
+    poll throws GroupIdNotFoundException with the coordinator's message and the member exits."""
+    bootstrap = cg_broker.bootstrap
+    create_topic(bootstrap, topic, 2)
+    group = new_group()
+    java = member(bootstrap, group, topic, "java")
+    try:
+        poll_until(lambda: owned(java) == {0, 1}, DEADLINE_S, lambda: f"java member {java.events}")
+        java._signal(signal.SIGSTOP)
+        try:
+            poll_until(lambda: wire.consumer_group_describe(bootstrap, group)["members"] == {}, DEADLINE_S,
+                       lambda: f"{group} never emptied: {wire.consumer_group_describe(bootstrap, group)}")
+            admin = AdminClient({"bootstrap.servers": bootstrap})
+            admin.delete_consumer_groups([group])[group].result(30)
+        finally:
+            java._signal(signal.SIGCONT)
+        java.proc.wait(DEADLINE_S)
+        java._join_readers()
+        err = java.stderr_tail(80)
+    finally:
+        stop_all([java])
+    assert java.proc.returncode != 0
+    assert f'{{"error":"GroupIdNotFoundException","message":"Consumer group {group} not found."}}' in err, err

@@ -21,6 +21,7 @@ from kafka.protocol.commit import OffsetCommitRequest
 from kafka.protocol.group import JoinGroupRequest, SyncGroupRequest
 
 from harness import kafka_cli
+from harness.standalone_commit import alter_offsets
 
 DEADLINE_S = 60
 ILLEGAL_GENERATION = 22
@@ -224,8 +225,7 @@ def test_standalone_commits_are_listed_and_the_group_tool_deletes_one_partition_
 
     # AlterConsumerGroupOffsets is an OffsetCommit from outside the group (generation -1).
     wanted = [TopicPartition(topic, 0, 3), TopicPartition(topic, 1, 7)]
-    request = [ConsumerGroupTopicPartitions(group, wanted)]
-    retry_coordinator(lambda: admin.alter_consumer_group_offsets(request)[group].result(timeout=30))
+    retry_coordinator(lambda: alter_offsets(admin, group, wanted))
 
     def committed():
         ask = [ConsumerGroupTopicPartitions(group, [TopicPartition(topic, 0), TopicPartition(topic, 1)])]

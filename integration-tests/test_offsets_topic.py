@@ -11,10 +11,11 @@ import time
 import uuid
 
 import pytest
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from harness import kafka_cli, paths
+from harness.standalone_commit import alter_offsets
 
 OFFSETS = "__consumer_offsets"
 DEADLINE_S = 60
@@ -60,8 +61,7 @@ def commit(bootstrap: str, group: str, topic: str, offsets: dict) -> None:
         # A fresh client and request per attempt: librdkafka objects are not reused after
         # an error (reusing them crashed the interpreter against a restarting Kafka).
         admin = AdminClient({"bootstrap.servers": bootstrap})
-        request = [ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p, o) for p, o in offsets.items()])]
-        return admin.alter_consumer_group_offsets(request)[group].result(timeout=30)
+        return alter_offsets(admin, group, [TopicPartition(topic, p, o) for p, o in offsets.items()])
 
     retrying(attempt)
 

@@ -29,7 +29,7 @@ from harness.broker import Broker
 
 PER_TOPIC = 1_000
 # Time to give each phase (create, produce, read back) per 1,000 partitions, and at least.
-SECONDS_PER_THOUSAND = 6.0
+SECONDS_PER_THOUSAND = 9.0
 MIN_PHASE_S = 60.0
 
 # Spawn to every partition led, after a clean stop, at 20,000 partitions (Brook: 1.1-1.4 s

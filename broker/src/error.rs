@@ -306,7 +306,10 @@ pub fn group_code(e: &GroupError) -> ResponseError {
         GroupError::InvalidSessionTimeout(_) => ResponseError::InvalidSessionTimeout,
         GroupError::CoordinatorNotAvailable => ResponseError::CoordinatorNotAvailable,
         GroupError::NotCoordinator => ResponseError::NotCoordinator,
-        GroupError::GroupIdNotFound => ResponseError::GroupIdNotFound,
+        GroupError::GroupIdNotFound | GroupError::GroupNotFound(_) => {
+            ResponseError::GroupIdNotFound
+        }
+        GroupError::CoordinatorLoadInProgress => ResponseError::CoordinatorLoadInProgress,
         GroupError::NonEmptyGroup => ResponseError::NonEmptyGroup,
         GroupError::GroupSubscribedToTopic => ResponseError::GroupSubscribedToTopic,
         GroupError::OffsetMetadataTooLarge(_) => ResponseError::OffsetMetadataTooLarge,

@@ -238,7 +238,14 @@ def run_chaos(opts: Options, log: Callable[[str], None] = print) -> dict:
         led_deadline = time.monotonic() + opts.recovery_timeout_s
         while not nemesis.all_led() and time.monotonic() < led_deadline:
             time.sleep(0.2)
-        time.sleep(3)
+        # The producers write on the healed cluster before they stop: each has a record sent
+        # after every partition was led acknowledged on every partition (or the deadline).
+        healed_ms = now_ms()
+        supervise()
+        written = poll_deadline(lambda: all(p.acked_partitions(since_ms=healed_ms) >= opts.partitions
+                                            for p in producers if p.alive), opts.recovery_timeout_s)
+        log(f"producers {'acknowledged' if written else 'NOT acknowledged'} on every partition after the heal, "
+            f"{time.monotonic() - faults_end:.1f} s after the last fault")
         supervise()
         for p in producers:
             if p.alive:
@@ -264,7 +271,10 @@ def run_chaos(opts: Options, log: Callable[[str], None] = print) -> dict:
         while not tail_caught_up() and time.monotonic() < deadline:
             supervise()
             time.sleep(0.5)
-        time.sleep(2)  # the group consumer is usually a moment behind
+        # The group consumer is usually a moment behind: until it too reached the high
+        # watermarks (it restarts from its last commit after a fault), 10 s at most.
+        poll_deadline(lambda: all(max((c.reached.get(p, -1) for c in consumers if c.kind == "group"), default=-1)
+                                  >= hw - 1 for p, hw in hws.items() if hw > 0), 10)
         for c in consumers:
             if c.alive:
                 c.stop(60)

@@ -81,9 +81,10 @@ class Producer(_Proc):
                 "--idempotent", *config_args(config)]
         super().__init__(prefix, argv, history)
 
-    def acked_partitions(self) -> int:
-        """How many partitions have acknowledged a record of this producer so far."""
-        return len({r.partition for r in list(self.records) if r.ok})
+    def acked_partitions(self, since_ms: int = 0) -> int:
+        """How many partitions have acknowledged a record of this producer sent at or after
+        `since_ms` (default: any so far)."""
+        return len({r.partition for r in list(self.records) if r.ok and r.t_send >= since_ms})
 
     def _on_stdout(self, doc: dict, line: str) -> None:
         if doc.get("done"):
@@ -174,6 +175,8 @@ class TailConsumer(_Proc):
                "offset": doc["offset"], "value": doc.get("value"), "t_read": now_ms()}
         self.reads.add(rec)
         self.history.write("reads", rec)
+        if self.kind == "group":
+            self.reached[doc["partition"]] = max(self.reached.get(doc["partition"], -1), doc["offset"])
 
 
 class GroupConsumer(_Proc):
@@ -183,6 +186,7 @@ class GroupConsumer(_Proc):
                  reads: SharedReads, config: Optional[str] = None):
         self.session, self.reads = session, reads
         self.events: List[dict] = []
+        self.reached: dict = {}  # partition -> the highest offset this member read
         argv = [*DRIVER_ARGV["java"], "group-consume", "--bootstrap", bootstrap, "--group", group, "--topic", topic,
                 "--count", str(FOREVER), "--timeout-ms", str(FOREVER), "--from", "earliest", "--events",
                 "--session-timeout-ms", "10000", *config_args(config)]
@@ -198,3 +202,5 @@ class GroupConsumer(_Proc):
                "offset": doc["offset"], "value": doc.get("value"), "t_read": now_ms()}
         self.reads.add(rec)
         self.history.write("reads", rec)
+        if self.kind == "group":
+            self.reached[doc["partition"]] = max(self.reached.get(doc["partition"], -1), doc["offset"])

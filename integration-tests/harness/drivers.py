@@ -33,6 +33,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
+from . import jvm
 from .paths import TESTS_DIR
 
 EXIT_UNSUPPORTED = 3
@@ -40,7 +41,9 @@ LINE_COMMANDS = {"produce", "consume", "txn-produce", "txn-copy"}
 
 _PY = sys.executable  # the interpreter running pytest, which has the clients installed
 DRIVER_ARGV = {
-    "java": ["java", "-jar", str(TESTS_DIR / "drivers/java/target/brook-driver.jar")],
+    # C1 only, serial GC and the driver's class archive (harness/jvm.py; conftest.py makes it
+    # before any test module imports this one): a cheaper JVM start.
+    "java": ["java", *jvm.JAVA_DRIVER.flags(), "-jar", str(jvm.JAVA_DRIVER_JAR)],
     "confluent": [_PY, str(TESTS_DIR / "drivers/confluent/driver.py")],
     "kafka_python": [_PY, str(TESTS_DIR / "drivers/kafka_python/driver.py")],
     "kcat": [_PY, str(TESTS_DIR / "drivers/kcat/driver.py")],

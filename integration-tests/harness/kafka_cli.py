@@ -9,7 +9,7 @@ reference broker runs, so these are exactly the tools operators use.
 import subprocess
 from typing import Any, Dict, List, Optional
 
-from . import door
+from . import door, jvm
 from .paths import KAFKA_JAVA, KAFKA_LIBS, TESTS_DIR
 
 
@@ -31,7 +31,8 @@ def run(tool_main_class: str, *args: Any, timeout: float = 120, input: Optional[
         node_door = door.lookup(args[args.index("--bootstrap-server") + 1])
         if node_door is not None:
             args += ["--command-config", str(node_door.command_config)]
-    argv = [*KAFKA_JAVA, "-Xmx512m", tool_main_class, *args]
+    # C1 only, serial GC and the tools' class archive (harness/jvm.py): a cheaper JVM start.
+    argv = [KAFKA_JAVA[0], *jvm.KAFKA_TOOLS.flags(), *KAFKA_JAVA[1:], "-Xmx512m", tool_main_class, *args]
     try:
         proc = subprocess.run(
             argv,

@@ -349,7 +349,8 @@ struct AlterPartitionRequest<'a> {
 }
 
 /// AlterPartition as a compare-and-set: every check of [`Command::AlterPartition`]'s doc,
-/// in that order, then the new ISR and a partition epoch bump.
+/// in that order, then the new ISR and a partition epoch bump, or nothing at all when the
+/// request asks for the state the partition has.
 /// [`Command::Bootstrap`]: the first one applies its records and marks the image; later
 /// ones change nothing (every node formatted alike proposes the same records; a node
 /// formatted differently loses to the first, as Kafka uses the first active controller's
@@ -410,7 +411,10 @@ fn alter_partition(
     // (KIP-966), or gains the members a shrink below min ISR drops.
     let leader = p.leader;
     let acceptable = |r: i32| r == leader || active_brokers.contains(&r);
-    let changed = partition_change::apply(
+    // Bumps the partition epoch only if something changed: Kafka's PartitionChangeBuilder
+    // writes no record for a request that asks for the partition's own state, and the
+    // leader is answered with that state, epoch unchanged.
+    partition_change::apply(
         p,
         policy,
         &Change {
@@ -421,9 +425,6 @@ fn alter_partition(
             leader_recovery_state: Some(req.leader_recovery_state),
         },
     );
-    if !changed {
-        p.partition_epoch = p.partition_epoch.saturating_add(1);
-    }
     // A new replica joining the ISR may complete a reassignment (and move the leader
     // away from a removed one), in the same change, as KRaft's PartitionChangeBuilder.
     if let Some(active) = &active {
@@ -1207,6 +1208,31 @@ mod tests {
                 current: 2
             }
         );
+    }
+
+    #[test]
+    fn an_alter_partition_asking_for_the_partitions_own_state_succeeds_and_changes_nothing() {
+        let mut image = replicated();
+        apply_at(&mut image, &alter(&[1, 3])).expect("shrink");
+        let before = image.clone();
+        // The ISR it has, recovered as it is: no partition epoch bump (Kafka writes no
+        // PartitionChangeRecord), so the same request succeeds again.
+        for _ in 0..2 {
+            apply_at(&mut image, &alter_at(&[1, 3], 1)).expect("no change");
+            assert_eq!(image, before);
+        }
+        // The compare-and-set still holds: a stale partition epoch is refused.
+        assert_eq!(
+            refused(&mut image, &alter_at(&[1, 3], 0)),
+            ApplyError::InvalidUpdateVersion {
+                given: 0,
+                current: 1
+            }
+        );
+        // A real change after it is numbered from the unchanged epoch.
+        apply_at(&mut image, &alter_at(&[1, 3, 2], 1)).expect("expand");
+        let p = image.partition("t", 0).expect("partition");
+        assert_eq!((p.partition_epoch, p.isr.clone()), (2, vec![1, 3, 2]));
     }
 
     #[test]

@@ -155,7 +155,9 @@ pub enum Command {
     /// checks: `leader_recovery_state` recovering with more than the leader in `isr`, or
     /// recovering for a recovered partition ([`ApplyError::InvalidRequest`], as Kafka's
     /// controller). On success the ISR and the leader recovery state are replaced and the
-    /// partition epoch bumped; leader and leader epoch stay.
+    /// partition epoch bumped; leader and leader epoch stay. A request for the ISR and
+    /// leader recovery state the partition already has succeeds and changes nothing, the
+    /// partition epoch included (Kafka's controller writes no PartitionChangeRecord).
     AlterPartition {
         topic_id: Uuid,
         partition: i32,

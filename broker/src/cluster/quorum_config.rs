@@ -93,6 +93,7 @@ pub fn build(config: &BrokerConfig) -> anyhow::Result<QuorumConfig> {
         (NodeRole::Learner, Some(addr)) => Some(addr.to_string()),
         _ => None,
     };
+    let sasl = super::quorum_sasl::build(config, &data_dir)?;
     Ok(QuorumConfig {
         node_id,
         data_dir,
@@ -105,7 +106,7 @@ pub fn build(config: &BrokerConfig) -> anyhow::Result<QuorumConfig> {
         broker_session_timeout: Duration::from_millis(config.broker_session_timeout_ms),
         learner_addr,
         tls: super::quorum_tls::build(config)?,
-        sasl: super::quorum_sasl::build(config),
+        sasl,
         bootstrap_servers,
         // Written by `brook format` (or a previous start); read before the quorum starts, a
         // few bytes once.

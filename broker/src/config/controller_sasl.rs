@@ -7,18 +7,22 @@
 //! `sasl.mechanism.controller.protocol` (default GSSAPI); the node's login is the `username`
 //! / `password` of `listener.name.<controller listener>.<mechanism>.sasl.jaas.config`, whose
 //! `user_<name>` options are the users a controller accepts with PLAIN. Brook's controllers
-//! log in with PLAIN only: SCRAM credentials live in the metadata quorum, which cannot answer
-//! before its members have logged in to each other (Brook applies `brook format
-//! --add-scram`'s credentials once a leader is elected; Kafka's docs advise PLAIN there too),
-//! and GSSAPI is Kerberos. Any other mechanism stops the node naming the listener and the
-//! mechanism. A controller must enable the mechanism on its controller listener
+//! log in with PLAIN or SCRAM-SHA-256/512. SCRAM credentials live in the metadata log, which
+//! no leader can write before the voters have logged in to each other, so until the log holds
+//! credentials the controller listener checks SCRAM logins against the node's bootstrap
+//! records (`brook format --add-scram`, Kafka's `kafka-storage format --add-scram`), as
+//! `cluster::quorum_sasl` does; once it holds them (the bootstrap records are its first
+//! entries) against the log's. (Kafka 4.4 checks the log's only, so its voters never elect a
+//! leader with SCRAM there: KAFKA-15513.) GSSAPI is Kerberos and OAUTHBEARER needs an
+//! identity provider: any mechanism but PLAIN and SCRAM stops the node naming the listener
+//! and the mechanism. A controller must enable the mechanism on its controller listener
 //! (`listener.name.<listener>.sasl.enabled.mechanisms`, checked by [`super::sasl`] like any
 //! SASL listener's); Kafka's tools may log in there with any mechanism it enables.
 //!
 //! A broker-only node has no controller listener of its own, but Brook's voters push the log
 //! to its raft listener (KRaft's observers fetch instead), so that listener checks logins
-//! too: with the `user_<name>` entries of the same JAAS entry, and the node's own login
-//! (the controllers usually share it). Sessions on the controller listener do not expire
+//! too: with PLAIN, the `user_<name>` entries of the same JAAS entry and the node's own login
+//! (the controllers usually share it); with SCRAM, its bootstrap records, then the log's. Sessions on the controller listener do not expire
 //! (`connections.max.reauth.ms` is not applied there: raft connections never
 //! re-authenticate). Pure.
 
@@ -60,12 +64,16 @@ pub(crate) fn resolve(
     }
     let name = layers.effective(MECHANISM_KEY).unwrap_or("GSSAPI");
     let mechanism = match SaslMechanism::from_name(name) {
-        Some(SaslMechanism::Plain) => SaslMechanism::Plain,
+        Some(
+            mechanism @ (SaslMechanism::Plain
+            | SaslMechanism::ScramSha256
+            | SaslMechanism::ScramSha512),
+        ) => mechanism,
         other => {
             return Err(ConfigError::Unsupported {
                 key: MECHANISM_KEY.to_owned(),
                 reason: format!(
-                    "{MECHANISM_KEY}={name}: the controller listener {listener} is {protocol}, and Brook's controllers and brokers log in to it with PLAIN only ({})",
+                    "{MECHANISM_KEY}={name}: the controller listener {listener} is {protocol}, and Brook's controllers and brokers log in to it with PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 only ({})",
                     refusal(name, other)
                 ),
             })
@@ -112,19 +120,31 @@ pub(crate) fn resolve(
     }))
 }
 
-/// Why a mechanism other than PLAIN cannot log nodes in to the controllers.
+/// Why a mechanism other than PLAIN and SCRAM cannot log nodes in to the controllers.
 fn refusal(name: &str, mechanism: Option<SaslMechanism>) -> String {
     match mechanism {
-        _ if name == "GSSAPI" => "GSSAPI, Kafka's default, is Kerberos, which Brook does not support".to_owned(),
-        Some(SaslMechanism::ScramSha256 | SaslMechanism::ScramSha512) => "SCRAM credentials live in the metadata quorum, which cannot answer before its members have logged in to each other: use PLAIN, as Kafka's documentation advises for the controller listener".to_owned(),
-        Some(other) => format!("{} needs an identity provider the controllers do not log in to", other.name()),
+        _ if name == "GSSAPI" => {
+            "GSSAPI, Kafka's default, is Kerberos, which Brook does not support".to_owned()
+        }
+        Some(other) => format!(
+            "{} needs an identity provider the controllers do not log in to",
+            other.name()
+        ),
         None => format!("{name} is not a SASL mechanism Brook knows"),
     }
 }
 
 /// A broker-only node's raft listener: PLAIN with the entry's `user_<name>` options and the
-/// node's own login.
+/// node's own login; SCRAM with the credentials `cluster::quorum_sasl` looks up.
 fn learner_server(layers: &Layers, login: &InterBrokerLogin) -> Result<SaslListener, ConfigError> {
+    if login.mechanism != SaslMechanism::Plain {
+        return Ok(SaslListener {
+            mechanisms: vec![login.mechanism],
+            plain_users: Default::default(),
+            connections_max_reauth_ms: None,
+            oauthbearer: None,
+        });
+    }
     let text = layers.effective(&login.jaas_key).unwrap_or_default();
     let entry = parse_jaas(text)
         .map_err(|reason| ConfigError::invalid(&login.jaas_key, "[hidden]", reason))?;
@@ -214,6 +234,35 @@ mod tests {
     }
 
     #[test]
+    fn a_sasl_controller_listener_logs_in_with_scram_and_its_scram_jaas_entry() {
+        for (mechanism, entry) in [
+            ("SCRAM-SHA-256", "scram-sha-256"),
+            ("SCRAM-SHA-512", "scram-sha-512"),
+        ] {
+            let enabled = format!("listener.name.controller.sasl.enabled.mechanisms={mechanism}");
+            let setting = format!("sasl.mechanism.controller.protocol={mechanism}");
+            let jaas = format!("listener.name.controller.{entry}.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username=\"controller\" password=\"controller-secret\";");
+            let config = load(&[SASL_CONTROLLER[0], &enabled, &setting, &jaas]).expect("valid");
+            let sasl = config.controller_sasl.expect("SASL");
+            assert_eq!(sasl.login.mechanism.name(), mechanism);
+            assert_eq!(
+                (sasl.login.username.as_str(), sasl.login.password.expose()),
+                ("controller", "controller-secret")
+            );
+            assert_eq!(sasl.server.mechanisms, [sasl.login.mechanism]);
+            // The node's login is that entry's username and password (SCRAM's users are
+            // credentials in the metadata, not JAAS options).
+            let anonymous = format!("listener.name.controller.{entry}.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;");
+            let (key, message) = refused(&[SASL_CONTROLLER[0], &enabled, &setting, &anonymous]);
+            assert_eq!(
+                key,
+                format!("listener.name.controller.{entry}.sasl.jaas.config")
+            );
+            assert!(message.contains("has no username option"), "{message}");
+        }
+    }
+
+    #[test]
     fn what_controllers_cannot_log_in_with_stops_the_node_naming_the_listener_and_mechanism() {
         // Kafka's default, GSSAPI.
         let (key, message) = refused(&SASL_CONTROLLER);
@@ -224,10 +273,7 @@ mod tests {
             "{message}"
         );
         for (mechanism, why) in [
-            (
-                "SCRAM-SHA-512",
-                "SCRAM credentials live in the metadata quorum",
-            ),
+            ("GSSAPI", "GSSAPI, Kafka's default, is Kerberos"),
             ("OAUTHBEARER", "OAUTHBEARER needs an identity provider"),
             (
                 "DIGEST-MD5",

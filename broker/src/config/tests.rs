@@ -690,7 +690,7 @@ fn listeners_of_every_protocol_load_and_what_brook_cannot_secure_stops_the_node(
         .0,
         None
     );
-    // The raft transport runs over TLS, and over SASL (config::controller_sasl) with PLAIN, but
+    // The raft transport runs over TLS, and over SASL (config::controller_sasl) with PLAIN or SCRAM, but
     // a SASL controller listener left with Kafka's default GSSAPI stops the node naming it.
     assert_eq!(
         refusal(&[

@@ -26,6 +26,15 @@ pub enum GroupError {
     NotCoordinator,
     #[error("group not found")]
     GroupIdNotFound,
+    /// A KIP-848 request for a group id this coordinator does not have, with Kafka's
+    /// message (`Consumer group <g> not found.` for a heartbeat, `Group <g> not found.` for
+    /// a leave); GROUP_ID_NOT_FOUND.
+    #[error("{0}")]
+    GroupNotFound(String),
+    /// The group's `__consumer_offsets` partition is led here but its groups are not all
+    /// in memory yet (Kafka's message).
+    #[error("The coordinator is loading and hence can't process requests.")]
+    CoordinatorLoadInProgress,
     #[error("the group still has members")]
     NonEmptyGroup,
     #[error("the group is subscribed to the topic")]

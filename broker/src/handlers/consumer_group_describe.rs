@@ -1,7 +1,8 @@
 //! ConsumerGroupDescribe (v0-1, KIP-848): epochs, state, assignor and every member's
 //! current and target assignment of consumer groups. A classic group is answered
 //! GROUP_ID_NOT_FOUND "Group X is not a consumer group.", as Kafka does, so the admin
-//! client falls back to DescribeGroups.
+//! client falls back to DescribeGroups. A group whose `__consumer_offsets` partition is
+//! still loading is COORDINATOR_LOAD_IN_PROGRESS.
 
 use brook_protocol::kafka_protocol::messages::consumer_group_describe_response::{
     Assignment as WireAssignment, DescribedGroup, Member, TopicPartitions,
@@ -59,7 +60,7 @@ pub fn handle(
             if !access.group(AclOperation::Describe, &group_id) {
                 return failed(Denied::Group.code().code(), Denied::Group.to_string());
             }
-            if let Err(e) = broker.groups.coordinates(&group_id) {
+            if let Err(e) = broker.groups.serves(&group_id) {
                 return failed(group_code(&e).code(), e.to_string());
             }
             let Some(d) = broker

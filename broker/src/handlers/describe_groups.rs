@@ -1,6 +1,7 @@
 //! DescribeGroups (v0-6): state, protocol and members of each group; member metadata
 //! and assignments only once the group is Stable (as Kafka shows them). An unknown group
-//! is described as Dead; from v6 it is also `GROUP_ID_NOT_FOUND` (KIP-1043).
+//! is described as Dead; from v6 it is also `GROUP_ID_NOT_FOUND` (KIP-1043). A group whose
+//! `__consumer_offsets` partition is still loading is COORDINATOR_LOAD_IN_PROGRESS.
 
 use brook_protocol::kafka_protocol::messages::describe_groups_response::{
     DescribedGroup, DescribedGroupMember,
@@ -41,7 +42,7 @@ pub fn handle(
             } else {
                 i32::MIN
             };
-            if let Err(e) = broker.groups.coordinates(&group_id) {
+            if let Err(e) = broker.groups.serves(&group_id) {
                 return DescribedGroup::default()
                     .with_group_id(group_id)
                     .with_error_code(crate::error::group_code(&e).code())

@@ -1,7 +1,8 @@
 //! FindCoordinator: a group's coordinator (key type 0) is the leader of its
 //! `__consumer_offsets` partition, a transactional id's (key type 1) the leader of its
 //! `__transaction_state` partition (`abs(hashCode(key)) % partitions`, as Kafka computes
-//! it); the first key of each type creates its topic through the quorum, as Kafka does.
+//! it); the first key of each type creates its topic through the quorum, as Kafka does
+//! (and, as Kafka, answers a group key COORDINATOR_NOT_AVAILABLE meanwhile).
 //! v0-3 carry one key; v4+ batch them in `coordinator_keys` (KIP-699).
 
 use brook_protocol::kafka_protocol::messages::find_coordinator_response::Coordinator;
@@ -39,13 +40,16 @@ pub async fn handle(
             .then_some(Denied::TransactionalId),
         _ => None,
     };
-    let created = match req.key_type {
-        GROUP_KEY => offsets_topic::ensure(broker).await,
-        TRANSACTION_KEY => txn_state_topic::ensure(broker).await,
-        _ => Ok(()),
+    // A group's coordinator is COORDINATOR_NOT_AVAILABLE while `__consumer_offsets` is
+    // being created, as Kafka answers: the client asks again once its partitions are led
+    // and loaded, rather than meeting COORDINATOR_LOAD_IN_PROGRESS from every group API.
+    let ready = match req.key_type {
+        GROUP_KEY => offsets_topic::ensure(broker).await.map(|created| !created),
+        TRANSACTION_KEY => txn_state_topic::ensure(broker).await.map(|()| true),
+        _ => Ok(true),
     };
-    let topic_ready = match created {
-        Ok(()) => true,
+    let topic_ready = match ready {
+        Ok(ready) => ready,
         Err(e) => {
             warn!(key_type = req.key_type, error = %e, "creating an internal topic failed");
             false

@@ -1,5 +1,7 @@
 //! LeaveGroup (v0-5): v0-2 name one member; v3+ batch member identities (KIP-345), each
 //! with its own error, so static members and the admin client can remove instances.
+//! NOT_COORDINATOR and COORDINATOR_LOAD_IN_PROGRESS (the group's `__consumer_offsets`
+//! partition still loading) are the response's error, with no members, as Kafka answers.
 
 use brook_protocol::kafka_protocol::messages::leave_group_response::MemberResponse;
 use brook_protocol::kafka_protocol::messages::{LeaveGroupRequest, LeaveGroupResponse};
@@ -21,14 +23,14 @@ pub fn handle(
         return LeaveGroupResponse::default().with_error_code(Denied::Group.code().code());
     }
     if version < 3 {
-        let results = broker
+        let code = match broker
             .groups
-            .leave(&req.group_id, &[(req.member_id.to_string(), None)]);
-        let code = results
-            .into_iter()
-            .next()
-            .and_then(Result::err)
-            .map_or(0, |e| group_code(&e).code());
+            .leave(&req.group_id, &[(req.member_id.to_string(), None)])
+        {
+            Ok(results) => results.into_iter().next().and_then(Result::err),
+            Err(e) => Some(e),
+        }
+        .map_or(0, |e| group_code(&e).code());
         return LeaveGroupResponse::default().with_error_code(code);
     }
     let identities: Vec<(String, Option<String>)> = req
@@ -41,7 +43,11 @@ pub fn handle(
             )
         })
         .collect();
-    let results = broker.groups.leave(&req.group_id, &identities);
+    // Not the coordinator, or its partition loading: one error for the request, as Kafka.
+    let results = match broker.groups.leave(&req.group_id, &identities) {
+        Ok(results) => results,
+        Err(e) => return LeaveGroupResponse::default().with_error_code(group_code(&e).code()),
+    };
     let members = req
         .members
         .into_iter()

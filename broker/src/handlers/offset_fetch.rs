@@ -6,7 +6,9 @@
 //! UNSTABLE_OFFSET_COMMIT with offset -1 instead, and the client retries. As Kafka 4's
 //! `OffsetMetadataManager.fetchOffsets`/`fetchAllOffsets`, this is per partition, also
 //! for "all partitions" requests (there only for partitions with a committed offset);
-//! the group-level error stays NONE.
+//! the group-level error stays NONE. While the group's `__consumer_offsets` partition is
+//! still loading, the group answers COORDINATOR_LOAD_IN_PROGRESS (v8+ per group, before
+//! at the top level), never the offsets it may not have read back yet.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -57,7 +59,7 @@ pub fn handle(
                 .map(|t| (t.name.to_string(), t.partition_indexes.clone()))
                 .collect::<Vec<_>>()
         });
-        if let Err(e) = broker.groups.coordinates(&req.group_id) {
+        if let Err(e) = broker.groups.serves(&req.group_id) {
             return OffsetFetchResponse::default().with_error_code(group_code(&e).code());
         }
         let answer = answer(&req.group_id, wanted);
@@ -99,7 +101,7 @@ pub fn handle(
                     .with_group_id(g.group_id.clone())
                     .with_error_code(Denied::Group.code().code());
             }
-            if let Err(e) = broker.groups.coordinates(&g.group_id) {
+            if let Err(e) = broker.groups.serves(&g.group_id) {
                 return OffsetFetchResponseGroup::default()
                     .with_group_id(g.group_id.clone())
                     .with_error_code(group_code(&e).code());

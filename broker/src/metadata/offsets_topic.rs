@@ -15,9 +15,11 @@ use crate::coordinator::group::records::OFFSETS_TOPIC;
 use crate::error::BrokerError;
 
 /// Creates `__consumer_offsets` unless it exists; losing a creation race is success.
-pub async fn ensure(broker: &Broker) -> Result<(), BrokerError> {
+/// `Ok(true)`: it did not exist when asked (its partitions are only now being led and
+/// loaded).
+pub async fn ensure(broker: &Broker) -> Result<bool, BrokerError> {
     if broker.image().topic(OFFSETS_TOPIC).is_some() {
-        return Ok(());
+        return Ok(false);
     }
     let config = &broker.config;
     let brokers = i16::try_from(broker.image().active_brokers().count().max(1)).unwrap_or(i16::MAX);
@@ -46,9 +48,9 @@ pub async fn ensure(broker: &Broker) -> Result<(), BrokerError> {
                 partitions = config.offsets_topic_num_partitions,
                 "created the internal topic __consumer_offsets"
             );
-            Ok(())
+            Ok(true)
         }
-        Err(e) if e.is_topic_already_exists() => Ok(()),
+        Err(e) if e.is_topic_already_exists() => Ok(true),
         Err(e) => Err(e),
     }
 }

@@ -186,7 +186,7 @@ pub async fn auto_create(broker: &Broker, name: &str) -> Result<bool, BrokerErro
     }
     // Kafka creates its internal topic with its own settings whoever asks first.
     if name == crate::coordinator::group::records::OFFSETS_TOPIC {
-        return super::offsets_topic::ensure(broker).await.map(|()| true);
+        return super::offsets_topic::ensure(broker).await.map(|_| true);
     }
     if name == crate::coordinator::txn::records::TXN_STATE_TOPIC {
         return super::txn_state_topic::ensure(broker).await.map(|()| true);

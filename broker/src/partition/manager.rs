@@ -25,7 +25,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use brook_raft::MetadataImage;
@@ -43,7 +43,12 @@ use crate::error::BrokerError;
 use crate::replication::leader::{Assignment, LeaderPartition};
 
 /// How long a request waits for the apply of a newer image that makes this broker the
-/// partition's leader.
+/// partition's leader. Once one wait for an image has run out, no later lookup waits for
+/// that image (`Inner::slow_apply`): a request naming thousands of partitions of new
+/// topics would otherwise wait this long for each in turn while their logs are created,
+/// past the client's request timeout (librdkafka's 60 s), whose retry then appends the
+/// records a second time. They are answered NOT_LEADER_OR_FOLLOWER, as Kafka answers a
+/// partition whose leadership it has not applied yet, and the client retries.
 const APPLY_WAIT: Duration = Duration::from_secs(2);
 
 /// One partition slot of a topic's table.
@@ -72,6 +77,9 @@ struct Inner {
     applied: watch::Sender<Arc<MetadataImage>>,
     /// One apply at a time.
     applying: tokio::sync::Mutex<()>,
+    /// The image a lookup has already waited `APPLY_WAIT` for in vain (weak: it keeps the
+    /// allocation, so no later image can share its address).
+    slow_apply: parking_lot::Mutex<Weak<MetadataImage>>,
     /// Wakes the ISR task (`replication::isr`) when a follower may have caught up.
     isr_wakeup: Arc<tokio::sync::Notify>,
     /// Creates the files of new partitions' logs in the background.
@@ -98,6 +106,7 @@ impl ReplicaManager {
                 images,
                 applied: watch::channel(Arc::new(MetadataImage::default())).0,
                 applying: tokio::sync::Mutex::new(()),
+                slow_apply: parking_lot::Mutex::new(Weak::new()),
                 isr_wakeup: Arc::default(),
                 creator: Arc::default(),
             }),
@@ -140,12 +149,17 @@ impl ReplicaManager {
             return found.map_err(|e| self.explain(e, topic, partition));
         }
         let latest = self.inner.images.borrow().clone();
+        if std::ptr::eq(self.inner.slow_apply.lock().as_ptr(), Arc::as_ptr(&latest)) {
+            return found.map_err(|e| self.explain(e, topic, partition));
+        }
         let mut applied = self.inner.applied.subscribe();
         let caught_up = applied.wait_for(|image| {
             Arc::ptr_eq(image, &latest)
                 || (image.applied.is_some() && image.applied >= latest.applied)
         });
-        let _ = tokio::time::timeout(APPLY_WAIT, caught_up).await;
+        if tokio::time::timeout(APPLY_WAIT, caught_up).await.is_err() {
+            *self.inner.slow_apply.lock() = Arc::downgrade(&latest);
+        }
         self.try_leader(topic, partition, current_leader_epoch)
             .map_err(|e| self.explain(e, topic, partition))
     }

@@ -247,9 +247,11 @@ impl ConsumerGroups {
     }
 
     /// One heartbeat from `caller` under `config` (the broker's, with the group's own
-    /// overrides), against `view`; creates the group for its first member. The group's
-    /// topic patterns are brought up to that image first, resolved for `caller` (a new one
-    /// refused with INVALID_REGULAR_EXPRESSION before the group changes).
+    /// overrides), against `view`; creates the group for its first member (a join, epoch
+    /// 0), and answers any other epoch for a group it does not have GROUP_ID_NOT_FOUND
+    /// with Kafka's message. The group's topic patterns are brought up to that image
+    /// first, resolved for `caller` (a new one refused with INVALID_REGULAR_EXPRESSION
+    /// before the group changes).
     pub fn heartbeat(
         &self,
         group_id: &str,
@@ -263,7 +265,7 @@ impl ConsumerGroups {
         let created = !groups.contains_key(group_id);
         if created {
             if req.member_epoch != 0 {
-                return Err(GroupError::UnknownMemberId);
+                return Err(not_found(group_id, req.member_epoch));
             }
             groups.insert(group_id.to_owned(), ConsumerGroup::new(group_id));
         }
@@ -461,6 +463,18 @@ pub fn topic_metas(image: &MetadataImage) -> BTreeMap<String, TopicMeta> {
 /// metadata image's offset).
 pub fn metadata_version(image: &MetadataImage) -> i64 {
     i64::try_from(image.applied_index()).unwrap_or(i64::MAX)
+}
+
+/// A heartbeat at `member_epoch` (not a join) for a group id there is no consumer group
+/// of: Kafka 4.4's GROUP_ID_NOT_FOUND, whose message differs between a leave
+/// (`GroupMetadataManager.group`) and any other heartbeat (`getOrMaybeCreateConsumerGroup`).
+fn not_found(group_id: &str, member_epoch: i32) -> GroupError {
+    GroupError::GroupNotFound(match member_epoch {
+        member::LEAVE_GROUP_MEMBER_EPOCH | member::LEAVE_GROUP_STATIC_MEMBER_EPOCH => {
+            format!("Group {group_id} not found.")
+        }
+        _ => format!("Consumer group {group_id} not found."),
+    })
 }
 
 fn unix_time_ms() -> i64 {

@@ -23,6 +23,7 @@ use super::replay::StoreReplay;
 use super::txn_offsets::TxnOffsets;
 use super::{snapshot, Group, GroupCoordinator, OffsetMap, Shared};
 use crate::coordinator::consumer_group::image::StoredRecords;
+use crate::coordinator::consumer_group::ConsumerGroups;
 use crate::coordinator::runtime::CoordinatorShards;
 use crate::error::BrokerError;
 
@@ -87,15 +88,28 @@ pub(super) async fn read_groups(
 
 /// A group that only has pending transactional offsets (a TxnOffsetCommit from outside
 /// the group created it, as Kafka's simple groups) has nothing in the store yet: it is
-/// created Empty so it is listed and kept, as Kafka's replay of the record creates it.
+/// created Empty so it is listed and kept (`add_offsets_only_group`; `consumer` must hold
+/// the loaded consumer groups already).
 pub(super) fn add_groups_with_pending_offsets(
     groups: &mut HashMap<String, Group>,
     txns: &TxnOffsets,
+    consumer: &ConsumerGroups,
 ) {
     for group_id in txns.groups() {
-        groups
-            .entry(group_id.clone())
-            .or_insert_with(|| Group::new(&group_id));
+        add_offsets_only_group(groups, consumer, &group_id);
+    }
+}
+
+/// The Empty classic group that offsets committed from outside any group make, as Kafka's
+/// replay of the record makes it; only when no group of that id exists: a consumer group's
+/// (KIP-848) offsets are its own, and a classic entry beside it would take its id.
+pub(super) fn add_offsets_only_group(
+    groups: &mut HashMap<String, Group>,
+    consumer: &ConsumerGroups,
+    group_id: &str,
+) {
+    if !groups.contains_key(group_id) && !consumer.exists(group_id) {
+        groups.insert(group_id.to_string(), Group::new(group_id));
     }
 }
 
@@ -136,6 +150,10 @@ impl CoordinatorShards for Shared {
     }
 
     fn loaded(&self, partition: i32, _epoch: i32, _count: i32, shard: GroupShard) {
+        // Its groups are read into memory after this (`read_into_memory`).
+        if let Some(log) = &self.log {
+            log.unread.lock().insert(partition);
+        }
         let replayed = shard.replay.finish();
         self.txns
             .lock()
@@ -153,6 +171,9 @@ impl CoordinatorShards for Shared {
             before - groups.len()
         } + self.consumer.unload(owned);
         self.offsets.lock().retain(|id, _| !owned(id));
+        if let Some(log) = &self.log {
+            log.unread.lock().retain(|p| !partitions.contains(p));
+        }
         {
             let mut txns = self.txns.lock();
             for &partition in partitions {
@@ -204,6 +225,8 @@ impl GroupCoordinator {
         }
         if let Err(e) = self.read_into_memory(&loaded, followed.count).await {
             error!(partitions = ?loaded, error = %e, "reading the groups of newly led __consumer_offsets partitions failed");
+            // Served as they are rather than refused as loading until the next load.
+            log.unread.lock().retain(|p| !loaded.contains(p));
         }
     }
 
@@ -224,6 +247,10 @@ impl GroupCoordinator {
             let mut in_memory = self.shared.groups.lock();
             let mut committed = self.shared.offsets.lock();
             for (id, group) in stored.classic {
+                // A consumer group in memory keeps its id (a group id is one or the other).
+                if self.shared.consumer.exists(&id) {
+                    continue;
+                }
                 if let std::collections::hash_map::Entry::Vacant(slot) = in_memory.entry(id) {
                     if let Some(map) = stored.offsets.get(slot.key()) {
                         committed.insert(slot.key().clone(), map.clone());
@@ -241,7 +268,16 @@ impl GroupCoordinator {
                 }
             }
             drop(committed);
-            add_groups_with_pending_offsets(&mut in_memory, &self.shared.txns.lock());
+            add_groups_with_pending_offsets(
+                &mut in_memory,
+                &self.shared.txns.lock(),
+                &self.shared.consumer,
+            );
+            // Only once its groups are in: a heartbeat that saw the partition loaded and
+            // then finds no group knows the group is not stored.
+            if let Some(log) = &self.shared.log {
+                log.unread.lock().retain(|p| !partitions.contains(p));
+            }
         }
         info!(topic = OFFSETS_TOPIC, partitions = ?partitions, groups = loaded, "loaded group coordinator partitions");
         Ok(())

@@ -16,6 +16,9 @@
 //! Transactional offset commits (TxnOffsetCommit) are appended the same way but as
 //! transactional batches and stay pending until their transaction's marker (`txn_hook`,
 //! `txn_offsets`).
+//! While a group's partition is loading here (`loading`) and the group is not in memory,
+//! its requests answer COORDINATOR_LOAD_IN_PROGRESS as Kafka's runtime does (`serves`);
+//! a classic Heartbeat is answered without an error then, as Kafka's is.
 
 mod classic_in_consumer;
 mod consumer_persist;
@@ -133,12 +136,12 @@ impl GroupCoordinator {
         }
         let stored = loading::read_groups(&store, |_| true).await?;
         let (mut groups, offsets) = (stored.classic, stored.offsets);
-        loading::add_groups_with_pending_offsets(&mut groups, &txns);
         let consumer = ConsumerGroups::default();
         let now = Instant::now();
         for (group_id, records) in stored.consumer {
             consumer.load(&group_id, records, now);
         }
+        loading::add_groups_with_pending_offsets(&mut groups, &txns, &consumer);
         let shared = Arc::new(Shared {
             config,
             store,
@@ -170,6 +173,15 @@ impl GroupCoordinator {
         }
     }
 
+    /// `coordinates`, then COORDINATOR_LOAD_IN_PROGRESS while the group's partition is
+    /// still loading here and the group is not in memory: it may be stored, not read
+    /// back yet (Kafka's runtime refuses every operation on a partition it is loading;
+    /// see `Shared::refuse_while_loading`).
+    pub fn serves(&self, group_id: &str) -> Result<(), GroupError> {
+        self.coordinates(group_id)?;
+        self.shared.refuse_while_loading(group_id)
+    }
+
     /// Runs `f` on the group (if it exists) under the lock, then queues its metadata
     /// for the writer if `f` changed it.
     pub fn with_group<T>(&self, group_id: &str, f: impl FnOnce(Option<&mut Group>) -> T) -> T {
@@ -194,6 +206,7 @@ impl GroupCoordinator {
         {
             return Err(GroupError::InvalidSessionTimeout(req.session_timeout_ms));
         }
+        self.shared.refuse_while_loading(group_id)?;
         let wait = Duration::from_millis(state::millis(req.rebalance_timeout_ms))
             .max(cfg.initial_rebalance_delay)
             + PARK_SLACK;
@@ -233,7 +246,7 @@ impl GroupCoordinator {
 
     /// SyncGroup: hands out the leader's assignment, waiting for the leader if needed.
     pub async fn sync(&self, group_id: &str, req: SyncRequest) -> Result<SyncResult, GroupError> {
-        self.coordinates(group_id)?;
+        self.serves(group_id)?;
         if let Some(result) = self.sync_in_consumer_group(group_id, &req) {
             return result;
         }
@@ -259,6 +272,9 @@ impl GroupCoordinator {
         }
     }
 
+    /// Heartbeat: answered without an error while the group's partition is loading and
+    /// the group not in memory yet, as Kafka does (the member is not told to rejoin for a
+    /// group it cannot see yet).
     pub fn heartbeat(
         &self,
         group_id: &str,
@@ -267,6 +283,9 @@ impl GroupCoordinator {
         generation_id: i32,
     ) -> Result<(), GroupError> {
         self.coordinates(group_id)?;
+        if self.shared.refuse_while_loading(group_id).is_err() {
+            return Ok(());
+        }
         if let Some(result) =
             self.heartbeat_in_consumer_group(group_id, member_id, instance_id, generation_id)
         {
@@ -278,19 +297,19 @@ impl GroupCoordinator {
         })
     }
 
-    /// LeaveGroup for each (member id, instance id); one result per member.
+    /// LeaveGroup for each (member id, instance id); one result per member, or an error
+    /// for the whole request (not the coordinator, the partition loading), as Kafka
+    /// answers those.
     pub fn leave(
         &self,
         group_id: &str,
         members: &[(String, Option<String>)],
-    ) -> Vec<Result<(), GroupError>> {
-        if let Err(e) = self.coordinates(group_id) {
-            return members.iter().map(|_| Err(e.clone())).collect();
-        }
+    ) -> Result<Vec<Result<(), GroupError>>, GroupError> {
+        self.serves(group_id)?;
         if let Some(results) = self.leave_consumer_group(group_id, members) {
-            return results;
+            return Ok(results);
         }
-        self.with_group(group_id, |g| match g {
+        Ok(self.with_group(group_id, |g| match g {
             Some(g) => members
                 .iter()
                 .map(|(m, i)| g.leave(m, i.as_deref(), Instant::now()))
@@ -299,7 +318,7 @@ impl GroupCoordinator {
                 .iter()
                 .map(|_| Err(GroupError::UnknownMemberId))
                 .collect(),
-        })
+        }))
     }
 
     /// The KIP-848 consumer groups.
@@ -319,12 +338,15 @@ impl GroupCoordinator {
         }
     }
 
-    /// ConsumerGroupHeartbeat: an empty classic group of that id is replaced (as Kafka
-    /// does); a classic group with members is converted online into a consumer group when
-    /// `group.consumer.migration.policy` allows an upgrade, refused with Kafka 4.4's error
-    /// otherwise (see `migration`); a leave that leaves classic members only converts the
-    /// group back when the policy allows a downgrade. The group's changes are written
-    /// before the answer (see `consumer_persist`).
+    /// ConsumerGroupHeartbeat: a join (epoch 0) replaces an empty classic group of that id
+    /// (as Kafka does), and converts a classic group with members online into a consumer
+    /// group when `group.consumer.migration.policy` allows an upgrade, refused with Kafka
+    /// 4.4's error otherwise (see `migration`); any other epoch for a classic group, or a
+    /// group there is none of, is GROUP_ID_NOT_FOUND, except while the group's partition
+    /// is loading (COORDINATOR_LOAD_IN_PROGRESS: the group may be stored). A leave that
+    /// leaves classic members only converts the group back when the policy allows a
+    /// downgrade. The group's changes are written before the answer (see
+    /// `consumer_persist`).
     pub async fn consumer_heartbeat(
         &self,
         group_id: &str,
@@ -354,14 +376,25 @@ impl GroupCoordinator {
         view: &TopicsView<'_>,
         config: &ConsumerGroupConfig,
     ) -> Result<HeartbeatReply, GroupError> {
+        // Asked before the lock: the runtime takes its own lock, then this one, to unload.
+        let loading = self.shared.loading(group_id);
         let mut groups = self.shared.groups.lock();
-        if let Some(classic) = groups.get(group_id) {
+        let classic = groups
+            .get(group_id)
+            .is_some_and(|g| g.state != GroupState::Dead);
+        // Only a join may take a classic group's id over; any other heartbeat is refused,
+        // an empty classic group (one with only committed offsets) included, as Kafka does.
+        if classic && req.member_epoch != 0 {
+            return Err(GroupError::WrongGroupType(format!(
+                "Group {group_id} is not a consumer group."
+            )));
+        }
+        // Not in memory while the partition loads: it may be among the stored groups.
+        if !classic && loading && !self.shared.consumer.exists(group_id) {
+            return Err(GroupError::CoordinatorLoadInProgress);
+        }
+        if let Some(classic) = groups.get(group_id).filter(|_| req.member_epoch == 0) {
             if classic.state != GroupState::Empty && classic.state != GroupState::Dead {
-                if req.member_epoch != 0 {
-                    return Err(GroupError::WrongGroupType(format!(
-                        "Group {group_id} is not a consumer group."
-                    )));
-                }
                 if !config.migration_policy.upgrade_enabled() {
                     return Err(migration::refused(group_id, "online upgrade is disabled"));
                 }
@@ -415,7 +448,7 @@ impl GroupCoordinator {
 
     /// DeleteGroups for one group: only an Empty group goes, with its offsets.
     pub async fn delete_group(&self, group_id: &str) -> Result<(), GroupError> {
-        self.coordinates(group_id)?;
+        self.serves(group_id)?;
         // Held from the consumer group's removal to its tombstones' write, so no write of
         // a group of the same id created meanwhile can land before them.
         let partition = self.shared.offsets_partition(group_id);

@@ -34,7 +34,7 @@ impl GroupCoordinator {
         if group_id.is_empty() {
             return Err(GroupError::InvalidGroupId.into());
         }
-        self.coordinates(group_id)?;
+        self.serves(group_id)?;
         {
             let mut groups = self.shared.groups.lock();
             match groups.get(group_id) {
@@ -96,7 +96,7 @@ impl GroupCoordinator {
         group_id: &str,
         partitions: Vec<(String, i32)>,
     ) -> Result<Vec<Result<(), GroupError>>, BrokerError> {
-        self.coordinates(group_id)?;
+        self.serves(group_id)?;
         let subscribed: BTreeSet<String> = {
             let groups = self.shared.groups.lock();
             match groups.get(group_id) {

@@ -17,7 +17,7 @@
 //! apply never passes the first record of a transaction still open (see `txn_offsets`),
 //! so the replay sees every record of the open ones.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::slice;
 use std::sync::Arc;
 
@@ -32,7 +32,7 @@ use tokio_util::sync::CancellationToken;
 use super::records::{self, OFFSETS_TOPIC};
 use super::txn_offsets::TxnOffsets;
 use super::Shared;
-use crate::coordinator::runtime::{CoordinatorRuntime, OnNewEpoch};
+use crate::coordinator::runtime::{CoordinatorRuntime, Load, OnNewEpoch};
 use crate::coordinator::writer::{Durability, PartitionWriter, WriteError};
 use crate::error::BrokerError;
 use crate::replication::acks::NotReplicated;
@@ -55,6 +55,9 @@ pub struct OffsetsLog {
     locks: parking_lot::Mutex<HashMap<i32, Arc<tokio::sync::Mutex<()>>>>,
     /// Which partitions this broker serves, and their loads (`loading`).
     pub(super) runtime: CoordinatorRuntime,
+    /// Partitions the runtime has loaded (replayed into the store) whose groups are not
+    /// read into memory yet: still loading for a request that does not find its group.
+    pub(super) unread: parking_lot::Mutex<BTreeSet<i32>>,
 }
 
 impl OffsetsLog {
@@ -70,7 +73,28 @@ impl OffsetsLog {
             locks: parking_lot::Mutex::new(HashMap::new()),
             // A new epoch keeps the groups in memory: their members stay joined.
             runtime: CoordinatorRuntime::new(OFFSETS_TOPIC, node_id, OnNewEpoch::Refresh),
+            unread: parking_lot::Mutex::new(BTreeSet::new()),
         }
+    }
+
+    /// Whether `group_id`'s partition is led here but its groups may not all be in memory
+    /// yet: not loaded at its current leader epoch, or loaded and not read back (Kafka
+    /// answers COORDINATOR_LOAD_IN_PROGRESS until its shard is active). The runtime's
+    /// state is read before `unread`: a partition enters `unread` before it is marked
+    /// loaded and leaves it only once its groups are in memory.
+    pub fn loading(&self, group_id: &str) -> bool {
+        let image = self.images.borrow().clone();
+        let Some(p) = records::group_partition(&image, group_id) else {
+            return false;
+        };
+        if p.leader != self.node_id {
+            return false;
+        }
+        let loaded = self.runtime.status(p.partition)
+            == Some(Load::Loaded {
+                epoch: p.leader_epoch,
+            });
+        !loaded || self.unread.lock().contains(&p.partition)
     }
 
     /// The `__consumer_offsets` partition logs that were on disk at start-up.
@@ -214,6 +238,30 @@ fn commit_error(e: WriteError) -> BrokerError {
 }
 
 impl Shared {
+    /// See `OffsetsLog::loading`; never without a log (unit tests).
+    pub(super) fn loading(&self, group_id: &str) -> bool {
+        self.log.as_ref().is_some_and(|log| log.loading(group_id))
+    }
+
+    /// COORDINATOR_LOAD_IN_PROGRESS while `loading(group_id)` for a group not in memory:
+    /// it may be among the partition's stored groups, not read back yet (a failover back
+    /// to this broker). A group in memory is served: this broker kept it (a new leader
+    /// epoch reloads into the groups in memory, where Kafka's active shard stays active)
+    /// or read it at start-up or wrote it before `__consumer_offsets` existed. Asked
+    /// before taking the groups' lock (the runtime takes its own lock, then that one, to
+    /// unload).
+    pub(super) fn refuse_while_loading(&self, group_id: &str) -> Result<(), super::GroupError> {
+        if self.loading(group_id) && !self.in_memory(group_id) {
+            return Err(super::GroupError::CoordinatorLoadInProgress);
+        }
+        Ok(())
+    }
+
+    /// Whether a classic or consumer group of that id is in memory.
+    fn in_memory(&self, group_id: &str) -> bool {
+        self.groups.lock().contains_key(group_id) || self.consumer.exists(group_id)
+    }
+
     /// Persists `records`: through the groups' `__consumer_offsets` partitions when the
     /// topic exists, else straight to the store with synced writes.
     pub(super) async fn persist(&self, records: Vec<OffsetRecord>) -> Result<(), BrokerError> {

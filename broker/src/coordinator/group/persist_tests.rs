@@ -249,12 +249,15 @@ mod consumer_groups {
 
     use uuid::Uuid;
 
+    use super::super::txn_tests::{member, offsets_image_led_by, Node};
     use super::super::GroupCoordinator;
-    use super::config;
+    use super::{config, offset, standalone};
     use crate::coordinator::consumer_group::assignor::TopicMeta;
     use crate::coordinator::consumer_group::member::Assignment;
     use crate::coordinator::consumer_group::{Caller, TopicsView};
     use crate::coordinator::consumer_group::{ConsumerGroupConfig, HeartbeatRequest};
+    use crate::error::GroupError;
+    use brook_protocol::kafka_protocol::ResponseError;
 
     const TOPIC: Uuid = Uuid::from_u128(7);
 
@@ -296,16 +299,25 @@ mod consumer_groups {
         epoch: i32,
         owned: Option<Assignment>,
     ) -> crate::coordinator::consumer_group::HeartbeatReply {
+        send(c, &request(member, epoch, owned))
+            .await
+            .expect("heartbeat")
+    }
+
+    /// `req` to group "g", answered or refused.
+    async fn send(
+        c: &GroupCoordinator,
+        req: &HeartbeatRequest,
+    ) -> Result<crate::coordinator::consumer_group::HeartbeatReply, GroupError> {
         let topics = topics();
         c.consumer_heartbeat(
             "g",
-            &request(member, epoch, owned),
+            req,
             &Caller::anonymous(),
             &TopicsView::unrestricted(&topics, 1),
             &ConsumerGroupConfig::default(),
         )
         .await
-        .expect("heartbeat")
     }
 
     type GroupSnapshot = (
@@ -404,5 +416,164 @@ mod consumer_groups {
         let c = restart(c, dir.path()).await;
         assert!(!c.consumer_groups().exists("g"));
         assert!(c.list().iter().all(|(id, _, _)| id != "g"));
+    }
+
+    #[tokio::test]
+    async fn a_heartbeat_to_a_group_there_is_none_of_is_group_id_not_found_as_kafka_words_it() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let c = start(dir.path()).await;
+        let refused = send(&c, &request("a", 3, None)).await;
+        assert_eq!(
+            refused,
+            Err(GroupError::GroupNotFound(
+                "Consumer group g not found.".into()
+            ))
+        );
+        let mut static_leave = request("a", -2, None);
+        static_leave.instance_id = Some("i".into());
+        for leave in [request("a", -1, None), static_leave] {
+            let refused = send(&c, &leave).await.expect_err("no such group");
+            assert_eq!(
+                refused,
+                GroupError::GroupNotFound("Group g not found.".into())
+            );
+            assert_eq!(refused.code(), ResponseError::GroupIdNotFound);
+        }
+        assert!(!c.consumer_groups().exists("g"), "no group was created");
+        // A join creates it; then an unknown member is told so, not that the group is missing.
+        beat(&c, "a", 0, Some(Assignment::new())).await;
+        let refused = send(&c, &request("b", 1, None)).await.expect_err("unknown");
+        assert_eq!(
+            (refused.code(), refused.to_string()),
+            (
+                ResponseError::UnknownMemberId,
+                "Member b is not a member of group g.".into()
+            )
+        );
+    }
+
+    #[tokio::test]
+    async fn only_a_join_takes_over_a_classic_groups_id() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let c = start(dir.path()).await;
+        // Committed offsets only: an empty classic group, as Kafka has it.
+        c.commit_offsets("g", standalone(), vec![("t".into(), 0, offset(5, 1_000))])
+            .await
+            .expect("commit");
+        for req in [request("a", 3, None), request("a", -1, None)] {
+            let refused = send(&c, &req).await.expect_err("a classic group");
+            assert_eq!(
+                refused,
+                GroupError::WrongGroupType("Group g is not a consumer group.".into())
+            );
+            assert_eq!(refused.code(), ResponseError::GroupIdNotFound);
+        }
+        assert!(
+            c.list().iter().any(|(id, _, _)| id == "g"),
+            "the classic group is still there"
+        );
+        let committed = c.fetch_offsets("g");
+        assert_eq!(
+            committed.get(&("t".to_string(), 0)).map(|o| o.offset),
+            Some(5)
+        );
+        beat(&c, "a", 0, Some(Assignment::new())).await;
+        assert!(c.consumer_groups().exists("g"), "a join replaces it");
+    }
+
+    #[tokio::test]
+    async fn a_group_not_read_back_yet_is_loading_and_one_never_stored_is_not_found() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let node = Node::start(&dir).await;
+        let c = &node.coordinator;
+        let join = request("a", 0, Some(Assignment::new()));
+        // Partition 0 is led here but not loaded yet: the group may be stored.
+        assert_eq!(
+            send(c, &join).await,
+            Err(GroupError::CoordinatorLoadInProgress)
+        );
+        c.follow(&offsets_image_led_by(1)).await;
+        assert_eq!(
+            send(c, &request("a", 3, None)).await,
+            Err(GroupError::GroupNotFound(
+                "Consumer group g not found.".into()
+            ))
+        );
+        let joined = send(c, &join).await.expect("joins once loaded");
+        let owned = joined
+            .assignment
+            .clone()
+            .expect("a join is told its assignment");
+        let epoch = joined.member_epoch;
+        // Another node leads the partition: the group leaves memory, its records stay.
+        node.publish(offsets_image_led_by(2));
+        c.follow(&offsets_image_led_by(2)).await;
+        assert!(!c.consumer_groups().exists("g"));
+        // Led here again (a failover back): loading until the group is read back, then
+        // the member carries on at its epoch.
+        node.publish(offsets_image_led_by(1));
+        let refused = send(c, &request("a", epoch, Some(owned.clone())))
+            .await
+            .expect_err("still loading");
+        assert_eq!(refused, GroupError::CoordinatorLoadInProgress);
+        assert_eq!(refused.code(), ResponseError::CoordinatorLoadInProgress);
+        assert_eq!(
+            refused.to_string(),
+            "The coordinator is loading and hence can't process requests."
+        );
+        c.follow(&offsets_image_led_by(1)).await;
+        let back = send(c, &request("a", epoch, Some(owned)))
+            .await
+            .expect("served once read back");
+        assert_eq!(back.member_epoch, epoch);
+        node.stop().await;
+    }
+
+    #[tokio::test]
+    async fn a_consumer_groups_transactional_offsets_make_no_classic_group_beside_it() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let node = Node::start(&dir).await;
+        node.coordinator.follow(&offsets_image_led_by(1)).await;
+        let joined = beat(&node.coordinator, "a", 0, Some(Assignment::new())).await;
+        let (epoch, owned) = (joined.member_epoch, joined.assignment.unwrap_or_default());
+        // The member's producer commits in a transaction (franz-go's and Java's EOS
+        // consumers do), and the broker restarts before the marker: the start-up and
+        // the partition's load both find the pending offsets.
+        node.coordinator
+            .commit_transactional_offsets(
+                "g",
+                member(7, "a", epoch),
+                vec![("t".into(), 0, offset(5, 1_000))],
+            )
+            .await
+            .expect("txn commit");
+        node.stop().await;
+        let node = Node::start(&dir).await;
+        let c = &node.coordinator;
+        let no_classic_group = |c: &GroupCoordinator, when: &str| {
+            assert!(c.describe("g").is_none(), "no classic group {when}");
+            assert!(
+                c.list().iter().all(|(id, _, _)| id != "g"),
+                "none listed {when}"
+            );
+            assert!(c.consumer_groups().exists("g"), "the consumer group {when}");
+        };
+        no_classic_group(c, "after the start-up");
+        c.follow(&offsets_image_led_by(1)).await;
+        no_classic_group(c, "after the load");
+        let r = beat(c, "a", epoch, Some(owned.clone())).await;
+        assert_eq!(r.member_epoch, epoch, "the member carries on");
+
+        // The COMMIT marker applies the offsets to the consumer group.
+        node.end_transaction(7, true).await;
+        no_classic_group(c, "after the marker");
+        let committed = c.fetch_offsets("g");
+        assert_eq!(
+            committed.get(&("t".to_string(), 0)).map(|o| o.offset),
+            Some(5)
+        );
+        let r = beat(c, "a", epoch, Some(owned)).await;
+        assert_eq!(r.member_epoch, epoch, "still answered after the marker");
+        node.stop().await;
     }
 }

@@ -45,7 +45,7 @@ impl GroupCoordinator {
         if group_id.is_empty() {
             return Err(super::GroupError::InvalidGroupId.into());
         }
-        self.coordinates(group_id)?;
+        self.serves(group_id)?;
         {
             let mut groups = self.shared.groups.lock();
             match groups.get(group_id) {
@@ -119,9 +119,7 @@ impl GroupCoordinator {
             let mut txns = self.shared.txns.lock();
             let applied = txns.complete(partition, producer_id, commit);
             for ((group, topic, p), offset) in &applied {
-                if !groups.contains_key(group) {
-                    groups.insert(group.clone(), Group::new(group));
-                }
+                super::loading::add_offsets_only_group(&mut groups, &self.shared.consumer, group);
                 offsets
                     .entry(group.clone())
                     .or_default()

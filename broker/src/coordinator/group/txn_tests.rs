@@ -1,7 +1,8 @@
 //! Transactional offset commits: pending until the marker, applied on COMMIT, dropped on
 //! ABORT; the group checks of TxnOffsetCommit (KIP-447); retention and deletion with
-//! pending offsets; and the start-up replay of transactional batches and markers from a
-//! real `__consumer_offsets` log, across restarts.
+//! pending offsets; the start-up replay of transactional batches and markers from a
+//! real `__consumer_offsets` log, across restarts; and what each group request answers
+//! while the group's partition is loading.
 
 use std::time::Duration;
 
@@ -55,7 +56,7 @@ fn outsider(producer_id: i64) -> TxnCommitter {
     }
 }
 
-fn member(producer_id: i64, member_id: &str, generation_id: i32) -> TxnCommitter {
+pub(super) fn member(producer_id: i64, member_id: &str, generation_id: i32) -> TxnCommitter {
     TxnCommitter {
         member_id: member_id.into(),
         generation_id,
@@ -200,9 +201,10 @@ async fn a_plain_commit_after_the_transactional_one_wins_at_the_marker() {
     assert_eq!(committed(&coordinator, "g", 0), Some(50));
 }
 
-async fn stable_member(coordinator: &GroupCoordinator, group: &str) -> (String, i32) {
-    let req = JoinRequest {
-        member_id: String::new(),
+/// A JoinGroup of the static member "instance-1" (range, 10 s timeouts) as `member_id`.
+fn static_join(member_id: String) -> JoinRequest {
+    JoinRequest {
+        member_id,
         group_instance_id: Some("instance-1".into()),
         client_id: "client".into(),
         client_host: String::new(),
@@ -213,7 +215,11 @@ async fn stable_member(coordinator: &GroupCoordinator, group: &str) -> (String, 
         require_known_member_id: false,
         supports_skip_assignment: false,
         topics: None,
-    };
+    }
+}
+
+async fn stable_member(coordinator: &GroupCoordinator, group: &str) -> (String, i32) {
+    let req = static_join(String::new());
     let JoinOutcome::Joined(joined) = coordinator.join(group, req).await.expect("join") else {
         panic!("a static member joins without a member id round trip");
     };
@@ -498,10 +504,15 @@ async fn replay_keeps_a_plain_commit_newer_than_the_transactional_one() {
 
 /// A one-partition `__consumer_offsets` led by node 1.
 fn offsets_image() -> std::sync::Arc<brook_raft::MetadataImage> {
+    offsets_image_led_by(1)
+}
+
+/// A one-partition `__consumer_offsets` led by `leader` (the coordinators' node is 1).
+pub(super) fn offsets_image_led_by(leader: i32) -> std::sync::Arc<brook_raft::MetadataImage> {
     let mut image = brook_raft::MetadataImage::default();
     let partition = brook_raft::PartitionImage {
         partition: 0,
-        leader: 1,
+        leader,
         leader_epoch: 0,
         replicas: vec![1],
         isr: vec![1],
@@ -526,14 +537,14 @@ fn offsets_image() -> std::sync::Arc<brook_raft::MetadataImage> {
 
 /// A coordinator writing through `__consumer_offsets` in `dir`, with the sender of its
 /// metadata (kept alive) and the replicas (to reach the log as the marker writer does).
-struct Node {
-    coordinator: GroupCoordinator,
+pub(super) struct Node {
+    pub(super) coordinator: GroupCoordinator,
     replicas: crate::partition::ReplicaManager,
-    _images: tokio::sync::watch::Sender<std::sync::Arc<brook_raft::MetadataImage>>,
+    images: tokio::sync::watch::Sender<std::sync::Arc<brook_raft::MetadataImage>>,
 }
 
 impl Node {
-    async fn start(dir: &tempfile::TempDir) -> Node {
+    pub(super) async fn start(dir: &tempfile::TempDir) -> Node {
         let logs =
             LogManager::open(&[dir.path().join("logs")], LogConfig::default()).expect("logs");
         let (images, rx) = tokio::sync::watch::channel(offsets_image());
@@ -556,12 +567,18 @@ impl Node {
         Node {
             coordinator,
             replicas,
-            _images: images,
+            images,
         }
     }
 
+    /// `image` becomes the coordinator's metadata (whom it coordinates for); the replicas
+    /// keep the first image (they lead partition 0 throughout).
+    pub(super) fn publish(&self, image: std::sync::Arc<brook_raft::MetadataImage>) {
+        self.images.send_replace(image);
+    }
+
     /// The marker writer's part: the marker into the log, then the hook.
-    async fn end_transaction(&self, producer_id: i64, commit: bool) {
+    pub(super) async fn end_transaction(&self, producer_id: i64, commit: bool) {
         let log = self
             .replicas
             .logs()
@@ -576,7 +593,7 @@ impl Node {
     }
 
     /// Stops: the coordinator's tasks end, the logs are closed.
-    async fn stop(self) {
+    pub(super) async fn stop(self) {
         drop(self.coordinator);
         self.replicas.shutdown().await;
     }
@@ -593,6 +610,9 @@ async fn pending_offsets_survive_restarts_until_their_marker_on_a_real_offsets_l
         missing_group_error: GroupError::UnknownMemberId,
     };
     let c = &node.coordinator;
+    // Requests are served once the partition is loaded (COORDINATOR_LOAD_IN_PROGRESS
+    // before).
+    c.follow(&offsets_image()).await;
     c.commit_offsets("g", standalone(), vec![("t".into(), 0, offset(1))])
         .await
         .expect("plain commit");
@@ -653,6 +673,7 @@ async fn pending_offsets_survive_restarts_until_their_marker_on_a_real_offsets_l
     assert_eq!(committed(c, "g", 1), Some(71));
 
     // A second transaction, aborted.
+    c.follow(&offsets_image()).await;
     c.commit_transactional_offsets("g", outsider(8), vec![("t".into(), 0, offset(80))])
         .await
         .expect("txn commit");
@@ -665,5 +686,119 @@ async fn pending_offsets_survive_restarts_until_their_marker_on_a_real_offsets_l
     assert_eq!(committed(c, "g", 1), Some(71));
     assert_eq!(committed(c, "h", 0), Some(5));
     assert!(c.pending_transactional_offsets("g").is_empty());
+    node.stop().await;
+}
+
+/// Every group request for a group whose partition is led here but not loaded yet
+/// (a failover back to this node) answers COORDINATOR_LOAD_IN_PROGRESS, as Kafka's runtime
+/// does, except the classic Heartbeat, which Kafka answers blindly; once loaded, the
+/// group is served as stored. A new leader epoch here reloads the partition into the
+/// groups kept in memory: those are served meanwhile (Kafka's shard stays active).
+#[tokio::test]
+async fn group_requests_answer_load_in_progress_while_the_partition_loads() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let node = Node::start(&dir).await;
+    let c = &node.coordinator;
+    c.follow(&offsets_image()).await;
+    let (member_id, generation) = stable_member(c, "g").await;
+    let committer = || super::Committer {
+        member_id: member_id.clone(),
+        group_instance_id: Some("instance-1".into()),
+        generation_id: generation,
+        missing_group_error: GroupError::UnknownMemberId,
+    };
+    c.commit_offsets("g", committer(), vec![("t".into(), 0, offset(4))])
+        .await
+        .expect("commit");
+    // Another node leads the partition, then this one again: loading until followed.
+    node.publish(offsets_image_led_by(2));
+    c.follow(&offsets_image_led_by(2)).await;
+    node.publish(offsets_image());
+    let loading = Some(GroupError::CoordinatorLoadInProgress);
+    assert_eq!(c.serves("g"), Err(GroupError::CoordinatorLoadInProgress));
+    assert_eq!(
+        c.serves("elsewhere-unknown"),
+        Err(GroupError::CoordinatorLoadInProgress),
+        "DescribeGroups, ConsumerGroupDescribe, OffsetFetch: any group of the partition"
+    );
+
+    assert_eq!(
+        c.join("g", static_join(member_id.clone())).await.err(),
+        loading
+    );
+    let sync = SyncRequest {
+        member_id: member_id.clone(),
+        group_instance_id: Some("instance-1".into()),
+        generation_id: generation,
+        protocol_type: None,
+        protocol_name: None,
+        assignments: Vec::new(),
+    };
+    assert_eq!(c.sync("g", sync).await.err(), loading);
+    assert_eq!(
+        c.heartbeat("g", "not-even-a-member", None, 99),
+        Ok(()),
+        "Kafka answers a Heartbeat blindly while loading"
+    );
+    assert_eq!(
+        c.leave("g", &[(member_id.clone(), None)]).err(),
+        loading,
+        "one error for the whole LeaveGroup"
+    );
+    let entries = || vec![("t".to_string(), 0, offset(9))];
+    assert_eq!(
+        group_error(c.commit_offsets("g", committer(), entries()).await),
+        loading
+    );
+    assert_eq!(
+        group_error(
+            c.commit_transactional_offsets("g", member(5, &member_id, generation), entries())
+                .await
+        ),
+        loading
+    );
+    assert_eq!(
+        c.delete_offsets("g", vec![("t".into(), 0)])
+            .await
+            .err()
+            .and_then(|e| group_error(Err(e))),
+        loading
+    );
+    assert_eq!(c.delete_group("g").await.err(), loading);
+
+    // Loaded: served as stored, nothing of the refused requests applied.
+    c.follow(&offsets_image()).await;
+    assert_eq!(c.serves("g"), Ok(()));
+    assert_eq!(committed(c, "g", 0), Some(4));
+    assert!(c.pending_transactional_offsets("g").is_empty());
+    assert!(c.describe("g").is_some(), "the group is back");
+    assert_eq!(
+        c.heartbeat("g", "not-even-a-member", None, 99),
+        Err(GroupError::UnknownMemberId)
+    );
+
+    let mut bumped = (*offsets_image()).clone();
+    if let Some(p) = bumped
+        .topics
+        .get_mut(OFFSETS_TOPIC)
+        .and_then(|t| t.partitions.get_mut(&0))
+    {
+        p.leader_epoch = 1;
+    }
+    let bumped = std::sync::Arc::new(bumped);
+    node.publish(bumped.clone());
+    assert_eq!(c.serves("g"), Ok(()), "kept in memory: served");
+    assert_eq!(
+        c.heartbeat("g", "not-even-a-member", None, 99),
+        Err(GroupError::UnknownMemberId),
+        "checked, not answered blindly"
+    );
+    assert_eq!(
+        c.serves("elsewhere-unknown"),
+        Err(GroupError::CoordinatorLoadInProgress)
+    );
+    c.follow(&bumped).await;
+    assert_eq!(c.serves("elsewhere-unknown"), Ok(()));
+    assert_eq!(committed(c, "g", 0), Some(4));
     node.stop().await;
 }

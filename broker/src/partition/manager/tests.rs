@@ -220,3 +220,37 @@ async fn a_log_that_cannot_be_opened_leaves_its_partition_offline() {
     assert_eq!(answer, Err(ResponseError::KafkaStorageError));
     assert!(node.replicas.leaders().is_empty(), "never served as led");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_lookup_waits_once_for_an_image_whose_apply_is_slow_then_no_lookup_waits_for_it() {
+    let node = Node::new();
+    // Published and not applied, as while a slow apply creates thousands of logs: one
+    // request naming many of its partitions must not wait APPLY_WAIT for each in turn.
+    node.images
+        .send_replace(image(1, &[(0, 1, 0, &[1], &[1]), (1, 1, 0, &[1], &[1])]));
+    let not_led_yet = |r: Result<i32, BrokerError>| {
+        matches!(r, Err(BrokerError::NotLeaderOrFollower { leader: -1, .. }))
+    };
+    let started = tokio::time::Instant::now();
+    assert!(not_led_yet(node.leader(0, None).await));
+    assert_eq!(started.elapsed(), super::APPLY_WAIT);
+    let started = tokio::time::Instant::now();
+    assert!(not_led_yet(node.leader(1, None).await));
+    assert!(not_led_yet(node.leader(0, None).await));
+    assert_eq!(started.elapsed(), std::time::Duration::ZERO);
+
+    // A newer image is waited for again, and its apply answers the waiting lookup.
+    let newer = image(1, &[(0, 1, 1, &[1], &[1]), (1, 1, 1, &[1], &[1])]);
+    node.images.send_replace(newer.clone());
+    let replicas = node.replicas.clone();
+    let config = node.config.clone();
+    let apply = tokio::spawn(async move {
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        replicas.apply(newer, &config).await;
+    });
+    let started = tokio::time::Instant::now();
+    assert_eq!(node.leader(1, None).await.ok(), Some(1));
+    assert!(started.elapsed() >= std::time::Duration::from_secs(1));
+    apply.await.expect("apply");
+    assert_eq!(node.leader(0, Some(1)).await.ok(), Some(0));
+}

@@ -76,9 +76,10 @@ def broker_settings(certs: Path) -> Dict[str, str]:
 
     ssl.cipher.suites pins the server side too, for the Go client, which cannot restrict its TLS 1.3
     offer: it offers AES-128-GCM first (AES hardware), which rustls takes (it follows the client's
-    order) but JSSE, choosing by its own order, answers with AES-256-GCM. Brook accepts the key
-    without acting on it (a Tls gap in its key table); tlsperf fails a connection whose suite is
-    not CIPHER, so every figure is known to use it."""
+    order) but JSSE, choosing by its own order, answers with AES-256-GCM. Both brokers then
+    offer only CIPHER (Brook honours ssl.cipher.suites since 2026-12-06; before, it accepted the
+    key without acting on it); tlsperf fails a connection whose suite is not CIPHER, so every
+    figure is known to use it."""
     return {
         "ssl.keystore.type": "PEM",
         "ssl.keystore.location": str(certs / "broker-keystore.pem"),

@@ -47,6 +47,7 @@ import subprocess
 import time
 import uuid
 from pathlib import Path
+from typing import Optional
 
 import pytest
 from confluent_kafka.admin import AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
@@ -60,6 +61,10 @@ SCRAM_USER = ("tls-scram-user", "tls-scram-secret")
 PLAIN_USER = ("alice", "alice-secret")
 RECORDS = 10
 CLIENT_DN = "CN=brook-client,OU=clients,O=Brook"
+# The CIPH listener's one cipher suite (TLS 1.2 only, so that Python's `ssl` can narrow its
+# offer), and one it does not offer; Kafka's (IANA) names and OpenSSL's.
+CIPH_SUITE, CIPH_OPENSSL = "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384", "ECDHE-RSA-AES256-GCM-SHA384"
+OTHER_SUITE, OTHER_OPENSSL = "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256", "ECDHE-RSA-AES128-GCM-SHA256"
 brook_only = pytest.mark.skipif(paths.target() == "kafka", reason="brook's own start-up refusals and log")
 
 
@@ -98,7 +103,7 @@ def node(tmp_path_factory, certs):
     b = Broker(paths.target(), tmp_path_factory.mktemp("tls"))
     taken = {b.port, b.port + 1, b.metrics_port or 0}
     ports = {}
-    for name in ("SSL", "MTLS", "SASL_SSL", "P12", "ENC"):
+    for name in ("SSL", "MTLS", "SASL_SSL", "P12", "ENC", "CIPH"):
         ports[name] = free_port(avoid=frozenset(taken))
         taken.add(ports[name])
     b.add_listeners({
@@ -107,6 +112,7 @@ def node(tmp_path_factory, certs):
         "SASL_SSL": ("SASL_SSL", ports["SASL_SSL"], None),
         "P12": ("SSL", ports["P12"], None),
         "ENC": ("SSL", ports["ENC"], None),
+        "CIPH": ("SSL", ports["CIPH"], None),
     }, plaintext_advertised=f"localhost:{b.port}")
     b.overrides.update({
         "ssl.keystore.type": "PEM",
@@ -126,6 +132,8 @@ def node(tmp_path_factory, certs):
         "listener.name.enc.ssl.keystore.type": "PEM",
         "listener.name.enc.ssl.keystore.location": str(certs / "broker-encrypted-keystore.pem"),
         "listener.name.enc.ssl.key.password": PASSWORD,
+        "listener.name.ciph.ssl.enabled.protocols": "TLSv1.2",
+        "listener.name.ciph.ssl.cipher.suites": CIPH_SUITE,
         "sasl.enabled.mechanisms": "SCRAM-SHA-512,PLAIN",
         "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": f"{SCRAM_LOGIN} required;",
         "listener.name.sasl_ssl.plain.sasl.jaas.config":
@@ -178,6 +186,8 @@ def files(tmp_path_factory, certs) -> dict:
         "mtls-expired": {"security.protocol": "SSL", **trust, **keystore("expired-client")},
         "sasl-ssl-scram-512": sasl("SCRAM-SHA-512", *SCRAM_USER),
         "sasl-ssl-plain": sasl("PLAIN", *PLAIN_USER),
+        "ssl-ciph": {"security.protocol": "SSL", **trust, "ssl.cipher.suites": CIPH_SUITE},
+        "ssl-other-suite": {"security.protocol": "SSL", **trust, "ssl.cipher.suites": OTHER_SUITE},
     }
     return {name: str(client_config.write(d / f"{name}.properties", s)) for name, s in settings.items()}
 
@@ -418,6 +428,46 @@ def test_plaintext_bytes_to_the_tls_port_close_only_that_connection(tls, certs, 
             response = read_response(secured)
             assert len(response) > 8 and struct.unpack(">i", response[4:8])[0] == 7
     assert drivers.run("confluent", "metadata", tls.bootstrap("SSL"), "--client-config", files["ssl"])["brokers"]
+
+
+def tls12_handshake(certs: Path, port: int, ciphers: Optional[str] = None) -> tuple:
+    """A TLS 1.2 handshake with Python's `ssl` (OpenSSL), offering `ciphers` (OpenSSL names) or
+    its defaults: the negotiated (version, suite), or the SSLError."""
+    context = ssl.create_default_context(cafile=str(certs / "ca.pem"))
+    context.maximum_version = ssl.TLSVersion.TLSv1_2
+    if ciphers:
+        context.set_ciphers(ciphers)
+    with socket.create_connection((HOST, port), timeout=10) as raw:
+        with context.wrap_socket(raw, server_hostname=HOST) as secured:
+            return secured.version(), secured.cipher()[0]
+
+
+def test_a_listener_offers_only_the_cipher_suites_of_its_ssl_cipher_suites(tls, certs, files):
+    port = tls.ports["CIPH"]
+    # OpenSSL's default offer holds both suites (AES-128 among the first): the listener's is chosen.
+    assert tls12_handshake(certs, port) == ("TLSv1.2", CIPH_OPENSSL)
+    with pytest.raises(ssl.SSLError) as refused:
+        tls12_handshake(certs, port, OTHER_OPENSSL)
+    assert "handshake failure" in str(refused.value).lower(), refused.value
+    # The Java client that offers only another suite is refused with the broker's alert ...
+    stderr = java_refusal(tls.bootstrap("CIPH"), files["ssl-other-suite"])
+    assert '{"error":"SslAuthenticationException"' in stderr, stderr[-2000:]
+    assert "javax.net.ssl.SSLHandshakeException: Received fatal alert: handshake_failure" in stderr, stderr[-2000:]
+    # ... and one that offers the listener's suite produces and reads back, as any client with defaults.
+    round_trip("java", tls, "CIPH", files["ssl-ciph"])
+    round_trip("confluent", tls, "CIPH", files["ssl"])
+
+
+@brook_only
+@pytest.mark.parametrize("suites,reason", [
+    ("TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA256", "Brook implements none of these cipher suites; it offers TLS_"),
+    (f"{CIPH_SUITE},{OTHER_OPENSSL}", f"Unsupported CipherSuite: {OTHER_OPENSSL}"),
+], ids=["none-implemented", "not-a-suite"])
+def test_a_cipher_suite_list_brook_cannot_serve_stops_the_node_naming_the_key(tmp_path, certs, suites, reason):
+    result = run_brook(tmp_path, {"ssl.keystore.type": "PEM", "ssl.keystore.location": str(certs / "broker-keystore.pem"),
+                                  "listener.name.ssl.ssl.cipher.suites": suites})
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert f"listener.name.ssl.ssl.cipher.suites: {reason}" in result.stderr, result.stderr[-2000:]
 
 
 def run_brook(tmp_path, settings: dict) -> subprocess.CompletedProcess:

@@ -268,6 +268,8 @@ pub(super) static BROKER_KEYS: &[KeyDef] = &[
       "Whether a dynamic update of a listener's key store may change its certificate's subject DN; by default such an update is refused with INVALID_REQUEST."),
     k("ssl.allow.san.changes", T::Boolean, Some("false"), V::None, L, RO,
       "Whether a dynamic update of a listener's key store may change its certificate's subject alternative names; by default such an update is refused with INVALID_REQUEST."),
+    k("ssl.cipher.suites", T::List, Some(""), V::Items { allow_empty: true }, M, PB,
+      "The cipher suites an SSL listener offers and its inter-broker connections ask for, by IANA name as Kafka writes them (TLS_AES_128_GCM_SHA256, TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384); empty offers every suite Brook implements (AES-GCM and ChaCha20-Poly1305, TLS 1.3 and ECDHE TLS 1.2). Listed suites Brook does not implement (CBC, DHE) are left out with a warning; a list of none it implements, or a name that is no cipher suite, stops the node."),
     k("ssl.client.auth", T::String, Some("none"), V::OneOf(&["required", "requested", "none"]), M, PB,
       "Whether an SSL listener asks clients for a certificate: none, requested (verified when given; a client without one is User:ANONYMOUS) or required (a client without a certificate fails the handshake)."),
     k("ssl.enabled.protocols", T::List, Some("TLSv1.2,TLSv1.3"), V::Items { allow_empty: true }, M, PB,

@@ -284,7 +284,6 @@ pub(super) static KAFKA_ONLY_BROKER_KEYS: &[KeyDef] = &[
     n("socket.connection.setup.timeout.max.ms", T::Long, Some("30000"), V::None, M, RO, Connections),
     n("socket.connection.setup.timeout.ms", T::Long, Some("10000"), V::None, M, RO, Connections),
     n("socket.listen.backlog.size", T::Int, Some("50"), V::AtLeast(1), M, RO, Connections),
-    n("ssl.cipher.suites", T::List, Some(""), V::Items { allow_empty: true }, M, PB, Tls),
     n("ssl.endpoint.identification.algorithm", T::String, Some("https"), V::None, L, PB, Tls),
     n("ssl.engine.factory.class", T::Class, None, V::None, L, PB, Tls),
     n("ssl.keymanager.algorithm", T::String, Some("SunX509"), V::None, M, PB, Tls),

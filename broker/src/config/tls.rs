@@ -62,6 +62,9 @@ pub struct ListenerTls {
     pub truststore_certificates: Option<Setting>,
     pub client_auth: ClientAuth,
     pub versions: Vec<TlsVersion>,
+    /// `ssl.cipher.suites`, as set (`server::tls_suites` reads the names); unset or empty:
+    /// every suite of the crypto provider.
+    pub cipher_suites: Option<Setting>,
     pub principal_mapping_rules: PrincipalMappingRules,
     /// `ssl.allow.dn.changes`: a dynamic update may change the certificate's subject DN.
     pub allow_dn_changes: bool,
@@ -125,6 +128,7 @@ impl ListenerTls {
             truststore_certificates: get("ssl.truststore.certificates"),
             client_auth,
             versions,
+            cipher_suites: get("ssl.cipher.suites"),
             principal_mapping_rules,
             allow_dn_changes: need("ssl.allow.dn.changes").value == "true",
             allow_san_changes: need("ssl.allow.san.changes").value == "true",

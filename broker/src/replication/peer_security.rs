@@ -20,6 +20,7 @@ use crate::config::inter_broker::InterBrokerLogin;
 use crate::config::tls::{listener_key, ClientAuth, ListenerTls};
 use crate::config::BrokerConfig;
 use crate::server::tls::{key_store, protocol_versions, trust_store, TlsConfigError};
+use crate::server::tls_suites;
 
 /// The inter-broker client's security, resolved.
 #[derive(Clone, Default)]
@@ -112,10 +113,10 @@ pub(crate) fn client_connector(
                 "brokers and controllers connect to each other on this listener: its trust store verifies their certificates: set ssl.truststore.location or ssl.truststore.certificates (optionally prefixed listener.name.<listener>.)".to_owned(),
             )
         })?;
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let provider = tls_suites::provider(tls).map_err(|(k, r)| err(k, r))?;
     let builder = ClientConfig::builder_with_provider(provider)
         .with_protocol_versions(&protocol_versions(tls))
-        .map_err(|e| err("ssl.enabled.protocols".to_owned(), e.to_string()))?
+        .map_err(|e| err(tls_suites::versions_key(tls).to_owned(), e.to_string()))?
         .with_root_certificates(roots);
     let config = if !offer_certificate {
         builder.with_no_client_auth()

@@ -15,6 +15,7 @@ pub mod tls;
 mod tls_pem_key;
 pub mod tls_reload;
 pub mod tls_stores;
+pub(crate) mod tls_suites;
 #[cfg(test)]
 mod tls_testdata;
 pub mod write;

@@ -23,6 +23,7 @@ pub use crate::server::tls_stores::normalize_pem;
 pub(crate) use crate::server::tls_stores::{
     key_store, refuse_pem_truststore_password, trust_store,
 };
+use crate::server::tls_suites;
 
 /// A TLS configuration that cannot be served; the node stops with this message.
 #[derive(Debug, thiserror::Error)]
@@ -94,11 +95,11 @@ pub fn build(tls: &ListenerTls) -> Result<TlsListener, TlsConfigError> {
         .first()
         .map(|leaf| CertIdentity::of(leaf.as_ref()))
         .unwrap_or_default();
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let provider = tls_suites::provider(tls).map_err(|(k, r)| err(&k, r))?;
     let versions = protocol_versions(tls);
     let builder = ServerConfig::builder_with_provider(provider.clone())
         .with_protocol_versions(&versions)
-        .map_err(|e| err("ssl.enabled.protocols", e.to_string()))?;
+        .map_err(|e| err(tls_suites::versions_key(tls), e.to_string()))?;
     let builder = match tls.client_auth {
         ClientAuth::None => builder.with_no_client_auth(),
         auth => {

@@ -76,6 +76,8 @@ fn store_settings(tls: &ListenerTls) -> Vec<Setting> {
         tls.truststore_location.as_ref(),
         tls.truststore_password.as_ref(),
         tls.truststore_certificates.as_ref(),
+        // Not a store, but rebuilt the same way (Kafka rebuilds on any SSL key's change).
+        tls.cipher_suites.as_ref(),
     ]
     .into_iter()
     .flatten()

@@ -45,6 +45,7 @@ fn bare() -> ListenerTls {
         truststore_certificates: None,
         client_auth: ClientAuth::None,
         versions: vec![TlsVersion::Tls12, TlsVersion::Tls13],
+        cipher_suites: None,
         principal_mapping_rules: PrincipalMappingRules::parse("DEFAULT").expect("DEFAULT"),
         allow_dn_changes: false,
         allow_san_changes: false,

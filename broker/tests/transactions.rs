@@ -1,6 +1,7 @@
 //! The transaction coordinator on the wire, against one real `brook` process on loopback,
 //! with the request versions librdkafka sends (v0 of AddPartitionsToTxn, AddOffsetsToTxn
-//! and EndTxn) and Java's (FindCoordinator v1, and v4 batches): the lazy `__transaction_state`,
+//! and EndTxn) and Java's (FindCoordinator v1, and v4 batches): the lazy `__transaction_state`
+//! (COORDINATOR_NOT_AVAILABLE from the FindCoordinator that creates it),
 //! InitProducerId's epochs and fencing (the open transaction is aborted first, the old
 //! producer gets INVALID_PRODUCER_EPOCH at v0), commit and its retry, the markers taking
 //! offsets in the data partitions, and an open transaction surviving a restart; the
@@ -35,6 +36,7 @@ use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, StrBytes};
 
 const TOPIC: &str = "txn-data";
 const TXN: &str = "txn-coordinator-test";
+const COORDINATOR_NOT_AVAILABLE: i16 = 15;
 const CONCURRENT_TRANSACTIONS: i16 = 51;
 const INVALID_PRODUCER_EPOCH: i16 = 47;
 const INVALID_TXN_STATE: i16 = 48;
@@ -173,11 +175,18 @@ fn transactions_commit_fence_and_survive_a_restart_with_librdkafkas_versions() {
     node.start();
     create_topic(&node);
 
-    // FindCoordinator creates __transaction_state; v1 (the first with a key type, as
-    // librdkafka sends it) and v4 (Java's batch) agree.
+    // FindCoordinator creates __transaction_state and, as Kafka's getCoordinator, answers
+    // COORDINATOR_NOT_AVAILABLE meanwhile; then v1 (the first with a key type, as
+    // librdkafka sends it) and v4 (Java's batch) agree on the leader.
     let v1 = FindCoordinatorRequest::default()
         .with_key(StrBytes::from_static_str(TXN))
         .with_key_type(1);
+    let first: FindCoordinatorResponse = call(&node, ApiKey::FindCoordinator, 1, &v1);
+    assert_eq!(
+        (first.error_code, first.node_id.0),
+        (COORDINATOR_NOT_AVAILABLE, -1),
+        "the request that creates the topic names no coordinator: {first:?}"
+    );
     let coordinator = wait_until("the transaction coordinator", || {
         let r: FindCoordinatorResponse = call(&node, ApiKey::FindCoordinator, 1, &v1);
         (r.error_code == 0).then_some(r.node_id.0)

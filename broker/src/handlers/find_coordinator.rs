@@ -2,7 +2,7 @@
 //! `__consumer_offsets` partition, a transactional id's (key type 1) the leader of its
 //! `__transaction_state` partition (`abs(hashCode(key)) % partitions`, as Kafka computes
 //! it); the first key of each type creates its topic through the quorum, as Kafka does
-//! (and, as Kafka, answers a group key COORDINATOR_NOT_AVAILABLE meanwhile).
+//! (and, as Kafka, answers that key COORDINATOR_NOT_AVAILABLE meanwhile).
 //! v0-3 carry one key; v4+ batch them in `coordinator_keys` (KIP-699).
 
 use brook_protocol::kafka_protocol::messages::find_coordinator_response::Coordinator;
@@ -40,14 +40,16 @@ pub async fn handle(
             .then_some(Denied::TransactionalId),
         _ => None,
     };
-    // A group's coordinator is COORDINATOR_NOT_AVAILABLE while `__consumer_offsets` is
-    // being created, as Kafka answers: the client asks again once its partitions are led
-    // and loaded, rather than meeting COORDINATOR_LOAD_IN_PROGRESS from every group API.
-    let ready = match req.key_type {
-        GROUP_KEY => offsets_topic::ensure(broker).await.map(|created| !created),
-        TRANSACTION_KEY => txn_state_topic::ensure(broker).await.map(|()| true),
-        _ => Ok(true),
+    // The coordinator is COORDINATOR_NOT_AVAILABLE while this request creates its
+    // internal topic, as Kafka answers: the client asks again once the topic's partitions
+    // are led and loaded, rather than meeting COORDINATOR_LOAD_IN_PROGRESS from the
+    // coordinator's APIs.
+    let created = match req.key_type {
+        GROUP_KEY => offsets_topic::ensure(broker).await,
+        TRANSACTION_KEY => txn_state_topic::ensure(broker).await,
+        _ => Ok(false),
     };
+    let ready = created.map(|created| !created);
     let topic_ready = match ready {
         Ok(ready) => ready,
         Err(e) => {

@@ -43,7 +43,7 @@ pub async fn handle(
         let expected = (req.producer_id.0 >= 0 && req.producer_epoch >= 0)
             .then_some((req.producer_id.0, req.producer_epoch));
         let result = match txn_state_topic::ensure(broker).await {
-            Ok(()) => broker
+            Ok(_) => broker
                 .txn
                 .init_producer_id(
                     &broker.coordinator_handles(),

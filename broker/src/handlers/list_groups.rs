@@ -1,7 +1,9 @@
 //! ListGroups (v0-5): every group this broker coordinates (all of them), with its state
 //! (v4+, filterable, KIP-518) and type (v5+, filterable, KIP-848: "classic" or
 //! "consumer"; a consumer group's protocol type is "consumer"). Filters compare
-//! case-insensitively, as Kafka's do.
+//! case-insensitively, as Kafka's do. While a `__consumer_offsets` partition led here is
+//! still loading, the response is COORDINATOR_LOAD_IN_PROGRESS with no groups at all, as
+//! Kafka's group coordinator answers (clients retry).
 
 use brook_protocol::kafka_protocol::messages::list_groups_response::ListedGroup;
 use brook_protocol::kafka_protocol::messages::{GroupId, ListGroupsRequest, ListGroupsResponse};
@@ -10,6 +12,7 @@ use brook_protocol::kafka_protocol::protocol::StrBytes;
 use crate::auth::acl::AclOperation;
 use crate::auth::Access;
 use crate::broker::Broker;
+use crate::error::group_code;
 use crate::server::session::Session;
 
 const CLASSIC: &str = "classic";
@@ -21,6 +24,9 @@ pub fn handle(
     req: ListGroupsRequest,
     version: i16,
 ) -> ListGroupsResponse {
+    if let Err(e) = broker.groups.refuse_listing_while_loading() {
+        return ListGroupsResponse::default().with_error_code(group_code(&e).code());
+    }
     // Kafka's handleListGroupsRequest: DESCRIBE on the cluster lists every group, else
     // only the groups the session may DESCRIBE.
     let access = Access::new(broker, session);

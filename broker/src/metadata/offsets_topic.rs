@@ -14,13 +14,9 @@ use crate::broker::Broker;
 use crate::coordinator::group::records::OFFSETS_TOPIC;
 use crate::error::BrokerError;
 
-/// Creates `__consumer_offsets` unless it exists; losing a creation race is success.
-/// `Ok(true)`: it did not exist when asked (its partitions are only now being led and
-/// loaded).
+/// Creates `__consumer_offsets` unless it exists (`topics::ensure_internal`: `Ok(true)`
+/// when it did not exist when asked).
 pub async fn ensure(broker: &Broker) -> Result<bool, BrokerError> {
-    if broker.image().topic(OFFSETS_TOPIC).is_some() {
-        return Ok(false);
-    }
     let config = &broker.config;
     let brokers = i16::try_from(broker.image().active_brokers().count().max(1)).unwrap_or(i16::MAX);
     let configs = BTreeMap::from([
@@ -31,7 +27,7 @@ pub async fn ensure(broker: &Broker) -> Result<bool, BrokerError> {
         ),
         ("compression.type".to_string(), "producer".to_string()),
     ]);
-    let created = topics::create(
+    topics::ensure_internal(
         broker,
         NewTopic {
             name: OFFSETS_TOPIC.to_string(),
@@ -41,16 +37,5 @@ pub async fn ensure(broker: &Broker) -> Result<bool, BrokerError> {
             assignments: Vec::new(),
         },
     )
-    .await;
-    match created {
-        Ok(_) => {
-            tracing::info!(
-                partitions = config.offsets_topic_num_partitions,
-                "created the internal topic __consumer_offsets"
-            );
-            Ok(true)
-        }
-        Err(e) if e.is_topic_already_exists() => Ok(true),
-        Err(e) => Err(e),
-    }
+    .await
 }

@@ -178,6 +178,35 @@ pub async fn create(broker: &Broker, topic: NewTopic) -> Result<Uuid, BrokerErro
     Ok(topic_id)
 }
 
+/// Creates the internal topic `topic` (`__consumer_offsets`, `__transaction_state`, with
+/// Kafka's settings for it, whoever asks first) unless it exists; losing a creation race
+/// is success. `Ok(true)`: it did not exist when asked, so its partitions are only now
+/// being led and loaded: FindCoordinator answers COORDINATOR_NOT_AVAILABLE then, as
+/// Kafka's `getCoordinator` does for an internal topic its request creates.
+pub async fn ensure_internal(broker: &Broker, topic: NewTopic) -> Result<bool, BrokerError> {
+    if broker.image().topic(&topic.name).is_some() {
+        return Ok(false);
+    }
+    let (name, partitions, replication_factor) = (
+        topic.name.clone(),
+        topic.partitions,
+        topic.replication_factor,
+    );
+    match create(broker, topic).await {
+        Ok(_) => {
+            tracing::info!(
+                topic = %name,
+                partitions,
+                replication_factor,
+                "created an internal topic"
+            );
+            Ok(true)
+        }
+        Err(e) if e.is_topic_already_exists() => Ok(true),
+        Err(e) => Err(e),
+    }
+}
+
 /// Auto-creates `name` with the broker's defaults when `auto.create.topics.enable`.
 /// Returns whether the topic exists afterwards.
 pub async fn auto_create(broker: &Broker, name: &str) -> Result<bool, BrokerError> {
@@ -189,7 +218,7 @@ pub async fn auto_create(broker: &Broker, name: &str) -> Result<bool, BrokerErro
         return super::offsets_topic::ensure(broker).await.map(|_| true);
     }
     if name == crate::coordinator::txn::records::TXN_STATE_TOPIC {
-        return super::txn_state_topic::ensure(broker).await.map(|()| true);
+        return super::txn_state_topic::ensure(broker).await.map(|_| true);
     }
     if !broker.config.auto_create_topics_enable {
         return Ok(false);

@@ -16,11 +16,9 @@ use crate::broker::Broker;
 use crate::coordinator::txn::records::TXN_STATE_TOPIC;
 use crate::error::BrokerError;
 
-/// Creates `__transaction_state` unless it exists; losing a creation race is success.
-pub async fn ensure(broker: &Broker) -> Result<(), BrokerError> {
-    if broker.image().topic(TXN_STATE_TOPIC).is_some() {
-        return Ok(());
-    }
+/// Creates `__transaction_state` unless it exists (`topics::ensure_internal`: `Ok(true)`
+/// when it did not exist when asked).
+pub async fn ensure(broker: &Broker) -> Result<bool, BrokerError> {
     let config = &broker.config;
     let brokers = i16::try_from(broker.image().active_brokers().count().max(1)).unwrap_or(i16::MAX);
     let replication_factor = config.transaction_state_log_replication_factor.min(brokers);
@@ -40,7 +38,7 @@ pub async fn ensure(broker: &Broker) -> Result<(), BrokerError> {
             config.transaction_state_log_segment_bytes.to_string(),
         ),
     ]);
-    let created = topics::create(
+    topics::ensure_internal(
         broker,
         NewTopic {
             name: TXN_STATE_TOPIC.to_string(),
@@ -50,17 +48,5 @@ pub async fn ensure(broker: &Broker) -> Result<(), BrokerError> {
             assignments: Vec::new(),
         },
     )
-    .await;
-    match created {
-        Ok(_) => {
-            tracing::info!(
-                partitions = config.transaction_state_log_num_partitions,
-                replication_factor,
-                "created the internal topic __transaction_state"
-            );
-            Ok(())
-        }
-        Err(e) if e.is_topic_already_exists() => Ok(()),
-        Err(e) => Err(e),
-    }
+    .await
 }

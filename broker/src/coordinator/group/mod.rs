@@ -18,7 +18,8 @@
 //! `txn_offsets`).
 //! While a group's partition is loading here (`loading`) and the group is not in memory,
 //! its requests answer COORDINATOR_LOAD_IN_PROGRESS as Kafka's runtime does (`serves`);
-//! a classic Heartbeat is answered without an error then, as Kafka's is.
+//! a classic Heartbeat is answered without an error then, as Kafka's is; ListGroups
+//! answers it while any partition led here loads (`refuse_listing_while_loading`).
 
 mod classic_in_consumer;
 mod consumer_persist;
@@ -428,6 +429,17 @@ impl GroupCoordinator {
         self.shared
             .consumer
             .heartbeat(group_id, req, caller, view, config, Instant::now())
+    }
+
+    /// ListGroups: COORDINATOR_LOAD_IN_PROGRESS while any `__consumer_offsets` partition
+    /// led here is loading (`OffsetsLog::any_loading`), for the whole request: Kafka's
+    /// `GroupCoordinatorService.listGroups` fails the listing when one of its shards is
+    /// loading, and lists none of the loaded shards' groups then.
+    pub fn refuse_listing_while_loading(&self) -> Result<(), GroupError> {
+        match &self.shared.log {
+            Some(log) if log.any_loading() => Err(GroupError::CoordinatorLoadInProgress),
+            _ => Ok(()),
+        }
     }
 
     /// (group id, protocol type, state) of every group this broker coordinates.

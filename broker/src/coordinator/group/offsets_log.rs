@@ -84,9 +84,20 @@ impl OffsetsLog {
     /// loaded and leaves it only once its groups are in memory.
     pub fn loading(&self, group_id: &str) -> bool {
         let image = self.images.borrow().clone();
-        let Some(p) = records::group_partition(&image, group_id) else {
-            return false;
-        };
+        records::group_partition(&image, group_id).is_some_and(|p| self.partition_loading(p))
+    }
+
+    /// Whether some `__consumer_offsets` partition led here is loading (`loading` for its
+    /// groups): ListGroups answers COORDINATOR_LOAD_IN_PROGRESS then, as Kafka's does.
+    pub fn any_loading(&self) -> bool {
+        let image = self.images.borrow().clone();
+        image
+            .topic(OFFSETS_TOPIC)
+            .is_some_and(|topic| topic.partitions.values().any(|p| self.partition_loading(p)))
+    }
+
+    /// See `loading`.
+    fn partition_loading(&self, p: &brook_raft::PartitionImage) -> bool {
         if p.leader != self.node_id {
             return false;
         }

@@ -2,7 +2,7 @@
 //! ABORT; the group checks of TxnOffsetCommit (KIP-447); retention and deletion with
 //! pending offsets; the start-up replay of transactional batches and markers from a
 //! real `__consumer_offsets` log, across restarts; and what each group request answers
-//! while the group's partition is loading.
+//! while the group's partition is loading (ListGroups: while any partition led here is).
 
 use std::time::Duration;
 
@@ -800,5 +800,70 @@ async fn group_requests_answer_load_in_progress_while_the_partition_loads() {
     c.follow(&bumped).await;
     assert_eq!(c.serves("elsewhere-unknown"), Ok(()));
     assert_eq!(committed(c, "g", 0), Some(4));
+    node.stop().await;
+}
+
+/// ListGroups answers COORDINATOR_LOAD_IN_PROGRESS for the whole request while a
+/// `__consumer_offsets` partition led here is loading, as Kafka's
+/// `GroupCoordinatorService.listGroups` does (one loading shard fails the listing; the
+/// groups in memory are not listed meanwhile); a partition led elsewhere is not loading.
+#[tokio::test]
+async fn list_groups_answers_load_in_progress_while_a_partition_loads() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let node = Node::start(&dir).await;
+    let c = &node.coordinator;
+    let listed = |c: &GroupCoordinator| -> Vec<String> {
+        c.list().into_iter().map(|(id, _, _)| id).collect()
+    };
+    let loading = Err(GroupError::CoordinatorLoadInProgress);
+    node.publish(offsets_image());
+    assert_eq!(
+        c.refuse_listing_while_loading(),
+        loading,
+        "led here, never loaded"
+    );
+    c.follow(&offsets_image()).await;
+    assert_eq!(c.refuse_listing_while_loading(), Ok(()));
+    let (member_id, generation) = stable_member(c, "g").await;
+    let committer = super::Committer {
+        member_id,
+        group_instance_id: Some("instance-1".into()),
+        generation_id: generation,
+        missing_group_error: GroupError::UnknownMemberId,
+    };
+    c.commit_offsets("g", committer, vec![("t".into(), 0, offset(4))])
+        .await
+        .expect("commit");
+    assert_eq!(listed(c), ["g"]);
+
+    // Led elsewhere: nothing of it is loading here, its group is not listed here.
+    node.publish(offsets_image_led_by(2));
+    c.follow(&offsets_image_led_by(2)).await;
+    assert_eq!(c.refuse_listing_while_loading(), Ok(()));
+    assert!(listed(c).is_empty());
+
+    // Led here again (a failover back): refused until loaded, then the stored group.
+    node.publish(offsets_image());
+    assert_eq!(c.refuse_listing_while_loading(), loading);
+    c.follow(&offsets_image()).await;
+    assert_eq!(c.refuse_listing_while_loading(), Ok(()));
+    assert_eq!(listed(c), ["g"]);
+
+    // A new leader epoch here: "g" stays in memory, but the reload may bring back groups
+    // that are not (per group, `serves` refuses those): the listing waits for it.
+    let mut bumped = (*offsets_image()).clone();
+    if let Some(p) = bumped
+        .topics
+        .get_mut(OFFSETS_TOPIC)
+        .and_then(|t| t.partitions.get_mut(&0))
+    {
+        p.leader_epoch = 1;
+    }
+    let bumped = std::sync::Arc::new(bumped);
+    node.publish(bumped.clone());
+    assert_eq!(c.refuse_listing_while_loading(), loading);
+    c.follow(&bumped).await;
+    assert_eq!(c.refuse_listing_while_loading(), Ok(()));
+    assert_eq!(listed(c), ["g"]);
     node.stop().await;
 }

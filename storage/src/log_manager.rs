@@ -597,20 +597,82 @@ impl LogManager {
     /// Deletes a log and its files; returns whether it existed. Handles still held
     /// elsewhere fail with `LogDeleted` afterwards.
     pub fn delete_log(&self, topic: &str, partition: i32) -> Result<bool> {
+        self.delete_logs([(topic, partition)])
+            .map(|deleted| deleted > 0)
+    }
+
+    /// Deletes logs and their files, as `delete_log` does each, and returns how many
+    /// existed. The renames are fsynced once per log directory and the checkpoints
+    /// rewritten once for all: deleting a topic of N partitions one by one rewrote the three
+    /// checkpoint files (a line per partition of the broker, each file fsynced) N times, 22 ms
+    /// a partition at 20,000 partitions. Every victim is tried; the first failure is
+    /// returned after the others are deleted and the checkpoints rewritten.
+    pub fn delete_logs<'a>(
+        &self,
+        victims: impl IntoIterator<Item = (&'a str, i32)>,
+    ) -> Result<usize> {
+        let mut first_error = None;
+        let mut doomed = Vec::new();
+        let mut deleted = 0;
+        for (topic, partition) in victims {
+            match self.unlink_log(topic, partition) {
+                Ok(Unlinked::Absent) => {}
+                Ok(Unlinked::NoFiles) => deleted += 1,
+                Ok(Unlinked::Renamed(dir)) => {
+                    deleted += 1;
+                    doomed.push((topic, partition, dir));
+                }
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        if doomed.is_empty() {
+            return first_error.map_or(Ok(deleted), Err);
+        }
+        let mut parents: Vec<PathBuf> = doomed
+            .iter()
+            .filter_map(|(_, _, dir)| dir.parent().map(Path::to_path_buf))
+            .collect();
+        parents.sort();
+        parents.dedup();
+        let removed = parents
+            .iter()
+            .try_for_each(|parent| sync_dir(parent))
+            .and_then(|()| {
+                doomed.iter().try_for_each(|(topic, partition, dir)| {
+                    fs::remove_dir_all(dir).map_err(io_err("delete log dir", dir))?;
+                    tracing::info!(topic, partition, "log deleted");
+                    Ok(())
+                })
+            })
+            .and_then(|()| self.checkpoint_log_start_offsets())
+            // A re-created partition of the same name must not inherit the old high
+            // watermark, nor the old recovery point.
+            .and_then(|()| self.checkpoint_high_watermarks())
+            .and_then(|()| self.checkpoint_recovery_points());
+        match (first_error, removed) {
+            (Some(e), _) | (None, Err(e)) => Err(e),
+            (None, Ok(())) => Ok(deleted),
+        }
+    }
+
+    /// Takes a log out of the map and renames its directory for deletion (not fsynced).
+    fn unlink_log(&self, topic: &str, partition: i32) -> Result<Unlinked> {
         // A deleted (or re-created) partition starts afresh, even if its log was offline.
         if self.any_offline.load(std::sync::atomic::Ordering::Acquire) {
             self.offline.lock().remove(&(topic.to_string(), partition));
         }
         let Some(handle) = self.logs.lock().remove(&(topic.to_string(), partition)) else {
-            return Ok(false);
+            return Ok(Unlinked::Absent);
         };
         // Open or not, its files are closed once the slot is dropped.
         match handle.take_blocking() {
-            crate::handle::Slot::Deleted => return Ok(false),
+            crate::handle::Slot::Deleted => return Ok(Unlinked::Absent),
             // Never created: no files, and in no checkpoint.
             crate::handle::Slot::Closed(closed) if closed.create => {
                 tracing::debug!(topic, partition, "log deleted before it was created");
-                return Ok(true);
+                return Ok(Unlinked::NoFiles);
             }
             _ => {}
         }
@@ -618,15 +680,7 @@ impl LogManager {
         let parent = dir.parent().map(Path::to_path_buf).unwrap_or_default();
         let doomed = parent.join(format!("{topic}-{partition}.{}{DELETE_SUFFIX}", now_ms()));
         fs::rename(&dir, &doomed).map_err(io_err("rename log for deletion", &dir))?;
-        sync_dir(&parent)?;
-        fs::remove_dir_all(&doomed).map_err(io_err("delete log dir", &doomed))?;
-        self.checkpoint_log_start_offsets()?;
-        // A re-created partition of the same name must not inherit the old high watermark.
-        self.checkpoint_high_watermarks()?;
-        // Nor the old recovery point.
-        self.checkpoint_recovery_points()?;
-        tracing::info!(topic, partition, "log deleted");
-        Ok(true)
+        Ok(Unlinked::Renamed(doomed))
     }
 
     /// Flushes and closes every log (clean shutdown), then writes the recovery points
@@ -743,6 +797,16 @@ impl LogManager {
 
 #[path = "log_move.rs"]
 mod log_move;
+
+/// What taking one log out for deletion found.
+enum Unlinked {
+    /// No such log (or deleted meanwhile).
+    Absent,
+    /// A log whose files were never created.
+    NoFiles,
+    /// Its directory, renamed for deletion.
+    Renamed(PathBuf),
+}
 
 #[cfg(test)]
 mod tests {
@@ -956,6 +1020,61 @@ mod tests {
             Err(StorageError::LogDeleted { .. })
         ));
         assert!(!dir.path().join("t-2").exists());
+    }
+
+    #[test]
+    fn deleting_logs_together_removes_each_and_rewrites_the_checkpoints_once_for_all() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let manager =
+            LogManager::open(&[dir.path().to_path_buf()], LogConfig::default()).expect("open");
+        for p in 0..4 {
+            let log = manager
+                .get_or_create("t", p, LogConfig::default())
+                .expect("create");
+            append_one(&log);
+            log.set_high_watermark(1);
+        }
+        let kept = manager
+            .get_or_create("u", 0, LogConfig::default())
+            .expect("create");
+        append_one(&kept);
+        manager
+            .get_or_register("t", 9, LogConfig::default())
+            .expect("register");
+        manager.checkpoint_high_watermarks().expect("checkpoint");
+        let listed = fs::read_to_string(dir.path().join(REPLICATION_FILE_NAME)).expect("read");
+        assert!(listed.contains("t 3 1"), "{listed}");
+
+        // Three with files, one never created, one absent.
+        let victims = [("t", 1), ("t", 3), ("t", 0), ("t", 9), ("t", 7)];
+        assert_eq!(manager.delete_logs(victims).expect("delete"), 4);
+        for p in [0, 1, 3, 9] {
+            assert!(manager.get("t", p).is_none() && !dir.path().join(format!("t-{p}")).exists());
+        }
+        assert!(dir.path().join("t-2").is_dir() && dir.path().join("u-0").is_dir());
+        let left: Vec<String> = fs::read_dir(dir.path())
+            .expect("list")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .filter(|name| name.ends_with(DELETE_SUFFIX))
+            .collect();
+        assert!(left.is_empty(), "{left:?}");
+        for file in [REPLICATION_FILE_NAME, RECOVERY_POINT_FILE_NAME] {
+            let listed = fs::read_to_string(dir.path().join(file)).expect("read");
+            assert!(
+                !listed.contains("t 0 ") && !listed.contains("t 3 "),
+                "{file}: {listed}"
+            );
+            assert!(
+                listed.contains("t 2 ") && listed.contains("u 0 "),
+                "{file}: {listed}"
+            );
+        }
+        // A partition created again under the name starts afresh.
+        let again = manager
+            .get_or_create("t", 3, LogConfig::default())
+            .expect("create");
+        assert_eq!((again.high_watermark(), append_one(&again)), (0, 0));
+        assert_eq!(manager.delete_logs([("t", 5)]).expect("none"), 0);
     }
 
     #[test]

@@ -296,6 +296,8 @@ impl ReplicaManager {
         let mut to_create = Vec::new();
         // The topic's log config, resolved once for all its new logs.
         let mut config = None;
+        // Partitions no longer held here: their logs are deleted together, after the loop.
+        let mut stopped = Vec::new();
         for (partition, change) in changes {
             let part = topic_image.and_then(|t| t.partitions.get(&partition));
             if let RoleChange::Stop = change {
@@ -310,7 +312,7 @@ impl ReplicaManager {
                         },
                     );
                 }
-                self.delete_log(topic.to_string(), partition).await;
+                stopped.push(partition);
                 continue;
             }
             let (Some(topic_image), Some(part)) = (topic_image, part) else {
@@ -393,6 +395,7 @@ impl ReplicaManager {
             table.partitions.insert(partition, slot);
         }
         log_leaderships(topic, &led);
+        self.delete_logs(topic, stopped).await;
         self.inner.creator.enqueue(to_create);
         table.topic_id = topic_id;
         if table.partitions.is_empty() {
@@ -465,19 +468,27 @@ impl ReplicaManager {
             .filter(|log| log.topic() == topic)
             .map(|log| log.partition())
             .collect();
-        for partition in victims {
-            self.delete_log(topic.to_string(), partition).await;
-        }
+        self.delete_logs(topic, victims).await;
     }
 
-    async fn delete_log(&self, topic: String, partition: i32) {
+    /// Deletes the local logs of `partitions` of `topic`, on a blocking thread, as one
+    /// batch (one checkpoint rewrite for all: `LogManager::delete_logs`).
+    async fn delete_logs(&self, topic: &str, partitions: Vec<i32>) {
+        if partitions.is_empty() {
+            return;
+        }
         let logs = self.inner.logs.clone();
-        let t = topic.clone();
-        match tokio::task::spawn_blocking(move || logs.delete_log(&t, partition)).await {
-            Ok(Ok(true)) => info!(%topic, partition, "log deleted"),
-            Ok(Ok(false)) => {}
-            Ok(Err(e)) => warn!(%topic, partition, error = %e, "log deletion failed"),
-            Err(e) => warn!(%topic, partition, error = %e, "log deletion task failed"),
+        let t = topic.to_string();
+        let asked = partitions.len();
+        let deleted = tokio::task::spawn_blocking(move || {
+            logs.delete_logs(partitions.iter().map(|&p| (t.as_str(), p)))
+        })
+        .await;
+        match deleted {
+            Ok(Ok(0)) => {}
+            Ok(Ok(deleted)) => info!(%topic, deleted, asked, "logs deleted"),
+            Ok(Err(e)) => warn!(%topic, asked, error = %e, "log deletion failed"),
+            Err(e) => warn!(%topic, error = %e, "log deletion task failed"),
         }
     }
 
@@ -487,17 +498,19 @@ impl ReplicaManager {
         // Resolved once per topic, not per partition: 100,000 partitions of 100 topics
         // are 100 resolutions (a log whose config is unchanged costs a comparison).
         let mut resolved: HashMap<String, Option<TopicConfig>> = HashMap::new();
+        // Logs this broker no longer holds, deleted a topic at a time after the scan.
+        let mut victims: BTreeMap<String, Vec<i32>> = BTreeMap::new();
         for log in self.inner.logs.logs() {
             let topic = log.topic().to_string();
             let partition = log.partition();
             let Some(topic_image) = image.topic(&topic) else {
-                self.delete_log(topic, partition).await;
+                victims.entry(topic).or_default().push(partition);
                 continue;
             };
             match topic_image.partitions.get(&partition) {
                 Some(p) if p.replicas.contains(&node_id) => {}
                 _ => {
-                    self.delete_log(topic, partition).await;
+                    victims.entry(topic).or_default().push(partition);
                     continue;
                 }
             }
@@ -525,6 +538,9 @@ impl ReplicaManager {
                 }
                 Err(e) => warn!(%topic, partition, error = %e, "applying topic config failed"),
             }
+        }
+        for (topic, partitions) in victims {
+            self.delete_logs(&topic, partitions).await;
         }
     }
 

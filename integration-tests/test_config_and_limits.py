@@ -75,6 +75,19 @@ if paths.target() != "kafka":
         assert result.returncode != 0
         assert "num.partitions" in result.stderr and "lots" in result.stderr
 
+    def test_a_misspelt_brook_key_refuses_to_start_naming_it(tmp_path):
+        # Kafka's own names that Brook lacks are ignored with a warning, as Kafka ignores
+        # names it does not know; a misspelt key of Brook's own namespace would silently
+        # leave the default in force.
+        result = subprocess.run(
+            [str(paths.brook_bin()), "--override", "brook.log.open.files.maximum=100", "--override", f"log.dirs={tmp_path}"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        assert result.returncode == 2, result.stderr[-2000:]
+        assert "Unknown broker config name: brook.log.open.files.maximum" in result.stderr, result.stderr[-2000:]
+
     def test_a_taken_listener_port_stops_the_node_naming_the_address(tmp_path):
         # Kafka exits when its listener cannot bind; a node left running without its port
         # would hold its node.id and partitions while serving nobody.

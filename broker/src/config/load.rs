@@ -19,6 +19,8 @@ use super::value::normalize;
 /// Environment variables for Brook config start with this; the rest, lower-cased with
 /// `_` as `.`, is the key (`BROOK_LOG_DIRS` → `log.dirs`).
 const ENV_PREFIX: &str = "BROOK_";
+/// The prefix of Brook's own keys (`brook.log.open.files.max`, ...).
+const BROOK_KEY_PREFIX: &str = "brook.";
 
 /// Where a static value came from, for warnings.
 #[derive(Clone, Copy)]
@@ -78,6 +80,13 @@ impl BrokerConfig {
                     if super::authorizer::is_authorizer_key(&key) {
                         static_props.insert(key, value.trim().to_owned());
                         continue;
+                    }
+                    // Kafka's own names that Brook lacks are ignored with a warning, as
+                    // Kafka ignores names it does not know; Brook's own namespace is
+                    // Brook's, so a misspelt `brook.` key stops the node instead of
+                    // silently leaving the default in force.
+                    if key.starts_with(BROOK_KEY_PREFIX) {
+                        return Err(ConfigError::UnknownBrokerKey { key });
                     }
                     warnings.push(unknown_key_warning(origin, &key));
                     continue;

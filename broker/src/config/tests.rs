@@ -119,6 +119,39 @@ fn a_properties_file_is_read_and_unknown_keys_warn_once_each() {
 }
 
 #[test]
+fn an_unknown_brook_key_stops_the_node_naming_it_wherever_it_is_set() {
+    let file = tempfile::NamedTempFile::new().expect("tmp");
+    std::fs::write(file.path(), "brook.log.open.files.maximum=10\n").expect("write");
+    let env = vec![("BROOK_BROOK_FETCH_ZEROCOPY".to_owned(), "false".to_owned())];
+    let refused = [
+        BrokerConfig::load(Some(file.path()), no_env(), &[]),
+        BrokerConfig::load(None, env, &[]),
+        BrokerConfig::load(
+            None,
+            no_env(),
+            &overrides(&["brook.transaction.versions=2"]),
+        ),
+    ];
+    let messages: Vec<String> = refused
+        .into_iter()
+        .map(|r| r.err().map(|e| e.to_string()).unwrap_or_default())
+        .collect();
+    assert_eq!(
+        messages,
+        [
+            "Unknown broker config name: brook.log.open.files.maximum",
+            "Unknown broker config name: brook.fetch.zerocopy",
+            "Unknown broker config name: brook.transaction.versions",
+        ]
+    );
+    // Brook's known keys load.
+    with(&[
+        "brook.log.open.files.max=100",
+        "brook.fetch.zero.copy=false",
+    ]);
+}
+
+#[test]
 fn a_missing_file_is_an_error_naming_the_path() {
     let err = BrokerConfig::load(
         Some(std::path::Path::new("/nonexistent/server.properties")),

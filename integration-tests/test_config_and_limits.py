@@ -37,6 +37,16 @@ def start_brook(tmp_path, props: str, env: dict, overrides: list):
     return proc, f"{HOST}:{port}"
 
 
+def refused_start(tmp_path, override: str) -> subprocess.CompletedProcess:
+    """brook with one `--override` that should stop it, until it exits (or 30 s)."""
+    return subprocess.run(
+        [str(paths.brook_bin()), "--override", override, "--override", f"log.dirs={tmp_path}"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+
+
 if paths.target() != "kafka":
 
     def test_override_beats_environment_beats_file(tmp_path, topic):
@@ -66,12 +76,7 @@ if paths.target() != "kafka":
             proc.wait(timeout=30)
 
     def test_an_invalid_value_refuses_to_start_naming_the_key(tmp_path):
-        result = subprocess.run(
-            [str(paths.brook_bin()), "--override", "num.partitions=lots", "--override", f"log.dirs={tmp_path}"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-        )
+        result = refused_start(tmp_path, "num.partitions=lots")
         assert result.returncode != 0
         assert "num.partitions" in result.stderr and "lots" in result.stderr
 
@@ -79,12 +84,7 @@ if paths.target() != "kafka":
         # Kafka's own names that Brook lacks are ignored with a warning, as Kafka ignores
         # names it does not know; a misspelt key of Brook's own namespace would silently
         # leave the default in force.
-        result = subprocess.run(
-            [str(paths.brook_bin()), "--override", "brook.log.open.files.maximum=100", "--override", f"log.dirs={tmp_path}"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-        )
+        result = refused_start(tmp_path, "brook.log.open.files.maximum=100")
         assert result.returncode == 2, result.stderr[-2000:]
         assert "Unknown broker config name: brook.log.open.files.maximum" in result.stderr, result.stderr[-2000:]
 

@@ -17,6 +17,11 @@ use crate::error::BrokerError;
 /// Creates `__consumer_offsets` unless it exists (`topics::ensure_internal`: `Ok(true)`
 /// when it did not exist when asked).
 pub async fn ensure(broker: &Broker) -> Result<bool, BrokerError> {
+    topics::ensure_internal(broker, OFFSETS_TOPIC, settings).await
+}
+
+/// The topic's definition, with Kafka's settings for it.
+fn settings(broker: &Broker) -> NewTopic {
     let config = &broker.config;
     let brokers = i16::try_from(broker.image().active_brokers().count().max(1)).unwrap_or(i16::MAX);
     let configs = BTreeMap::from([
@@ -27,15 +32,11 @@ pub async fn ensure(broker: &Broker) -> Result<bool, BrokerError> {
         ),
         ("compression.type".to_string(), "producer".to_string()),
     ]);
-    topics::ensure_internal(
-        broker,
-        NewTopic {
-            name: OFFSETS_TOPIC.to_string(),
-            partitions: config.offsets_topic_num_partitions,
-            replication_factor: config.offsets_topic_replication_factor.min(brokers),
-            configs,
-            assignments: Vec::new(),
-        },
-    )
-    .await
+    NewTopic {
+        name: OFFSETS_TOPIC.to_string(),
+        partitions: config.offsets_topic_num_partitions,
+        replication_factor: config.offsets_topic_replication_factor.min(brokers),
+        configs,
+        assignments: Vec::new(),
+    }
 }

@@ -178,20 +178,22 @@ pub async fn create(broker: &Broker, topic: NewTopic) -> Result<Uuid, BrokerErro
     Ok(topic_id)
 }
 
-/// Creates the internal topic `topic` (`__consumer_offsets`, `__transaction_state`, with
+/// Creates the internal topic `name` (`__consumer_offsets`, `__transaction_state`, with
 /// Kafka's settings for it, whoever asks first) unless it exists; losing a creation race
 /// is success. `Ok(true)`: it did not exist when asked, so its partitions are only now
 /// being led and loaded: FindCoordinator answers COORDINATOR_NOT_AVAILABLE then, as
 /// Kafka's `getCoordinator` does for an internal topic its request creates.
-pub async fn ensure_internal(broker: &Broker, topic: NewTopic) -> Result<bool, BrokerError> {
-    if broker.image().topic(&topic.name).is_some() {
+/// `settings` builds the topic's definition, only when the topic is missing.
+pub async fn ensure_internal(
+    broker: &Broker,
+    name: &str,
+    settings: impl FnOnce(&Broker) -> NewTopic,
+) -> Result<bool, BrokerError> {
+    if broker.image().topic(name).is_some() {
         return Ok(false);
     }
-    let (name, partitions, replication_factor) = (
-        topic.name.clone(),
-        topic.partitions,
-        topic.replication_factor,
-    );
+    let topic = settings(broker);
+    let (partitions, replication_factor) = (topic.partitions, topic.replication_factor);
     match create(broker, topic).await {
         Ok(_) => {
             tracing::info!(

@@ -19,6 +19,11 @@ use crate::error::BrokerError;
 /// Creates `__transaction_state` unless it exists (`topics::ensure_internal`: `Ok(true)`
 /// when it did not exist when asked).
 pub async fn ensure(broker: &Broker) -> Result<bool, BrokerError> {
+    topics::ensure_internal(broker, TXN_STATE_TOPIC, settings).await
+}
+
+/// The topic's definition, with Kafka's settings for it.
+fn settings(broker: &Broker) -> NewTopic {
     let config = &broker.config;
     let brokers = i16::try_from(broker.image().active_brokers().count().max(1)).unwrap_or(i16::MAX);
     let replication_factor = config.transaction_state_log_replication_factor.min(brokers);
@@ -38,15 +43,11 @@ pub async fn ensure(broker: &Broker) -> Result<bool, BrokerError> {
             config.transaction_state_log_segment_bytes.to_string(),
         ),
     ]);
-    topics::ensure_internal(
-        broker,
-        NewTopic {
-            name: TXN_STATE_TOPIC.to_string(),
-            partitions: config.transaction_state_log_num_partitions,
-            replication_factor,
-            configs,
-            assignments: Vec::new(),
-        },
-    )
-    .await
+    NewTopic {
+        name: TXN_STATE_TOPIC.to_string(),
+        partitions: config.transaction_state_log_num_partitions,
+        replication_factor,
+        configs,
+        assignments: Vec::new(),
+    }
 }

@@ -507,6 +507,19 @@ fn offsets_image() -> std::sync::Arc<brook_raft::MetadataImage> {
     offsets_image_led_by(1)
 }
 
+/// `offsets_image` with its partition at `leader_epoch` (led here still).
+fn offsets_image_at_leader_epoch(leader_epoch: i32) -> std::sync::Arc<brook_raft::MetadataImage> {
+    let mut image = (*offsets_image()).clone();
+    if let Some(p) = image
+        .topics
+        .get_mut(OFFSETS_TOPIC)
+        .and_then(|t| t.partitions.get_mut(&0))
+    {
+        p.leader_epoch = leader_epoch;
+    }
+    std::sync::Arc::new(image)
+}
+
 /// A one-partition `__consumer_offsets` led by `leader` (the coordinators' node is 1).
 pub(super) fn offsets_image_led_by(leader: i32) -> std::sync::Arc<brook_raft::MetadataImage> {
     let mut image = brook_raft::MetadataImage::default();
@@ -777,15 +790,7 @@ async fn group_requests_answer_load_in_progress_while_the_partition_loads() {
         Err(GroupError::UnknownMemberId)
     );
 
-    let mut bumped = (*offsets_image()).clone();
-    if let Some(p) = bumped
-        .topics
-        .get_mut(OFFSETS_TOPIC)
-        .and_then(|t| t.partitions.get_mut(&0))
-    {
-        p.leader_epoch = 1;
-    }
-    let bumped = std::sync::Arc::new(bumped);
+    let bumped = offsets_image_at_leader_epoch(1);
     node.publish(bumped.clone());
     assert_eq!(c.serves("g"), Ok(()), "kept in memory: served");
     assert_eq!(
@@ -851,15 +856,7 @@ async fn list_groups_answers_load_in_progress_while_a_partition_loads() {
 
     // A new leader epoch here: "g" stays in memory, but the reload may bring back groups
     // that are not (per group, `serves` refuses those): the listing waits for it.
-    let mut bumped = (*offsets_image()).clone();
-    if let Some(p) = bumped
-        .topics
-        .get_mut(OFFSETS_TOPIC)
-        .and_then(|t| t.partitions.get_mut(&0))
-    {
-        p.leader_epoch = 1;
-    }
-    let bumped = std::sync::Arc::new(bumped);
+    let bumped = offsets_image_at_leader_epoch(1);
     node.publish(bumped.clone());
     assert_eq!(c.refuse_listing_while_loading(), loading);
     c.follow(&bumped).await;

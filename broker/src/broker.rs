@@ -285,8 +285,9 @@ impl Broker {
                 .set_ip_quotas(&image.client_quotas);
             self.replicas.apply(image.clone(), &config).await;
             // Group coordination follows the `__consumer_offsets` leadership (from the
-            // first image on: the runtime diffs against the partitions it serves).
-            self.groups.follow(&image).await;
+            // first image on: the runtime diffs against the partitions it serves). A
+            // failed load is retried after a pause even if no new image comes.
+            let groups_retry = self.groups.follow(&image).await;
             if !Arc::ptr_eq(&image, &last) {
                 // A topic created or deleted: the consumer groups' topic patterns follow.
                 if last.topic_names_by_id != image.topic_names_by_id {
@@ -298,6 +299,7 @@ impl Broker {
             tokio::select! {
                 _ = shutdown.cancelled() => return,
                 changed = images.changed() => if changed.is_err() { return },
+                _ = tokio::time::sleep(GROUP_LOAD_RETRY), if groups_retry => {}
             }
         }
     }
@@ -323,6 +325,8 @@ fn effective_config(config: &BrokerConfig, image: &MetadataImage) -> BrokerConfi
     )
 }
 
+/// The pause before a failed load of group coordinator partitions is tried again.
+const GROUP_LOAD_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
 /// The cluster id every node shares: the quorum's, set by the first node that finds none
 /// (with the id this node's data directory was formatted with, or `cluster.id`, or a new
 /// one). A data directory formatted for another cluster is refused.

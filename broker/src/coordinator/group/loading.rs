@@ -191,14 +191,21 @@ impl GroupCoordinator {
     /// this broker newly leads (or leads at a new epoch) have their logs replayed into
     /// the store and their groups and commits read back into memory (groups already in
     /// memory, which this broker coordinated all along, are kept as they are); those it
-    /// stops leading are unloaded. A load that fails is retried at the next image.
-    pub async fn follow(&self, image: &MetadataImage) {
+    /// stops leading are unloaded.
+    ///
+    /// Returns whether a load or a read-back failed: the caller calls again after a pause
+    /// (`GROUP_LOAD_RETRY`), whether or not a new image came, and each call retries them.
+    /// Until then their groups' requests are answered COORDINATOR_LOAD_IN_PROGRESS, which
+    /// every client retries; served without their stored groups, a member would be told
+    /// its group does not exist (fatal to the Java consumer) and a consumer would find no
+    /// committed offsets.
+    pub async fn follow(&self, image: &MetadataImage) -> bool {
         let Some(log) = &self.shared.log else {
-            return;
+            return false;
         };
         let shards: &Shared = &self.shared;
         let followed = log.runtime.follow(image, shards);
-        let mut loaded = BTreeSet::new();
+        let mut failed = false;
         for (&partition, &epoch) in &followed.to_load {
             let result = match log.led_log(partition).await {
                 Ok(handle) => {
@@ -211,23 +218,23 @@ impl GroupCoordinator {
                     Err(e)
                 }
             };
-            match result {
-                Ok(()) => {
-                    loaded.insert(partition);
-                }
-                Err(e) => {
-                    error!(partition, error = %e, "loading groups of a newly led __consumer_offsets partition failed")
-                }
+            if let Err(e) = result {
+                failed = true;
+                error!(partition, error = %e, "loading groups of a newly led __consumer_offsets partition failed; retrying");
             }
         }
-        if loaded.is_empty() {
-            return;
+        // Every partition loaded and not read back: those just loaded, and any whose
+        // read-back failed at an earlier call (calls run one at a time, and an unload
+        // takes a partition out of the set).
+        let unread = log.unread.lock().clone();
+        if unread.is_empty() {
+            return failed;
         }
-        if let Err(e) = self.read_into_memory(&loaded, followed.count).await {
-            error!(partitions = ?loaded, error = %e, "reading the groups of newly led __consumer_offsets partitions failed");
-            // Served as they are rather than refused as loading until the next load.
-            log.unread.lock().retain(|p| !loaded.contains(p));
+        if let Err(e) = self.read_into_memory(&unread, followed.count).await {
+            error!(partitions = ?unread, error = %e, "reading the groups of newly led __consumer_offsets partitions failed; retrying");
+            return true;
         }
+        failed
     }
 
     /// Reads the groups and commits of `partitions` (of `count`) from the store into
@@ -237,6 +244,17 @@ impl GroupCoordinator {
         partitions: &BTreeSet<i32>,
         count: i32,
     ) -> Result<(), BrokerError> {
+        #[cfg(test)]
+        {
+            use std::sync::atomic::Ordering;
+            let failing = &self.shared.failing_reads;
+            if failing
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1))
+                .is_ok()
+            {
+                return Err(BrokerError::ServerFault("injected read failure".into()));
+            }
+        }
         let wanted = partitions.clone();
         let stored = read_groups(&self.shared.store, move |g| {
             wanted.contains(&partition_for(g, count))

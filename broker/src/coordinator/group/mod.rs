@@ -106,6 +106,9 @@ pub(crate) struct Shared {
     write_wanted: Notify,
     /// KIP-848 consumer groups; a group id is either classic (`groups`) or here.
     consumer: ConsumerGroups,
+    /// Unit tests: how many reads of loaded partitions' groups fail (`loading.rs`).
+    #[cfg(test)]
+    failing_reads: std::sync::atomic::AtomicUsize,
 }
 
 pub struct GroupCoordinator {
@@ -153,6 +156,8 @@ impl GroupCoordinator {
             pending_writes: Mutex::new(HashMap::new()),
             write_wanted: Notify::new(),
             consumer,
+            #[cfg(test)]
+            failing_reads: Default::default(),
         });
         let shutdown = CancellationToken::new();
         tokio::spawn(tick_loop(Arc::clone(&shared), shutdown.clone()));

@@ -530,6 +530,48 @@ mod consumer_groups {
     }
 
     #[tokio::test]
+    async fn a_failed_read_back_is_loading_until_a_retry_reads_the_group_in() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let node = Node::start(&dir).await;
+        let c = &node.coordinator;
+        assert!(
+            !c.follow(&offsets_image_led_by(1)).await,
+            "a load that succeeds wants no retry"
+        );
+        let joined = send(c, &request("a", 0, Some(Assignment::new())))
+            .await
+            .expect("joins once loaded");
+        let owned = joined
+            .assignment
+            .clone()
+            .expect("a join is told its assignment");
+        let epoch = joined.member_epoch;
+        node.publish(offsets_image_led_by(2));
+        c.follow(&offsets_image_led_by(2)).await;
+        // Led here again, and reading its groups back fails once.
+        c.shared
+            .failing_reads
+            .store(1, std::sync::atomic::Ordering::Release);
+        node.publish(offsets_image_led_by(1));
+        assert!(
+            c.follow(&offsets_image_led_by(1)).await,
+            "a failed read-back wants a retry"
+        );
+        // Not "group not found", which the Java consumer takes as fatal.
+        assert_eq!(
+            send(c, &request("a", epoch, Some(owned.clone()))).await,
+            Err(GroupError::CoordinatorLoadInProgress)
+        );
+        // The retry comes with no new image.
+        assert!(!c.follow(&offsets_image_led_by(1)).await);
+        let back = send(c, &request("a", epoch, Some(owned)))
+            .await
+            .expect("served once read back");
+        assert_eq!(back.member_epoch, epoch);
+        node.stop().await;
+    }
+
+    #[tokio::test]
     async fn a_consumer_groups_transactional_offsets_make_no_classic_group_beside_it() {
         let dir = tempfile::tempdir().expect("temp dir");
         let node = Node::start(&dir).await;

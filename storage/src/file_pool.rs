@@ -93,6 +93,8 @@ pub struct FilePool {
     next_id: AtomicU64,
     open: AtomicUsize,
     opened_total: AtomicU64,
+    /// Descriptors lent to zero-copy record sets in flight ([`FilePool::lend`]).
+    lent: AtomicUsize,
 }
 
 impl FilePool {
@@ -104,6 +106,7 @@ impl FilePool {
             next_id: AtomicU64::new(1),
             open: AtomicUsize::new(0),
             opened_total: AtomicU64::new(0),
+            lent: AtomicUsize::new(0),
         }
     }
 
@@ -119,6 +122,39 @@ impl FilePool {
     /// Files opened since start (opens after an eviction count again).
     pub fn opened_total(&self) -> u64 {
         self.opened_total.load(Ordering::Relaxed)
+    }
+
+    /// Most descriptors lent at once: half the pool's capacity. With the pool at half the
+    /// descriptor limit (its default) that leaves a quarter of the limit to sockets,
+    /// RocksDB and the raft log.
+    pub fn lend_capacity(&self) -> usize {
+        (self.capacity() / 2).max(1)
+    }
+
+    /// Descriptors lent now.
+    pub fn lent(&self) -> usize {
+        self.lent.load(Ordering::Relaxed)
+    }
+
+    /// Lends `files` descriptors to a record set that a response will send from its files
+    /// (`FileRecords`), or `None` when the loans would pass [`FilePool::lend_capacity`]:
+    /// the caller copies the bytes into memory instead and lets the files go. The pool
+    /// may close its own reference to a file while a response still holds it, so without
+    /// this bound a fetch sweeping more partitions than the pool holds kept every
+    /// evicted file open until its response was sent: at 100,000 partitions the process
+    /// reached its 20,000-descriptor limit, and accepts and checkpoint writes failed with
+    /// EMFILE.
+    pub fn lend(self: &Arc<Self>, files: usize) -> Option<DescriptorLoan> {
+        let capacity = self.lend_capacity();
+        self.lent
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |lent| {
+                lent.checked_add(files).filter(|&after| after <= capacity)
+            })
+            .ok()?;
+        Some(DescriptorLoan {
+            pool: Arc::clone(self),
+            files,
+        })
     }
 
     fn shard(&self, id: u64) -> &Mutex<Shard> {
@@ -227,6 +263,20 @@ impl FilePool {
         }?;
         self.opened_total.fetch_add(1, Ordering::Relaxed);
         Ok(file)
+    }
+}
+
+/// Descriptors a zero-copy record set holds ([`FilePool::lend`]), given back when it
+/// is dropped (after its response was sent, or dropped unsent).
+#[derive(Debug)]
+pub struct DescriptorLoan {
+    pool: Arc<FilePool>,
+    files: usize,
+}
+
+impl Drop for DescriptorLoan {
+    fn drop(&mut self) {
+        self.pool.lent.fetch_sub(self.files, Ordering::AcqRel);
     }
 }
 
@@ -406,5 +456,19 @@ mod tests {
         std::fs::remove_file(&path).expect("delete");
         assert!(file.get().is_err());
         assert!(!path.exists());
+    }
+
+    #[test]
+    fn descriptors_lent_to_record_sets_are_bounded_and_given_back() {
+        let pool = Arc::new(FilePool::new(2 * SHARDS));
+        assert_eq!(pool.lend_capacity(), SHARDS);
+        let most = pool.lend(SHARDS - 1).expect("within the bound");
+        assert!(pool.lend(2).is_none(), "past the bound: copied instead");
+        let last = pool.lend(1).expect("exactly the bound");
+        assert_eq!(pool.lent(), SHARDS);
+        drop(most);
+        assert_eq!(pool.lent(), 1);
+        assert!(pool.lend(SHARDS - 1).is_some(), "given back on drop");
+        drop(last);
     }
 }

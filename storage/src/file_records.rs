@@ -12,6 +12,7 @@ use std::sync::Arc;
 use bytes::{Bytes, BytesMut};
 
 use crate::error::{Result, StorageError};
+use crate::file_pool::{self, DescriptorLoan};
 
 /// Record sets smaller than this are read into memory instead: a `sendfile` per range
 /// costs more than copying a few KiB, and the response encoder shares only chunks at
@@ -56,6 +57,9 @@ pub struct FileRecords {
     /// The log's rewrite generation when the ranges were found (`log/read.rs`).
     generation: u64,
     rewrites: Arc<AtomicU64>,
+    /// The descriptors this record set holds, counted against the pool's loans once it
+    /// is to be sent from its files ([`FileRecords::lend`]).
+    loan: Option<Arc<DescriptorLoan>>,
 }
 
 impl FileRecords {
@@ -66,6 +70,20 @@ impl FileRecords {
             len,
             generation,
             rewrites,
+            loan: None,
+        }
+    }
+
+    /// This record set, its descriptors counted against the file pool's loans, for a
+    /// zero-copy send; `Err(self)` when the pool has lent all it may (then the bytes are
+    /// read into memory and the files let go).
+    pub(crate) fn lend(mut self) -> std::result::Result<Self, Self> {
+        match file_pool::global().lend(self.ranges.len()) {
+            Some(loan) => {
+                self.loan = Some(Arc::new(loan));
+                Ok(self)
+            }
+            None => Err(self),
         }
     }
 

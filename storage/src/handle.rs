@@ -181,22 +181,31 @@ impl PlannedRead {
         let Some(read) = self.plan.execute_ranges(max_bytes, min_one_batch, wait)? else {
             return Ok(None);
         };
-        if read.records.len() >= MIN_ZERO_COPY_BYTES {
-            return Ok(Some((
-                FetchedRecords::Files(read.records),
-                read.log_start_offset,
-            )));
-        }
-        let bytes = read.records.load(wait)?;
-        if read.records.is_stale() {
+        let log_start = read.log_start_offset;
+        let records = if read.records.len() >= MIN_ZERO_COPY_BYTES {
+            match read.records.lend() {
+                Ok(lent) => return Ok(Some((FetchedRecords::Files(lent), log_start))),
+                // Every descriptor the pool may lend is out: copied, the files let go.
+                Err(records) => records,
+            }
+        } else {
+            read.records
+        };
+        let bytes = records.load(wait)?;
+        if records.is_stale() {
             return Ok(None);
         }
-        Ok(Some((FetchedRecords::Memory(bytes), read.log_start_offset)))
+        Ok(Some((FetchedRecords::Memory(bytes), log_start)))
     }
 
     /// The most bytes the read was planned for.
     pub fn max_bytes(&self) -> usize {
         self.plan.max_bytes()
+    }
+
+    /// See [`ReadPlan::bytes_at_most`].
+    pub fn bytes_at_most(&self) -> u64 {
+        self.plan.bytes_at_most()
     }
 }
 

@@ -55,8 +55,26 @@ impl Partition {
         max_bytes: usize,
         bound: ReadBound,
     ) -> ReadPlan {
+        self.plan(fetch_offset, Some(max_bytes), bound).await
+    }
+
+    /// The partition's offsets for a fetch whose response's byte budget is already spent:
+    /// no read is planned (planning may open the segment files), and the records are
+    /// empty, but an invalid `fetch_offset` still fails with OFFSET_OUT_OF_RANGE, as
+    /// Kafka's read of 0 bytes does.
+    pub async fn plan_offsets_only(&self, fetch_offset: i64, bound: ReadBound) -> ReadPlan {
+        self.plan(fetch_offset, None, bound).await
+    }
+
+    async fn plan(
+        &self,
+        fetch_offset: i64,
+        max_bytes: Option<usize>,
+        bound: ReadBound,
+    ) -> ReadPlan {
         let log = self.log();
         let log_end = log.log_end_offset();
+        let log_start = log.log_start_offset();
         let high_watermark = log.high_watermark();
         let last_stable_offset = log.last_stable_offset();
         let upper = match bound {
@@ -64,20 +82,29 @@ impl Partition {
             ReadBound::HighWatermark => high_watermark,
             ReadBound::LastStable => last_stable_offset,
         };
-        let aborted = (bound == ReadBound::LastStable && fetch_offset < upper)
-            .then(|| log.aborted_transactions(fetch_offset, upper));
+        let aborted =
+            (bound == ReadBound::LastStable && fetch_offset < upper && max_bytes.is_some())
+                .then(|| log.aborted_transactions(fetch_offset, upper));
         let read = if fetch_offset >= upper && fetch_offset <= log_end {
             // Valid, just nothing to read yet.
             Ok(None)
-        } else {
+        } else if let Some(max_bytes) = max_bytes {
             log.plan_read(fetch_offset, max_bytes, upper)
                 .await
                 .map(Some)
+        } else if (log_start..=log_end).contains(&fetch_offset) {
+            Ok(None)
+        } else {
+            Err(StorageError::OffsetOutOfRange {
+                requested: fetch_offset,
+                log_start,
+                log_end,
+            })
         };
         ReadPlan {
             high_watermark,
             last_stable_offset,
-            log_start_offset: log.log_start_offset(),
+            log_start_offset: log_start,
             aborted,
             read,
         }

@@ -149,6 +149,18 @@ impl ReadPlan {
         self.max_bytes
     }
 
+    /// At most how many bytes the read can return, from memory: what its segments held
+    /// past its first position when it was planned, within `max_bytes`. (The read itself
+    /// may return one batch more than `max_bytes` when it must return one.)
+    pub fn bytes_at_most(&self) -> u64 {
+        let held: u64 = self
+            .sources
+            .iter()
+            .map(|s| s.size.saturating_sub(s.position))
+            .sum();
+        held.min(self.max_bytes as u64)
+    }
+
     /// The same read done under the log's exclusive access, for a plan that went stale.
     pub fn read_locked(
         &self,

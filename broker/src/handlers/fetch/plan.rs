@@ -37,12 +37,14 @@ impl Prepared {
 }
 
 /// Checks one wanted partition (topic, leadership, epochs; a follower's state) and plans
-/// its read; also returns its watch, subscribed before the bounds are read so a change
-/// after the read still wakes the fetch.
+/// its read, or only its offsets when `read` is false (the response's budget is spent);
+/// also returns its watch, subscribed before the bounds are read so a change after the
+/// read still wakes the fetch.
 pub(super) async fn prepare(
     broker: &Broker,
     w: &Wanted,
     replica: Replica,
+    read: bool,
 ) -> (Prepared, Option<Watch>) {
     let base = PartitionData::default()
         .with_partition_index(w.key.partition)
@@ -104,7 +106,11 @@ pub(super) async fn prepare(
         ReadBound::HighWatermark
     };
     let limit = w.partition_max_bytes.max(0) as usize;
-    let plan = partition.plan_read(w.fetch_offset, limit, bound).await;
+    let plan = if read {
+        partition.plan_read(w.fetch_offset, limit, bound).await
+    } else {
+        partition.plan_offsets_only(w.fetch_offset, bound).await
+    };
     let mut base = base
         .with_high_watermark(plan.high_watermark)
         .with_last_stable_offset(plan.last_stable_offset)

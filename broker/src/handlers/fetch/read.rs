@@ -46,9 +46,22 @@ pub(super) async fn read_some(
     let mut throttled = Vec::with_capacity(if throttle.is_some() { indexes.len() } else { 0 });
     let mut prepared = Vec::with_capacity(indexes.len());
     let mut watches = Vec::with_capacity(indexes.len());
+    // At most how many bytes the reads planned so far can return. Once that covers the
+    // budget, later partitions get their offsets only: a plan holds its segment files
+    // (reopening those the file pool closed, one blocking-pool hop each), and a fetch of
+    // 100,000 partitions planned every one of them to fill a 50 MiB response, holding
+    // 20,000 files open until the process ran out of descriptors.
+    let mut planned_bytes: u64 = 0;
+    let budget_bytes = budget as u64;
     for &i in indexes {
         let Some(w) = wanted.get(i) else { continue };
-        let (mut p, watch) = prepare(broker, w, replica).await;
+        // Until a planned read has data, even past the budget: the first partition with
+        // data may exceed it by one batch.
+        let read = planned_bytes < budget_bytes || (planned_bytes == 0 && !had_data);
+        let (mut p, watch) = prepare(broker, w, replica, read).await;
+        if let Prepared::Read(_, planned) = &p {
+            planned_bytes = planned_bytes.saturating_add(planned.bytes_at_most());
+        }
         if let Some(t) = &throttle {
             let class = t.classify(&w.key.topic, w.key.partition);
             if class == Some(true) {

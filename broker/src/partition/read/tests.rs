@@ -122,3 +122,49 @@ async fn only_followers_and_only_at_the_leaders_epoch_are_recorded() {
         .await;
     assert!(matches!(newer, Err(BrokerError::UnknownLeaderEpoch { .. })));
 }
+
+#[tokio::test]
+async fn offsets_only_plans_no_read_but_still_refuses_an_offset_out_of_range() {
+    let f = Fixture::leader(&[1], &[1], 1);
+    append(&f, 4).await;
+    let planned = f
+        .partition
+        .plan_read(0, MAX, ReadBound::HighWatermark)
+        .await
+        .read
+        .expect("plans")
+        .expect("a read");
+    let read = planned.execute(MAX, MinOneBatch::Yes).expect("reads");
+    assert_eq!(
+        planned.bytes_at_most(),
+        read.records.len() as u64,
+        "everything from offset 0 to the end"
+    );
+    let small = f
+        .partition
+        .plan_read(0, 10, ReadBound::HighWatermark)
+        .await
+        .read
+        .expect("plans")
+        .expect("a read");
+    assert_eq!(small.bytes_at_most(), 10, "within the partition's limit");
+    let offsets = f
+        .partition
+        .plan_offsets_only(1, ReadBound::HighWatermark)
+        .await;
+    assert_eq!(offsets.high_watermark, 4);
+    assert_eq!(offsets.log_start_offset, 0);
+    assert!(matches!(offsets.read, Ok(None)), "offsets, no read");
+    let beyond = f
+        .partition
+        .plan_offsets_only(9, ReadBound::HighWatermark)
+        .await;
+    assert!(matches!(
+        beyond.read,
+        Err(StorageError::OffsetOutOfRange {
+            requested: 9,
+            log_start: 0,
+            log_end: 4
+        })
+    ));
+}

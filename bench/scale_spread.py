@@ -19,8 +19,11 @@ size (topics of 1,000 partitions), on a fresh data directory:
    spawn → ApiVersions, and spawn → every partition led with an ISR of three again, seen by
    another node), then controller failover (kill -9 of the quorum leader → the other nodes
    report a new leader → a CreateTopics through them succeeds).
-A phase that fails or passes its deadline ends that size's row with why (and the log's tail),
-and larger sizes are skipped for that server. The load average is printed before and after
+Beside the figures taken after each phase, a sampler records each node's peak RSS and open files
+per phase every 0.5 s (a transient excess, say of open files during a fetch, shows there).
+`--skip-load` stops after step 1 and takes step 5's Metadata and describe (a server too slow for
+the load at a size). A phase that fails or passes `--phase-timeout` ends that size's row with
+why (and the log's tail), and larger sizes are skipped for that server. The load average is printed before and after
 each row: the machine is shared, and figures taken under load are indicative. Never a CI gate.
 
     python3 bench/scale_spread.py --layout 1 --sizes 1000,10000,100000 --servers brook,kafka

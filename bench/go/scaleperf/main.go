@@ -200,6 +200,10 @@ func (p producer) run(ctx context.Context, seeds []kgo.Opt) (map[string]any, err
 		kgo.MaxBufferedBytes(p.buffer),
 		kgo.MaxBufferedRecords(1<<30),
 		kgo.RecordDeliveryTimeout(10*time.Minute),
+		// A partition its leader does not host yet (Kafka right after a large CreateTopics)
+		// is retried until the delivery timeout, as the Java producer does, not failed
+		// after franz-go's default 4 UNKNOWN_TOPIC_OR_PARTITION answers.
+		kgo.UnknownTopicRetries(-1),
 	)
 	switch p.acks {
 	case "all", "-1":

@@ -7,7 +7,7 @@ CARGO ?= cargo
 # apt-get needs root; a developer who is not root gets sudo.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: fuzz fuzz-build fuzz-run fuzz-tools run cluster build test-bin suite-bin suite-parallel suite-serial test-kafka deps toolchain lint unit integration kill-test log-flood controller-failover chaos throttle-move soak slow-clients test bench bench-tls bench-cluster bench-move bench-storage bench-scale bench-scale-restart bench-startup bench-compaction bench-rebalance clean-data
+.PHONY: fuzz fuzz-build fuzz-run fuzz-tools run cluster build test-bin suite-bin suite-parallel suite-serial test-kafka deps toolchain lint unit integration kill-test log-flood controller-failover chaos throttle-move soak slow-clients test bench bench-tls bench-cluster bench-move bench-storage bench-scale bench-scale-spread bench-scale-restart bench-startup bench-compaction bench-rebalance clean-data
 
 run: toolchain
 	$(CARGO) build --release -p brook
@@ -263,6 +263,17 @@ bench-storage:
 bench-scale:
 	$(CARGO) build --release -p brook
 	python3 bench/scale_partitions.py --out bench/results/$$(date -u +%Y%m%dT%H%M%SZ)-scale.md $(ARGS)
+
+# Throughput with 1 KB records spread over every partition, by franz-go (bench/scale_spread.py,
+# bench/go/scaleperf): create, first record to every partition, spread produce and fetch MB/s (full
+# 15-record batches), RSS/fds per node, Metadata and `kafka-topics --describe` times; LAYOUT=1 one
+# node RF 1 at 1k/10k/100k partitions, LAYOUT=3 three nodes RF 3 at 1k/5k, which adds a node's
+# restart-to-serving and controller failover (ARGS="--sizes 1000 --servers brook"). Brook beside
+# Kafka 4.4; each run writes bench/results/<UTC>-scale-spread-<LAYOUT>n.{json,md}. Never a CI gate.
+LAYOUT ?= 1
+bench-scale-spread:
+	$(CARGO) build --release -p brook
+	python3 bench/scale_spread.py --layout $(LAYOUT) $(ARGS)
 
 # Stop and start one node holding many partitions (bench/scale_restart.py, issue 24's "< 2 s start
 # at 100,000 partitions"): clean stop and start, idle stop and start, kill -9 start, RSS and open

@@ -20,8 +20,10 @@ start took 11-13 s on this machine. The reads that follow open every log and che
 and the kill -9 that follows proves a start without a trusted summary recovers everything.
 """
 
+import os
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
@@ -86,6 +88,15 @@ def _delete(bootstrap: str, topics: list) -> None:
     while (listed := set(topics) & set(admin.list_topics(timeout=30).topics)) and time.monotonic() < deadline:
         time.sleep(0.5)
     assert not listed, f"{len(listed)} deleted topics still listed"
+
+
+def _partition_dirs(log_dir: Path, prefix: str) -> list:
+    """The partition directories of topics named `prefix`-*, renamed ones included; one
+    removed during the listing is not counted (Brook deletes them after DeleteTopics)."""
+    try:
+        return [e.path for e in os.scandir(log_dir) if e.name.startswith(f"{prefix}-") and e.is_dir()]
+    except FileNotFoundError:
+        return []
 
 
 def _record(topic: str, partition: int, n: int) -> tuple:
@@ -179,8 +190,13 @@ def test_every_partition_keeps_its_records_across_a_clean_restart_and_a_kill(tmp
         _delete(broker.bootstrap, topics)
         print(f"deleted {partitions} partitions in {time.monotonic() - started:.1f} s")
         if broker.kind == "brook":
-            # Kafka renames them for a deletion file.delete.delay.ms later; Brook deletes them.
-            left = [d for d in (tmp_path / "node").rglob(f"{prefix}-*") if d.is_dir()]
+            # Kafka renames them for a deletion file.delete.delay.ms later; Brook deletes them,
+            # after DeleteTopics has answered (the renamed directories go while this looks).
+            deadline = time.monotonic() + MIN_PHASE_S
+            left = _partition_dirs(broker.log_dirs, prefix)
+            while left and time.monotonic() < deadline:
+                time.sleep(0.2)
+                left = _partition_dirs(broker.log_dirs, prefix)
             assert not left, f"{len(left)} partition directories left, e.g. {left[:3]}"
     finally:
         broker.stop()

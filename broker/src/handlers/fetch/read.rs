@@ -59,15 +59,17 @@ pub(super) async fn read_some(
         // data may exceed it by one batch.
         let read = planned_bytes < budget_bytes || (planned_bytes == 0 && !had_data);
         let (mut p, watch) = prepare(broker, w, replica, read).await;
-        if let Prepared::Read(_, planned) = &p {
-            planned_bytes = planned_bytes.saturating_add(planned.bytes_at_most());
-        }
         if let Some(t) = &throttle {
             let class = t.classify(&w.key.topic, w.key.partition);
             if class == Some(true) {
                 p = p.without_records();
             }
             throttled.push(class.is_some());
+        }
+        // Counted after the throttle: a throttled replica's bytes must not take the budget
+        // of the in-sync partitions behind it.
+        if let Prepared::Read(_, planned) = &p {
+            planned_bytes = planned_bytes.saturating_add(planned.bytes_at_most());
         }
         prepared.push((i, p));
         watches.push((i, watch));

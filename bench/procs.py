@@ -288,3 +288,16 @@ class CpuMeter:
         if busy is None or self.busy0 is None or wall <= 0:
             return None
         return max(0.0, (busy - self.busy0) - (_own_s() - self.own0)) / wall
+
+
+def go_build(source_dir: Path, binary: Path) -> None:
+    """`go build` of the bench client in `source_dir` into `binary`, unless the binary is newer
+    than its .go, go.mod and go.sum files."""
+    sources = [p for p in source_dir.iterdir() if p.suffix in (".go", ".mod", ".sum")]
+    if binary.is_file() and binary.stat().st_mtime >= max(p.stat().st_mtime for p in sources):
+        return
+    binary.parent.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.run(["go", "build", "-buildvcs=false", "-o", str(binary), "."], cwd=source_dir,
+                          capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)  # fmt: skip
+    if proc.returncode != 0:
+        raise RuntimeError(f"go build {source_dir} failed: {proc.stdout}{proc.stderr}"[-1000:])

@@ -48,7 +48,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cluster_nodes import OVERRIDES  # noqa: E402
-from procs import ROOT, Server, read_rss_kb  # noqa: E402
+from procs import ROOT, Server, go_build, read_rss_kb  # noqa: E402
 from scale import metadata_latencies  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "integration-tests"))
@@ -74,15 +74,8 @@ def load_average() -> List[float]:
 
 
 def ensure_scaleperf() -> None:
-    """go build into bench/.build unless the binary is newer than its sources (as tlsperf.py)."""
-    sources = [p for p in SCALEPERF_SOURCE.iterdir() if p.suffix in (".go", ".mod", ".sum")]
-    if SCALEPERF.is_file() and SCALEPERF.stat().st_mtime >= max(p.stat().st_mtime for p in sources):
-        return
-    SCALEPERF.parent.mkdir(parents=True, exist_ok=True)
-    proc = subprocess.run(["go", "build", "-buildvcs=false", "-o", str(SCALEPERF), "."], cwd=SCALEPERF_SOURCE,
-                          capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)  # fmt: skip
-    if proc.returncode != 0:
-        raise RuntimeError(f"go build bench/go/scaleperf failed: {proc.stdout}{proc.stderr}"[-1000:])
+    """go build into bench/.build unless the binary is newer than its sources."""
+    go_build(SCALEPERF_SOURCE, SCALEPERF)
 
 
 def scaleperf(mode: str, bootstrap: str, topics: int, *args: str) -> Dict:

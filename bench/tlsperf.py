@@ -16,6 +16,8 @@ import subprocess
 from pathlib import Path
 from typing import Dict, Optional, Tuple
 
+from procs import go_build
+
 BENCH_DIR = Path(__file__).resolve().parent
 SOURCE_DIR = BENCH_DIR / "go" / "tlsperf"
 BINARY = BENCH_DIR / ".build" / "tlsperf"
@@ -23,14 +25,7 @@ BINARY = BENCH_DIR / ".build" / "tlsperf"
 
 def ensure_built() -> None:
     """go build into bench/.build unless the binary is newer than main.go, go.mod and go.sum."""
-    sources = [p for p in SOURCE_DIR.iterdir() if p.suffix in (".go", ".mod", ".sum")]
-    if BINARY.is_file() and BINARY.stat().st_mtime >= max(p.stat().st_mtime for p in sources):
-        return
-    BINARY.parent.mkdir(parents=True, exist_ok=True)
-    proc = subprocess.run(["go", "build", "-buildvcs=false", "-o", str(BINARY), "."], cwd=SOURCE_DIR,
-                          capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)  # fmt: skip
-    if proc.returncode != 0:
-        raise RuntimeError(f"go build bench/go/tlsperf failed: {proc.stdout}{proc.stderr}"[-1000:])
+    go_build(SOURCE_DIR, BINARY)
 
 
 def run(mode: str, bootstrap: str, topic: str, records: int, timeout_s: float, config: Optional[str] = None,

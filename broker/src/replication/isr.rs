@@ -118,13 +118,13 @@ async fn check_all(broker: &Broker, lag_max_ms: i64, shutdown: &CancellationToke
             // state ends an unclean election's RECOVERING in the change that grows the ISR.
             leader_recovery_state: LeaderRecoveryState::Recovered,
         };
-        proposals.push(Proposal {
+        let proposal = Proposal {
             isr_before: part.isr.clone(),
             partition_epoch: part.partition_epoch,
             state,
             wanted,
-            cmd,
-        });
+        };
+        proposals.push((proposal, cmd));
         if proposals.len() == PROPOSALS_IN_FLIGHT && !propose_all(broker, &mut proposals).await {
             return;
         }
@@ -132,23 +132,23 @@ async fn check_all(broker: &Broker, lag_max_ms: i64, shutdown: &CancellationToke
     propose_all(broker, &mut proposals).await;
 }
 
-/// One partition's ISR change, proposed.
+/// One partition's ISR change, kept to record the outcome of its proposal.
 struct Proposal {
     state: Arc<LeaderPartition>,
     isr_before: Vec<i32>,
     partition_epoch: i32,
     wanted: Vec<i32>,
-    cmd: Command,
 }
 
 /// Proposes `proposals` (one change per partition) together and records each outcome;
 /// false when the quorum failed in a way that makes further proposals pointless now.
-async fn propose_all(broker: &Broker, proposals: &mut Vec<Proposal>) -> bool {
+async fn propose_all(broker: &Broker, proposals: &mut Vec<(Proposal, Command)>) -> bool {
     let batch = std::mem::take(proposals);
-    let outcomes = join_all(batch.into_iter().map(|p| async move {
-        let outcome = broker.quorum.propose(p.cmd.clone()).await;
-        (p, outcome)
-    }))
+    let outcomes = join_all(
+        batch
+            .into_iter()
+            .map(|(p, cmd)| async move { (p, broker.quorum.propose(cmd).await) }),
+    )
     .await;
     let mut go_on = true;
     for (p, outcome) in outcomes {
@@ -157,7 +157,6 @@ async fn propose_all(broker: &Broker, proposals: &mut Vec<Proposal>) -> bool {
             isr_before: isr,
             partition_epoch,
             wanted,
-            ..
         } = p;
         match outcome {
             Ok(()) => {

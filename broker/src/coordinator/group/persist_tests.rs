@@ -481,6 +481,23 @@ mod consumer_groups {
         assert!(c.consumer_groups().exists("g"), "a join replaces it");
     }
 
+    /// Member "a" joins group "g" (its partition loaded here), then another node leads the
+    /// partition: the group leaves memory, its records stay. The member's assignment and
+    /// epoch.
+    async fn join_then_lead_elsewhere(node: &Node) -> (Assignment, i32) {
+        let c = &node.coordinator;
+        let joined = send(c, &request("a", 0, Some(Assignment::new())))
+            .await
+            .expect("joins once loaded");
+        let owned = joined
+            .assignment
+            .clone()
+            .expect("a join is told its assignment");
+        node.publish(offsets_image_led_by(2));
+        c.follow(&offsets_image_led_by(2)).await;
+        (owned, joined.member_epoch)
+    }
+
     #[tokio::test]
     async fn a_group_not_read_back_yet_is_loading_and_one_never_stored_is_not_found() {
         let dir = tempfile::tempdir().expect("temp dir");
@@ -499,15 +516,7 @@ mod consumer_groups {
                 "Consumer group g not found.".into()
             ))
         );
-        let joined = send(c, &join).await.expect("joins once loaded");
-        let owned = joined
-            .assignment
-            .clone()
-            .expect("a join is told its assignment");
-        let epoch = joined.member_epoch;
-        // Another node leads the partition: the group leaves memory, its records stay.
-        node.publish(offsets_image_led_by(2));
-        c.follow(&offsets_image_led_by(2)).await;
+        let (owned, epoch) = join_then_lead_elsewhere(&node).await;
         assert!(!c.consumer_groups().exists("g"));
         // Led here again (a failover back): loading until the group is read back, then
         // the member carries on at its epoch.
@@ -538,16 +547,7 @@ mod consumer_groups {
             !c.follow(&offsets_image_led_by(1)).await,
             "a load that succeeds wants no retry"
         );
-        let joined = send(c, &request("a", 0, Some(Assignment::new())))
-            .await
-            .expect("joins once loaded");
-        let owned = joined
-            .assignment
-            .clone()
-            .expect("a join is told its assignment");
-        let epoch = joined.member_epoch;
-        node.publish(offsets_image_led_by(2));
-        c.follow(&offsets_image_led_by(2)).await;
+        let (owned, epoch) = join_then_lead_elsewhere(&node).await;
         // Led here again, and reading its groups back fails once.
         c.shared
             .failing_reads
